@@ -1,0 +1,29 @@
+/** A probability or score with two decimals, as shown in labels. */
+export function fixed2(x: number): string {
+  return x.toFixed(2);
+}
+
+/** A probability with three decimals, as shown in distributions. */
+export function fixed3(x: number): string {
+  return x.toFixed(3);
+}
+
+/** "1 file" / "3 files". */
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+/** The last component of a path, for either separator. */
+export function fileName(path: string): string {
+  const parts = path.split(/[\\/]/);
+  return parts[parts.length - 1] || path;
+}
+
+/** At most `max` characters, cut at a word boundary where there is one, with an ellipsis. */
+export function excerpt(text: string, max = 200): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  if (flat.length <= max) return flat;
+  const cut = flat.slice(0, max);
+  const space = cut.lastIndexOf(" ");
+  return `${space > max * 0.6 ? cut.slice(0, space) : cut}…`;
+}

@@ -1,0 +1,103 @@
+// Every call from the UI to the Rust side. This is the only module that imports @tauri-apps/*,
+// so the rest of the UI can be tested with `vi.mock("$lib/ipc")`.
+
+import { Channel, invoke } from "@tauri-apps/api/core";
+import { getCurrentWebview } from "@tauri-apps/api/webview";
+import { open } from "@tauri-apps/plugin-dialog";
+
+import type {
+  AnswerRecord,
+  AppStatus,
+  CritiqueWeights,
+  DocumentInfo,
+  ExportFormat,
+  IndexEvent,
+  IndexFinished,
+  Progress,
+  Settings,
+} from "./types";
+
+export type * from "./types";
+
+/** Which models were found, where the data lives, and how big the library is. */
+export function appStatus(): Promise<AppStatus> {
+  return invoke<AppStatus>("app_status");
+}
+
+/** Indexes files and folders, streaming one event per file; resolves with the `finished` event. */
+export function indexPaths(
+  paths: string[],
+  onEvent: (event: IndexEvent) => void,
+): Promise<IndexFinished> {
+  const channel = new Channel<IndexEvent>();
+  channel.onmessage = onEvent;
+  return invoke<IndexFinished>("index_paths", { paths, onEvent: channel });
+}
+
+/** The documents of the library. */
+export function listDocuments(): Promise<DocumentInfo[]> {
+  return invoke<DocumentInfo[]>("list_documents");
+}
+
+/** Answers a question, streaming the steps of Self-RAG as they happen. */
+export function ask(
+  question: string,
+  settings: Settings,
+  onEvent: (event: Progress) => void,
+): Promise<AnswerRecord> {
+  const channel = new Channel<Progress>();
+  channel.onmessage = onEvent;
+  return invoke<AnswerRecord>("ask", { question, settings, onEvent: channel });
+}
+
+/** Re-chooses the candidates of a stored answer under new weights; no model call. */
+export function rerank(
+  answerId: string,
+  weights: CritiqueWeights,
+  hardConstraints: boolean,
+): Promise<AnswerRecord> {
+  return invoke<AnswerRecord>("rerank", { answerId, weights, hardConstraints });
+}
+
+/** Asks where to save the answer (the Rust side shows the dialog); null when cancelled. */
+export function exportAnswer(answerId: string, format: ExportFormat): Promise<string | null> {
+  return invoke<string | null>("export_answer", { answerId, format });
+}
+
+/** Lets the user pick documents to index without drag and drop; null when cancelled. */
+export async function pickFiles(): Promise<string[] | null> {
+  const picked = await open({
+    multiple: true,
+    directory: false,
+    title: "Add documents to the library",
+  });
+  if (picked === null) return null;
+  return Array.isArray(picked) ? picked : [picked];
+}
+
+/**
+ * Calls `onDrop` with the paths of files dropped on the window, and `onHover(true/false)`
+ * while files are dragged over it, so the UI can show where they will go.
+ * Resolves with a function that stops listening.
+ */
+export function onFilesDropped(
+  onDrop: (paths: string[]) => void,
+  onHover: (hovering: boolean) => void = () => {},
+): Promise<() => void> {
+  return getCurrentWebview().onDragDropEvent((event) => {
+    const payload = event.payload;
+    switch (payload.type) {
+      case "enter":
+      case "over":
+        onHover(true);
+        break;
+      case "leave":
+        onHover(false);
+        break;
+      case "drop":
+        onHover(false);
+        onDrop(payload.paths);
+        break;
+    }
+  });
+}

@@ -1,0 +1,150 @@
+// Labels for the reflection tokens of one candidate: what the badges and the candidate list say.
+
+import type {
+  Answer,
+  Candidate,
+  CritiqueWeights,
+  IsRelDistribution,
+  IsSupDistribution,
+  IsUseDistribution,
+} from "./ipc/types";
+import { fixed2, fixed3 } from "./format";
+import { retrieveReason } from "./progress";
+
+/** How a badge looks: its tone selects the colour, always together with an icon and text. */
+export type Tone = "good" | "partial" | "bad" | "neutral";
+
+export interface Badge {
+  /** The reflection token family, e.g. "IsSup". */
+  name: string;
+  icon: string;
+  /** The short verdict, e.g. "Fully supported". */
+  label: string;
+  /** The score that enters f, e.g. "s_sup 0.95"; empty when there is none. */
+  score: string;
+  tone: Tone;
+  /** Every token probability, one per line, three decimals. */
+  distribution: string;
+}
+
+/** The token with the highest probability, first one on ties. */
+export function argmax<T extends object>(dist: T): keyof T {
+  const entries = Object.entries(dist) as [keyof T, number][];
+  return entries.reduce((best, cur) => (cur[1] > best[1] ? cur : best))[0];
+}
+
+/** "[Relevant] 0.920\n[Irrelevant] 0.080". */
+export function describeDistribution(dist: object | null): string {
+  if (dist === null) return "The model emitted no token here.";
+  return Object.entries(dist as Record<string, number>)
+    .map(([token, p]) => `${token} ${fixed3(p)}`)
+    .join("\n");
+}
+
+export function retrieveBadge(answer: Answer): Badge {
+  const { p_retrieve, retrieved } = answer.retrieve;
+  const { threshold, mode } = answer.settings;
+  const label = retrieved ? "Retrieved" : "No retrieval";
+  const why =
+    mode === "adaptive"
+      ? `p ${fixed2(p_retrieve)} ${p_retrieve > threshold ? ">" : "≤"} δ ${fixed2(threshold)}`
+      : `p ${fixed2(p_retrieve)}, mode ${mode}`;
+  return {
+    name: "Retrieve",
+    icon: retrieved ? "⤓" : "∅",
+    label: `${label} (${why})`,
+    score: "",
+    tone: "neutral",
+    distribution: [
+      `[Retrieval] ${fixed3(p_retrieve)}`,
+      `[No Retrieval] ${fixed3(1 - p_retrieve)}`,
+      retrieveReason(p_retrieve, threshold, mode, retrieved),
+    ].join("\n"),
+  };
+}
+
+export function isRelBadge(c: Candidate): Badge {
+  const dist: IsRelDistribution | null = c.isrel;
+  if (dist === null) {
+    return {
+      name: "IsRel",
+      icon: "–",
+      label: "—",
+      score: "",
+      tone: "neutral",
+      distribution: describeDistribution(null),
+    };
+  }
+  const relevant = argmax(dist) === "[Relevant]";
+  return {
+    name: "IsRel",
+    icon: relevant ? "✓" : "✗",
+    label: relevant ? "Relevant" : "Irrelevant",
+    score: `s_rel ${fixed2(c.s_rel)}`,
+    tone: relevant ? "good" : "bad",
+    distribution: describeDistribution(dist),
+  };
+}
+
+const SUPPORT: Record<keyof IsSupDistribution, { label: string; icon: string; tone: Tone }> = {
+  "[Fully supported]": { label: "Fully supported", icon: "✓", tone: "good" },
+  "[Partially supported]": { label: "Partially supported", icon: "◐", tone: "partial" },
+  "[No support / Contradictory]": { label: "Not supported", icon: "✗", tone: "bad" },
+};
+
+export function isSupBadge(c: Candidate): Badge {
+  const dist: IsSupDistribution | null = c.issup;
+  if (dist === null) {
+    return {
+      name: "IsSup",
+      icon: "–",
+      label: "—",
+      score: "",
+      tone: "neutral",
+      distribution: describeDistribution(null),
+    };
+  }
+  const verdict = SUPPORT[argmax(dist)];
+  return {
+    name: "IsSup",
+    icon: verdict.icon,
+    label: verdict.label,
+    score: `s_sup ${fixed2(c.s_sup)}`,
+    tone: verdict.tone,
+    distribution: describeDistribution(dist),
+  };
+}
+
+export function isUseBadge(c: Candidate): Badge {
+  const dist: IsUseDistribution | null = c.isuse;
+  if (dist === null) {
+    return {
+      name: "IsUse",
+      icon: "–",
+      label: "—",
+      score: "",
+      tone: "neutral",
+      distribution: describeDistribution(null),
+    };
+  }
+  const utility = Number(/\d/.exec(String(argmax(dist)))?.[0] ?? 0);
+  return {
+    name: "IsUse",
+    icon: "★",
+    label: `Utility ${utility}`,
+    score: `s_use ${fixed2(c.s_use)}`,
+    tone: utility >= 4 ? "good" : utility >= 3 ? "partial" : "bad",
+    distribution: describeDistribution(dist),
+  };
+}
+
+/** "p_LM 0.62 + 1.00·0.92 + 1.00·0.95 + 0.50·0.75 = 2.87" (p_LM only when it counts). */
+export function scoreBreakdown(c: Candidate, weights: CritiqueWeights, usePLm: boolean): string {
+  const terms = [
+    ...(usePLm ? [`p_LM ${fixed2(c.p_lm)}`] : []),
+    `${fixed2(weights.rel)}·s_rel ${fixed2(c.s_rel)}`,
+    `${fixed2(weights.sup)}·s_sup ${fixed2(c.s_sup)}`,
+    `${fixed2(weights.use)}·s_use ${fixed2(c.s_use)}`,
+  ];
+  return `${terms.join(" + ")} = ${fixed2(c.score)}`;
+}

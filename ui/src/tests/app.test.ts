@@ -1,0 +1,317 @@
+import { fireEvent, render, screen, waitFor } from "@testing-library/svelte";
+import userEvent from "@testing-library/user-event";
+import { tick } from "svelte";
+import { beforeEach, describe, expect, it, vi } from "vitest";
+
+import App from "../App.svelte";
+import * as ipc from "$lib/ipc";
+import type { AnswerRecord, IndexEvent, IndexFinished, Progress } from "$lib/ipc/types";
+import { defaultSettings } from "$lib/settings";
+import { record, reranked, status } from "./fixtures";
+
+vi.mock("$lib/ipc", () => ({
+  appStatus: vi.fn(),
+  indexPaths: vi.fn(),
+  listDocuments: vi.fn(),
+  ask: vi.fn(),
+  rerank: vi.fn(),
+  exportAnswer: vi.fn(),
+  pickFiles: vi.fn(),
+  onFilesDropped: vi.fn(),
+}));
+
+const mocked = vi.mocked(ipc);
+
+/** A promise the test settles by hand, to look at the UI while a call is in flight. */
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (reason: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+let drop: (paths: string[]) => void = () => {};
+let hover: (hovering: boolean) => void = () => {};
+
+beforeEach(() => {
+  vi.resetAllMocks();
+  mocked.appStatus.mockResolvedValue(status());
+  mocked.listDocuments.mockResolvedValue([
+    { id: "d1", path: "/home/ada/papers/selfrag.pdf", title: "Self-RAG paper", passages: 12 },
+  ]);
+  mocked.onFilesDropped.mockImplementation(async (onDrop, onHover) => {
+    drop = onDrop;
+    hover = onHover ?? (() => {});
+    return () => {};
+  });
+});
+
+async function askAndAnswer(answered: AnswerRecord = record()) {
+  mocked.ask.mockResolvedValue(answered);
+  const user = userEvent.setup();
+  await user.type(await screen.findByTestId("question-input"), "When does Self-RAG retrieve?");
+  await user.keyboard("{Enter}");
+  await screen.findByTestId("answer");
+}
+
+describe("App", () => {
+  it("lists the documents of the library", async () => {
+    render(App);
+    const items = await screen.findAllByTestId("document-item");
+    expect(items).toHaveLength(1);
+    expect(items[0]).toHaveTextContent("Self-RAG paper");
+    expect(items[0]).toHaveTextContent("12 passages");
+  });
+
+  it("shows where each missing model was looked for and how to fix it", async () => {
+    mocked.appStatus.mockResolvedValue(
+      status({
+        models: [
+          {
+            role: "generator",
+            name: "selfrag_llama2_7b Q4_K_M",
+            found: false,
+            path: null,
+            searched: ["/home/ada/.cache/huggingface/hub", "/home/ada/.local/share/selfrag/models"],
+            fix: "Run `selfrag models download generator`.",
+          },
+          {
+            role: "embedder",
+            name: "facebook/contriever-msmarco",
+            found: false,
+            path: null,
+            searched: ["/home/ada/.cache/huggingface/hub"],
+            fix: "Run `selfrag models download embedder`.",
+          },
+        ],
+      }),
+    );
+    render(App);
+
+    const screenEl = await screen.findByTestId("missing-models");
+    expect(screenEl).toHaveTextContent("selfrag_llama2_7b Q4_K_M");
+    expect(screenEl).toHaveTextContent("/home/ada/.local/share/selfrag/models");
+    expect(screenEl).toHaveTextContent("Run `selfrag models download generator`.");
+    expect(screen.getAllByTestId("searched-path").map((el) => el.textContent)).toEqual([
+      "/home/ada/.cache/huggingface/hub",
+      "/home/ada/.local/share/selfrag/models",
+      "/home/ada/.cache/huggingface/hub",
+    ]);
+    expect(screen.queryByTestId("question-input")).toBeNull();
+    // The library still works, and says why it cannot index.
+    expect(await screen.findAllByTestId("document-item")).toHaveLength(1);
+    expect(screen.getByTestId("embedder-missing")).toHaveTextContent("facebook/contriever-msmarco");
+  });
+
+  it("asks on Enter and renders the Progress events in the status line", async () => {
+    const reply = deferred<AnswerRecord>();
+    let send: (event: Progress) => void = () => {};
+    mocked.ask.mockImplementation((_q, _s, onEvent) => {
+      send = onEvent;
+      return reply.promise;
+    });
+    const user = userEvent.setup();
+    render(App);
+
+    await user.type(await screen.findByTestId("question-input"), "When does Self-RAG retrieve?");
+    await user.keyboard("{Enter}");
+    expect(mocked.ask).toHaveBeenCalledWith(
+      "When does Self-RAG retrieve?",
+      defaultSettings(),
+      expect.any(Function),
+    );
+    expect(screen.getByTestId("ask-button")).toBeDisabled();
+
+    const line = screen.getByTestId("status-line");
+    const steps: [Progress, string][] = [
+      [
+        {
+          kind: "retrieve_decided",
+          p_retrieve: 0.83,
+          threshold: 0.2,
+          mode: "adaptive",
+          retrieved: true,
+        },
+        "Deciding whether to retrieve: p = 0.83 > δ 0.20 → retrieving",
+      ],
+      [{ kind: "passages_retrieved", segment: 0, count: 5 }, "Retrieved 5 passages"],
+      [{ kind: "candidates_started", segment: 0, count: 5 }, "Writing candidates 0/5"],
+      [{ kind: "candidate_finished", segment: 0, index: 2, count: 5 }, "Writing candidates 1/5"],
+      [{ kind: "candidate_finished", segment: 0, index: 0, count: 5 }, "Writing candidates 2/5"],
+      [
+        { kind: "segment_chosen", segment: 0, text: "Self-RAG retrieves on demand.", citation: 1 },
+        "Chose “Self-RAG retrieves on demand.” [1]",
+      ],
+    ];
+    for (const [event, text] of steps) {
+      send(event);
+      await tick();
+      expect(line).toHaveTextContent(text);
+    }
+    expect(screen.getByTestId("answer-draft")).toHaveTextContent("Self-RAG retrieves on demand.");
+
+    reply.resolve(record());
+    expect(await screen.findByTestId("answer")).toHaveTextContent(
+      "Self-RAG retrieves passages only when it needs them.",
+    );
+    expect(line).toHaveTextContent(/Answered in \d+\.\d s/);
+  });
+
+  it("does not ask on Shift+Enter", async () => {
+    const user = userEvent.setup();
+    render(App);
+    await user.type(await screen.findByTestId("question-input"), "line one{Shift>}{Enter}{/Shift}");
+    expect(mocked.ask).not.toHaveBeenCalled();
+    expect(screen.getByTestId("question-input")).toHaveValue("line one\n");
+  });
+
+  it("reranks when a weight slider moves and shows the re-ranked answer", async () => {
+    render(App);
+    await askAndAnswer();
+    mocked.rerank.mockResolvedValue(reranked());
+
+    await fireEvent.input(screen.getByTestId("slider-sup"), { target: { value: "1.5" } });
+
+    expect(mocked.rerank).toHaveBeenCalledWith("a1", { rel: 1, sup: 1.5, use: 0.5 }, false);
+    await waitFor(() =>
+      expect(screen.getByTestId("answer")).toHaveTextContent("It retrieves for factual questions."),
+    );
+    expect(screen.getByTestId("badge-issup")).toHaveTextContent("Partially supported");
+    expect(screen.getByTestId("weight-sup")).toHaveTextContent("1.50");
+  });
+
+  it("ignores a rerank reply that arrives after a newer one", async () => {
+    render(App);
+    await askAndAnswer();
+    const first = deferred<AnswerRecord>();
+    const second = deferred<AnswerRecord>();
+    mocked.rerank.mockReturnValueOnce(first.promise).mockReturnValueOnce(second.promise);
+
+    await fireEvent.input(screen.getByTestId("slider-rel"), { target: { value: "0.5" } });
+    await fireEvent.input(screen.getByTestId("slider-rel"), { target: { value: "0.25" } });
+    expect(mocked.rerank).toHaveBeenNthCalledWith(1, "a1", { rel: 0.5, sup: 1, use: 0.5 }, false);
+    expect(mocked.rerank).toHaveBeenNthCalledWith(2, "a1", { rel: 0.25, sup: 1, use: 0.5 }, false);
+
+    second.resolve(reranked());
+    await waitFor(() =>
+      expect(screen.getByTestId("answer")).toHaveTextContent("It retrieves for factual questions."),
+    );
+    first.resolve(record());
+    await new Promise((r) => setTimeout(r, 0));
+    await tick();
+    expect(screen.getByTestId("answer")).toHaveTextContent("It retrieves for factual questions.");
+  });
+
+  it("applies weights moved during a run to its answer once it arrives", async () => {
+    const reply = deferred<AnswerRecord>();
+    mocked.ask.mockReturnValue(reply.promise);
+    mocked.rerank.mockResolvedValue(reranked());
+    const user = userEvent.setup();
+    render(App);
+    await user.type(await screen.findByTestId("question-input"), "Why?{Enter}");
+
+    await fireEvent.input(screen.getByTestId("slider-sup"), { target: { value: "1.5" } });
+    expect(mocked.rerank).not.toHaveBeenCalled();
+
+    reply.resolve(record());
+    await waitFor(() =>
+      expect(mocked.rerank).toHaveBeenCalledWith("a1", { rel: 1, sup: 1.5, use: 0.5 }, false),
+    );
+    await waitFor(() =>
+      expect(screen.getByTestId("answer")).toHaveTextContent("It retrieves for factual questions."),
+    );
+  });
+
+  it("reranks with hard constraints when the checkbox is ticked", async () => {
+    render(App);
+    await askAndAnswer();
+    mocked.rerank.mockResolvedValue(record());
+    await fireEvent.click(screen.getByTestId("hard-constraints"));
+    expect(mocked.rerank).toHaveBeenCalledWith("a1", { rel: 1, sup: 1, use: 0.5 }, true);
+  });
+
+  it("shows a failed call's message in a banner that can be dismissed", async () => {
+    mocked.ask.mockRejectedValue({
+      code: "generation_failed",
+      message: "The model ran out of memory.",
+    });
+    const user = userEvent.setup();
+    render(App);
+    await user.type(await screen.findByTestId("question-input"), "Why?");
+    await user.click(screen.getByTestId("ask-button"));
+
+    const banner = await screen.findByTestId("error-banner");
+    expect(banner).toHaveTextContent("The model ran out of memory.");
+    await user.click(screen.getByRole("button", { name: "Dismiss error" }));
+    expect(screen.queryByTestId("error-banner")).toBeNull();
+  });
+
+  it("exports the answer as Markdown and says where it went", async () => {
+    render(App);
+    await askAndAnswer();
+    mocked.exportAnswer.mockResolvedValueOnce("/home/ada/answer.md").mockResolvedValueOnce(null);
+
+    await fireEvent.click(screen.getByTestId("export-md"));
+    expect(mocked.exportAnswer).toHaveBeenCalledWith("a1", "md");
+    await waitFor(() =>
+      expect(screen.getByTestId("export-status")).toHaveTextContent("Saved to /home/ada/answer.md"),
+    );
+
+    // Cancelling the save dialog says nothing.
+    await fireEvent.click(screen.getByTestId("export-md"));
+    await waitFor(() => expect(screen.getByTestId("export-status")).toHaveTextContent(""));
+    expect(screen.getByTestId("export-status").textContent?.trim()).toBe("");
+  });
+
+  it("indexes dropped files and reports each file's outcome", async () => {
+    render(App);
+    await screen.findAllByTestId("document-item");
+    await waitFor(() => expect(mocked.onFilesDropped).toHaveBeenCalled());
+
+    hover(true);
+    await tick();
+    expect(screen.getByTestId("library")).toHaveClass("drop-active");
+
+    const done = deferred<IndexFinished>();
+    let send: (event: IndexEvent) => void = () => {};
+    mocked.indexPaths.mockImplementation((_paths, onEvent) => {
+      send = onEvent;
+      return done.promise;
+    });
+    hover(false);
+    drop(["/home/ada/new.md", "/home/ada/broken.pdf"]);
+    await tick();
+    expect(screen.getByTestId("library")).not.toHaveClass("drop-active");
+    expect(mocked.indexPaths).toHaveBeenCalledWith(
+      ["/home/ada/new.md", "/home/ada/broken.pdf"],
+      expect.any(Function),
+    );
+
+    send({ kind: "started", total: 2 });
+    send({ kind: "fileStarted", path: "/home/ada/new.md" });
+    await tick();
+    expect(screen.getByTestId("index-status")).toHaveTextContent("Indexing new.md (1/2)…");
+    send({ kind: "fileIndexed", path: "/home/ada/new.md", passages: 3 });
+    send({ kind: "fileStarted", path: "/home/ada/broken.pdf" });
+    send({ kind: "fileFailed", path: "/home/ada/broken.pdf", error: "the PDF parser timed out" });
+
+    mocked.listDocuments.mockResolvedValue([
+      { id: "d1", path: "/home/ada/papers/selfrag.pdf", title: "Self-RAG paper", passages: 12 },
+      { id: "d2", path: "/home/ada/new.md", title: "new", passages: 3 },
+    ]);
+    done.resolve({ kind: "finished", indexed: 1, skipped: 0, failed: 1 });
+
+    await waitFor(() =>
+      expect(screen.getByTestId("index-status")).toHaveTextContent(
+        "Indexed 1 file, 3 passages, 1 failed",
+      ),
+    );
+    expect(screen.getByTestId("index-problems")).toHaveTextContent(
+      "broken.pdf: the PDF parser timed out",
+    );
+    await waitFor(() => expect(screen.getAllByTestId("document-item")).toHaveLength(2));
+  });
+});

@@ -1,0 +1,87 @@
+import { describe, expect, it } from "vitest";
+
+import { toIpcError } from "$lib/errors";
+import { excerpt, fileName } from "$lib/format";
+import { jobSummary, nextJob, startJob } from "$lib/indexing";
+import type { IndexEvent } from "$lib/ipc/types";
+import { nextStatus, retrieveReason, startRun } from "$lib/progress";
+import { argmax, isUseBadge, scoreBreakdown } from "$lib/reflection";
+import { candidate } from "./fixtures";
+
+describe("status line", () => {
+  it("explains every retrieve mode", () => {
+    expect(retrieveReason(0.1, 0.2, "adaptive", false)).toBe(
+      "p = 0.10 ≤ δ 0.20 → answering without retrieval",
+    );
+    expect(retrieveReason(0.1, 0.2, "always", true)).toBe("mode always (p = 0.10) → retrieving");
+    expect(retrieveReason(0.9, 0.2, "never", false)).toBe(
+      "mode never (p = 0.90) → answering without retrieval",
+    );
+  });
+
+  it("names the segment in long form and restarts the candidate count per segment", () => {
+    let s = startRun(true);
+    s = nextStatus(s, { kind: "candidates_started", segment: 1, count: 2 });
+    s = nextStatus(s, { kind: "candidate_finished", segment: 1, index: 1, count: 2 });
+    expect(s.line).toBe("Segment 2: Writing candidates 1/2");
+    s = nextStatus(s, { kind: "candidates_started", segment: 2, count: 2 });
+    expect(s.line).toBe("Segment 3: Writing candidates 0/2");
+  });
+});
+
+describe("indexing summary", () => {
+  it("counts files and passages, and lists skipped and failed files", () => {
+    const events: IndexEvent[] = [
+      { kind: "started", total: 3 },
+      { kind: "fileIndexed", path: "/a.md", passages: 2 },
+      { kind: "fileIndexed", path: "C:\\docs\\b.pdf", passages: 5 },
+      { kind: "fileSkipped", path: "/c.md", reason: "unchanged" },
+      { kind: "finished", indexed: 2, skipped: 1, failed: 0 },
+    ];
+    const job = events.reduce(nextJob, startJob());
+    expect(jobSummary(job)).toBe("Indexed 2 files, 7 passages, 1 skipped");
+    expect(job.skipped).toEqual([{ path: "/c.md", reason: "unchanged" }]);
+  });
+});
+
+describe("reflection labels", () => {
+  it("takes the most probable token", () => {
+    expect(argmax({ a: 0.2, b: 0.5, c: 0.3 })).toBe("b");
+    const third = candidate({
+      isuse: {
+        "[Utility:1]": 0.1,
+        "[Utility:2]": 0.1,
+        "[Utility:3]": 0.6,
+        "[Utility:4]": 0.1,
+        "[Utility:5]": 0.1,
+      },
+    });
+    expect(isUseBadge(third).label).toBe("Utility 3");
+  });
+
+  it("leaves p_LM out of the breakdown when it does not count", () => {
+    expect(scoreBreakdown(candidate(), { rel: 1, sup: 1, use: 0.5 }, false)).toBe(
+      "1.00·s_rel 0.92 + 1.00·s_sup 0.94 + 0.50·s_use 0.90 = 2.92",
+    );
+  });
+});
+
+describe("helpers", () => {
+  it("wraps whatever a call rejected with as {code, message}", () => {
+    expect(toIpcError({ code: "not_found", message: "no such answer" })).toEqual({
+      code: "not_found",
+      message: "no such answer",
+    });
+    expect(toIpcError("command ask not found")).toEqual({
+      code: "unknown",
+      message: "command ask not found",
+    });
+    expect(toIpcError(new Error("boom"))).toEqual({ code: "unknown", message: "boom" });
+  });
+
+  it("shortens text at a word and names files on any platform", () => {
+    expect(excerpt("one two three four", 10)).toBe("one two…");
+    expect(fileName("C:\\docs\\b.pdf")).toBe("b.pdf");
+    expect(fileName("/home/a/c.md")).toBe("c.md");
+  });
+});

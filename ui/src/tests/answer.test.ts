@@ -43,7 +43,9 @@ describe("AnswerView", () => {
           ...base,
           retrieve: { p_retrieve: 0.1, retrieved: false },
           passages: [],
-          segments: [{ text: "Paris.", citation: null, chosen: 0, candidates: [quiet] }],
+          segments: [
+            { text: "Paris.", citation: null, chosen: 0, retrieve: null, candidates: [quiet] },
+          ],
         },
       }),
     });

@@ -56,6 +56,7 @@ export function answer(overrides: Partial<Answer> = {}): Answer {
         text: "Self-RAG retrieves passages only when it needs them.",
         citation: 1,
         chosen: 0,
+        retrieve: { p_retrieve: 0.83, retrieved: true },
         candidates: [
           candidate(),
           candidate({

@@ -1,0 +1,107 @@
+//! The two traits the algorithm needs from the outside world, `Generator` and `Retriever`,
+//! and the plain data that crosses them. Implementations live in selfrag-models (candle)
+//! and selfrag-engine (LanceDB search); tests use scripted doubles.
+
+use serde::{Deserialize, Serialize};
+
+/// A token id in the generator's vocabulary.
+pub type TokenId = u32;
+
+/// The error type a backend reports; the algorithm wraps it with what it was doing.
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What `Generator::generate_batch` is asked to do for every row of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerateRequest {
+    /// Greedy decoding stops after this many new tokens.
+    pub max_new_tokens: usize,
+    /// Decoding of a row stops right after it emits one of these ids (EOS is always a stop).
+    pub stop_ids: Vec<TokenId>,
+    /// Ids whose probabilities are recorded at every generated position (see `GeneratedToken::watched`).
+    pub watch_ids: Vec<TokenId>,
+}
+
+/// Why a generated row ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model emitted its end-of-sequence token.
+    EndOfSequence,
+    /// The model emitted one of `GenerateRequest::stop_ids`.
+    StopToken,
+    /// `max_new_tokens` was reached.
+    Length,
+}
+
+/// One greedily chosen token and what the model thought at that position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratedToken {
+    pub id: TokenId,
+    /// Natural log of the chosen token's probability (softmax over the whole vocabulary).
+    pub logprob: f32,
+    /// Probabilities (softmax over the whole vocabulary, not renormalised) of
+    /// `GenerateRequest::watch_ids` at this position, in the same order.
+    pub watched: Vec<f32>,
+}
+
+/// One row of a batch: the continuation of one prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub tokens: Vec<GeneratedToken>,
+    pub stop: StopReason,
+}
+
+/// A language model that can score and continue prompts given as token ids.
+///
+/// Text is tokenized with special-token parsing off: reflection tokens reach a prompt only by
+/// id, so document text such as `[Fully supported]` can never become a reflection token.
+pub trait Generator {
+    /// The id of an exact vocabulary entry (e.g. `"[Relevant]"`), or `None` if the model lacks it.
+    fn token_id(&self, token: &str) -> Option<TokenId>;
+    /// Plain-text tokenization, no BOS, special tokens never recognised.
+    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError>;
+    /// Text of generated ids; special and reflection tokens are rendered as their strings.
+    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError>;
+    /// Beginning-of-sequence id, prepended to every prompt.
+    fn bos_id(&self) -> TokenId;
+    /// End-of-sequence id (`</s>`).
+    fn eos_id(&self) -> TokenId;
+    /// Maximum prompt + generation length in tokens.
+    fn context_length(&self) -> usize;
+    /// Probabilities (softmax over the whole vocabulary) of `watch_ids` at the position that
+    /// follows `prompt`, in the order given.
+    fn next_token_probs(
+        &mut self,
+        prompt: &[TokenId],
+        watch_ids: &[TokenId],
+    ) -> Result<Vec<f32>, BackendError>;
+    /// Greedy continuation of every prompt, decoded together as one batch. Returns one
+    /// `Generation` per prompt, in order.
+    fn generate_batch(
+        &mut self,
+        prompts: &[Vec<TokenId>],
+        request: &GenerateRequest,
+    ) -> Result<Vec<Generation>, BackendError>;
+}
+
+/// A passage of the user's library, as found by a `Retriever` and cited in an answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct Passage {
+    /// Stable id of the passage in the library.
+    pub id: String,
+    /// Title of the source document.
+    pub title: String,
+    /// Path of the source file on disk.
+    pub path: String,
+    /// 1-based page in the source, where the format has pages.
+    pub page: Option<u32>,
+    /// The passage text the model read.
+    pub text: String,
+}
+
+/// Finds the passages most relevant to a query.
+pub trait Retriever {
+    /// The top `k` passages for `query`, best first.
+    fn search(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, BackendError>;
+}

@@ -1,0 +1,307 @@
+//! The critique scores s_rel, s_sup, s_use and the segment score f (SELFRAG.md steps 4–6):
+//! pure functions of the probabilities the model gave its reflection tokens, so `rerank` can
+//! recompute them from the trace alone.
+
+use crate::backend::GeneratedToken;
+use crate::settings::CritiqueWeights;
+use crate::trace::{Candidate, IsRelDistribution, IsSupDistribution, IsUseDistribution};
+use crate::vocab::{ReflectionVocab, TokenGroup, watch};
+
+/// The utility weights of `[Utility:1]` … `[Utility:5]`.
+const UTILITY_WEIGHTS: [f32; 5] = [-1.0, -0.5, 0.0, 0.5, 1.0];
+
+/// `numerator / denominator`, or 0 where the model gave the whole group no probability
+/// (a 0/0 would otherwise turn the score into NaN and make every comparison false).
+fn ratio(numerator: f32, denominator: f32) -> f32 {
+    if denominator > 0.0 {
+        numerator / denominator
+    } else {
+        0.0
+    }
+}
+
+impl IsRelDistribution {
+    /// s_rel = p(Relevant) / (p(Relevant) + p(Irrelevant)), in [0, 1].
+    pub fn s_rel(&self) -> f32 {
+        ratio(self.relevant, self.relevant + self.irrelevant)
+    }
+
+    /// Whether `[Irrelevant]` is strictly the more probable IsRel token (hard constraint).
+    pub fn is_irrelevant(&self) -> bool {
+        self.irrelevant > self.relevant
+    }
+}
+
+impl IsSupDistribution {
+    /// s_sup = (p(Fully) + 0.5·p(Partially)) / (sum of the three), in [0, 1].
+    pub fn s_sup(&self) -> f32 {
+        ratio(
+            self.fully + 0.5 * self.partially,
+            self.fully + self.partially + self.no_support,
+        )
+    }
+
+    /// Whether `[No support / Contradictory]` is strictly the most probable IsSup token.
+    pub fn is_unsupported(&self) -> bool {
+        self.no_support > self.fully && self.no_support > self.partially
+    }
+}
+
+impl IsUseDistribution {
+    /// The five probabilities, `[Utility:1]` first.
+    pub fn probabilities(&self) -> [f32; 5] {
+        [self.u1, self.u2, self.u3, self.u4, self.u5]
+    }
+
+    /// s_use = Σ w_i·p(Utility:i) / Σ p(Utility:i) with w = (-1, -0.5, 0, 0.5, 1), in [-1, 1].
+    pub fn s_use(&self) -> f32 {
+        let p = self.probabilities();
+        let weighted: f32 = p.iter().zip(UTILITY_WEIGHTS).map(|(p, w)| p * w).sum();
+        ratio(weighted, p.iter().sum())
+    }
+}
+
+/// The three critique scores of one candidate; a missing distribution scores 0.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CritiqueScores {
+    pub s_rel: f32,
+    pub s_sup: f32,
+    pub s_use: f32,
+}
+
+impl CritiqueScores {
+    /// Scores from the stored distributions; `None` (the token never appeared) gives 0.
+    pub fn from_distributions(
+        isrel: Option<&IsRelDistribution>,
+        issup: Option<&IsSupDistribution>,
+        isuse: Option<&IsUseDistribution>,
+    ) -> Self {
+        Self {
+            s_rel: isrel.map_or(0.0, IsRelDistribution::s_rel),
+            s_sup: issup.map_or(0.0, IsSupDistribution::s_sup),
+            s_use: isuse.map_or(0.0, IsUseDistribution::s_use),
+        }
+    }
+}
+
+/// The segment score f (Eq. 3–4): p_LM + w_rel·s_rel + w_sup·s_sup + w_use·s_use with a
+/// passage, p_LM + w_use·s_use without one (the no-retrieval path has nothing to be relevant
+/// to or supported by). p_LM counts only when `use_p_lm`.
+pub fn segment_score(
+    p_lm: f32,
+    scores: CritiqueScores,
+    weights: CritiqueWeights,
+    use_p_lm: bool,
+    retrieved: bool,
+) -> f32 {
+    let p_lm = if use_p_lm { p_lm } else { 0.0 };
+    let evidence = if retrieved {
+        weights.rel * scores.s_rel + weights.sup * scores.s_sup
+    } else {
+        0.0
+    };
+    p_lm + evidence + weights.use_ * scores.s_use
+}
+
+/// What the model's own distributions say about one generated segment.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Critique {
+    pub p_lm: f32,
+    pub isrel: Option<IsRelDistribution>,
+    pub issup: Option<IsSupDistribution>,
+    pub isuse: Option<IsUseDistribution>,
+}
+
+/// Reads p_LM and the IsRel / IsSup / IsUse distributions from a generation made with
+/// `vocab.critique_watch_ids()` as its watch list. IsRel is read only with a passage.
+pub(crate) fn read(
+    tokens: &[GeneratedToken],
+    vocab: &ReflectionVocab,
+    retrieved: bool,
+) -> Critique {
+    let text: Vec<f32> = tokens
+        .iter()
+        .filter(|t| vocab.is_text(t.id))
+        .map(|t| t.logprob)
+        .collect();
+    let p_lm = if text.is_empty() {
+        0.0
+    } else {
+        (text.iter().sum::<f32>() / text.len() as f32).exp()
+    };
+    // A watched vector shorter than the watch list is a backend fault; treating the gap as
+    // "no distribution" (score 0) is the safe reading, never a sentinel like -100.
+    let watched = |token: &GeneratedToken| -> Option<[f32; watch::LEN]> {
+        token.watched.get(..watch::LEN)?.try_into().ok()
+    };
+    let first_of = |group: TokenGroup| {
+        tokens
+            .iter()
+            .find(|t| vocab.group(t.id) == Some(group))
+            .and_then(watched)
+    };
+    let isrel = if retrieved {
+        tokens.first().and_then(watched).map(|w| IsRelDistribution {
+            relevant: w[watch::RELEVANT],
+            irrelevant: w[watch::IRRELEVANT],
+        })
+    } else {
+        None
+    };
+    let issup = first_of(TokenGroup::IsSup).map(|w| IsSupDistribution {
+        fully: w[watch::FULLY],
+        partially: w[watch::PARTIALLY],
+        no_support: w[watch::NO_SUPPORT],
+    });
+    let isuse = first_of(TokenGroup::IsUse).map(|w| IsUseDistribution {
+        u1: w[watch::UTILITY],
+        u2: w[watch::UTILITY + 1],
+        u3: w[watch::UTILITY + 2],
+        u4: w[watch::UTILITY + 3],
+        u5: w[watch::UTILITY + 4],
+    });
+    Critique {
+        p_lm,
+        isrel,
+        issup,
+        isuse,
+    }
+}
+
+impl Candidate {
+    /// Recomputes s_rel, s_sup, s_use and f from the stored distributions and p_LM.
+    pub(crate) fn rescore(&mut self, weights: CritiqueWeights, use_p_lm: bool) {
+        let scores = CritiqueScores::from_distributions(
+            self.isrel.as_ref(),
+            self.issup.as_ref(),
+            self.isuse.as_ref(),
+        );
+        self.s_rel = scores.s_rel;
+        self.s_sup = scores.s_sup;
+        self.s_use = scores.s_use;
+        self.score = segment_score(self.p_lm, scores, weights, use_p_lm, self.passage.is_some());
+    }
+
+    /// Whether the hard constraints drop it: the model judged it unsupported or its passage
+    /// irrelevant (step 6). A missing distribution is no verdict, so it does not drop.
+    pub(crate) fn violates_hard_constraints(&self) -> bool {
+        self.issup.is_some_and(|d| d.is_unsupported())
+            || self.isrel.is_some_and(|d| d.is_irrelevant())
+    }
+}
+
+/// Indices the hard constraints keep (all of them when off, or when nothing would be left).
+pub(crate) fn eligible(candidates: &[Candidate], hard_constraints: bool) -> Vec<usize> {
+    let all = 0..candidates.len();
+    if hard_constraints {
+        let kept: Vec<usize> = all
+            .clone()
+            .filter(|&i| !candidates[i].violates_hard_constraints())
+            .collect();
+        if !kept.is_empty() {
+            return kept;
+        }
+    }
+    all.collect()
+}
+
+/// The candidate with the highest f among the eligible ones; ties go to the lowest index.
+pub(crate) fn choose(candidates: &[Candidate], hard_constraints: bool) -> usize {
+    let mut best: Option<usize> = None;
+    for i in eligible(candidates, hard_constraints) {
+        // Strictly greater keeps the earlier (better retrieved) candidate on a tie.
+        if best.is_none_or(|b| candidates[i].score > candidates[b].score) {
+            best = Some(i);
+        }
+    }
+    best.unwrap_or(0)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn close(a: f32, b: f32) -> bool {
+        (a - b).abs() < 1e-6
+    }
+
+    #[test]
+    fn s_rel_renormalises_within_the_group() {
+        let d = IsRelDistribution {
+            relevant: 0.6,
+            irrelevant: 0.2,
+        };
+        assert!(close(d.s_rel(), 0.75));
+    }
+
+    #[test]
+    fn s_sup_counts_partial_support_half() {
+        // (0.3 + 0.5·0.2) / 0.6 = 2/3
+        let d = IsSupDistribution {
+            fully: 0.3,
+            partially: 0.2,
+            no_support: 0.1,
+        };
+        assert!(close(d.s_sup(), 0.4 / 0.6));
+    }
+
+    #[test]
+    fn s_use_is_the_weighted_mean_utility() {
+        // (-1·0.1 - 0.5·0.1 + 0 + 0.5·0.2 + 1·0.4) / 1.0 = 0.35
+        let d = IsUseDistribution {
+            u1: 0.1,
+            u2: 0.1,
+            u3: 0.2,
+            u4: 0.2,
+            u5: 0.4,
+        };
+        assert!(close(d.s_use(), 0.35));
+    }
+
+    #[test]
+    fn zero_denominators_score_zero_not_nan() {
+        let rel = IsRelDistribution {
+            relevant: 0.0,
+            irrelevant: 0.0,
+        };
+        let sup = IsSupDistribution {
+            fully: 0.0,
+            partially: 0.0,
+            no_support: 0.0,
+        };
+        let usefulness = IsUseDistribution {
+            u1: 0.0,
+            u2: 0.0,
+            u3: 0.0,
+            u4: 0.0,
+            u5: 0.0,
+        };
+        assert_eq!(rel.s_rel(), 0.0);
+        assert_eq!(sup.s_sup(), 0.0);
+        assert_eq!(usefulness.s_use(), 0.0);
+        assert_eq!(
+            CritiqueScores::from_distributions(None, None, None),
+            CritiqueScores::default()
+        );
+    }
+
+    #[test]
+    fn f_drops_evidence_terms_without_retrieval() {
+        let scores = CritiqueScores {
+            s_rel: 0.5,
+            s_sup: 0.25,
+            s_use: 1.0,
+        };
+        let w = CritiqueWeights::default();
+        assert!(close(
+            segment_score(0.5, scores, w, true, true),
+            0.5 + 0.5 + 0.25 + 0.5
+        ));
+        assert!(close(
+            segment_score(0.5, scores, w, false, true),
+            0.5 + 0.25 + 0.5
+        ));
+        assert!(close(segment_score(0.5, scores, w, true, false), 0.5 + 0.5));
+    }
+}

@@ -1,0 +1,47 @@
+//! `SelfRagError`: every way one Self-RAG run can fail, each with what the user should do.
+
+use crate::backend::BackendError;
+
+/// Why [`crate::answer`] stopped without an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SelfRagError {
+    /// The language model backend failed; `during` names the step.
+    #[error(
+        "the language model failed while {during}: {source}; check the model file and try again"
+    )]
+    Generator {
+        during: &'static str,
+        source: BackendError,
+    },
+    /// The passage search failed.
+    #[error("searching the library failed: {source}; check the library index and try again")]
+    Retriever { source: BackendError },
+    /// The loaded model is not a Self-RAG model: these reflection tokens are not in its vocabulary.
+    #[error(
+        "the model's vocabulary lacks the Self-RAG reflection tokens {missing:?}; load a Self-RAG model such as selfrag/selfrag_llama2_7b"
+    )]
+    MissingReflectionTokens { missing: Vec<String> },
+    /// Even without passage text the prompt does not fit the model's context.
+    #[error(
+        "the prompt needs {tokens} tokens but only {limit} fit in the model's context; shorten the question or lower the new-token limit"
+    )]
+    PromptTooLong { tokens: usize, limit: usize },
+    /// The question is empty or only whitespace.
+    #[error("the question is empty; type a question to answer")]
+    EmptyQuestion,
+    /// The caller's [`crate::Cancel`] asked the run to stop.
+    #[error("the answer was cancelled before it finished; ask again to restart it")]
+    Cancelled,
+}
+
+impl SelfRagError {
+    /// Wraps a generator failure with the step it happened in.
+    pub(crate) fn generator(during: &'static str) -> impl FnOnce(BackendError) -> Self {
+        move |source| Self::Generator { during, source }
+    }
+
+    /// Wraps a retriever failure.
+    pub(crate) fn retriever(source: BackendError) -> Self {
+        Self::Retriever { source }
+    }
+}

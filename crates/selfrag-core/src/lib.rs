@@ -1,0 +1,78 @@
+//! # selfrag-core: the Self-RAG algorithm
+//!
+//! This crate owns the algorithm of Asai et al., "Self-RAG: Learning to Retrieve, Generate,
+//! and Critique through Self-Reflection" (ICLR 2024), exactly as `shared/SELFRAG.md` states it:
+//! the retrieve decision, one candidate per passage, the IsRel / IsSup / IsUse critique scores,
+//! the segment score `f`, hard constraints, short form, long-form segment beam search, and
+//! `rerank`, which re-chooses among stored candidates without calling the model.
+//!
+//! It is pure: it must not depend on candle, tokio, LanceDB, Tauri or do any I/O. The model
+//! and the library reach it only through the [`Generator`] and [`Retriever`] traits, so every
+//! formula and branch can be pinned with a scripted `Generator` in tests.
+//!
+//! ## Tour
+//! - [`Settings`]: mode, δ, K, weights, limits, with the paper's defaults.
+//! - [`answer`]: runs Self-RAG for one question and returns an [`Answer`], the JSON trace.
+//! - [`rerank`]: applies new weights / constraints to a stored [`Answer`].
+//! - [`Progress`]: events emitted while [`answer`] runs; a [`Cancel`] check stops it between steps.
+
+pub mod backend;
+mod critique;
+mod error;
+mod long_form;
+mod progress;
+mod prompt;
+mod rerank;
+pub mod settings;
+mod short_form;
+pub mod trace;
+mod vocab;
+
+pub use backend::{
+    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, Passage, Retriever,
+    StopReason, TokenId,
+};
+pub use critique::{CritiqueScores, segment_score};
+pub use error::SelfRagError;
+pub use progress::{Cancel, Progress};
+pub use prompt::PromptBuilder;
+pub use rerank::{Reranked, rerank};
+pub use settings::{CritiqueWeights, RetrieveMode, Settings};
+pub use trace::{
+    Answer, Candidate, IsRelDistribution, IsSupDistribution, IsUseDistribution, RetrieveDecision,
+    Segment,
+};
+pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};
+
+/// Answers `question` with Self-RAG: short form, or long form when `settings.long_form`.
+///
+/// `on_progress` sees each step as it happens; `cancel` is checked between steps and makes
+/// the run end with [`SelfRagError::Cancelled`].
+pub fn answer(
+    question: &str,
+    settings: &Settings,
+    generator: &mut dyn Generator,
+    retriever: &mut dyn Retriever,
+    on_progress: &mut dyn FnMut(Progress),
+    cancel: &dyn Cancel,
+) -> Result<Answer, SelfRagError> {
+    if settings.long_form {
+        long_form::run(
+            question,
+            settings,
+            generator,
+            retriever,
+            on_progress,
+            cancel,
+        )
+    } else {
+        short_form::run(
+            question,
+            settings,
+            generator,
+            retriever,
+            on_progress,
+            cancel,
+        )
+    }
+}

@@ -1,0 +1,204 @@
+//! The Self-RAG prompt as token ids (SELFRAG.md "Prompt"): instruction, optional passage
+//! markup, and in long form the segments chosen so far. Reflection tokens enter only by id;
+//! question and passage text go through `Generator::tokenize`, which never parses special
+//! tokens, so a document that contains `[Fully supported]` stays plain text.
+
+use crate::backend::{Generator, Passage, TokenId};
+use crate::error::SelfRagError;
+use crate::vocab::ReflectionVocab;
+
+/// Builds the prompts of one question, keeping each within the context left after generation.
+#[derive(Debug, Clone)]
+pub struct PromptBuilder {
+    vocab: ReflectionVocab,
+    /// `<s>### Instruction:\n{question}\n\n### Response:\n`
+    head: Vec<TokenId>,
+    /// Most prompt tokens allowed: the context length minus the generation budget.
+    limit: usize,
+}
+
+impl PromptBuilder {
+    /// Tokenizes the instruction for `question`, reserving `generation_budget` tokens of the
+    /// context for the continuation. Fails if the question alone does not fit.
+    pub fn new(
+        generator: &dyn Generator,
+        vocab: &ReflectionVocab,
+        question: &str,
+        generation_budget: usize,
+    ) -> Result<Self, SelfRagError> {
+        let mut head = vec![generator.bos_id()];
+        head.extend(tokenize(
+            generator,
+            &format!("### Instruction:\n{question}\n\n### Response:\n"),
+        )?);
+        let builder = Self {
+            vocab: vocab.clone(),
+            head,
+            limit: generator.context_length().saturating_sub(generation_budget),
+        };
+        // Every prompt carries at least one Retrieve token after the head.
+        builder.fits(builder.head.len() + 1)?;
+        Ok(builder)
+    }
+
+    /// `<s>### Instruction:\n{question}\n\n### Response:\n` as ids.
+    pub fn head(&self) -> &[TokenId] {
+        &self.head
+    }
+
+    /// Most prompt tokens allowed.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Where the retrieve decision is read: the head followed by `history`, the chosen
+    /// segments so far (reflection tokens kept, passages dropped; empty in short form).
+    pub fn decision_point(&self, history: &[TokenId]) -> Result<Vec<TokenId>, SelfRagError> {
+        self.fits(self.head.len() + history.len())?;
+        Ok([self.head.as_slice(), history].concat())
+    }
+
+    /// head + history + `[No Retrieval]`.
+    pub fn without_passage(&self, history: &[TokenId]) -> Result<Vec<TokenId>, SelfRagError> {
+        self.fits(self.head.len() + history.len() + 1)?;
+        Ok([self.head.as_slice(), history, &[self.vocab.no_retrieval]].concat())
+    }
+
+    /// head + history + `[Retrieval]<paragraph>{title}\n{text}</paragraph>`, the passage text
+    /// cut short where the whole would not fit (never the question or the markup).
+    pub fn with_passage(
+        &self,
+        generator: &dyn Generator,
+        history: &[TokenId],
+        passage: &Passage,
+    ) -> Result<Vec<TokenId>, SelfRagError> {
+        let fixed = self.head.len() + history.len() + 3;
+        self.fits(fixed)?;
+        let mut text = tokenize(generator, &format!("{}\n{}", passage.title, passage.text))?;
+        text.truncate(self.limit - fixed);
+        Ok([
+            self.head.as_slice(),
+            history,
+            &[self.vocab.retrieval, self.vocab.paragraph_open],
+            &text,
+            &[self.vocab.paragraph_close],
+        ]
+        .concat())
+    }
+
+    fn fits(&self, tokens: usize) -> Result<(), SelfRagError> {
+        if tokens > self.limit {
+            Err(SelfRagError::PromptTooLong {
+                tokens,
+                limit: self.limit,
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn tokenize(generator: &dyn Generator, text: &str) -> Result<Vec<TokenId>, SelfRagError> {
+    generator
+        .tokenize(text)
+        .map_err(SelfRagError::generator("tokenizing the prompt"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::backend::{BackendError, GenerateRequest, Generation};
+    use crate::vocab::REFLECTION_TOKENS;
+
+    /// One id per character (100 + byte), reflection tokens at the 7B model's ids.
+    struct Chars {
+        context: usize,
+    }
+
+    impl Generator for Chars {
+        fn token_id(&self, token: &str) -> Option<TokenId> {
+            let index = REFLECTION_TOKENS.iter().position(|t| *t == token)?;
+            Some(32000 + index as TokenId)
+        }
+        fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+            Ok(text.bytes().map(|b| 100 + TokenId::from(b)).collect())
+        }
+        fn decode(&self, _: &[TokenId]) -> Result<String, BackendError> {
+            Ok(String::new())
+        }
+        fn bos_id(&self) -> TokenId {
+            1
+        }
+        fn eos_id(&self) -> TokenId {
+            2
+        }
+        fn context_length(&self) -> usize {
+            self.context
+        }
+        fn next_token_probs(
+            &mut self,
+            _: &[TokenId],
+            _: &[TokenId],
+        ) -> Result<Vec<f32>, BackendError> {
+            Ok(Vec::new())
+        }
+        fn generate_batch(
+            &mut self,
+            _: &[Vec<TokenId>],
+            _: &GenerateRequest,
+        ) -> Result<Vec<Generation>, BackendError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn passage(text: &str) -> Passage {
+        Passage {
+            id: "p".into(),
+            title: "T".into(),
+            path: "t.pdf".into(),
+            page: None,
+            text: text.into(),
+        }
+    }
+
+    fn head_len(question: &str) -> usize {
+        1 + format!("### Instruction:\n{question}\n\n### Response:\n").len()
+    }
+
+    #[test]
+    fn passage_markup_enters_by_id_and_text_as_text() {
+        let g = Chars { context: 4096 };
+        let vocab = ReflectionVocab::resolve(&g).unwrap();
+        let b = PromptBuilder::new(&g, &vocab, "Q?", 100).unwrap();
+        let prompt = b
+            .with_passage(&g, &[], &passage("[Fully supported]"))
+            .unwrap();
+        let n = head_len("Q?");
+        assert_eq!(prompt[0], 1);
+        assert_eq!(&prompt[n..n + 2], &[32001, 32005]);
+        assert_eq!(*prompt.last().unwrap(), 32006);
+        let reflection = prompt.iter().filter(|&&id| id >= 32000).count();
+        assert_eq!(reflection, 3, "only [Retrieval], <paragraph>, </paragraph>");
+        assert_eq!(b.without_passage(&[]).unwrap()[n..], [32000]);
+    }
+
+    #[test]
+    fn long_passages_are_cut_to_fit_but_the_question_never() {
+        let n = head_len("Q?");
+        let g = Chars {
+            context: n + 3 + 5 + 10,
+        };
+        let vocab = ReflectionVocab::resolve(&g).unwrap();
+        let b = PromptBuilder::new(&g, &vocab, "Q?", 10).unwrap();
+        let prompt = b.with_passage(&g, &[], &passage(&"x".repeat(100))).unwrap();
+        assert_eq!(prompt.len(), n + 3 + 5);
+        assert_eq!(*prompt.last().unwrap(), 32006);
+
+        let tight = Chars { context: n + 10 };
+        let err = PromptBuilder::new(&tight, &vocab, "Q?", 10).unwrap_err();
+        assert!(
+            matches!(err, SelfRagError::PromptTooLong { tokens, limit } if tokens == n + 1 && limit == n)
+        );
+    }
+}

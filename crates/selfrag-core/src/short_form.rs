@@ -1,0 +1,260 @@
+//! Short form (SELFRAG.md steps 1–7, 9): one retrieve decision, one candidate per passage in
+//! a single batch, critique, choice. Also the steps long form repeats at every segment:
+//! the retrieve decision, the passage search, and generating + scoring a batch of candidates.
+
+use crate::backend::{GenerateRequest, Generation, Generator, Passage, Retriever, TokenId};
+use crate::critique;
+use crate::error::SelfRagError;
+use crate::progress::{self, Cancel, Progress};
+use crate::prompt::PromptBuilder;
+use crate::settings::{RetrieveMode, Settings};
+use crate::trace::{Answer, Candidate, RetrieveDecision, Segment};
+use crate::vocab::ReflectionVocab;
+
+/// Runs short-form Self-RAG; see [`crate::answer`].
+pub(crate) fn run(
+    question: &str,
+    settings: &Settings,
+    generator: &mut dyn Generator,
+    retriever: &mut dyn Retriever,
+    on_progress: &mut dyn FnMut(Progress),
+    cancel: &dyn Cancel,
+) -> Result<Answer, SelfRagError> {
+    let question = validate(question)?;
+    progress::check(cancel)?;
+    let vocab = ReflectionVocab::resolve(&*generator)?;
+    let prompts = PromptBuilder::new(&*generator, &vocab, question, settings.max_new_tokens)?;
+
+    let mut retrieve = decide(
+        generator,
+        &vocab,
+        &prompts.decision_point(&[])?,
+        settings,
+        on_progress,
+    )?;
+    progress::check(cancel)?;
+    let passages = if retrieve.retrieved {
+        search(retriever, question, settings.k, 0, on_progress)?
+    } else {
+        Vec::new()
+    };
+    // No passage found: answer as if the model had chosen not to retrieve.
+    retrieve.retrieved = !passages.is_empty();
+    progress::check(cancel)?;
+
+    let sources: Vec<Option<&Passage>> = if passages.is_empty() {
+        vec![None]
+    } else {
+        passages.iter().map(Some).collect()
+    };
+    let indices: Vec<Option<usize>> = if passages.is_empty() {
+        vec![None]
+    } else {
+        (0..passages.len()).map(Some).collect()
+    };
+    let batch = build_prompts(&*generator, &prompts, &[], &sources)?;
+    let request = GenerateRequest {
+        max_new_tokens: settings.max_new_tokens,
+        stop_ids: Vec::new(),
+        watch_ids: vocab.critique_watch_ids(),
+    };
+    let candidates = generate_candidates(
+        generator,
+        &vocab,
+        &batch,
+        &indices,
+        &request,
+        settings,
+        0,
+        on_progress,
+        cancel,
+    )?
+    .into_iter()
+    .map(|(candidate, _)| candidate)
+    .collect::<Vec<_>>();
+
+    let chosen = critique::choose(&candidates, settings.hard_constraints);
+    let mut answer = Answer {
+        question: question.to_string(),
+        settings: settings.clone(),
+        retrieve,
+        passages,
+        segments: vec![Segment {
+            text: String::new(),
+            citation: None,
+            chosen,
+            candidates,
+            retrieve: Some(retrieve),
+        }],
+        answer: String::new(),
+    };
+    answer.assemble();
+    announce_segments(&answer, on_progress);
+    Ok(answer)
+}
+
+/// The trimmed question, or `EmptyQuestion`.
+pub(crate) fn validate(question: &str) -> Result<&str, SelfRagError> {
+    let question = question.trim();
+    if question.is_empty() {
+        Err(SelfRagError::EmptyQuestion)
+    } else {
+        Ok(question)
+    }
+}
+
+/// Step 1: reads p([Retrieval]) and p([No Retrieval]) after `prompt` and applies the mode.
+/// p_retrieve is always recorded, even where the mode ignores it.
+pub(crate) fn decide(
+    generator: &mut dyn Generator,
+    vocab: &ReflectionVocab,
+    prompt: &[TokenId],
+    settings: &Settings,
+    on_progress: &mut dyn FnMut(Progress),
+) -> Result<RetrieveDecision, SelfRagError> {
+    let probs = generator
+        .next_token_probs(prompt, &[vocab.retrieval, vocab.no_retrieval])
+        .map_err(SelfRagError::generator("deciding whether to retrieve"))?;
+    // Probabilities, never log-probabilities: a missing or negative value is no mass at all.
+    let prob = |i: usize| probs.get(i).copied().filter(|p| *p > 0.0).unwrap_or(0.0);
+    let (p_yes, p_no) = (prob(0), prob(1));
+    let total = p_yes + p_no;
+    let p_retrieve = if total > 0.0 { p_yes / total } else { 0.0 };
+    let retrieved = match settings.mode {
+        RetrieveMode::Adaptive => p_retrieve > settings.threshold,
+        RetrieveMode::Always => true,
+        RetrieveMode::Never => false,
+        RetrieveMode::Model => p_yes > p_no,
+    };
+    on_progress(Progress::RetrieveDecided {
+        p_retrieve,
+        threshold: settings.threshold,
+        mode: settings.mode,
+        retrieved,
+    });
+    Ok(RetrieveDecision {
+        p_retrieve,
+        retrieved,
+    })
+}
+
+/// Step 2: the top `k` passages for `query` (at most `k`, whatever the retriever returns).
+pub(crate) fn search(
+    retriever: &mut dyn Retriever,
+    query: &str,
+    k: usize,
+    segment: usize,
+    on_progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<Passage>, SelfRagError> {
+    let mut passages = retriever
+        .search(query, k)
+        .map_err(SelfRagError::retriever)?;
+    passages.truncate(k);
+    on_progress(Progress::PassagesRetrieved {
+        segment,
+        count: passages.len(),
+    });
+    Ok(passages)
+}
+
+/// One prompt per source: with its passage, or `[No Retrieval]` for `None`.
+pub(crate) fn build_prompts(
+    generator: &dyn Generator,
+    prompts: &PromptBuilder,
+    history: &[TokenId],
+    sources: &[Option<&Passage>],
+) -> Result<Vec<Vec<TokenId>>, SelfRagError> {
+    sources
+        .iter()
+        .map(|source| match source {
+            Some(passage) => prompts.with_passage(generator, history, passage),
+            None => prompts.without_passage(history),
+        })
+        .collect()
+}
+
+/// Step 3–5: generates all `batch` prompts in one `generate_batch` call and scores each
+/// continuation; `passages[i]` is the passage index candidate `i` was written from.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn generate_candidates(
+    generator: &mut dyn Generator,
+    vocab: &ReflectionVocab,
+    batch: &[Vec<TokenId>],
+    passages: &[Option<usize>],
+    request: &GenerateRequest,
+    settings: &Settings,
+    segment: usize,
+    on_progress: &mut dyn FnMut(Progress),
+    cancel: &dyn Cancel,
+) -> Result<Vec<(Candidate, Generation)>, SelfRagError> {
+    let count = batch.len();
+    on_progress(Progress::CandidatesStarted { segment, count });
+    let generations = generator
+        .generate_batch(batch, request)
+        .map_err(SelfRagError::generator("writing candidate answers"))?;
+    if generations.len() != count {
+        return Err(SelfRagError::Generator {
+            during: "writing candidate answers",
+            source: format!(
+                "the backend returned {} continuations for {count} prompts",
+                generations.len()
+            )
+            .into(),
+        });
+    }
+    progress::check(cancel)?;
+    let mut out = Vec::with_capacity(count);
+    for (index, (generation, passage)) in generations.into_iter().zip(passages).enumerate() {
+        let candidate = build_candidate(&*generator, vocab, &generation, *passage, settings)?;
+        on_progress(Progress::CandidateFinished {
+            segment,
+            index,
+            count,
+        });
+        out.push((candidate, generation));
+    }
+    Ok(out)
+}
+
+/// A scored candidate from one generated row.
+fn build_candidate(
+    generator: &dyn Generator,
+    vocab: &ReflectionVocab,
+    generation: &Generation,
+    passage: Option<usize>,
+    settings: &Settings,
+) -> Result<Candidate, SelfRagError> {
+    let ids: Vec<TokenId> = generation.tokens.iter().map(|t| t.id).collect();
+    let critique = critique::read(&generation.tokens, vocab, passage.is_some());
+    let decode = |ids: &[TokenId]| {
+        generator
+            .decode(ids)
+            .map_err(SelfRagError::generator("decoding a candidate"))
+    };
+    let mut candidate = Candidate {
+        passage,
+        text: decode(&vocab.strip(&ids))?.trim().to_string(),
+        raw: decode(&ids)?,
+        p_lm: critique.p_lm,
+        isrel: critique.isrel,
+        issup: critique.issup,
+        isuse: critique.isuse,
+        s_rel: 0.0,
+        s_sup: 0.0,
+        s_use: 0.0,
+        score: 0.0,
+    };
+    candidate.rescore(settings.weights, settings.use_p_lm);
+    Ok(candidate)
+}
+
+/// Emits `SegmentChosen` for every segment of a finished answer.
+pub(crate) fn announce_segments(answer: &Answer, on_progress: &mut dyn FnMut(Progress)) {
+    for (segment, s) in answer.segments.iter().enumerate() {
+        on_progress(Progress::SegmentChosen {
+            segment,
+            text: s.text.clone(),
+            citation: s.citation,
+        });
+    }
+}

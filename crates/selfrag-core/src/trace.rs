@@ -1,0 +1,110 @@
+//! The answer and its full reflection record: the JSON trace that the UI, the exports and
+//! outside checks read (a public contract, see issue "The JSON trace"). Every score can be
+//! recomputed from the distributions stored here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::Passage;
+use crate::settings::Settings;
+
+/// The retrieve decision at the start of the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct RetrieveDecision {
+    /// p(Retrieval) / (p(Retrieval) + p(No Retrieval)) at the first position after the prompt.
+    pub p_retrieve: f32,
+    /// Whether passages were retrieved.
+    pub retrieved: bool,
+}
+
+/// IsRel: the model's probabilities of the two IsRel tokens at the first generated position.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct IsRelDistribution {
+    #[serde(rename = "[Relevant]")]
+    pub relevant: f32,
+    #[serde(rename = "[Irrelevant]")]
+    pub irrelevant: f32,
+}
+
+/// IsSup: the model's probabilities of the three IsSup tokens where it emitted one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct IsSupDistribution {
+    #[serde(rename = "[Fully supported]")]
+    pub fully: f32,
+    #[serde(rename = "[Partially supported]")]
+    pub partially: f32,
+    #[serde(rename = "[No support / Contradictory]")]
+    pub no_support: f32,
+}
+
+/// IsUse: the model's probabilities of the five utility tokens where it emitted one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct IsUseDistribution {
+    #[serde(rename = "[Utility:1]")]
+    pub u1: f32,
+    #[serde(rename = "[Utility:2]")]
+    pub u2: f32,
+    #[serde(rename = "[Utility:3]")]
+    pub u3: f32,
+    #[serde(rename = "[Utility:4]")]
+    pub u4: f32,
+    #[serde(rename = "[Utility:5]")]
+    pub u5: f32,
+}
+
+/// One candidate segment: written from one passage (or none) and critiqued by the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct Candidate {
+    /// Index into `Answer::passages` of the passage it was written from; `None` without retrieval.
+    pub passage: Option<usize>,
+    /// The segment text with every reflection token, `<pad>` and `</s>` stripped.
+    pub text: String,
+    /// The raw generated text, reflection tokens included (for the inspector).
+    #[serde(default)]
+    pub raw: String,
+    /// exp(mean log p) of the segment's text tokens.
+    pub p_lm: f32,
+    pub isrel: Option<IsRelDistribution>,
+    pub issup: Option<IsSupDistribution>,
+    pub isuse: Option<IsUseDistribution>,
+    pub s_rel: f32,
+    pub s_sup: f32,
+    pub s_use: f32,
+    /// The segment score f under the trace's settings.
+    pub score: f32,
+}
+
+/// One segment of the answer: its chosen candidate and the rejected ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct Segment {
+    /// Text of the chosen candidate.
+    pub text: String,
+    /// 1-based index into `Answer::passages`, numbered by first use; `None` if uncited.
+    pub citation: Option<usize>,
+    /// Index into `candidates` of the chosen one.
+    pub chosen: usize,
+    pub candidates: Vec<Candidate>,
+    /// The retrieve decision at this segment's boundary; `None` where none was made (a
+    /// long-form segment that continued with its passage after `[Continue to Use Evidence]`).
+    #[serde(default)]
+    pub retrieve: Option<RetrieveDecision>,
+}
+
+/// A complete answer and its trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct Answer {
+    pub question: String,
+    pub settings: Settings,
+    pub retrieve: RetrieveDecision,
+    /// The passages the answer read, in citation order first, then the unused ones.
+    pub passages: Vec<Passage>,
+    pub segments: Vec<Segment>,
+    /// The final answer text with `[n]` citation markers.
+    pub answer: String,
+}

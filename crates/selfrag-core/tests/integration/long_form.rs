@@ -1,0 +1,358 @@
+//! Long form: segment-level beam search, per-beam prompts, [Continue to Use Evidence].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use selfrag_core::{CritiqueWeights, Progress, RetrieveMode, SelfRagError, Settings, rerank};
+
+use crate::util::*;
+
+const SUP: [f32; 3] = [0.9, 0.05, 0.05];
+const U1: [f32; 5] = [1.0, 0.0, 0.0, 0.0, 0.0];
+const U5: [f32; 5] = [0.0, 0.0, 0.0, 0.0, 1.0];
+
+/// `[IsRel]text[IsSup]` then `end` (a Retrieve token or `</s>`).
+fn seg(text: &str, rel: (f32, f32), end: &str) -> Script {
+    Script::new()
+        .isrel(rel.0, rel.1)
+        .text(text, -0.1)
+        .issup(SUP)
+        .special(end, &[])
+}
+
+fn long(k: usize, beams: usize) -> Settings {
+    Settings {
+        mode: RetrieveMode::Always,
+        long_form: true,
+        k,
+        beam_width: beams,
+        ..Settings::default()
+    }
+}
+
+fn reads(prompt: &str, source: &str) -> bool {
+    prompt.ends_with(&format!(" {source}</paragraph>"))
+}
+
+#[test]
+fn segments_are_chosen_and_cited_by_first_use() {
+    let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
+        match (prompt.contains("Alpha"), reads(prompt, "source0")) {
+            (false, true) => seg("Weak start", (0.5, 0.5), "[Retrieval]"),
+            (false, false) => seg("Alpha one", (1.0, 0.0), "[Retrieval]"),
+            (true, true) => seg("Beta two", (1.0, 0.0), EOS_TOKEN),
+            (true, false) => seg("Weak end", (0.5, 0.5), EOS_TOKEN),
+        }
+    });
+    let mut lib = Library::new(&["source0", "source1"]);
+    let (answer, events) = run("Q?", &long(2, 1), &mut g, &mut lib);
+    assert_eq!(answer.answer, "Alpha one [1] Beta two [2]");
+    let ids: Vec<&str> = answer.passages.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["p1", "p0"]);
+    assert_eq!(answer.segments.len(), 2);
+    assert_eq!(answer.segments[0].citation, Some(1));
+    assert_eq!(answer.segments[1].citation, Some(2));
+    // Candidate passage indices follow the reordered passages.
+    assert_eq!(answer.segments[0].candidates[0].passage, Some(1));
+    assert_eq!(answer.segments[0].candidates[1].passage, Some(0));
+    assert!(answer.retrieve.retrieved);
+    assert!(answer.segments.iter().all(|s| s.retrieve.is_some()));
+
+    // The retrieval query of segment 2 is the question plus the previous segment.
+    assert_eq!(
+        lib.queries,
+        [("Q?".to_string(), 2), ("Q? Alpha one".to_string(), 2)]
+    );
+    // The model's closing [Retrieval] is replaced by the boundary's own decision.
+    assert_eq!(
+        g.batch_prompts(1)[0],
+        "<s> ### Instruction: Q? ### Response:[Relevant] Alpha one[Fully supported]\
+         [Retrieval]<paragraph> Doc0 source0</paragraph>"
+    );
+    assert_eq!(
+        g.render(&g.decisions[1]),
+        "<s> ### Instruction: Q? ### Response:[Relevant] Alpha one[Fully supported]"
+    );
+    let request = &g.batches[0].1;
+    assert_eq!(request.stop_ids, [32000, 32001, 32002]);
+    assert_eq!(request.max_new_tokens, 200);
+    assert_eq!(g.batches.len(), 2);
+    assert!(events.contains(&Progress::SegmentChosen {
+        segment: 1,
+        text: "Beta two".into(),
+        citation: Some(2)
+    }));
+    assert_clean(&answer);
+}
+
+/// The reference's beam search let sibling candidates leak each other's text into their
+/// prompts. Each beam's prompts and decision points hold only its own path.
+#[test]
+fn reference_sibling_prompts_leaked_each_others_text() {
+    let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
+        if prompt.contains("one") {
+            seg("End", (1.0, 0.0), EOS_TOKEN)
+        } else if reads(prompt, "source0") {
+            seg("Alpha one", (1.0, 0.0), "[Retrieval]")
+        } else {
+            seg("Beta one", (0.9, 0.1), "[Retrieval]")
+        }
+    });
+    let (answer, _) = run(
+        "Q?",
+        &long(2, 2),
+        &mut g,
+        &mut Library::new(&["source0", "source1"]),
+    );
+    assert_eq!(
+        g.batches.len(),
+        3,
+        "one batch for the root, one per surviving beam"
+    );
+    for (call, own, other) in [(1, "Alpha", "Beta"), (2, "Beta", "Alpha")] {
+        for prompt in g.batch_prompts(call) {
+            assert!(prompt.contains(own), "{prompt}");
+            assert!(!prompt.contains(other), "{prompt}");
+        }
+        let decision = g.render(&g.decisions[call]);
+        assert!(
+            decision.contains(own) && !decision.contains(other),
+            "{decision}"
+        );
+    }
+    assert_eq!(answer.answer, "Alpha one [1] End [1]");
+    assert_clean(&answer);
+}
+
+/// The reference left `[Continue to Use Evidence]` in the final answer. It also keeps the
+/// current passage for the next segment: no new decision, no new search, one candidate.
+#[test]
+fn reference_left_continue_to_use_evidence_in_the_answer() {
+    let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
+        if prompt.contains("Alpha") {
+            seg("Alpha two", (1.0, 0.0), EOS_TOKEN)
+        } else if reads(prompt, "source0") {
+            seg("Alpha one", (1.0, 0.0), "[Continue to Use Evidence]")
+        } else {
+            seg("Weak", (0.2, 0.8), "[Retrieval]")
+        }
+    });
+    let mut lib = Library::new(&["source0", "source1"]);
+    let (answer, _) = run("Q?", &long(2, 1), &mut g, &mut lib);
+    assert_eq!(answer.answer, "Alpha one [1] Alpha two [1]");
+    assert_eq!(g.decisions.len(), 1);
+    assert_eq!(lib.queries.len(), 1);
+    assert_eq!(g.batches[1].0.len(), 1);
+    assert!(reads(&g.batch_prompts(1)[0], "source0"));
+    assert!(!g.batch_prompts(1)[0].contains("[Continue to Use Evidence]"));
+    assert_eq!(answer.segments[1].retrieve, None);
+    assert!(
+        answer.segments[0].candidates[0]
+            .raw
+            .contains("[Continue to Use Evidence]")
+    );
+    assert_clean(&answer);
+}
+
+/// The reference's long-form scorer looped over the wrong dictionary, so utility was 0.
+#[test]
+fn reference_long_form_ignored_utility() {
+    let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
+        let usefulness = if reads(prompt, "source0") { U1 } else { U5 };
+        let text = if reads(prompt, "source0") {
+            "useless"
+        } else {
+            "useful"
+        };
+        Script::new()
+            .isrel(1.0, 0.0)
+            .text(text, -0.1)
+            .issup(SUP)
+            .isuse(usefulness)
+            .eos()
+    });
+    let (answer, _) = run(
+        "Q?",
+        &long(2, 1),
+        &mut g,
+        &mut Library::new(&["source0", "source1"]),
+    );
+    let candidates = &answer.segments[0].candidates;
+    assert_eq!(candidates[0].s_use, -1.0);
+    assert_eq!(candidates[1].s_use, 1.0);
+    assert!(close(candidates[1].score - candidates[0].score, 0.5 * 2.0));
+    assert_eq!(answer.answer, "useful [1]");
+}
+
+/// The reference never passed `use_seqscore` down to long form: p_LM must follow `use_p_lm`.
+#[test]
+fn reference_long_form_ignored_use_seqscore() {
+    let respond = |prompt: &str| {
+        let (text, logprob, rel) = if reads(prompt, "source0") {
+            ("fluent", -0.01, (0.7, 0.3))
+        } else {
+            ("halting", -3.0, (1.0, 0.0))
+        };
+        Script::new()
+            .isrel(rel.0, rel.1)
+            .text(text, logprob)
+            .issup(SUP)
+            .eos()
+    };
+    let lib = || Library::new(&["source0", "source1"]);
+    let (with, _) = run(
+        "Q?",
+        &long(2, 1),
+        &mut Scripted::fixed(0.9, 0.1, respond),
+        &mut lib(),
+    );
+    assert_eq!(with.segments[0].text, "fluent");
+    let settings = Settings {
+        use_p_lm: false,
+        ..long(2, 1)
+    };
+    let (without, _) = run(
+        "Q?",
+        &settings,
+        &mut Scripted::fixed(0.9, 0.1, respond),
+        &mut lib(),
+    );
+    assert_eq!(without.segments[0].text, "halting");
+    let c = &without.segments[0].candidates[1];
+    assert!(close(c.score, c.s_rel + c.s_sup));
+}
+
+/// Path b starts 0.2 worse than path a but its second segment is 0.9 better: by mean score
+/// the beam keeps b, though a was the better first segment on its own.
+fn mean_beats_greedy() -> (selfrag_core::Answer, Scripted) {
+    let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
+        if prompt.contains("Quick") {
+            seg("Stalls", (0.1, 0.9), EOS_TOKEN)
+        } else if prompt.contains("Slow") {
+            seg("Finishes well", (1.0, 0.0), EOS_TOKEN)
+        } else if reads(prompt, "source0") {
+            seg("Quick start", (1.0, 0.0), "[Retrieval]")
+        } else {
+            seg("Slow start", (0.8, 0.2), "[Retrieval]")
+        }
+    });
+    let (answer, _) = run(
+        "Q?",
+        &long(2, 2),
+        &mut g,
+        &mut Library::new(&["source0", "source1"]),
+    );
+    (answer, g)
+}
+
+#[test]
+fn beams_are_ranked_by_mean_segment_score() {
+    let (answer, _) = mean_beats_greedy();
+    // The tied second-segment candidates go to the first passage, so two citations.
+    assert_eq!(answer.answer, "Slow start [1] Finishes well [2]");
+    let first = &answer.segments[0];
+    assert_eq!(first.chosen, 1);
+    assert!(first.candidates[0].score > first.candidates[1].score);
+}
+
+#[test]
+fn long_form_rerank_flags_that_a_rerun_could_differ() {
+    let (answer, g) = mean_beats_greedy();
+    let calls = g.batches.len();
+    let same = rerank(&answer, answer.settings.weights, false);
+    assert_eq!(same.answer, answer);
+    assert!(!same.rerun_could_differ);
+
+    let weights = CritiqueWeights {
+        rel: 1.01,
+        ..CritiqueWeights::default()
+    };
+    let changed = rerank(&answer, weights, false);
+    assert!(changed.rerun_could_differ);
+    assert_eq!(changed.answer.segments[0].text, "Quick start");
+    assert_eq!(changed.answer.segments[0].chosen, 0);
+    // Now both segments cite the first passage.
+    assert_eq!(changed.answer.answer, "Quick start [1] Finishes well [1]");
+    assert_eq!(g.batches.len(), calls);
+    assert_clean(&changed.answer);
+}
+
+#[test]
+fn stops_after_max_segments() {
+    let mut g = Scripted::fixed(0.9, 0.1, |_| seg("more", (1.0, 0.0), "[Retrieval]"));
+    let settings = Settings {
+        max_segments: 3,
+        ..long(1, 1)
+    };
+    let (answer, _) = run("Q?", &settings, &mut g, &mut Library::new(&["source0"]));
+    assert_eq!(answer.segments.len(), 3);
+    assert_eq!(g.batches.len(), 3);
+    assert_eq!(answer.answer, "more [1] more [1] more [1]");
+}
+
+#[test]
+fn a_segment_ends_at_the_token_limit_and_the_next_one_continues() {
+    let mut g = Scripted::fixed(0.9, 0.1, |_| {
+        Script::new()
+            .isrel(1.0, 0.0)
+            .text("a b c d e", -0.1)
+            .issup(SUP)
+            .eos()
+    });
+    let settings = Settings {
+        max_segments: 2,
+        max_segment_tokens: 3,
+        ..long(1, 1)
+    };
+    let (answer, _) = run("Q?", &settings, &mut g, &mut Library::new(&["source0"]));
+    assert_eq!(g.batches[0].1.max_new_tokens, 3);
+    assert_eq!(answer.segments.len(), 2);
+    assert_eq!(answer.segments[0].text, "a b");
+    assert!(g.batch_prompts(1)[0].contains("[Relevant] a b[Retrieval]"));
+}
+
+#[test]
+fn without_retrieval_every_segment_says_no_retrieval() {
+    let mut g = Scripted::fixed(0.0, 1.0, |prompt| {
+        if prompt.contains("first") {
+            Script::new().text("second part", -0.1).isuse(U5).eos()
+        } else {
+            Script::new()
+                .text("first part", -0.1)
+                .special("[No Retrieval]", &[])
+        }
+    });
+    let settings = Settings {
+        mode: RetrieveMode::Adaptive,
+        ..long(2, 2)
+    };
+    let mut lib = Library::new(&["source0"]);
+    let (answer, _) = run("Q?", &settings, &mut g, &mut lib);
+    assert_eq!(answer.answer, "first part second part");
+    assert!(answer.passages.is_empty());
+    assert!(lib.queries.is_empty());
+    for call in 0..2 {
+        assert!(g.batch_prompts(call)[0].ends_with("[No Retrieval]"));
+    }
+    assert!(!answer.retrieve.retrieved);
+}
+
+#[test]
+fn cancel_stops_the_beam_search_between_segments() {
+    let flag = AtomicBool::new(false);
+    let mut g = Scripted::fixed(0.9, 0.1, |_| seg("more", (1.0, 0.0), "[Retrieval]"));
+    let err = selfrag_core::answer(
+        "Q?",
+        &long(2, 2),
+        &mut g,
+        &mut Library::new(&["source0", "source1"]),
+        &mut |event| {
+            if matches!(event, Progress::CandidateFinished { .. }) {
+                flag.store(true, Ordering::Release);
+            }
+        },
+        &flag,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SelfRagError::Cancelled));
+    assert_eq!(g.batches.len(), 1);
+}

@@ -1,0 +1,134 @@
+//! The JSON trace is a public contract: pin its key names.
+
+use std::collections::BTreeSet;
+
+use selfrag_core::{Answer, Progress, RetrieveMode, Settings};
+use serde_json::Value;
+
+use crate::util::*;
+
+fn keys(value: &Value) -> BTreeSet<String> {
+    value.as_object().unwrap().keys().cloned().collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+fn sample() -> Answer {
+    let mut g = Scripted::fixed(0.9, 0.1, |_| {
+        Script::candidate(
+            "Paris",
+            (0.6, 0.2),
+            [0.3, 0.2, 0.1],
+            [0.1, 0.1, 0.2, 0.2, 0.4],
+        )
+    });
+    let settings = Settings {
+        mode: RetrieveMode::Always,
+        ..Settings::default()
+    };
+    run(
+        "Capital?",
+        &settings,
+        &mut g,
+        &mut Library::new(&["Paris is"]),
+    )
+    .0
+}
+
+#[test]
+fn answer_json_has_exactly_the_trace_keys() {
+    let answer = sample();
+    let json = serde_json::to_value(&answer).unwrap();
+    assert_eq!(
+        keys(&json),
+        set(&[
+            "question", "settings", "retrieve", "passages", "segments", "answer"
+        ])
+    );
+    assert_eq!(
+        keys(&json["settings"]),
+        set(&[
+            "mode",
+            "threshold",
+            "k",
+            "weights",
+            "use_p_lm",
+            "hard_constraints",
+            "long_form",
+            "beam_width",
+            "max_segments",
+            "max_new_tokens",
+            "max_segment_tokens",
+        ])
+    );
+    assert_eq!(
+        keys(&json["settings"]["weights"]),
+        set(&["rel", "sup", "use"])
+    );
+    assert_eq!(json["settings"]["mode"], "always");
+    assert_eq!(keys(&json["retrieve"]), set(&["p_retrieve", "retrieved"]));
+    assert_eq!(
+        keys(&json["passages"][0]),
+        set(&["id", "title", "path", "page", "text"])
+    );
+    let segment = &json["segments"][0];
+    assert_eq!(
+        keys(segment),
+        set(&["text", "citation", "chosen", "candidates", "retrieve"])
+    );
+    let candidate = &segment["candidates"][0];
+    assert_eq!(
+        keys(candidate),
+        set(&[
+            "passage", "text", "raw", "p_lm", "isrel", "issup", "isuse", "s_rel", "s_sup", "s_use",
+            "score",
+        ])
+    );
+    assert_eq!(
+        keys(&candidate["isrel"]),
+        set(&["[Relevant]", "[Irrelevant]"])
+    );
+    assert_eq!(
+        keys(&candidate["issup"]),
+        set(&[
+            "[Fully supported]",
+            "[Partially supported]",
+            "[No support / Contradictory]"
+        ])
+    );
+    assert_eq!(
+        keys(&candidate["isuse"]),
+        set(&[
+            "[Utility:1]",
+            "[Utility:2]",
+            "[Utility:3]",
+            "[Utility:4]",
+            "[Utility:5]"
+        ])
+    );
+    let back: Answer = serde_json::from_value(json).unwrap();
+    assert_eq!(back, answer);
+}
+
+#[test]
+fn progress_json_is_tagged_by_kind() {
+    let event = Progress::RetrieveDecided {
+        p_retrieve: 0.5,
+        threshold: 0.2,
+        mode: RetrieveMode::Adaptive,
+        retrieved: true,
+    };
+    let json = serde_json::to_value(&event).unwrap();
+    assert_eq!(json["kind"], "retrieve_decided");
+    assert_eq!(json["mode"], "adaptive");
+    let chosen = serde_json::to_value(Progress::SegmentChosen {
+        segment: 0,
+        text: "x".into(),
+        citation: None,
+    })
+    .unwrap();
+    assert_eq!(keys(&chosen), set(&["kind", "segment", "text", "citation"]));
+    assert_eq!(chosen["kind"], "segment_chosen");
+}

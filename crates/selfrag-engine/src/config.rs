@@ -1,0 +1,54 @@
+//! Where the engine keeps its data and finds its models: platform directories by default,
+//! overridden by `SELFRAG_DATA_DIR`, `SELFRAG_GENERATOR` and `SELFRAG_EMBEDDER`.
+
+use std::path::PathBuf;
+
+/// Paths and choices the engine starts with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// Library, history and settings live here.
+    pub data_dir: PathBuf,
+    /// A GGUF file chosen explicitly; otherwise the default model is looked up in the HF cache.
+    pub generator: Option<PathBuf>,
+    /// A BERT model folder chosen explicitly; otherwise looked up in the HF cache.
+    pub embedder: Option<PathBuf>,
+    /// `auto`, `cpu`, `cuda` or `metal`.
+    pub device: String,
+}
+
+impl EngineConfig {
+    /// The platform data dir (e.g. `~/.local/share/selfrag-desktop`) with the environment's
+    /// overrides applied.
+    pub fn from_env() -> Self {
+        let data_dir = non_empty_var("SELFRAG_DATA_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                directories::ProjectDirs::from("org", "selfrag", "selfrag-desktop")
+                    .map(|d| d.data_dir().to_path_buf())
+            })
+            .unwrap_or_else(|| PathBuf::from(".selfrag"));
+        Self {
+            data_dir,
+            generator: non_empty_var("SELFRAG_GENERATOR").map(PathBuf::from),
+            embedder: non_empty_var("SELFRAG_EMBEDDER").map(PathBuf::from),
+            device: non_empty_var("SELFRAG_DEVICE")
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "auto".into()),
+        }
+    }
+
+    /// The LanceDB library directory.
+    pub fn library_dir(&self) -> PathBuf {
+        self.data_dir.join("library")
+    }
+
+    /// Saved answers, one JSON trace per file.
+    pub fn history_dir(&self) -> PathBuf {
+        self.data_dir.join("history")
+    }
+}
+
+/// An environment variable that is set and not empty (an empty value means "unset").
+fn non_empty_var(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}

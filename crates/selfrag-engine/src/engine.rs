@@ -1,0 +1,341 @@
+//! [`Engine`]: the application API. Async methods; compute runs on the model thread.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use selfrag_core::{CritiqueWeights, Progress, Settings};
+use selfrag_index::{IndexError, IndexOutcome, Library, PassageEmbedder};
+use tokio::sync::OnceCell;
+
+use crate::history::History;
+use crate::model_thread::{ModelPaths, ModelThread};
+use crate::retriever::LibraryRetriever;
+use crate::status::{AppStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus};
+use crate::{AnswerRecord, EngineConfig, EngineError, ExportFormat};
+
+/// The application: models, library, history.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    models: ModelThread,
+    model_status: Vec<ModelStatus>,
+    embedder_path: Option<PathBuf>,
+    library: OnceCell<Arc<Library>>,
+    history: History,
+}
+
+impl Engine {
+    /// Starts the engine. Missing models are not an error here: [`Engine::status`] reports them
+    /// and the calls that need them fail with a message that says what to do.
+    pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
+        let generator = selfrag_models::store::resolve_generator(config.generator.as_deref());
+        let embedder = selfrag_models::store::resolve_embedder(config.embedder.as_deref());
+        let model_status = vec![
+            model_status(ModelRole::Generator, &generator),
+            model_status(ModelRole::Embedder, &embedder),
+        ];
+        let models = ModelThread::spawn(ModelPaths {
+            generator: generator.found.clone(),
+            embedder: embedder.found.clone(),
+            device: config.device.clone(),
+        })?;
+        Ok(Self {
+            history: History::new(config.history_dir()),
+            config,
+            models,
+            model_status,
+            embedder_path: embedder.found,
+            library: OnceCell::new(),
+        })
+    }
+
+    /// The configuration the engine started with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Models found or missing, and the library's size.
+    pub async fn status(&self) -> AppStatus {
+        let library = match self.library().await {
+            Ok(lib) => lib
+                .stats()
+                .await
+                .map(|s| LibraryCounts {
+                    documents: s.documents,
+                    passages: s.passages,
+                })
+                .unwrap_or_default(),
+            Err(_) => LibraryCounts::default(),
+        };
+        AppStatus {
+            data_dir: self.config.data_dir.display().to_string(),
+            models: self.model_status.clone(),
+            library,
+        }
+    }
+
+    /// The library, opened on first use (it needs the embedder to know the vector size).
+    async fn library(&self) -> Result<Arc<Library>, EngineError> {
+        self.library
+            .get_or_try_init(|| async {
+                let embedder = self.passage_embedder().await?;
+                let lib = Library::open(&self.config.library_dir(), &embedder).await?;
+                Ok::<_, EngineError>(Arc::new(lib))
+            })
+            .await
+            .cloned()
+    }
+
+    async fn passage_embedder(&self) -> Result<ThreadEmbedder, EngineError> {
+        let dim = self
+            .models
+            .run(|m| m.embedder().map(|e| e.dim()))
+            .await??;
+        Ok(ThreadEmbedder {
+            models: self.models.clone(),
+            id: embedder_identity(self.embedder_path.as_deref()),
+            dim,
+        })
+    }
+
+    /// Indexes files and folders (recursively), streaming progress. One file's failure is
+    /// reported as an event and never stops the others.
+    pub async fn index_paths(
+        &self,
+        paths: &[PathBuf],
+        on_event: impl Fn(IndexEvent),
+    ) -> Result<IndexEvent, EngineError> {
+        let library = self.library().await?;
+        let embedder = self.passage_embedder().await?;
+        let mut files = Vec::new();
+        for p in paths {
+            collect_files(p, &mut files);
+        }
+        on_event(IndexEvent::Started { total: files.len() });
+        let (mut indexed, mut skipped, mut failed) = (0, 0, 0);
+        for file in files {
+            let path = file.display().to_string();
+            on_event(IndexEvent::FileStarted { path: path.clone() });
+            let event = match library.index_file(&file, &embedder).await {
+                Ok(IndexOutcome::Indexed { passages, .. }) => {
+                    indexed += 1;
+                    IndexEvent::FileIndexed { path, passages }
+                }
+                Ok(IndexOutcome::Unchanged { .. }) => {
+                    skipped += 1;
+                    IndexEvent::FileSkipped {
+                        path,
+                        reason: "already in the library".into(),
+                    }
+                }
+                Err(IndexError::Unsupported { reason, .. }) => {
+                    skipped += 1;
+                    IndexEvent::FileSkipped { path, reason }
+                }
+                Err(e) => {
+                    failed += 1;
+                    tracing::warn!(%path, error = %e, "file not indexed");
+                    IndexEvent::FileFailed {
+                        path,
+                        error: e.to_string(),
+                    }
+                }
+            };
+            on_event(event);
+        }
+        let finished = IndexEvent::Finished {
+            indexed,
+            skipped,
+            failed,
+        };
+        on_event(finished.clone());
+        Ok(finished)
+    }
+
+    /// The documents in the library; empty when no library could be opened yet.
+    pub async fn documents(&self) -> Result<Vec<DocumentInfo>, EngineError> {
+        let library = self.library().await?;
+        let mut docs: Vec<DocumentInfo> = library
+            .documents()
+            .await?
+            .into_iter()
+            .map(|d| DocumentInfo {
+                id: d.id,
+                path: d.path,
+                title: d.title,
+                passages: d.passages,
+            })
+            .collect();
+        docs.sort_by(|a, b| a.title.to_lowercase().cmp(&b.title.to_lowercase()));
+        Ok(docs)
+    }
+
+    /// Answers `question` with Self-RAG, streaming progress; `cancel` stops it between steps.
+    pub async fn ask(
+        &self,
+        question: String,
+        settings: Settings,
+        on_progress: impl Fn(Progress) + Send + 'static,
+        cancel: Arc<AtomicBool>,
+    ) -> Result<AnswerRecord, EngineError> {
+        // Without an embedder the library cannot open; Self-RAG can still answer without it.
+        let library = self.library().await.ok();
+        let runtime = tokio::runtime::Handle::current();
+        let answer = self
+            .models
+            .run(move |models| {
+                let (generator, embedder) = models.generator_and_embedder()?;
+                let mut retriever = LibraryRetriever {
+                    embedder,
+                    library,
+                    runtime,
+                };
+                let mut on_progress = on_progress;
+                selfrag_core::answer(
+                    &question,
+                    &settings,
+                    generator,
+                    &mut retriever,
+                    &mut on_progress,
+                    cancel.as_ref(),
+                )
+                .map_err(EngineError::from)
+            })
+            .await??;
+        let record = AnswerRecord {
+            id: new_answer_id(),
+            answer,
+            rerun_could_differ: false,
+        };
+        self.history.put(record.clone())?;
+        Ok(record)
+    }
+
+    /// Re-chooses among the stored candidates of answer `id` with new weights; no model call.
+    pub fn rerank(
+        &self,
+        id: &str,
+        weights: CritiqueWeights,
+        hard_constraints: bool,
+    ) -> Result<AnswerRecord, EngineError> {
+        let stored = self.history.get(id)?;
+        let reranked = selfrag_core::rerank(&stored.answer, weights, hard_constraints);
+        let record = AnswerRecord {
+            id: stored.id,
+            answer: reranked.answer,
+            rerun_could_differ: reranked.rerun_could_differ,
+        };
+        self.history.put(record.clone())?;
+        Ok(record)
+    }
+
+    /// Writes answer `id` to `path` in `format`, atomically.
+    pub fn export(&self, id: &str, format: ExportFormat, path: &Path) -> Result<(), EngineError> {
+        let record = self.history.get(id)?;
+        crate::write_atomically(path, crate::render(&record.answer, format).as_bytes())
+    }
+}
+
+/// Embeds passages on the model thread for the indexer.
+struct ThreadEmbedder {
+    models: ModelThread,
+    id: String,
+    dim: usize,
+}
+
+impl PassageEmbedder for ThreadEmbedder {
+    fn model_id(&self) -> String {
+        self.id.clone()
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+        let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let result = self
+            .models
+            .run_blocking(move |m| -> Result<Vec<Vec<f32>>, String> {
+                let embedder = m.embedder().map_err(|e| e.to_string())?;
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                embedder.embed(&refs).map_err(|e| e.to_string())
+            })
+            .map_err(|e| IndexError::Embedder(e.to_string()))?;
+        result.map_err(IndexError::Embedder)
+    }
+}
+
+fn model_status(role: ModelRole, location: &selfrag_models::store::Resolved) -> ModelStatus {
+    ModelStatus {
+        role,
+        name: location.name.clone(),
+        found: location.found.is_some(),
+        path: location.found.as_ref().map(|p| p.display().to_string()),
+        searched: location
+            .searched
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        fix: location.fix.clone(),
+    }
+}
+
+/// A stable name for the embedder: the HF repo and revision for a cache snapshot
+/// (`models--org--name/snapshots/REV`), else the folder's path.
+fn embedder_identity(path: Option<&Path>) -> String {
+    let Some(path) = path else {
+        return "none".into();
+    };
+    let parts: Vec<String> = path
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    match parts.iter().rposition(|p| p == "snapshots") {
+        Some(i) if i >= 1 && i + 1 < parts.len() => {
+            let repo = parts[i - 1].trim_start_matches("models--").replace("--", "/");
+            format!("{repo}@{}", parts[i + 1])
+        }
+        _ => path.display().to_string(),
+    }
+}
+
+fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
+    match std::fs::read_dir(path) {
+        Ok(entries) => {
+            let mut children: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            children.sort();
+            for child in children {
+                // Hidden files and folders (.git, .DS_Store) are not documents.
+                let hidden = child
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+                if !hidden {
+                    collect_files(&child, out);
+                }
+            }
+        }
+        Err(_) => out.push(path.to_path_buf()),
+    }
+}
+
+fn new_answer_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    format!("{millis:x}-{:x}", COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedder_identity_names_the_hf_repo_and_revision() {
+        let p = Path::new("/c/hub/models--facebook--contriever-msmarco/snapshots/abc123");
+        assert_eq!(embedder_identity(Some(p)), "facebook/contriever-msmarco@abc123");
+        assert_eq!(embedder_identity(Some(Path::new("/m/bert"))), "/m/bert");
+    }
+}

@@ -1,0 +1,51 @@
+//! The engine's error: one enum for both front ends, each variant with a stable `code` the UI
+//! can switch on and a message that says what to do.
+
+use std::path::PathBuf;
+
+/// Everything the application API can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("the {role} model is not available: {message}")]
+    ModelMissing { role: &'static str, message: String },
+    #[error("the {role} model at {path} could not be loaded: {message}")]
+    ModelLoad {
+        role: &'static str,
+        path: PathBuf,
+        message: String,
+    },
+    #[error(transparent)]
+    Index(#[from] selfrag_index::IndexError),
+    #[error(transparent)]
+    SelfRag(#[from] selfrag_core::SelfRagError),
+    #[error("no answer with id `{0}` in this session's history")]
+    UnknownAnswer(String),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read {path}: {message}")]
+    ReadTrace { path: PathBuf, message: String },
+    #[error("the model thread stopped unexpectedly; restart the app")]
+    ModelThreadGone,
+}
+
+impl EngineError {
+    /// A stable machine-readable code, sent to the UI with the message.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::ModelMissing { .. } => "model_missing",
+            Self::ModelLoad { .. } => "model_load",
+            Self::Index(_) => "index",
+            Self::SelfRag(selfrag_core::SelfRagError::Cancelled) => "cancelled",
+            Self::SelfRag(selfrag_core::SelfRagError::EmptyQuestion) => "empty_question",
+            Self::SelfRag(_) => "selfrag",
+            Self::UnknownAnswer(_) => "unknown_answer",
+            Self::Write { .. } => "write",
+            Self::ReadTrace { .. } => "read_trace",
+            Self::ModelThreadGone => "model_thread",
+        }
+    }
+}

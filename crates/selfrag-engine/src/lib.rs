@@ -1,0 +1,25 @@
+//! # selfrag-engine: the application API
+//!
+//! One API for both front ends (the Tauri app and the `selfrag` CLI): it owns the model thread,
+//! the document library, the answer history and the exports. [`Engine::ask`] runs Self-RAG
+//! (selfrag-core) with the GGUF generator and the BERT embedder (selfrag-models) over the
+//! LanceDB library (selfrag-index), streaming [`selfrag_core::Progress`] events;
+//! [`Engine::rerank`] re-chooses among stored candidates without the model.
+//!
+//! It knows nothing of Tauri or the terminal: no `tauri`, no printing, no argument parsing.
+
+mod config;
+mod engine;
+mod error;
+pub mod export;
+mod history;
+mod model_thread;
+mod retriever;
+mod status;
+
+pub use config::EngineConfig;
+pub use engine::Engine;
+pub use error::EngineError;
+pub use export::{ExportFormat, render};
+pub use history::{AnswerRecord, write_atomically};
+pub use status::{AppStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus};

@@ -1,0 +1,159 @@
+//! The one thread that owns the model weights. Callers send it closures over a channel and get
+//! the result back, so no lock on a model is ever held across an `.await` (the pattern of
+//! text-embeddings-inference). Models load on first use; a load error is reported per request.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use selfrag_models::{BertEmbedder, LlamaGenerator};
+
+use crate::EngineError;
+
+type Job = Box<dyn FnOnce(&mut LoadedModels) + Send>;
+
+/// Handle to the model thread; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ModelThread {
+    jobs: mpsc::Sender<Job>,
+}
+
+/// Where the models are, as resolved at start-up.
+#[derive(Debug, Clone, Default)]
+pub struct ModelPaths {
+    pub generator: Option<PathBuf>,
+    pub embedder: Option<PathBuf>,
+    pub device: String,
+}
+
+/// The models, loaded lazily on the model thread.
+pub struct LoadedModels {
+    paths: ModelPaths,
+    device: Option<selfrag_models::Device>,
+    generator: Option<LlamaGenerator>,
+    embedder: Option<BertEmbedder>,
+}
+
+impl LoadedModels {
+    fn device(&mut self) -> Result<selfrag_models::Device, EngineError> {
+        if let Some(d) = &self.device {
+            return Ok(d.clone());
+        }
+        let d = selfrag_models::pick_device(&self.paths.device).map_err(|e| {
+            EngineError::ModelLoad {
+                role: "device",
+                path: PathBuf::from(&self.paths.device),
+                message: e.to_string(),
+            }
+        })?;
+        self.device = Some(d.clone());
+        Ok(d)
+    }
+
+    /// Loads the generator if needed.
+    pub fn ensure_generator(&mut self) -> Result<(), EngineError> {
+        if self.generator.is_some() {
+            return Ok(());
+        }
+        let path = self.paths.generator.clone().ok_or(EngineError::ModelMissing {
+            role: "generator",
+            message: "no Self-RAG GGUF file was found; see the start screen".into(),
+        })?;
+        let device = self.device()?;
+        let generator = LlamaGenerator::load(&path, &device).map_err(|e| EngineError::ModelLoad {
+            role: "generator",
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        tracing::info!(path = %path.display(), "generator loaded");
+        self.generator = Some(generator);
+        Ok(())
+    }
+
+    /// Loads the embedder if needed.
+    pub fn ensure_embedder(&mut self) -> Result<(), EngineError> {
+        if self.embedder.is_some() {
+            return Ok(());
+        }
+        let path = self.paths.embedder.clone().ok_or(EngineError::ModelMissing {
+            role: "embedder",
+            message: "no Contriever model folder was found; see the start screen".into(),
+        })?;
+        let device = self.device()?;
+        let embedder = BertEmbedder::load(&path, &device).map_err(|e| EngineError::ModelLoad {
+            role: "embedder",
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        tracing::info!(path = %path.display(), "embedder loaded");
+        self.embedder = Some(embedder);
+        Ok(())
+    }
+
+    /// The embedder, loading it if needed.
+    pub fn embedder(&mut self) -> Result<&BertEmbedder, EngineError> {
+        self.ensure_embedder()?;
+        self.embedder.as_ref().ok_or(EngineError::ModelThreadGone)
+    }
+
+    /// The generator (mutable) and, when it can be loaded, the embedder: both are needed by
+    /// one Self-RAG run, which owns the thread while it runs.
+    pub fn generator_and_embedder(
+        &mut self,
+    ) -> Result<(&mut LlamaGenerator, Result<&BertEmbedder, EngineError>), EngineError> {
+        self.ensure_generator()?;
+        let embedder = self.ensure_embedder();
+        let generator = self.generator.as_mut().ok_or(EngineError::ModelThreadGone)?;
+        let embedder = embedder.and_then(|()| self.embedder.as_ref().ok_or(EngineError::ModelThreadGone));
+        Ok((generator, embedder))
+    }
+}
+
+impl ModelThread {
+    /// Starts the thread; nothing is loaded until a job needs it.
+    pub fn spawn(paths: ModelPaths) -> Result<Self, EngineError> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("selfrag-models".into())
+            .spawn(move || {
+                let mut models = LoadedModels {
+                    paths,
+                    device: None,
+                    generator: None,
+                    embedder: None,
+                };
+                for job in rx {
+                    job(&mut models);
+                }
+            })
+            .map_err(|_| EngineError::ModelThreadGone)?;
+        Ok(Self { jobs })
+    }
+
+    /// Runs `f` on the model thread and waits for it, blocking the calling thread.
+    pub fn run_blocking<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut LoadedModels) -> R + Send + 'static,
+    ) -> Result<R, EngineError> {
+        let (tx, rx) = mpsc::channel();
+        self.jobs
+            .send(Box::new(move |m| {
+                let _ = tx.send(f(m));
+            }))
+            .map_err(|_| EngineError::ModelThreadGone)?;
+        rx.recv().map_err(|_| EngineError::ModelThreadGone)
+    }
+
+    /// Runs `f` on the model thread; the future resolves when it is done.
+    pub async fn run<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut LoadedModels) -> R + Send + 'static,
+    ) -> Result<R, EngineError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Box::new(move |m| {
+                let _ = tx.send(f(m));
+            }))
+            .map_err(|_| EngineError::ModelThreadGone)?;
+        rx.await.map_err(|_| EngineError::ModelThreadGone)
+    }
+}

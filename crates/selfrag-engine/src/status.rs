@@ -1,0 +1,79 @@
+//! What the front ends show before anything runs: which models were found and where the engine
+//! looked, and how big the library is.
+
+use serde::{Deserialize, Serialize};
+
+/// Which job a model does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum ModelRole {
+    Generator,
+    Embedder,
+}
+
+/// One model's availability, with the places searched and the fix when it is missing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct ModelStatus {
+    pub role: ModelRole,
+    /// Human name, e.g. "Self-RAG Llama-2 7B (Q4_K_M)".
+    pub name: String,
+    pub found: bool,
+    /// Where it was found.
+    pub path: Option<String>,
+    /// Every place the engine looked.
+    pub searched: Vec<String>,
+    /// What to do when it is missing.
+    pub fix: String,
+}
+
+/// Document and passage counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct LibraryCounts {
+    pub documents: usize,
+    pub passages: usize,
+}
+
+/// Everything the start screen needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct AppStatus {
+    pub data_dir: String,
+    pub models: Vec<ModelStatus>,
+    pub library: LibraryCounts,
+}
+
+/// A document of the library as listed in the library pane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct DocumentInfo {
+    pub id: String,
+    pub path: String,
+    pub title: String,
+    pub passages: u32,
+}
+
+/// Progress of an indexing job, streamed to the front end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum IndexEvent {
+    /// The job found this many files.
+    Started { total: usize },
+    FileStarted { path: String },
+    FileIndexed { path: String, passages: u32 },
+    /// Not indexed, and not an error: already in the library, or a format that is not read.
+    FileSkipped { path: String, reason: String },
+    FileFailed { path: String, error: String },
+    Finished {
+        indexed: usize,
+        skipped: usize,
+        failed: usize,
+    },
+}

@@ -1,0 +1,37 @@
+//! # selfrag-index: the document library
+//!
+//! Owns the path from files on disk to searchable passages: text extraction per format
+//! ([`extract`]), passages of about a hundred words with their provenance ([`chunk`]), and the
+//! embedded LanceDB store of documents and passages with vector search ([`Library`]).
+//!
+//! It must not depend on candle, Tauri or the Self-RAG algorithm: embeddings arrive through the
+//! [`PassageEmbedder`] trait, which selfrag-engine implements with selfrag-models.
+//!
+//! ```no_run
+//! # async fn demo(embedder: &dyn selfrag_index::PassageEmbedder) -> Result<(), selfrag_index::IndexError> {
+//! let library = selfrag_index::Library::open(std::path::Path::new("/tmp/lib"), embedder).await?;
+//! library.index_file(std::path::Path::new("notes.md"), embedder).await?;
+//! let hits = library.search(&embedder.embed(&["what is self-rag?"])?[0], 5).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod chunk;
+mod error;
+pub mod extract;
+mod store;
+
+pub use chunk::{Chunk, chunk_text};
+pub use error::IndexError;
+pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
+pub use store::{DocumentRecord, IndexOutcome, Library, LibraryStats, SearchHit};
+
+/// Turns passage text into vectors. Implemented by the engine over the BERT/Contriever model.
+pub trait PassageEmbedder: Send + Sync {
+    /// Identifies the model whose vectors these are; stored with every vector so that a change
+    /// of model is noticed and the library re-embedded.
+    fn model_id(&self) -> String;
+    /// Length of every vector.
+    fn dim(&self) -> usize;
+    /// One vector per text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError>;
+}

@@ -1,0 +1,30 @@
+//! Writes the tiny test models to a folder: `selfrag-fixtures DIR` creates
+//! `DIR/tiny-selfrag.gguf` (a random-weight Llama GGUF with the Self-RAG vocabulary layout) and
+//! `DIR/tiny-contriever/` (a random BERT laid out like facebook/contriever-msmarco).
+//! `cargo xtask fixtures DIR` runs this; the tests call the same functions.
+
+// A command-line tool reports on stderr.
+#![allow(clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use selfrag_models::fixtures::{write_tiny_bert, write_tiny_llama_gguf};
+
+fn main() -> ExitCode {
+    let Some(dir) = std::env::args_os().nth(1).map(PathBuf::from) else {
+        eprintln!("usage: selfrag-fixtures DIR");
+        return ExitCode::FAILURE;
+    };
+    let result = std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+        .and_then(|()| write_tiny_llama_gguf(&dir.join("tiny-selfrag.gguf")).map_err(|e| e.to_string()))
+        .and_then(|()| write_tiny_bert(&dir.join("tiny-contriever")).map_err(|e| e.to_string()));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! `BertEmbedder`: the Contriever retriever encoder (Izacard et al., "Unsupervised Dense
+//! Information Retrieval with Contrastive Learning", 2022), a BERT model run with candle.
+//!
+//! A passage embedding is the **mean of the last hidden states over the attention mask, not
+//! normalised**; similarity is the dot product (SELFRAG.md). A model directory holds
+//! `config.json`, `model.safetensors` or else `pytorch_model.bin`, and `tokenizer.json` or else
+//! `vocab.txt` (then the tokenizer is BERT uncased WordPiece, as `facebook/contriever-msmarco`).
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config, DTYPE};
+use tokenizers::models::wordpiece::WordPiece;
+use tokenizers::normalizers::BertNormalizer;
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::processors::template::TemplateProcessing;
+use tokenizers::{AddedToken, Tokenizer, TruncationParams};
+
+use crate::error::ModelError;
+
+/// Texts per forward pass; bounds memory for long passages (512 tokens × 32 rows).
+const BATCH_SIZE: usize = 32;
+/// BERT's position limit; lowered to `max_position_embeddings` where a config says less.
+const MAX_TOKENS: usize = 512;
+
+/// A BERT encoder with mean pooling, e.g. `facebook/contriever-msmarco`.
+pub struct BertEmbedder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    dim: usize,
+    pad_id: u32,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for BertEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BertEmbedder")
+            .field("dir", &self.dir)
+            .field("device", &self.device)
+            .field("dim", &self.dim)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `do_lower_case` of a `tokenizer_config.json` next to `vocab.txt`; true (uncased) without one.
+fn lowercase_setting(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("tokenizer_config.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|config| {
+            config
+                .get("do_lower_case")
+                .and_then(serde_json::Value::as_bool)
+        })
+        .unwrap_or(true)
+}
+
+/// BERT WordPiece from `vocab.txt`, as `BertTokenizerFast` builds it (uncased unless
+/// `lowercase` is false, e.g. for the cased mContriever).
+fn wordpiece_from_vocab(vocab: &Path, lowercase: bool) -> Result<Tokenizer, ModelError> {
+    let invalid = |reason: String| ModelError::InvalidBertTokenizer {
+        path: vocab.to_owned(),
+        reason,
+    };
+    let vocab_str = vocab
+        .to_str()
+        .ok_or_else(|| invalid("the path is not valid UTF-8".to_owned()))?;
+    let wordpiece = WordPiece::from_file(vocab_str)
+        .unk_token("[UNK]".to_owned())
+        .build()
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut tokenizer = Tokenizer::new(wordpiece);
+    let id = |token: &str| {
+        tokenizer
+            .token_to_id(token)
+            .ok_or_else(|| invalid(format!("the vocabulary has no `{token}`")))
+    };
+    let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+    let template = TemplateProcessing::builder()
+        .try_single("[CLS] $A [SEP]")
+        .and_then(|b| b.try_pair("[CLS] $A [SEP] $B:1 [SEP]:1"))
+        .map_err(|e| invalid(e.to_string()))?
+        .special_tokens(vec![("[CLS]", cls), ("[SEP]", sep)])
+        .build()
+        .map_err(|e| invalid(e.to_string()))?;
+    tokenizer
+        .with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)))
+        .map_err(|e| invalid(e.to_string()))?
+        .with_pre_tokenizer(Some(BertPreTokenizer))
+        .with_post_processor(Some(template));
+    let specials: Vec<AddedToken> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        .iter()
+        .filter(|t| tokenizer.token_to_id(t).is_some())
+        .map(|t| AddedToken::from(*t, true))
+        .collect();
+    tokenizer
+        .add_special_tokens(specials)
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(tokenizer)
+}
+
+impl BertEmbedder {
+    /// Loads the model in `dir` onto `device`.
+    pub fn load(dir: &Path, device: &Device) -> Result<Self, ModelError> {
+        let missing = |file: &str| ModelError::MissingFile {
+            dir: dir.to_owned(),
+            file: file.to_owned(),
+        };
+        let config_path = dir.join("config.json");
+        if !config_path.is_file() {
+            return Err(missing("config.json"));
+        }
+        let config_text =
+            std::fs::read_to_string(&config_path).map_err(ModelError::io(&config_path))?;
+        let config: Config =
+            serde_json::from_str(&config_text).map_err(|e| ModelError::InvalidModelFile {
+                path: config_path.clone(),
+                reason: format!("not a BERT config: {e}"),
+            })?;
+
+        let safetensors = dir.join("model.safetensors");
+        let pytorch = dir.join("pytorch_model.bin");
+        let (weights_path, vb) = if safetensors.is_file() {
+            // Buffered, not mmapped: mapping a file needs `unsafe`, which this workspace denies.
+            let bytes = std::fs::read(&safetensors).map_err(ModelError::io(&safetensors))?;
+            let vb = VarBuilder::from_buffered_safetensors(bytes, DTYPE, device);
+            (safetensors, vb)
+        } else if pytorch.is_file() {
+            let vb = VarBuilder::from_pth(&pytorch, DTYPE, device);
+            (pytorch, vb)
+        } else {
+            return Err(missing("model.safetensors or pytorch_model.bin"));
+        };
+        let invalid_weights = |e: candle_core::Error| ModelError::InvalidModelFile {
+            path: weights_path.clone(),
+            reason: format!("cannot load BERT weights: {e}"),
+        };
+        let model = vb
+            .and_then(|vb| BertModel::load(vb, &config))
+            .map_err(invalid_weights)?;
+
+        let tokenizer_json = dir.join("tokenizer.json");
+        let vocab_txt = dir.join("vocab.txt");
+        let mut tokenizer = if tokenizer_json.is_file() {
+            Tokenizer::from_file(&tokenizer_json).map_err(|e| ModelError::InvalidBertTokenizer {
+                path: tokenizer_json.clone(),
+                reason: e.to_string(),
+            })?
+        } else if vocab_txt.is_file() {
+            wordpiece_from_vocab(&vocab_txt, lowercase_setting(dir))?
+        } else {
+            return Err(missing("tokenizer.json or vocab.txt"));
+        };
+        let max_length = MAX_TOKENS.min(config.max_position_embeddings);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| ModelError::InvalidBertTokenizer {
+                path: dir.to_owned(),
+                reason: e.to_string(),
+            })?
+            .with_padding(None);
+        let pad_id = u32::try_from(config.pad_token_id).unwrap_or(0);
+
+        tracing::info!(dir = %dir.display(), dim = config.hidden_size, "loaded BERT embedder");
+        Ok(Self {
+            model,
+            tokenizer,
+            device: device.clone(),
+            dim: config.hidden_size,
+            pad_id,
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Width of the embeddings (768 for Contriever).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// One embedding per text, in order: mean of the last hidden states over the real
+    /// (unpadded) tokens, not normalised. Texts longer than 512 tokens are truncated.
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(BATCH_SIZE) {
+            out.extend(self.embed_batch(chunk)?);
+        }
+        Ok(out)
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| ModelError::InvalidBertTokenizer {
+                path: self.dir.clone(),
+                reason: format!("cannot tokenize: {e}"),
+            })?;
+        let width = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
+        let rows = encodings.len();
+        let mut ids = Vec::with_capacity(rows * width);
+        let mut mask = Vec::with_capacity(rows * width);
+        for encoding in &encodings {
+            let n = encoding.len();
+            ids.extend_from_slice(encoding.get_ids());
+            ids.extend(std::iter::repeat_n(self.pad_id, width - n));
+            mask.extend_from_slice(encoding.get_attention_mask());
+            mask.extend(std::iter::repeat_n(0u32, width - n));
+        }
+        let context = || format!("embedding with the BERT model in {}", self.dir.display());
+        let pooled = (|| {
+            let ids = Tensor::from_vec(ids, (rows, width), &self.device)?;
+            let mask = Tensor::from_vec(mask, (rows, width), &self.device)?;
+            let type_ids = ids.zeros_like()?;
+            let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
+            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+            let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+            // An empty row (no tokens at all) would divide by zero; it stays all zeros.
+            let counts = mask.sum(1)?.clamp(1f32, f32::MAX)?;
+            summed.broadcast_div(&counts)?.to_vec2::<f32>()
+        })()
+        .map_err(ModelError::candle(context()))?;
+        Ok(pooled)
+    }
+}

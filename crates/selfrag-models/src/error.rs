@@ -1,0 +1,89 @@
+//! `ModelError`: everything that can go wrong while finding, loading or running a model.
+//! Every message names the file (or directory) involved and says what to do about it.
+
+use std::path::PathBuf;
+
+/// Errors of this crate. Convert into `selfrag_core::BackendError` with `.into()`.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("cannot access {path}: {source}; check that the path exists and is readable")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "{path} is not a usable GGUF file: {reason}; the file may be truncated or corrupt, download it again"
+    )]
+    InvalidGguf { path: PathBuf, reason: String },
+
+    #[error(
+        "{path}: GGUF metadata key `{key}` is missing or has the wrong type; convert the model again with llama.cpp's convert script"
+    )]
+    MissingMetadata { path: PathBuf, key: String },
+
+    #[error(
+        "{path}: model architecture `{found}` is not supported; use a Llama GGUF such as selfrag_llama2_7b.q4_k_m.gguf"
+    )]
+    UnsupportedArchitecture { path: PathBuf, found: String },
+
+    #[error("GGUF tokenizer: {reason}; the model file's `tokenizer.ggml.*` metadata is unusable")]
+    InvalidTokenizer { reason: String },
+
+    #[error(
+        "the prompt has {prompt_tokens} tokens and {max_new_tokens} new tokens were requested, more than the model's context length of {context_length}; shorten the prompt (fewer or shorter passages) or lower the token limit"
+    )]
+    ContextOverflow {
+        prompt_tokens: usize,
+        max_new_tokens: usize,
+        context_length: usize,
+    },
+
+    #[error("the prompt is empty; a prompt needs at least one token (the BOS token)")]
+    EmptyPrompt,
+
+    #[error(
+        "token id {id} is outside the model's vocabulary of {vocab_size} tokens; look ids up with `token_id` on the loaded model"
+    )]
+    TokenOutOfRange { id: u32, vocab_size: usize },
+
+    #[error(
+        "{dir}: missing {file}; a BERT model directory needs config.json, model.safetensors or pytorch_model.bin, and tokenizer.json or vocab.txt"
+    )]
+    MissingFile { dir: PathBuf, file: String },
+
+    #[error("{path}: {reason}; download the model files again")]
+    InvalidModelFile { path: PathBuf, reason: String },
+
+    #[error("{path}: cannot build the tokenizer: {reason}")]
+    InvalidBertTokenizer { path: PathBuf, reason: String },
+
+    #[error("model manifest `{name}`: {reason}; fix the TOML file in models/")]
+    InvalidManifest { name: String, reason: String },
+
+    #[error(
+        "device `{requested}`: {reason}; use `cpu`, or rebuild with the `cuda` or `metal` feature"
+    )]
+    Device { requested: String, reason: String },
+
+    #[error("{context}: {source}")]
+    Candle {
+        context: String,
+        #[source]
+        source: candle_core::Error,
+    },
+}
+
+impl ModelError {
+    /// Wraps a candle error with what was being done (e.g. "forward pass of model.gguf").
+    pub(crate) fn candle(context: String) -> impl FnOnce(candle_core::Error) -> Self {
+        move |source| Self::Candle { context, source }
+    }
+
+    /// Wraps an I/O error with the path it concerns.
+    pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + use<> {
+        let path = path.to_owned();
+        move |source| Self::Io { path, source }
+    }
+}

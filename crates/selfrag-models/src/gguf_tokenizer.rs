@@ -1,0 +1,547 @@
+//! A SentencePiece-style (SPM) Llama tokenizer built from a GGUF file's own `tokenizer.ggml.*`
+//! metadata, so that one `.gguf` file is the whole model (the Self-RAG checkpoints ship no
+//! `tokenizer.json`).
+//!
+//! Encoding follows llama.cpp's `llm_tokenizer_spm`: spaces become `▁`, a dummy-prefix `▁` is
+//! prepended, the text is split into UTF-8 characters, and the adjacent pair whose concatenation
+//! is a vocabulary piece with the highest score is merged until no pair is left (ties: leftmost
+//! first). Characters with no piece fall back to the byte tokens `<0x00>`..`<0xFF>`.
+//!
+//! Only NORMAL pieces take part in merges, so with special-token parsing off no control or
+//! user-defined token (`<s>`, `[Fully supported]`, …) can ever come out of plain text.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+use candle_core::quantized::gguf_file;
+
+use crate::error::ModelError;
+
+/// The SentencePiece word-boundary marker that stands for a space.
+const SPACE_MARKER: char = '\u{2581}';
+
+/// The type of a vocabulary entry, as stored in `tokenizer.ggml.token_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenType {
+    Normal,
+    Unknown,
+    Control,
+    UserDefined,
+    Unused,
+    Byte,
+}
+
+impl TokenType {
+    /// The GGUF code of this type (1 normal … 6 byte).
+    pub fn code(self) -> i32 {
+        match self {
+            Self::Normal => 1,
+            Self::Unknown => 2,
+            Self::Control => 3,
+            Self::UserDefined => 4,
+            Self::Unused => 5,
+            Self::Byte => 6,
+        }
+    }
+
+    fn from_code(code: i64) -> Option<Self> {
+        Some(match code {
+            1 => Self::Normal,
+            2 => Self::Unknown,
+            3 => Self::Control,
+            4 => Self::UserDefined,
+            5 => Self::Unused,
+            6 => Self::Byte,
+            _ => return None,
+        })
+    }
+}
+
+/// A Llama SPM tokenizer read from GGUF metadata.
+#[derive(Debug, Clone)]
+pub struct GgufTokenizer {
+    tokens: Vec<String>,
+    scores: Vec<f32>,
+    types: Vec<TokenType>,
+    /// NORMAL pieces only: the pieces plain text may be made of.
+    normal_ids: HashMap<String, u32>,
+    /// Every entry, for `token_to_id`.
+    all_ids: HashMap<String, u32>,
+    /// Control and user-defined tokens, longest first.
+    specials: Vec<(String, u32)>,
+    byte_ids: [Option<u32>; 256],
+    bos: u32,
+    eos: u32,
+    unk: u32,
+    pad: Option<u32>,
+    add_bos: bool,
+    add_space_prefix: bool,
+}
+
+fn metadata_u32(content: &gguf_file::Content, key: &str) -> Result<Option<u32>, ModelError> {
+    match content.metadata.get(key) {
+        None => Ok(None),
+        Some(value) => value
+            .to_u64()
+            .ok()
+            .or_else(|| {
+                value
+                    .to_i32()
+                    .ok()
+                    .and_then(|v| u64::try_from(v).ok())
+                    .or_else(|| value.to_i64().ok().and_then(|v| u64::try_from(v).ok()))
+            })
+            .and_then(|v| u32::try_from(v).ok())
+            .map(Some)
+            .ok_or_else(|| ModelError::InvalidTokenizer {
+                reason: format!("`{key}` is not a token id: {value:?}"),
+            }),
+    }
+}
+
+fn value_as_i64(value: &gguf_file::Value) -> Option<i64> {
+    use gguf_file::Value as V;
+    Some(match value {
+        V::U8(v) => i64::from(*v),
+        V::I8(v) => i64::from(*v),
+        V::U16(v) => i64::from(*v),
+        V::I16(v) => i64::from(*v),
+        V::U32(v) => i64::from(*v),
+        V::I32(v) => i64::from(*v),
+        V::U64(v) => i64::try_from(*v).ok()?,
+        V::I64(v) => *v,
+        _ => return None,
+    })
+}
+
+fn value_as_f32(value: &gguf_file::Value) -> Option<f32> {
+    use gguf_file::Value as V;
+    match value {
+        V::F32(v) => Some(*v),
+        #[allow(clippy::cast_possible_truncation)]
+        V::F64(v) => Some(*v as f32),
+        other => value_as_i64(other).map(|v| v as f32),
+    }
+}
+
+fn metadata_array<'a>(
+    content: &'a gguf_file::Content,
+    key: &str,
+) -> Result<Option<&'a Vec<gguf_file::Value>>, ModelError> {
+    match content.metadata.get(key) {
+        None => Ok(None),
+        Some(value) => value
+            .to_vec()
+            .map(Some)
+            .map_err(|_| ModelError::InvalidTokenizer {
+                reason: format!("`{key}` is not an array"),
+            }),
+    }
+}
+
+/// Parses `<0xAB>` into the byte 0xAB.
+fn parse_byte_token(piece: &str) -> Option<u8> {
+    let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
+    if hex.len() != 2 {
+        return None;
+    }
+    u8::from_str_radix(hex, 16).ok()
+}
+
+/// A candidate merge of the symbols at `left` and its right neighbour.
+#[derive(Debug, PartialEq)]
+struct Bigram {
+    score: f32,
+    left: usize,
+    /// Byte length of the merged text, to detect stale entries.
+    size: usize,
+}
+
+impl Eq for Bigram {}
+
+impl Ord for Bigram {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Highest score first; on ties the leftmost pair first.
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.left.cmp(&self.left))
+    }
+}
+
+impl PartialOrd for Bigram {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// One symbol of the linked list the merge loop works on: a byte range of the text.
+#[derive(Debug, Clone, Copy)]
+struct Symbol {
+    start: usize,
+    len: usize,
+    prev: Option<usize>,
+    next: Option<usize>,
+}
+
+impl GgufTokenizer {
+    /// Builds the tokenizer from `tokenizer.ggml.*` metadata (model `llama`, i.e. SPM).
+    pub fn from_gguf(content: &gguf_file::Content) -> Result<Self, ModelError> {
+        if let Some(model) = content.metadata.get("tokenizer.ggml.model") {
+            let model = model
+                .to_string()
+                .map_err(|_| ModelError::InvalidTokenizer {
+                    reason: "`tokenizer.ggml.model` is not a string".to_owned(),
+                })?;
+            if model != "llama" {
+                return Err(ModelError::InvalidTokenizer {
+                    reason: format!(
+                        "tokenizer model `{model}` is not supported, only `llama` (SentencePiece)"
+                    ),
+                });
+            }
+        }
+        let tokens_value = metadata_array(content, "tokenizer.ggml.tokens")?.ok_or_else(|| {
+            ModelError::InvalidTokenizer {
+                reason: "`tokenizer.ggml.tokens` is missing".to_owned(),
+            }
+        })?;
+        let tokens = tokens_value
+            .iter()
+            .map(|v| v.to_string().cloned())
+            .collect::<Result<Vec<String>, _>>()
+            .map_err(|_| ModelError::InvalidTokenizer {
+                reason: "`tokenizer.ggml.tokens` holds a non-string".to_owned(),
+            })?;
+        if tokens.is_empty() {
+            return Err(ModelError::InvalidTokenizer {
+                reason: "`tokenizer.ggml.tokens` is empty".to_owned(),
+            });
+        }
+        let n = tokens.len();
+        let scores = match metadata_array(content, "tokenizer.ggml.scores")? {
+            None => vec![0.0; n],
+            Some(values) => values
+                .iter()
+                .map(value_as_f32)
+                .collect::<Option<Vec<f32>>>()
+                .ok_or_else(|| ModelError::InvalidTokenizer {
+                    reason: "`tokenizer.ggml.scores` holds a non-number".to_owned(),
+                })?,
+        };
+        let types = match metadata_array(content, "tokenizer.ggml.token_type")? {
+            None => vec![TokenType::Normal; n],
+            Some(values) => values
+                .iter()
+                .map(|v| value_as_i64(v).and_then(TokenType::from_code))
+                .collect::<Option<Vec<TokenType>>>()
+                .ok_or_else(|| ModelError::InvalidTokenizer {
+                    reason: "`tokenizer.ggml.token_type` holds an unknown type code".to_owned(),
+                })?,
+        };
+        if scores.len() != n || types.len() != n {
+            return Err(ModelError::InvalidTokenizer {
+                reason: format!(
+                    "{n} tokens but {} scores and {} token types",
+                    scores.len(),
+                    types.len()
+                ),
+            });
+        }
+
+        let check_id = |key: &str, id: Option<u32>, default: u32| -> Result<u32, ModelError> {
+            let id = id.unwrap_or(default);
+            if (id as usize) < n {
+                Ok(id)
+            } else {
+                Err(ModelError::InvalidTokenizer {
+                    reason: format!("`{key}` = {id} is outside the vocabulary of {n} tokens"),
+                })
+            }
+        };
+        let bos = check_id(
+            "tokenizer.ggml.bos_token_id",
+            metadata_u32(content, "tokenizer.ggml.bos_token_id")?,
+            1,
+        )?;
+        let eos = check_id(
+            "tokenizer.ggml.eos_token_id",
+            metadata_u32(content, "tokenizer.ggml.eos_token_id")?,
+            2,
+        )?;
+        let unk = check_id(
+            "tokenizer.ggml.unknown_token_id",
+            metadata_u32(content, "tokenizer.ggml.unknown_token_id")?,
+            0,
+        )?;
+        let pad = match metadata_u32(content, "tokenizer.ggml.padding_token_id")? {
+            None => None,
+            Some(id) => Some(check_id("tokenizer.ggml.padding_token_id", Some(id), 0)?),
+        };
+        let flag = |key: &str, default: bool| {
+            content
+                .metadata
+                .get(key)
+                .and_then(|v| v.to_bool().ok())
+                .unwrap_or(default)
+        };
+        let add_bos = flag("tokenizer.ggml.add_bos_token", true);
+        let add_space_prefix = flag("tokenizer.ggml.add_space_prefix", true);
+
+        let mut normal_ids = HashMap::new();
+        let mut all_ids = HashMap::new();
+        let mut specials = Vec::new();
+        let mut byte_ids = [None; 256];
+        for (id, (piece, ty)) in tokens.iter().zip(&types).enumerate() {
+            let id = u32::try_from(id).map_err(|_| ModelError::InvalidTokenizer {
+                reason: "more than 2^32 tokens".to_owned(),
+            })?;
+            // First occurrence wins, as in llama.cpp.
+            all_ids.entry(piece.clone()).or_insert(id);
+            match ty {
+                TokenType::Normal => {
+                    normal_ids.entry(piece.clone()).or_insert(id);
+                }
+                TokenType::Byte => {
+                    if let Some(byte) = parse_byte_token(piece) {
+                        byte_ids[usize::from(byte)].get_or_insert(id);
+                    }
+                }
+                TokenType::Control | TokenType::UserDefined if !piece.is_empty() => {
+                    specials.push((piece.clone(), id));
+                }
+                _ => {}
+            }
+        }
+        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+
+        Ok(Self {
+            tokens,
+            scores,
+            types,
+            normal_ids,
+            all_ids,
+            specials,
+            byte_ids,
+            bos,
+            eos,
+            unk,
+            pad,
+            add_bos,
+            add_space_prefix,
+        })
+    }
+
+    /// Tokenizes `text` without BOS. With `parse_special`, exact occurrences of control and
+    /// user-defined token strings (longest match first) become their ids; without it, the
+    /// result never contains a special id.
+    pub fn encode(&self, text: &str, parse_special: bool) -> Vec<u32> {
+        let mut out = Vec::new();
+        if !parse_special {
+            self.encode_fragment(text, true, &mut out);
+            return out;
+        }
+        // As llama.cpp: a text fragment that follows a special token gets the dummy prefix too.
+        let mut prev_special = true;
+        let mut fragment_start = 0;
+        let mut pos = 0;
+        while pos < text.len() {
+            let rest = &text[pos..];
+            if let Some((piece, id)) = self.specials.iter().find(|(s, _)| rest.starts_with(s)) {
+                if fragment_start < pos {
+                    self.encode_fragment(&text[fragment_start..pos], prev_special, &mut out);
+                }
+                out.push(*id);
+                prev_special = true;
+                pos += piece.len();
+                fragment_start = pos;
+            } else {
+                pos += rest.chars().next().map_or(1, char::len_utf8);
+            }
+        }
+        if fragment_start < text.len() {
+            self.encode_fragment(&text[fragment_start..], prev_special, &mut out);
+        }
+        out
+    }
+
+    fn encode_fragment(&self, raw: &str, dummy_prefix: bool, out: &mut Vec<u32>) {
+        if raw.is_empty() {
+            return;
+        }
+        let mut text = String::with_capacity(raw.len() + 3);
+        if self.add_space_prefix && dummy_prefix {
+            text.push(SPACE_MARKER);
+        }
+        text.extend(raw.chars().map(|c| if c == ' ' { SPACE_MARKER } else { c }));
+
+        let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
+        for (i, (start, c)) in text.char_indices().enumerate() {
+            symbols.push(Symbol {
+                start,
+                len: c.len_utf8(),
+                prev: i.checked_sub(1),
+                next: None,
+            });
+            if let Some(prev) = i.checked_sub(1) {
+                symbols[prev].next = Some(i);
+            }
+        }
+
+        // The two halves of each merge, so that a merged symbol with no vocabulary piece of its
+        // own (impossible with NORMAL-only merges, but cheap to keep exact) can be split again.
+        let mut merges: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
+        let mut queue = BinaryHeap::new();
+        let try_add = |queue: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left: usize| {
+            let Some(right) = symbols[left].next else {
+                return;
+            };
+            let (l, r) = (symbols[left], symbols[right]);
+            let merged = &text[l.start..r.start + r.len];
+            if let Some(&id) = self.normal_ids.get(merged) {
+                queue.push(Bigram {
+                    score: self.scores[id as usize],
+                    left,
+                    size: merged.len(),
+                });
+            }
+        };
+        for i in 0..symbols.len() {
+            try_add(&mut queue, &symbols, i);
+        }
+        while let Some(bigram) = queue.pop() {
+            let left = bigram.left;
+            let Some(right) = symbols[left].next else {
+                continue;
+            };
+            // Stale: one side was merged away or grew since this entry was queued.
+            if symbols[left].len == 0
+                || symbols[right].len == 0
+                || symbols[left].len + symbols[right].len != bigram.size
+            {
+                continue;
+            }
+            merges.insert(
+                (symbols[left].start, bigram.size),
+                (symbols[left].len, symbols[right].len),
+            );
+            symbols[left].len += symbols[right].len;
+            symbols[right].len = 0;
+            symbols[left].next = symbols[right].next;
+            if let Some(next) = symbols[right].next {
+                symbols[next].prev = Some(left);
+            }
+            if let Some(prev) = symbols[left].prev {
+                try_add(&mut queue, &symbols, prev);
+            }
+            try_add(&mut queue, &symbols, left);
+        }
+
+        let mut current = if symbols.is_empty() { None } else { Some(0) };
+        while let Some(i) = current {
+            let s = symbols[i];
+            self.resegment(&text, s.start, s.len, &merges, out);
+            current = s.next;
+        }
+    }
+
+    fn resegment(
+        &self,
+        text: &str,
+        start: usize,
+        len: usize,
+        merges: &HashMap<(usize, usize), (usize, usize)>,
+        out: &mut Vec<u32>,
+    ) {
+        let piece = &text[start..start + len];
+        if let Some(&id) = self.normal_ids.get(piece) {
+            out.push(id);
+            return;
+        }
+        if let Some(&(left_len, right_len)) = merges.get(&(start, len)) {
+            self.resegment(text, start, left_len, merges, out);
+            self.resegment(text, start + left_len, right_len, merges, out);
+            return;
+        }
+        for byte in piece.bytes() {
+            out.push(self.byte_ids[usize::from(byte)].unwrap_or(self.unk));
+        }
+    }
+
+    /// Text of `ids`: byte tokens are reassembled into UTF-8 (invalid sequences become U+FFFD),
+    /// `▁` becomes a space, the leading space of the first piece is dropped, and control,
+    /// user-defined and unknown tokens are rendered as their strings. Ids outside the
+    /// vocabulary are skipped.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let mut bytes = Vec::new();
+        for (i, &id) in ids.iter().enumerate() {
+            let Some(piece) = self.tokens.get(id as usize) else {
+                continue;
+            };
+            match self.types[id as usize] {
+                TokenType::Normal => {
+                    let text = piece.replace(SPACE_MARKER, " ");
+                    let text = if i == 0 && self.add_space_prefix {
+                        text.strip_prefix(' ').unwrap_or(&text)
+                    } else {
+                        &text
+                    };
+                    bytes.extend_from_slice(text.as_bytes());
+                }
+                TokenType::Byte => match parse_byte_token(piece) {
+                    Some(byte) => bytes.push(byte),
+                    None => bytes.extend_from_slice(piece.as_bytes()),
+                },
+                TokenType::Control | TokenType::UserDefined | TokenType::Unknown => {
+                    bytes.extend_from_slice(piece.as_bytes());
+                }
+                TokenType::Unused => {}
+            }
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The id of an exact vocabulary entry of any type (`"[Relevant]"`, `"<s>"`, `"▁the"`).
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.all_ids.get(token).copied()
+    }
+
+    /// The vocabulary entry of `id`, as stored (with `▁` for spaces).
+    pub fn id_to_token(&self, id: u32) -> Option<&str> {
+        self.tokens.get(id as usize).map(String::as_str)
+    }
+
+    /// The type of `id`'s vocabulary entry.
+    pub fn token_type(&self, id: u32) -> Option<TokenType> {
+        self.types.get(id as usize).copied()
+    }
+
+    /// Beginning-of-sequence id (`<s>`).
+    pub fn bos_id(&self) -> u32 {
+        self.bos
+    }
+
+    /// End-of-sequence id (`</s>`).
+    pub fn eos_id(&self) -> u32 {
+        self.eos
+    }
+
+    /// Unknown-token id (`<unk>`), used when a byte has no `<0xAB>` token.
+    pub fn unk_id(&self) -> u32 {
+        self.unk
+    }
+
+    /// Padding id (`<pad>`), if the model has one.
+    pub fn pad_id(&self) -> Option<u32> {
+        self.pad
+    }
+
+    /// Whether prompts should start with BOS (`tokenizer.ggml.add_bos_token`, default true).
+    pub fn add_bos(&self) -> bool {
+        self.add_bos
+    }
+
+    /// Number of vocabulary entries.
+    pub fn vocab_size(&self) -> usize {
+        self.tokens.len()
+    }
+}

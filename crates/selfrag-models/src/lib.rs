@@ -1,0 +1,54 @@
+//! # selfrag-models: local inference with candle
+//!
+//! This crate owns everything that touches model weights: the Self-RAG generator (a quantized
+//! Llama read from one GGUF file, implementing [`selfrag_core::Generator`]), the tokenizer
+//! built from that file's own metadata, the Contriever/BERT passage embedder, the choice of
+//! device, and where model files live (manifests in `models/`, the Hugging Face hub cache).
+//!
+//! It must not depend on tokio, LanceDB, Tauri, selfrag-index or selfrag-engine: it is called
+//! synchronously from the engine's model thread, and knows nothing of documents or the UI.
+//!
+//! ## Tour
+//! - [`LlamaGenerator`]: `load(path, device)`, then the `Generator` methods: exact softmax
+//!   probabilities of watched ids (the reflection tokens), greedy decoding with stop rules.
+//! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
+//!   never yields a reflection token.
+//! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe).
+//! - [`pick_device`]: `auto | cpu | cuda | metal`, falling back to the CPU.
+//! - [`store`]: model manifests and the hub cache lookup.
+//! - [`fixtures`]: tiny deterministic random models with the real file layouts, for tests.
+//!
+//! ```no_run
+//! use selfrag_core::Generator;
+//! use selfrag_models::{LlamaGenerator, pick_device};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let device = pick_device("auto")?;
+//! let mut model = LlamaGenerator::load("selfrag_llama2_7b.q4_k_m.gguf".as_ref(), &device)?;
+//! let mut prompt = vec![model.bos_id()];
+//! prompt.extend(model.tokenize("### Instruction:\nWho wrote Hamlet?\n\n### Response:\n")?);
+//! let ids: Vec<u32> = ["[Retrieval]", "[No Retrieval]"]
+//!     .iter()
+//!     .filter_map(|t| model.token_id(t))
+//!     .collect();
+//! let probs = model.next_token_probs(&prompt, &ids)?;
+//! # let _ = probs;
+//! # Ok(())
+//! # }
+//! ```
+
+mod device;
+mod embedder;
+mod error;
+pub mod fixtures;
+mod generator;
+mod gguf_tokenizer;
+pub mod store;
+
+pub use device::pick_device;
+pub use embedder::BertEmbedder;
+pub use error::ModelError;
+pub use generator::LlamaGenerator;
+pub use gguf_tokenizer::{GgufTokenizer, TokenType};
+pub use candle_core::Device;
+pub use store::{ModelLocation, ModelRole, ModelSpec, find_in_hf_cache, hf_hub_cache_dir, locate};

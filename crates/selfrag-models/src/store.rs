@@ -1,0 +1,355 @@
+//! Where models live: the TOML manifests of `models/` (embedded at build time) and the
+//! Hugging Face hub cache (`~/.cache/huggingface/hub` layout, shared with Python tools), so a
+//! model downloaded once by anything is found here. Nothing is downloaded in this module.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::ModelError;
+
+/// The manifests shipped with the app, `(file name, contents)`.
+const MANIFESTS: [(&str, &str); 4] = [
+    (
+        "selfrag-7b-q4km.toml",
+        include_str!("../../../models/selfrag-7b-q4km.toml"),
+    ),
+    (
+        "selfrag-13b-q4km.toml",
+        include_str!("../../../models/selfrag-13b-q4km.toml"),
+    ),
+    (
+        "contriever-msmarco.toml",
+        include_str!("../../../models/contriever-msmarco.toml"),
+    ),
+    (
+        "mcontriever-msmarco.toml",
+        include_str!("../../../models/mcontriever-msmarco.toml"),
+    ),
+];
+
+/// Id of the default generator manifest.
+pub const DEFAULT_GENERATOR: &str = "selfrag-7b-q4km";
+/// Id of the default embedder manifest.
+pub const DEFAULT_EMBEDDER: &str = "contriever-msmarco";
+
+/// What a model is used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelRole {
+    /// The Self-RAG language model (one GGUF file).
+    Generator,
+    /// The retriever's passage encoder (a BERT directory).
+    Embedder,
+}
+
+/// One file of a model repository.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFile {
+    /// Path inside the repository.
+    pub name: String,
+    /// Hex SHA-256 of the file, where recorded.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Whether the model is unusable without it.
+    #[serde(default = "default_true")]
+    pub required: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A model manifest from `models/*.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// Stable id, also the manifest's file stem.
+    pub id: String,
+    pub role: ModelRole,
+    /// One line for people choosing a model.
+    pub description: String,
+    /// Hugging Face repository, `org/name`.
+    pub repo: String,
+    /// Branch, tag or commit.
+    pub revision: String,
+    /// SPDX-style license id of the weights.
+    pub license: String,
+    /// Approximate download size in bytes.
+    pub size_bytes: u64,
+    pub files: Vec<ModelFile>,
+    /// Caveats, e.g. that no public conversion exists.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl ModelSpec {
+    /// Parses one manifest; `name` is used in errors.
+    pub fn from_toml(name: &str, text: &str) -> Result<Self, ModelError> {
+        let spec: Self = toml::from_str(text).map_err(|e| ModelError::InvalidManifest {
+            name: name.to_owned(),
+            reason: e.to_string(),
+        })?;
+        if spec.files.iter().all(|f| !f.required) {
+            return Err(ModelError::InvalidManifest {
+                name: name.to_owned(),
+                reason: "lists no required file".to_owned(),
+            });
+        }
+        Ok(spec)
+    }
+
+    /// Every manifest shipped with the app.
+    pub fn all() -> Result<Vec<Self>, ModelError> {
+        MANIFESTS
+            .iter()
+            .map(|(name, text)| Self::from_toml(name, text))
+            .collect()
+    }
+
+    /// The shipped manifest with this id.
+    pub fn by_id(id: &str) -> Result<Self, ModelError> {
+        Self::all()?
+            .into_iter()
+            .find(|spec| spec.id == id)
+            .ok_or_else(|| ModelError::InvalidManifest {
+                name: id.to_owned(),
+                reason: "no shipped manifest has this id".to_owned(),
+            })
+    }
+
+    /// The default generator, Self-RAG 7B Q4_K_M.
+    pub fn default_generator() -> Result<Self, ModelError> {
+        Self::by_id(DEFAULT_GENERATOR)
+    }
+
+    /// The default embedder, Contriever-MS MARCO.
+    pub fn default_embedder() -> Result<Self, ModelError> {
+        Self::by_id(DEFAULT_EMBEDDER)
+    }
+
+    /// The first required file: the GGUF of a generator.
+    pub fn primary_file(&self) -> Option<&ModelFile> {
+        self.files.iter().find(|f| f.required)
+    }
+}
+
+/// The result of looking for a model on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelLocation {
+    /// A generator's GGUF file, or an embedder's directory, when every required file is there.
+    pub found: Option<PathBuf>,
+    /// The directories looked at, for an error message that says where to put the files.
+    pub searched: Vec<PathBuf>,
+}
+
+/// The hub cache: `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`.
+pub fn hf_hub_cache_dir() -> Option<PathBuf> {
+    let non_empty = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty());
+    if let Some(dir) = non_empty("HF_HUB_CACHE") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(home) = non_empty("HF_HOME") {
+        return Some(PathBuf::from(home).join("hub"));
+    }
+    let home = non_empty("HOME").or_else(|| non_empty("USERPROFILE"))?;
+    Some(
+        PathBuf::from(home)
+            .join(".cache")
+            .join("huggingface")
+            .join("hub"),
+    )
+}
+
+/// `models--{org}--{name}` inside the cache.
+fn repo_dir(cache: &Path, repo_id: &str) -> PathBuf {
+    cache.join(format!("models--{}", repo_id.replace('/', "--")))
+}
+
+/// Snapshot directories of a cached repo: the one `refs/main` names first, then the others
+/// in name order.
+fn snapshot_dirs(repo: &Path) -> Vec<PathBuf> {
+    let snapshots = repo.join("snapshots");
+    let mut dirs = Vec::new();
+    if let Ok(main) = std::fs::read_to_string(repo.join("refs").join("main")) {
+        let main = main.trim();
+        if !main.is_empty() {
+            dirs.push(snapshots.join(main));
+        }
+    }
+    let mut others: Vec<PathBuf> = std::fs::read_dir(&snapshots)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    others.sort();
+    for dir in others {
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
+/// `filename` of `repo_id` in the hub cache, if any snapshot has it.
+pub fn find_in_hf_cache(repo_id: &str, filename: &str) -> Option<PathBuf> {
+    let cache = hf_hub_cache_dir()?;
+    find_in_cache(&cache, repo_id, filename)
+}
+
+/// As [`find_in_hf_cache`], in an explicit cache directory.
+pub fn find_in_cache(cache: &Path, repo_id: &str, filename: &str) -> Option<PathBuf> {
+    snapshot_dirs(&repo_dir(cache, repo_id))
+        .into_iter()
+        .map(|dir| dir.join(filename))
+        .find(|path| path.is_file())
+}
+
+/// Looks for `spec` in the hub cache.
+pub fn locate(spec: &ModelSpec) -> ModelLocation {
+    match hf_hub_cache_dir() {
+        Some(cache) => locate_in(&cache, spec),
+        None => ModelLocation {
+            found: None,
+            searched: Vec::new(),
+        },
+    }
+}
+
+/// Looks for `spec` in an explicit hub-cache directory.
+pub fn locate_in(cache: &Path, spec: &ModelSpec) -> ModelLocation {
+    let repo = repo_dir(cache, &spec.repo);
+    let dirs = snapshot_dirs(&repo);
+    let searched = if dirs.is_empty() { vec![repo] } else { dirs };
+    let complete = searched.iter().find(|dir| {
+        spec.files
+            .iter()
+            .filter(|f| f.required)
+            .all(|f| dir.join(&f.name).is_file())
+    });
+    let found = complete.and_then(|dir| match spec.role {
+        ModelRole::Generator => spec.primary_file().map(|f| dir.join(&f.name)),
+        ModelRole::Embedder => Some(dir.clone()),
+    });
+    ModelLocation { found, searched }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_manifests_parse_and_ids_match_file_names() {
+        let specs = ModelSpec::all();
+        assert!(specs.is_ok(), "{specs:?}");
+        for ((file, _), spec) in MANIFESTS.iter().zip(specs.unwrap_or_default()) {
+            assert_eq!(Some(spec.id.as_str()), file.strip_suffix(".toml"));
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_documented_models() {
+        let generator = ModelSpec::default_generator().ok();
+        let generator_file = generator
+            .as_ref()
+            .and_then(|g| g.primary_file())
+            .map(|f| f.name.as_str());
+        assert_eq!(
+            generator.as_ref().map(|g| g.repo.as_str()),
+            Some("m4r1/selfrag_llama2_7b-GGUF")
+        );
+        assert_eq!(generator_file, Some("selfrag_llama2_7b.q4_k_m.gguf"));
+        let embedder = ModelSpec::default_embedder().ok();
+        assert_eq!(embedder.as_ref().map(|e| e.role), Some(ModelRole::Embedder));
+        assert_eq!(
+            embedder.as_ref().map(|e| e.repo.as_str()),
+            Some("facebook/contriever-msmarco")
+        );
+    }
+
+    #[test]
+    fn unknown_manifest_fields_are_rejected_with_the_file_name() {
+        let err = ModelSpec::from_toml("bad.toml", "id = 1")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("bad.toml")));
+    }
+}
+
+/// A model as the start screen reports it: found or not, where the app looked, and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// Human name, e.g. the manifest's description.
+    pub name: String,
+    /// A generator's GGUF file or an embedder's folder.
+    pub found: Option<PathBuf>,
+    pub searched: Vec<PathBuf>,
+    /// What to do when it is missing.
+    pub fix: String,
+}
+
+/// The generator: `explicit` (from `SELFRAG_GENERATOR`) if given, else the default manifest's
+/// file in the hub cache.
+pub fn resolve_generator(explicit: Option<&Path>) -> Resolved {
+    resolve(ModelSpec::default_generator(), explicit, "SELFRAG_GENERATOR", "a Self-RAG GGUF file")
+}
+
+/// The embedder: `explicit` (from `SELFRAG_EMBEDDER`) if given, else the default manifest's
+/// snapshot folder in the hub cache.
+pub fn resolve_embedder(explicit: Option<&Path>) -> Resolved {
+    resolve(ModelSpec::default_embedder(), explicit, "SELFRAG_EMBEDDER", "a BERT model folder")
+}
+
+fn resolve(
+    spec: Result<ModelSpec, ModelError>,
+    explicit: Option<&Path>,
+    variable: &str,
+    what: &str,
+) -> Resolved {
+    let spec = match spec {
+        Ok(spec) => spec,
+        Err(e) => {
+            return Resolved {
+                name: variable.to_owned(),
+                found: None,
+                searched: Vec::new(),
+                fix: format!("the shipped model manifest is broken ({e}); reinstall the app"),
+            };
+        }
+    };
+    let files: Vec<&str> = spec.files.iter().filter(|f| f.required).map(|f| f.name.as_str()).collect();
+    let download = format!(
+        "Download it with `huggingface-cli download {} {}` (it lands in the Hugging Face cache, where the app looks), or set {variable} to {what}.",
+        spec.repo,
+        files.join(" ")
+    );
+    if let Some(path) = explicit {
+        let exists = match spec.role {
+            ModelRole::Generator => path.is_file(),
+            ModelRole::Embedder => path.is_dir(),
+        };
+        return Resolved {
+            name: spec.description.clone(),
+            found: exists.then(|| path.to_path_buf()),
+            searched: vec![path.to_path_buf()],
+            fix: format!("{variable} points at {}, which does not exist. {download}", path.display()),
+        };
+    }
+    let location = locate(&spec);
+    let searched = if location.searched.is_empty() {
+        hf_hub_cache_dir().into_iter().collect()
+    } else {
+        location.searched
+    };
+    Resolved {
+        name: spec.description,
+        found: location.found,
+        searched,
+        fix: download,
+    }
+}

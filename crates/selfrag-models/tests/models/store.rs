@@ -1,0 +1,88 @@
+//! Model manifests, the hub-cache layout, and deterministic fixtures.
+
+use std::path::Path;
+
+use selfrag_models::store::{ModelSpec, find_in_cache, locate_in};
+use selfrag_models::{ModelRole, fixtures};
+
+fn touch(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, b"x").unwrap();
+}
+
+#[test]
+fn a_generator_is_found_in_the_snapshot_refs_main_names() {
+    let cache = tempfile::tempdir().unwrap();
+    let spec = ModelSpec::default_generator().unwrap();
+    let repo = cache.path().join("models--m4r1--selfrag_llama2_7b-GGUF");
+    let before = locate_in(cache.path(), &spec);
+    assert_eq!(before.found, None);
+    assert_eq!(before.searched, vec![repo.clone()]);
+
+    touch(&repo.join("snapshots/aaa/selfrag_llama2_7b.q4_k_m.gguf"));
+    touch(&repo.join("snapshots/bbb/selfrag_llama2_7b.q4_k_m.gguf"));
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "bbb\n").unwrap();
+    let expected = repo.join("snapshots/bbb/selfrag_llama2_7b.q4_k_m.gguf");
+    assert_eq!(locate_in(cache.path(), &spec).found, Some(expected.clone()));
+    assert_eq!(
+        find_in_cache(cache.path(), &spec.repo, "selfrag_llama2_7b.q4_k_m.gguf"),
+        Some(expected)
+    );
+    assert_eq!(find_in_cache(cache.path(), &spec.repo, "other.gguf"), None);
+}
+
+#[test]
+fn an_embedder_needs_every_required_file() {
+    let cache = tempfile::tempdir().unwrap();
+    let spec = ModelSpec::default_embedder().unwrap();
+    assert_eq!(spec.role, ModelRole::Embedder);
+    let snapshot = cache
+        .path()
+        .join("models--facebook--contriever-msmarco/snapshots/abc");
+    touch(&snapshot.join("config.json"));
+    touch(&snapshot.join("pytorch_model.bin"));
+    let partial = locate_in(cache.path(), &spec);
+    assert_eq!(partial.found, None);
+    assert_eq!(partial.searched, vec![snapshot.clone()]);
+    touch(&snapshot.join("vocab.txt"));
+    assert_eq!(locate_in(cache.path(), &spec).found, Some(snapshot));
+}
+
+#[test]
+fn every_shipped_manifest_has_a_license_and_files() {
+    let specs = ModelSpec::all().unwrap();
+    assert!(specs.len() >= 4);
+    for spec in specs {
+        assert!(
+            !spec.license.is_empty() && !spec.files.is_empty(),
+            "{}",
+            spec.id
+        );
+        assert!(spec.repo.contains('/'), "{}", spec.id);
+    }
+}
+
+#[test]
+fn fixtures_are_byte_for_byte_deterministic() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let read = |dir: &Path, name: &str| std::fs::read(dir.join(name)).unwrap();
+
+    fixtures::write_tiny_llama_gguf(&a.path().join("m.gguf")).unwrap();
+    fixtures::write_tiny_llama_gguf(&b.path().join("m.gguf")).unwrap();
+    assert_eq!(read(a.path(), "m.gguf"), read(b.path(), "m.gguf"));
+
+    for dir in [a.path(), b.path()] {
+        fixtures::write_tiny_bert(&dir.join("st")).unwrap();
+        fixtures::write_tiny_bert_pytorch_bin(&dir.join("bin")).unwrap();
+    }
+    for file in [
+        "st/model.safetensors",
+        "st/config.json",
+        "st/vocab.txt",
+        "bin/pytorch_model.bin",
+    ] {
+        assert_eq!(read(a.path(), file), read(b.path(), file), "{file}");
+    }
+}

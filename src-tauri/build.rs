@@ -1,0 +1,22 @@
+//! Generates the Tauri context and one permission per app command, so that the capability
+//! file can grant the UI exactly the commands it uses.
+
+const COMMANDS: &[&str] = &[
+    "app_status",
+    "index_paths",
+    "list_documents",
+    "ask",
+    "cancel_ask",
+    "rerank",
+    "export_answer",
+];
+
+fn main() {
+    let attributes = tauri_build::Attributes::new()
+        .app_manifest(tauri_build::AppManifest::new().commands(COMMANDS));
+    if let Err(e) = tauri_build::try_build(attributes) {
+        // A build script reports failure by exiting non-zero with the reason.
+        eprintln!("tauri build step failed: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,68 @@
+//! The TypeScript types of every IPC payload, generated from the Rust types with ts-rs into
+//! `ui/src/lib/ipc/bindings.ts`. The test below fails when the committed file drifts from the
+//! Rust types; `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` rewrites it.
+
+#[cfg(test)]
+mod tests {
+    use selfrag_core::{
+        Answer, Candidate, CritiqueWeights, IsRelDistribution, IsSupDistribution,
+        IsUseDistribution, Passage, Progress, RetrieveDecision, RetrieveMode, Segment, Settings,
+    };
+    use selfrag_engine::{
+        AnswerRecord, AppStatus, DocumentInfo, ExportFormat, IndexEvent, LibraryCounts,
+        ModelRole, ModelStatus,
+    };
+    use ts_rs::{Config, TS};
+
+    use crate::commands::IpcError;
+
+    fn decl<T: TS>(cfg: &Config) -> String {
+        format!("export {}\n", T::decl(cfg))
+    }
+
+    fn generate() -> String {
+        let cfg = Config::new();
+        let decls = [
+            decl::<RetrieveMode>(&cfg),
+            decl::<CritiqueWeights>(&cfg),
+            decl::<Settings>(&cfg),
+            decl::<Passage>(&cfg),
+            decl::<RetrieveDecision>(&cfg),
+            decl::<IsRelDistribution>(&cfg),
+            decl::<IsSupDistribution>(&cfg),
+            decl::<IsUseDistribution>(&cfg),
+            decl::<Candidate>(&cfg),
+            decl::<Segment>(&cfg),
+            decl::<Answer>(&cfg),
+            decl::<Progress>(&cfg),
+            decl::<ModelRole>(&cfg),
+            decl::<ModelStatus>(&cfg),
+            decl::<LibraryCounts>(&cfg),
+            decl::<AppStatus>(&cfg),
+            decl::<DocumentInfo>(&cfg),
+            decl::<IndexEvent>(&cfg),
+            decl::<AnswerRecord>(&cfg),
+            decl::<ExportFormat>(&cfg),
+            decl::<IpcError>(&cfg),
+        ];
+        format!(
+            "// Generated from the Rust types by src-tauri/src/bindings.rs. Do not edit.\n// Regenerate: UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings\n\n{}",
+            decls.join("\n")
+        )
+    }
+
+    #[test]
+    fn bindings_ts_matches_the_rust_types() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../ui/src/lib/ipc/bindings.ts");
+        let fresh = generate();
+        if std::env::var_os("UPDATE_BINDINGS").is_some() {
+            std::fs::write(&path, &fresh).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == fresh,
+            "ui/src/lib/ipc/bindings.ts is out of date with the Rust IPC types; run `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` and commit it"
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! The commands the UI may invoke (each one granted in `capabilities/default.json`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use selfrag_core::{CritiqueWeights, Progress, Settings};
+use selfrag_engine::{AnswerRecord, AppStatus, DocumentInfo, EngineError, ExportFormat, IndexEvent};
+use serde::Serialize;
+use tauri::ipc::Channel;
+use tauri_plugin_dialog::DialogExt;
+
+use crate::AppState;
+
+/// The one error shape the UI receives: a stable code and a message for people.
+#[derive(Debug, Serialize, ts_rs::TS)]
+pub struct IpcError {
+    code: String,
+    message: String,
+}
+
+impl From<EngineError> for IpcError {
+    fn from(e: EngineError) -> Self {
+        Self {
+            code: e.code().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, IpcError>;
+
+#[tauri::command]
+pub async fn app_status(state: tauri::State<'_, AppState>) -> Result<AppStatus> {
+    Ok(state.engine.status().await)
+}
+
+#[tauri::command]
+pub async fn index_paths(
+    state: tauri::State<'_, AppState>,
+    paths: Vec<PathBuf>,
+    on_event: Channel<IndexEvent>,
+) -> Result<IndexEvent> {
+    Ok(state
+        .engine
+        .index_paths(&paths, |e| {
+            // A closed channel means the window went away; indexing still finishes.
+            let _ = on_event.send(e);
+        })
+        .await?)
+}
+
+#[tauri::command]
+pub async fn list_documents(state: tauri::State<'_, AppState>) -> Result<Vec<DocumentInfo>> {
+    Ok(state.engine.documents().await?)
+}
+
+#[tauri::command]
+pub async fn ask(
+    state: tauri::State<'_, AppState>,
+    question: String,
+    settings: Settings,
+    on_event: Channel<Progress>,
+) -> Result<AnswerRecord> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    if let Ok(mut running) = state.running.lock() {
+        *running = Some(cancel.clone());
+    }
+    let result = state
+        .engine
+        .ask(
+            question,
+            settings,
+            move |p| {
+                let _ = on_event.send(p);
+            },
+            cancel,
+        )
+        .await;
+    if let Ok(mut running) = state.running.lock() {
+        *running = None;
+    }
+    Ok(result?)
+}
+
+#[tauri::command]
+pub fn cancel_ask(state: tauri::State<'_, AppState>) {
+    if let Ok(running) = state.running.lock()
+        && let Some(flag) = running.as_ref()
+    {
+        flag.store(true, Ordering::Relaxed);
+    }
+}
+
+#[tauri::command]
+pub fn rerank(
+    state: tauri::State<'_, AppState>,
+    answer_id: String,
+    weights: CritiqueWeights,
+    hard_constraints: bool,
+) -> Result<AnswerRecord> {
+    Ok(state.engine.rerank(&answer_id, weights, hard_constraints)?)
+}
+
+/// Asks where to save with the native dialog, then writes there. The path never comes from the
+/// webview, so a compromised page cannot write files of its choosing.
+#[tauri::command]
+pub async fn export_answer(
+    app: tauri::AppHandle,
+    state: tauri::State<'_, AppState>,
+    answer_id: String,
+    format: ExportFormat,
+) -> Result<Option<String>> {
+    let ext = format.extension();
+    let chosen = app
+        .dialog()
+        .file()
+        .set_title("Export answer")
+        .set_file_name(format!("answer.{ext}"))
+        .add_filter(ext, &[ext])
+        .blocking_save_file();
+    let Some(path) = chosen.and_then(|p| p.into_path().ok()) else {
+        return Ok(None);
+    };
+    state.engine.export(&answer_id, format, &path)?;
+    Ok(Some(path.display().to_string()))
+}

@@ -1,0 +1,72 @@
+//! # selfrag-desktop: the Tauri shell
+//!
+//! Thin `#[tauri::command]` wrappers over selfrag-engine: every command takes typed arguments,
+//! returns typed payloads, and reports failure as one serializable [`IpcError`] `{code, message}`.
+//! Streaming (indexing progress, the algorithm's progress) goes over `tauri::ipc::Channel`.
+//! All logic lives in the engine; this crate only adapts it to the webview.
+
+mod bindings;
+mod commands;
+
+use std::sync::Mutex;
+
+use anyhow::Context;
+use selfrag_engine::{Engine, EngineConfig};
+
+/// What every command can reach.
+pub struct AppState {
+    engine: Engine,
+    /// The cancel flag of the question being answered, if any.
+    running: Mutex<Option<std::sync::Arc<std::sync::atomic::AtomicBool>>>,
+}
+
+/// Builds and runs the app until its window closes.
+pub fn run() -> anyhow::Result<()> {
+    let config = EngineConfig::from_env();
+    init_logging(&config.data_dir);
+    let engine = Engine::new(config).context("starting the engine")?;
+    tracing::info!(data_dir = %engine.config().data_dir.display(), "starting");
+    tauri::Builder::default()
+        .plugin(tauri_plugin_dialog::init())
+        .manage(AppState {
+            engine,
+            running: Mutex::new(None),
+        })
+        .invoke_handler(tauri::generate_handler![
+            commands::app_status,
+            commands::index_paths,
+            commands::list_documents,
+            commands::ask,
+            commands::cancel_ask,
+            commands::rerank,
+            commands::export_answer,
+        ])
+        .run(tauri::generate_context!())
+        .context("running the Tauri application")
+}
+
+/// Logs to stderr and to `selfrag.log` in the data dir.
+fn init_logging(data_dir: &std::path::Path) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SELFRAG_LOG")
+        .unwrap_or_else(|_| "info,lance=warn,lancedb=warn".into());
+    let file = std::fs::create_dir_all(data_dir)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(data_dir.join("selfrag.log"))
+        })
+        .ok()
+        .map(|f| {
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(Mutex::new(f))
+        });
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(file)
+        .try_init();
+}

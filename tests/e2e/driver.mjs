@@ -1,0 +1,197 @@
+// A minimal W3C WebDriver client for the real app: starts tauri-driver (which starts
+// WebKitWebDriver, which starts the app binary) and speaks the protocol with fetch.
+// Node's built-ins only, so the end-to-end tests need no npm install.
+
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import net from "node:net";
+
+const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
+
+export const APP = required("SELFRAG_APP");
+export const OUT = process.env.SELFRAG_E2E_OUT ?? mkdtempSync(join(tmpdir(), "selfrag-e2e-"));
+
+function required(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run the end-to-end tests through \`cargo xtask test\``);
+  return v;
+}
+
+export function tempDir(prefix) {
+  return mkdtempSync(join(tmpdir(), `selfrag-${prefix}-`));
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+    srv.on("error", reject);
+  });
+}
+
+async function waitForPort(port, ms) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const ok = await new Promise((resolve) => {
+      const s = net.connect(port, "127.0.0.1", () => {
+        s.end();
+        resolve(true);
+      });
+      s.on("error", () => resolve(false));
+    });
+    if (ok) return;
+    await sleep(100);
+  }
+  throw new Error(`tauri-driver did not listen on ${port} within ${ms} ms`);
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Starts the app with `env` added to the environment; returns a session. */
+export async function launch(env) {
+  const port = await freePort();
+  const nativePort = await freePort();
+  const driver = spawn("tauri-driver", ["--port", String(port), "--native-port", String(nativePort)], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  await waitForPort(port, 15000);
+  const base = `http://127.0.0.1:${port}`;
+  const res = await call(base, "POST", "/session", {
+    capabilities: {
+      alwaysMatch: { "tauri:options": { application: APP }, browserName: "wry" },
+    },
+  });
+  return new Session(base, res.sessionId, driver);
+}
+
+async function call(base, method, path, body) {
+  const r = await fetch(base + path, {
+    method,
+    headers: { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    const v = json.value ?? {};
+    throw new Error(`${method} ${path}: ${v.error ?? r.status}: ${v.message ?? JSON.stringify(json)}`);
+  }
+  return json.value;
+}
+
+export class Session {
+  constructor(base, id, driver) {
+    this.base = base;
+    this.id = id;
+    this.driver = driver;
+  }
+
+  cmd(method, path, body) {
+    return call(this.base, method, `/session/${this.id}${path}`, body);
+  }
+
+  /** Runs `script` (a function body) in the webview and returns its value. */
+  exec(script, ...args) {
+    return this.cmd("POST", "/execute/sync", { script, args });
+  }
+
+  /** Runs async `script`; it must call `arguments[arguments.length - 1](result)`. */
+  execAsync(script, ...args) {
+    return this.cmd("POST", "/execute/async", { script, args });
+  }
+
+  async find(css) {
+    const v = await this.cmd("POST", "/element", { using: "css selector", value: css });
+    return v[ELEMENT];
+  }
+
+  async findAll(css) {
+    const v = await this.cmd("POST", "/elements", { using: "css selector", value: css });
+    return v.map((e) => e[ELEMENT]);
+  }
+
+  /** Waits until `css` matches an element (and `predicate(text)` holds, if given). */
+  async waitFor(css, { timeout = 30000, text } = {}) {
+    const deadline = Date.now() + timeout;
+    let last = "";
+    while (Date.now() < deadline) {
+      const els = await this.findAll(css).catch(() => []);
+      if (els.length > 0) {
+        last = await this.text(els[0]).catch(() => "");
+        if (!text || text(last)) return els[0];
+      }
+      await sleep(150);
+    }
+    throw new Error(`timed out after ${timeout} ms waiting for ${css} (last text: ${JSON.stringify(last)})`);
+  }
+
+  text(el) {
+    return this.cmd("GET", `/element/${el}/text`);
+  }
+
+  click(el) {
+    return this.cmd("POST", `/element/${el}/click`, {});
+  }
+
+  type(el, text) {
+    return this.cmd("POST", `/element/${el}/value`, { text });
+  }
+
+  async screenshot(name) {
+    const b64 = await this.cmd("GET", "/screenshot");
+    mkdirSync(OUT, { recursive: true });
+    const path = join(OUT, `${name}.png`);
+    writeFileSync(path, Buffer.from(b64, "base64"));
+    return path;
+  }
+
+  /** Delivers a drop of `paths` exactly as Tauri does for a real drag-and-drop. */
+  dropFiles(paths) {
+    return this.execAsync(
+      `const done = arguments[arguments.length - 1];
+       window.__TAURI_INTERNALS__.invoke("plugin:event|emit", {
+         event: "tauri://drag-drop",
+         payload: { paths: arguments[0], position: { x: 40, y: 40 } },
+       }).then(() => done("ok"), (e) => done("error: " + e));`,
+      paths,
+    );
+  }
+
+  async close() {
+    await this.cmd("DELETE", "").catch(() => {});
+    this.driver.kill();
+  }
+}
+
+/** Answers the native save dialog titled `title` with `path` (GTK under Xvfb, via xdotool). */
+export async function answerSaveDialog(title, path, timeout = 15000) {
+  const deadline = Date.now() + timeout;
+  while (Date.now() < deadline) {
+    try {
+      const ids = execFileSync("xdotool", ["search", "--onlyvisible", "--name", title], {
+        encoding: "utf8",
+      })
+        .trim()
+        .split("\n")
+        .filter(Boolean);
+      if (ids.length > 0) {
+        const win = ids[ids.length - 1];
+        await sleep(400);
+        // Ctrl+A clears the suggested name; the file chooser accepts an absolute path there.
+        execFileSync("xdotool", ["windowactivate", "--sync", win, "key", "--clearmodifiers", "ctrl+a"]);
+        execFileSync("xdotool", ["type", "--delay", "5", path]);
+        execFileSync("xdotool", ["key", "Return"]);
+        return;
+      }
+    } catch {
+      // xdotool exits non-zero while no window matches.
+    }
+    await sleep(200);
+  }
+  throw new Error(`no save dialog titled "${title}" appeared within ${timeout} ms`);
+}

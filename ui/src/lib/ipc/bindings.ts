@@ -1,0 +1,181 @@
+// Generated from the Rust types by src-tauri/src/bindings.rs. Do not edit.
+// Regenerate: UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings
+
+export type RetrieveMode = "adaptive" | "always" | "never" | "model";
+
+export type CritiqueWeights = { 
+/**
+ * Weight of s_rel (IsRel).
+ */
+rel: number, 
+/**
+ * Weight of s_sup (IsSup).
+ */
+sup: number, 
+/**
+ * Weight of s_use (IsUse).
+ */
+use: number, };
+
+export type Settings = { mode: RetrieveMode, 
+/**
+ * δ: the retrieve threshold for `adaptive` mode.
+ */
+threshold: number, 
+/**
+ * K: passages retrieved, and so candidates written, per segment.
+ */
+k: number, weights: CritiqueWeights, 
+/**
+ * Include the length-normalised sequence probability p_LM in `f`.
+ */
+use_p_lm: boolean, 
+/**
+ * Drop unsupported or irrelevant candidates unless nothing would be left (step 6).
+ */
+hard_constraints: boolean, 
+/**
+ * Segment-level beam search instead of one segment.
+ */
+long_form: boolean, 
+/**
+ * B: beams kept in long form.
+ */
+beam_width: number, 
+/**
+ * Long form stops after this many segments.
+ */
+max_segments: number, 
+/**
+ * New-token limit of a short-form answer.
+ */
+max_new_tokens: number, 
+/**
+ * New-token limit of one long-form segment.
+ */
+max_segment_tokens: number, };
+
+export type Passage = { 
+/**
+ * Stable id of the passage in the library.
+ */
+id: string, 
+/**
+ * Title of the source document.
+ */
+title: string, 
+/**
+ * Path of the source file on disk.
+ */
+path: string, 
+/**
+ * 1-based page in the source, where the format has pages.
+ */
+page: number | null, 
+/**
+ * The passage text the model read.
+ */
+text: string, };
+
+export type RetrieveDecision = { 
+/**
+ * p(Retrieval) / (p(Retrieval) + p(No Retrieval)) at the first position after the prompt.
+ */
+p_retrieve: number, 
+/**
+ * Whether passages were retrieved.
+ */
+retrieved: boolean, };
+
+export type IsRelDistribution = { "[Relevant]": number, "[Irrelevant]": number, };
+
+export type IsSupDistribution = { "[Fully supported]": number, "[Partially supported]": number, "[No support / Contradictory]": number, };
+
+export type IsUseDistribution = { "[Utility:1]": number, "[Utility:2]": number, "[Utility:3]": number, "[Utility:4]": number, "[Utility:5]": number, };
+
+export type Candidate = { 
+/**
+ * Index into `Answer::passages` of the passage it was written from; `None` without retrieval.
+ */
+passage: number | null, 
+/**
+ * The segment text with every reflection token, `<pad>` and `</s>` stripped.
+ */
+text: string, 
+/**
+ * The raw generated text, reflection tokens included (for the inspector).
+ */
+raw: string, 
+/**
+ * exp(mean log p) of the segment's text tokens.
+ */
+p_lm: number, isrel: IsRelDistribution | null, issup: IsSupDistribution | null, isuse: IsUseDistribution | null, s_rel: number, s_sup: number, s_use: number, 
+/**
+ * The segment score f under the trace's settings.
+ */
+score: number, };
+
+export type Segment = { 
+/**
+ * Text of the chosen candidate.
+ */
+text: string, 
+/**
+ * 1-based index into `Answer::passages`, numbered by first use; `None` if uncited.
+ */
+citation: number | null, 
+/**
+ * Index into `candidates` of the chosen one.
+ */
+chosen: number, candidates: Array<Candidate>, 
+/**
+ * The retrieve decision at this segment's boundary; `None` where none was made (a
+ * long-form segment that continued with its passage after `[Continue to Use Evidence]`).
+ */
+retrieve: RetrieveDecision | null, };
+
+export type Answer = { question: string, settings: Settings, retrieve: RetrieveDecision, 
+/**
+ * The passages the answer read, in citation order first, then the unused ones.
+ */
+passages: Array<Passage>, segments: Array<Segment>, 
+/**
+ * The final answer text with `[n]` citation markers.
+ */
+answer: string, };
+
+export type Progress = { "kind": "retrieve_decided", p_retrieve: number, threshold: number, mode: RetrieveMode, retrieved: boolean, } | { "kind": "passages_retrieved", segment: number, count: number, } | { "kind": "candidates_started", segment: number, count: number, } | { "kind": "candidate_finished", segment: number, index: number, count: number, } | { "kind": "segment_chosen", segment: number, text: string, citation: number | null, };
+
+export type ModelRole = "generator" | "embedder";
+
+export type ModelStatus = { role: ModelRole, 
+/**
+ * Human name, e.g. "Self-RAG Llama-2 7B (Q4_K_M)".
+ */
+name: string, found: boolean, 
+/**
+ * Where it was found.
+ */
+path: string | null, 
+/**
+ * Every place the engine looked.
+ */
+searched: Array<string>, 
+/**
+ * What to do when it is missing.
+ */
+fix: string, };
+
+export type LibraryCounts = { documents: number, passages: number, };
+
+export type AppStatus = { dataDir: string, models: Array<ModelStatus>, library: LibraryCounts, };
+
+export type DocumentInfo = { id: string, path: string, title: string, passages: number, };
+
+export type IndexEvent = { "kind": "started", total: number, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "finished", indexed: number, skipped: number, failed: number, };
+
+export type AnswerRecord = { id: string, answer: Answer, rerunCouldDiffer: boolean, };
+
+export type ExportFormat = "md" | "json";
+
+export type IpcError = { code: string, message: string, };

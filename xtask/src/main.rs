@@ -1,0 +1,283 @@
+//! Developer entry points: `cargo xtask run | test | fixtures | setup`.
+//!
+//! Everything a fresh Debian/Ubuntu machine needs is installed here, idempotently, so that the
+//! README's two commands are the whole set-up. Builds go to a persistent `CARGO_TARGET_DIR`
+//! outside the clone (`~/.cache/selfrag-desktop/target` unless set), so a fresh clone on a
+//! machine that built before starts warm. This crate depends on nothing heavy on purpose: it
+//! must build in seconds on a clean clone.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// Debian packages: WebKitGTK/GTK for Tauri, protoc for LanceDB, the WebDriver and Xvfb for the
+/// end-to-end tests, xdotool to answer the native save dialog in those tests.
+const APT_BUILD: &[&str] = &[
+    "build-essential",
+    "pkg-config",
+    "libssl-dev",
+    "libwebkit2gtk-4.1-dev",
+    "libgtk-3-dev",
+    "libayatana-appindicator3-dev",
+    "librsvg2-dev",
+    "libsoup-3.0-dev",
+    "protobuf-compiler",
+];
+const APT_TEST: &[&str] = &["webkit2gtk-driver", "xvfb", "xauth", "xdotool"];
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = repo_root()?;
+    std::env::set_current_dir(&root).context("entering the repository root")?;
+    match args.first().map(String::as_str) {
+        Some("run") => run_app(&root),
+        Some("test") => test(&root),
+        Some("setup") => setup(&root, true),
+        Some("fixtures") => {
+            let dir = args.get(1).map(PathBuf::from).unwrap_or(root.join("target/fixtures"));
+            fixtures(&dir).map(|_| ())
+        }
+        _ => {
+            eprintln!(
+                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  setup      only install what is missing\n  fixtures D write the tiny test models to folder D"
+            );
+            bail!("unknown or missing command")
+        }
+    }
+}
+
+fn repo_root() -> Result<PathBuf> {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .map(Path::to_path_buf)
+        .context("xtask must live one level below the repository root")
+}
+
+/// The persistent build directory shared by every clone on this machine.
+fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    home.join(".cache/selfrag-desktop/target")
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.env("CARGO_TARGET_DIR", target_dir());
+    c
+}
+
+fn step(name: &str) -> Instant {
+    eprintln!("\n==> {name}");
+    Instant::now()
+}
+
+fn done(name: &str, started: Instant) {
+    eprintln!("<== {name}: {:.1}s", started.elapsed().as_secs_f64());
+}
+
+fn status(cmd: &mut Command, what: &str) -> Result<()> {
+    let s = cmd.status().with_context(|| format!("starting {what}"))?;
+    if !s.success() {
+        bail!("{what} failed ({s})");
+    }
+    Ok(())
+}
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn missing_apt(packages: &[&str]) -> Vec<String> {
+    packages
+        .iter()
+        .filter(|p| {
+            let out = Command::new("dpkg-query")
+                .args(["-W", "-f=${Status}", p])
+                .output();
+            !out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        })
+        .map(|p| p.to_string())
+        .collect()
+}
+
+/// Installs what is missing: Debian packages, the UI's npm packages, tauri-driver (tests).
+fn setup(root: &Path, for_tests: bool) -> Result<()> {
+    let t = step("setup");
+    if cfg!(target_os = "linux") && have("apt-get") {
+        let mut wanted: Vec<&str> = APT_BUILD.to_vec();
+        if for_tests {
+            wanted.extend_from_slice(APT_TEST);
+        }
+        let missing = missing_apt(&wanted);
+        if !missing.is_empty() {
+            eprintln!("installing Debian packages: {}", missing.join(" "));
+            let sudo = !is_root() && have("sudo");
+            let apt = |args: &[&str]| {
+                let mut c = if sudo { Command::new("sudo") } else { Command::new("apt-get") };
+                if sudo {
+                    c.arg("apt-get");
+                }
+                c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+                c
+            };
+            status(&mut apt(&["update", "-qq"]), "apt-get update")?;
+            let mut install = apt(&["install", "-y", "-qq", "--no-install-recommends"]);
+            install.args(&missing);
+            status(&mut install, "apt-get install")?;
+        }
+    }
+    let ui = root.join("ui");
+    if !ui.join("node_modules/.package-lock.json").exists()
+        || modified(&ui.join("package-lock.json")) > modified(&ui.join("node_modules/.package-lock.json"))
+    {
+        status(
+            Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&ui),
+            "npm ci (ui)",
+        )?;
+    }
+    if for_tests && !have("tauri-driver") {
+        status(
+            cargo().args(["install", "tauri-driver", "--locked"]),
+            "cargo install tauri-driver",
+        )?;
+    }
+    done("setup", t);
+    Ok(())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn build_ui(root: &Path) -> Result<()> {
+    let t = step("build the UI");
+    status(Command::new("npm").args(["run", "build"]).current_dir(root.join("ui")), "npm run build")?;
+    done("build the UI", t);
+    Ok(())
+}
+
+/// Builds the app with the UI embedded (no dev server), debug profile.
+fn build_app() -> Result<PathBuf> {
+    let t = step("build the app");
+    status(
+        cargo().args(["build", "-p", "selfrag-desktop", "--features", "custom-protocol"]),
+        "cargo build (app)",
+    )?;
+    done("build the app", t);
+    Ok(target_dir().join("debug").join(exe("selfrag-desktop")))
+}
+
+fn exe(name: &str) -> String {
+    format!("{name}{}", std::env::consts::EXE_SUFFIX)
+}
+
+fn run_app(root: &Path) -> Result<()> {
+    setup(root, false)?;
+    build_ui(root)?;
+    let app = build_app()?;
+    status(&mut Command::new(app), "the app")
+}
+
+/// Writes the tiny generator GGUF and BERT folder used by the tests.
+fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    status(
+        cargo()
+            .args(["run", "--quiet", "-p", "selfrag-models", "--bin", "selfrag-fixtures", "--"])
+            .arg(dir),
+        "writing fixtures",
+    )?;
+    Ok((dir.join("tiny-selfrag.gguf"), dir.join("tiny-contriever")))
+}
+
+fn test(root: &Path) -> Result<()> {
+    let total = Instant::now();
+    setup(root, true)?;
+
+    let t = step("Rust tests");
+    status(cargo().args(["test", "--workspace", "--no-fail-fast"]), "cargo test")?;
+    done("Rust tests", t);
+
+    let t = step("UI lint and unit tests");
+    let ui = root.join("ui");
+    status(Command::new("npm").args(["run", "lint"]).current_dir(&ui), "npm run lint")?;
+    status(Command::new("npm").args(["test"]).current_dir(&ui), "npm test")?;
+    done("UI lint and unit tests", t);
+
+    build_ui(root)?;
+    let app = build_app()?;
+    let cli = target_dir().join("debug").join(exe("selfrag"));
+    let fixtures_dir = target_dir().join("e2e-fixtures");
+    let (gguf, bert) = fixtures(&fixtures_dir)?;
+
+    let t = step("end-to-end tests (real app under Xvfb, tauri-driver)");
+    let out = root.join("target/e2e");
+    std::fs::create_dir_all(&out).context("creating target/e2e")?;
+    let mut xvfb = start_xvfb()?;
+    let result = status(
+        Command::new("node")
+            .args(["--test", "--test-concurrency=1", "tests/e2e/"])
+            .env("SELFRAG_APP", &app)
+            .env("SELFRAG_CLI", &cli)
+            .env("SELFRAG_TEST_GENERATOR", &gguf)
+            .env("SELFRAG_TEST_EMBEDDER", &bert)
+            .env("SELFRAG_E2E_OUT", &out)
+            .envs(xvfb.as_ref().map(|x| ("DISPLAY", x.display.clone()))),
+        "end-to-end tests",
+    );
+    if let Some(x) = xvfb.as_mut() {
+        let _ = x.child.kill();
+        let _ = x.child.wait();
+    }
+    result?;
+    done("end-to-end tests", t);
+    eprintln!(
+        "\nall tests passed in {:.0}s (screenshots in {})",
+        total.elapsed().as_secs_f64(),
+        out.display()
+    );
+    Ok(())
+}
+
+struct Xvfb {
+    child: Child,
+    display: String,
+}
+
+/// Starts a private Xvfb unless a display is already there (a developer's desktop).
+fn start_xvfb() -> Result<Option<Xvfb>> {
+    if std::env::var_os("DISPLAY").is_some() && std::env::var_os("SELFRAG_FORCE_XVFB").is_none() {
+        return Ok(None);
+    }
+    let display = format!(":{}", 90 + std::process::id() % 100);
+    let child = Command::new("Xvfb")
+        .args([display.as_str(), "-screen", "0", "1280x900x24", "-nolisten", "tcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting Xvfb (install it with apt-get install xvfb)")?;
+    let socket = PathBuf::from(format!("/tmp/.X11-unix/X{}", &display[1..]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        if Instant::now() > deadline {
+            bail!("Xvfb did not start on {display}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(Some(Xvfb { child, display }))
+}

@@ -31,7 +31,7 @@ test("drop, index, ask, cite, inspect badges, export", async () => {
     const mode = await session.find('[data-testid="mode-select"]');
     await session.exec(
       `const el = arguments[0]; el.value = "always"; el.dispatchEvent(new Event("change", { bubbles: true }));`,
-      { "element-6066-11e4-a52e-4f735466cecf": mode },
+      session.ref(mode),
     );
     await session.type(await session.find('[data-testid="question-input"]'), "How does Self-RAG critique itself?");
     await session.click(await session.find('[data-testid="ask-button"]'));

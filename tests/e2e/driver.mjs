@@ -105,6 +105,11 @@ export class Session {
     return this.cmd("POST", "/execute/async", { script, args });
   }
 
+  /** An element id as a script argument. */
+  ref(el) {
+    return { [ELEMENT]: el };
+  }
+
   async find(css) {
     const v = await this.cmd("POST", "/element", { using: "css selector", value: css });
     return v[ELEMENT];
@@ -130,8 +135,10 @@ export class Session {
     throw new Error(`timed out after ${timeout} ms waiting for ${css} (last text: ${JSON.stringify(last)})`);
   }
 
+  /** The element's rendered text (innerText). WebKitWebDriver's own text endpoint drops
+   *  ellipsized spans, so it is read through script. */
   text(el) {
-    return this.cmd("GET", `/element/${el}/text`);
+    return this.exec("return arguments[0].innerText;", { [ELEMENT]: el });
   }
 
   click(el) {
@@ -182,8 +189,9 @@ export async function answerSaveDialog(title, path, timeout = 15000) {
       if (ids.length > 0) {
         const win = ids[ids.length - 1];
         await sleep(400);
-        // Ctrl+A clears the suggested name; the file chooser accepts an absolute path there.
-        execFileSync("xdotool", ["windowactivate", "--sync", win, "key", "--clearmodifiers", "ctrl+a"]);
+        // Xvfb runs no window manager, so focus the dialog directly rather than "activate" it.
+        // Ctrl+A selects the suggested name; the file chooser accepts an absolute path there.
+        execFileSync("xdotool", ["windowfocus", "--sync", win, "key", "--clearmodifiers", "ctrl+a"]);
         execFileSync("xdotool", ["type", "--delay", "5", path]);
         execFileSync("xdotool", ["key", "Return"]);
         return;

@@ -153,9 +153,13 @@ impl Engine {
         Ok(finished)
     }
 
-    /// The documents in the library; empty when no library could be opened yet.
+    /// The documents in the library; empty while there is no embedder to open it with.
     pub async fn documents(&self) -> Result<Vec<DocumentInfo>, EngineError> {
-        let library = self.library().await?;
+        let library = match self.library().await {
+            Ok(library) => library,
+            Err(EngineError::ModelMissing { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
         let mut docs: Vec<DocumentInfo> = library
             .documents()
             .await?

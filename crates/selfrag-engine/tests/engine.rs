@@ -136,6 +136,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "model_missing", "{err}");
+    assert!(engine.documents().await.unwrap().is_empty(), "no embedder: an empty library, not an error");
     let err = engine.index_paths(&[tmp.path().to_path_buf()], |_| {}).await.unwrap_err();
     assert_eq!(err.code(), "model_missing", "{err}");
 }

@@ -15,8 +15,8 @@ fn main() {
     let attributes = tauri_build::Attributes::new()
         .app_manifest(tauri_build::AppManifest::new().commands(COMMANDS));
     if let Err(e) = tauri_build::try_build(attributes) {
-        // A build script reports failure by exiting non-zero with the reason.
-        eprintln!("tauri build step failed: {e:#}");
+        // A build script reports failure to Cargo on stdout, then exits non-zero.
+        println!("cargo::error=tauri build step failed: {e:#}");
         std::process::exit(1);
     }
 }

@@ -9,8 +9,8 @@ mod tests {
         IsUseDistribution, Passage, Progress, RetrieveDecision, RetrieveMode, Segment, Settings,
     };
     use selfrag_engine::{
-        AnswerRecord, AppStatus, DocumentInfo, ExportFormat, IndexEvent, LibraryCounts,
-        ModelRole, ModelStatus,
+        AnswerRecord, AppStatus, DocumentInfo, ExportFormat, IndexEvent, LibraryCounts, ModelRole,
+        ModelStatus,
     };
     use ts_rs::{Config, TS};
 
@@ -53,8 +53,8 @@ mod tests {
 
     #[test]
     fn bindings_ts_matches_the_rust_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../ui/src/lib/ipc/bindings.ts");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/src/lib/ipc/bindings.ts");
         let fresh = generate();
         if std::env::var_os("UPDATE_BINDINGS").is_some() {
             std::fs::write(&path, &fresh).unwrap();

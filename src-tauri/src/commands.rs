@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_core::{CritiqueWeights, Progress, Settings};
-use selfrag_engine::{AnswerRecord, AppStatus, DocumentInfo, EngineError, ExportFormat, IndexEvent};
+use selfrag_engine::{
+    AnswerRecord, AppStatus, DocumentInfo, EngineError, ExportFormat, IndexEvent,
+};
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri_plugin_dialog::DialogExt;

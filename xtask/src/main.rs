@@ -6,6 +6,9 @@
 //! machine that built before starts warm. This crate depends on nothing heavy on purpose: it
 //! must build in seconds on a clean clone.
 
+// A developer tool: it reports progress on stderr.
+#![allow(clippy::print_stderr)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,7 +39,10 @@ fn main() -> Result<()> {
         Some("test") => test(&root),
         Some("setup") => setup(&root, true),
         Some("fixtures") => {
-            let dir = args.get(1).map(PathBuf::from).unwrap_or(root.join("target/fixtures"));
+            let dir = args
+                .get(1)
+                .map(PathBuf::from)
+                .unwrap_or(root.join("target/fixtures"));
             fixtures(&dir).map(|_| ())
         }
         _ => {
@@ -61,7 +67,9 @@ fn target_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     home.join(".cache/selfrag-desktop/target")
 }
 
@@ -122,7 +130,11 @@ fn setup(root: &Path, for_tests: bool) -> Result<()> {
             eprintln!("installing Debian packages: {}", missing.join(" "));
             let sudo = !is_root() && have("sudo");
             let apt = |args: &[&str]| {
-                let mut c = if sudo { Command::new("sudo") } else { Command::new("apt-get") };
+                let mut c = if sudo {
+                    Command::new("sudo")
+                } else {
+                    Command::new("apt-get")
+                };
                 if sudo {
                     c.arg("apt-get");
                 }
@@ -137,10 +149,13 @@ fn setup(root: &Path, for_tests: bool) -> Result<()> {
     }
     let ui = root.join("ui");
     if !ui.join("node_modules/.package-lock.json").exists()
-        || modified(&ui.join("package-lock.json")) > modified(&ui.join("node_modules/.package-lock.json"))
+        || modified(&ui.join("package-lock.json"))
+            > modified(&ui.join("node_modules/.package-lock.json"))
     {
         status(
-            Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&ui),
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&ui),
             "npm ci (ui)",
         )?;
     }
@@ -167,7 +182,12 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
 
 fn build_ui(root: &Path) -> Result<()> {
     let t = step("build the UI");
-    status(Command::new("npm").args(["run", "build"]).current_dir(root.join("ui")), "npm run build")?;
+    status(
+        Command::new("npm")
+            .args(["run", "build"])
+            .current_dir(root.join("ui")),
+        "npm run build",
+    )?;
     done("build the UI", t);
     Ok(())
 }
@@ -176,7 +196,13 @@ fn build_ui(root: &Path) -> Result<()> {
 fn build_app() -> Result<PathBuf> {
     let t = step("build the app");
     status(
-        cargo().args(["build", "-p", "selfrag-desktop", "--features", "custom-protocol"]),
+        cargo().args([
+            "build",
+            "-p",
+            "selfrag-desktop",
+            "--features",
+            "custom-protocol",
+        ]),
         "cargo build (app)",
     )?;
     done("build the app", t);
@@ -198,7 +224,15 @@ fn run_app(root: &Path) -> Result<()> {
 fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     status(
         cargo()
-            .args(["run", "--quiet", "-p", "selfrag-models", "--bin", "selfrag-fixtures", "--"])
+            .args([
+                "run",
+                "--quiet",
+                "-p",
+                "selfrag-models",
+                "--bin",
+                "selfrag-fixtures",
+                "--",
+            ])
             .arg(dir),
         "writing fixtures",
     )?;
@@ -210,13 +244,22 @@ fn test(root: &Path) -> Result<()> {
     setup(root, true)?;
 
     let t = step("Rust tests");
-    status(cargo().args(["test", "--workspace", "--no-fail-fast"]), "cargo test")?;
+    status(
+        cargo().args(["test", "--workspace", "--no-fail-fast"]),
+        "cargo test",
+    )?;
     done("Rust tests", t);
 
     let t = step("UI lint and unit tests");
     let ui = root.join("ui");
-    status(Command::new("npm").args(["run", "lint"]).current_dir(&ui), "npm run lint")?;
-    status(Command::new("npm").args(["test"]).current_dir(&ui), "npm test")?;
+    status(
+        Command::new("npm").args(["run", "lint"]).current_dir(&ui),
+        "npm run lint",
+    )?;
+    status(
+        Command::new("npm").args(["test"]).current_dir(&ui),
+        "npm test",
+    )?;
     done("UI lint and unit tests", t);
 
     build_ui(root)?;
@@ -237,6 +280,8 @@ fn test(root: &Path) -> Result<()> {
             .env("SELFRAG_TEST_GENERATOR", &gguf)
             .env("SELFRAG_TEST_EMBEDDER", &bert)
             .env("SELFRAG_E2E_OUT", &out)
+            // GTK's file chooser saves its settings; with no session bus, keep them in memory.
+            .env("GSETTINGS_BACKEND", "memory")
             .envs(xvfb.as_ref().map(|x| ("DISPLAY", x.display.clone()))),
         "end-to-end tests",
     );
@@ -266,7 +311,14 @@ fn start_xvfb() -> Result<Option<Xvfb>> {
     }
     let display = format!(":{}", 90 + std::process::id() % 100);
     let child = Command::new("Xvfb")
-        .args([display.as_str(), "-screen", "0", "1280x900x24", "-nolisten", "tcp"])
+        .args([
+            display.as_str(),
+            "-screen",
+            "0",
+            "1280x900x24",
+            "-nolisten",
+            "tcp",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

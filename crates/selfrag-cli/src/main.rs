@@ -12,7 +12,11 @@ use selfrag_core::{Answer, CritiqueWeights, RetrieveMode, Settings};
 use selfrag_engine::{Engine, EngineConfig, ExportFormat, IndexEvent};
 
 #[derive(Parser)]
-#[command(name = "selfrag", version, about = "Self-RAG over your own documents, on your own machine")]
+#[command(
+    name = "selfrag",
+    version,
+    about = "Self-RAG over your own documents, on your own machine"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -137,8 +141,11 @@ fn run(cli: Cli) -> Result<()> {
                 json,
             } => {
                 let answer = read_trace(&trace)?;
-                let reranked =
-                    selfrag_core::rerank(&answer, weights.apply(answer.settings.weights), hard_constraints);
+                let reranked = selfrag_core::rerank(
+                    &answer,
+                    weights.apply(answer.settings.weights),
+                    hard_constraints,
+                );
                 print_answer(&reranked.answer, json)
             }
             Command::Export {

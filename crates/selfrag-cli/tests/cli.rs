@@ -1,5 +1,8 @@
 //! The `selfrag` binary's public contract: index, ask --json (the trace), rerank, export.
 
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -33,30 +36,71 @@ fn index_ask_json_rerank_and_export_round_trip() {
     selfrag_models::fixtures::write_tiny_llama_gguf(&models.join("tiny.gguf")).unwrap();
     selfrag_models::fixtures::write_tiny_bert(&models.join("tiny-bert")).unwrap();
     let doc = tmp.path().join("notes.md");
-    std::fs::write(&doc, "# Notes\nSelf-RAG critiques its own generations with reflection tokens.\n").unwrap();
+    std::fs::write(
+        &doc,
+        "# Notes\nSelf-RAG critiques its own generations with reflection tokens.\n",
+    )
+    .unwrap();
 
     ok(selfrag(&data, &models, &["index", doc.to_str().unwrap()]));
-    let json = ok(selfrag(&data, &models, &["ask", "What are reflection tokens?", "--json", "--mode", "always", "--k", "2"]));
+    let json = ok(selfrag(
+        &data,
+        &models,
+        &[
+            "ask",
+            "What are reflection tokens?",
+            "--json",
+            "--mode",
+            "always",
+            "--k",
+            "2",
+        ],
+    ));
     let trace: serde_json::Value = serde_json::from_str(&json).unwrap();
-    for key in ["question", "settings", "retrieve", "passages", "segments", "answer"] {
+    for key in [
+        "question", "settings", "retrieve", "passages", "segments", "answer",
+    ] {
         assert!(trace.get(key).is_some(), "trace lacks `{key}`: {json}");
     }
     assert_eq!(trace["settings"]["mode"], "always");
     assert_eq!(trace["retrieve"]["retrieved"], true);
     let candidate = &trace["segments"][0]["candidates"][0];
-    for key in ["passage", "text", "p_lm", "isrel", "issup", "isuse", "s_rel", "s_sup", "s_use", "score"] {
+    for key in [
+        "passage", "text", "p_lm", "isrel", "issup", "isuse", "s_rel", "s_sup", "s_use", "score",
+    ] {
         assert!(candidate.get(key).is_some(), "candidate lacks `{key}`");
     }
     assert!(candidate["isrel"].get("[Relevant]").is_some());
 
     let trace_path = tmp.path().join("trace.json");
     std::fs::write(&trace_path, &json).unwrap();
-    let reranked = ok(selfrag(&data, &models, &["rerank", trace_path.to_str().unwrap(), "--w-sup", "0", "--json"]));
+    let reranked = ok(selfrag(
+        &data,
+        &models,
+        &[
+            "rerank",
+            trace_path.to_str().unwrap(),
+            "--w-sup",
+            "0",
+            "--json",
+        ],
+    ));
     let reranked: serde_json::Value = serde_json::from_str(&reranked).unwrap();
     assert_eq!(reranked["settings"]["weights"]["sup"], 0.0);
 
     let md_path = tmp.path().join("answer.md");
-    ok(selfrag(&data, &models, &["export", trace_path.to_str().unwrap(), "--format", "md", "-o", md_path.to_str().unwrap()]));
+    ok(selfrag(
+        &data,
+        &models,
+        &[
+            "export",
+            trace_path.to_str().unwrap(),
+            "--format",
+            "md",
+            "-o",
+            md_path.to_str().unwrap(),
+        ],
+    ));
     let md = std::fs::read_to_string(&md_path).unwrap();
     assert!(md.starts_with("# What are reflection tokens?"), "{md}");
     assert!(md.contains("[^1]:") && md.contains("notes.md"), "{md}");
@@ -67,8 +111,15 @@ fn a_file_that_is_not_a_trace_is_named_with_the_fix() {
     let tmp = tempfile::tempdir().unwrap();
     let bogus = tmp.path().join("bogus.json");
     std::fs::write(&bogus, "{\"not\": \"a trace\"}").unwrap();
-    let out = selfrag(tmp.path(), tmp.path(), &["export", bogus.to_str().unwrap(), "--format", "md"]);
+    let out = selfrag(
+        tmp.path(),
+        tmp.path(),
+        &["export", bogus.to_str().unwrap(), "--format", "md"],
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bogus.json") && err.contains("selfrag ask --json"), "{err}");
+    assert!(
+        err.contains("bogus.json") && err.contains("selfrag ask --json"),
+        "{err}"
+    );
 }

@@ -88,10 +88,7 @@ impl Engine {
     }
 
     async fn passage_embedder(&self) -> Result<ThreadEmbedder, EngineError> {
-        let dim = self
-            .models
-            .run(|m| m.embedder().map(|e| e.dim()))
-            .await??;
+        let dim = self.models.run(|m| m.embedder().map(|e| e.dim())).await??;
         Ok(ThreadEmbedder {
             models: self.models.clone(),
             id: embedder_identity(self.embedder_path.as_deref()),
@@ -171,7 +168,7 @@ impl Engine {
                 passages: d.passages,
             })
             .collect();
-        docs.sort_by(|a, b| a.title.to_lowercase().cmp(&b.title.to_lowercase()));
+        docs.sort_by_key(|d| d.title.to_lowercase());
         Ok(docs)
     }
 
@@ -296,7 +293,9 @@ fn embedder_identity(path: Option<&Path>) -> String {
         .collect();
     match parts.iter().rposition(|p| p == "snapshots") {
         Some(i) if i >= 1 && i + 1 < parts.len() => {
-            let repo = parts[i - 1].trim_start_matches("models--").replace("--", "/");
+            let repo = parts[i - 1]
+                .trim_start_matches("models--")
+                .replace("--", "/");
             format!("{repo}@{}", parts[i + 1])
         }
         _ => path.display().to_string(),
@@ -339,7 +338,10 @@ mod tests {
     #[test]
     fn embedder_identity_names_the_hf_repo_and_revision() {
         let p = Path::new("/c/hub/models--facebook--contriever-msmarco/snapshots/abc123");
-        assert_eq!(embedder_identity(Some(p)), "facebook/contriever-msmarco@abc123");
+        assert_eq!(
+            embedder_identity(Some(p)),
+            "facebook/contriever-msmarco@abc123"
+        );
         assert_eq!(embedder_identity(Some(Path::new("/m/bert"))), "/m/bert");
     }
 }

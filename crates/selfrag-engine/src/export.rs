@@ -67,7 +67,11 @@ pub fn markdown(answer: &Answer) -> String {
             continue;
         };
         let page = p.page.map(|pg| format!(", p. {pg}")).unwrap_or_default();
-        out.push_str(&format!("[^{n}]: **{}**, `{}`{page}\n", one_line(&p.title), p.path));
+        out.push_str(&format!(
+            "[^{n}]: **{}**, `{}`{page}\n",
+            one_line(&p.title),
+            p.path
+        ));
         for line in p.text.lines() {
             out.push_str(&format!("    > {line}\n"));
         }

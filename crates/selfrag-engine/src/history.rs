@@ -85,7 +85,9 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     std::fs::create_dir_all(dir).map_err(err)?;
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
-        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
         std::process::id()
     ));
     let result = (|| {

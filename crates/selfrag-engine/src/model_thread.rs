@@ -54,16 +54,21 @@ impl LoadedModels {
         if self.generator.is_some() {
             return Ok(());
         }
-        let path = self.paths.generator.clone().ok_or(EngineError::ModelMissing {
-            role: "generator",
-            message: "no Self-RAG GGUF file was found; see the start screen".into(),
-        })?;
+        let path = self
+            .paths
+            .generator
+            .clone()
+            .ok_or(EngineError::ModelMissing {
+                role: "generator",
+                message: "no Self-RAG GGUF file was found; see the start screen".into(),
+            })?;
         let device = self.device()?;
-        let generator = LlamaGenerator::load(&path, &device).map_err(|e| EngineError::ModelLoad {
-            role: "generator",
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let generator =
+            LlamaGenerator::load(&path, &device).map_err(|e| EngineError::ModelLoad {
+                role: "generator",
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
         tracing::info!(path = %path.display(), "generator loaded");
         self.generator = Some(generator);
         Ok(())
@@ -74,10 +79,14 @@ impl LoadedModels {
         if self.embedder.is_some() {
             return Ok(());
         }
-        let path = self.paths.embedder.clone().ok_or(EngineError::ModelMissing {
-            role: "embedder",
-            message: "no Contriever model folder was found; see the start screen".into(),
-        })?;
+        let path = self
+            .paths
+            .embedder
+            .clone()
+            .ok_or(EngineError::ModelMissing {
+                role: "embedder",
+                message: "no Contriever model folder was found; see the start screen".into(),
+            })?;
         let device = self.device()?;
         let embedder = BertEmbedder::load(&path, &device).map_err(|e| EngineError::ModelLoad {
             role: "embedder",
@@ -102,8 +111,12 @@ impl LoadedModels {
     ) -> Result<(&mut LlamaGenerator, Result<&BertEmbedder, EngineError>), EngineError> {
         self.ensure_generator()?;
         let embedder = self.ensure_embedder();
-        let generator = self.generator.as_mut().ok_or(EngineError::ModelThreadGone)?;
-        let embedder = embedder.and_then(|()| self.embedder.as_ref().ok_or(EngineError::ModelThreadGone));
+        let generator = self
+            .generator
+            .as_mut()
+            .ok_or(EngineError::ModelThreadGone)?;
+        let embedder =
+            embedder.and_then(|()| self.embedder.as_ref().ok_or(EngineError::ModelThreadGone));
         Ok((generator, embedder))
     }
 }

@@ -25,7 +25,11 @@ impl Retriever for LibraryRetriever<'_> {
         let Some(library) = &self.library else {
             return Ok(Vec::new());
         };
-        let vector = embedder.embed(&[query])?.into_iter().next().unwrap_or_default();
+        let vector = embedder
+            .embed(&[query])?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
         let hits = self.runtime.block_on(library.search(&vector, k))?;
         Ok(hits
             .into_iter()

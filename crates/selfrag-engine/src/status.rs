@@ -65,12 +65,25 @@ pub struct DocumentInfo {
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub enum IndexEvent {
     /// The job found this many files.
-    Started { total: usize },
-    FileStarted { path: String },
-    FileIndexed { path: String, passages: u32 },
+    Started {
+        total: usize,
+    },
+    FileStarted {
+        path: String,
+    },
+    FileIndexed {
+        path: String,
+        passages: u32,
+    },
     /// Not indexed, and not an error: already in the library, or a format that is not read.
-    FileSkipped { path: String, reason: String },
-    FileFailed { path: String, error: String },
+    FileSkipped {
+        path: String,
+        reason: String,
+    },
+    FileFailed {
+        path: String,
+        error: String,
+    },
     Finished {
         indexed: usize,
         skipped: usize,

@@ -1,6 +1,9 @@
 //! The whole slice through the engine with real components: the tiny GGUF generator and tiny
 //! BERT embedder written by selfrag-models' fixtures, a real LanceDB library in a temp dir.
 
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -30,7 +33,11 @@ fn fixture() -> Fixture {
         embedder: Some(bert),
         device: "cpu".into(),
     };
-    Fixture { _tmp: tmp, config, docs }
+    Fixture {
+        _tmp: tmp,
+        config,
+        docs,
+    }
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -51,22 +58,46 @@ fn always() -> Settings {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn index_ask_rerank_export_with_real_models_and_lancedb() {
     let f = fixture();
-    write(&f.docs, "a.md", "# Self-RAG\nSelf-RAG retrieves passages on demand. It critiques its output.\n");
-    write(&f.docs, "b.txt", "Contriever embeds text with mean pooling. The dot product ranks passages.");
+    write(
+        &f.docs,
+        "a.md",
+        "# Self-RAG\nSelf-RAG retrieves passages on demand. It critiques its output.\n",
+    );
+    write(
+        &f.docs,
+        "b.txt",
+        "Contriever embeds text with mean pooling. The dot product ranks passages.",
+    );
     write(&f.docs, "c.pdfx", "not a supported format");
     let engine = Engine::new(f.config.clone()).unwrap();
 
     let events = std::sync::Mutex::new(Vec::new());
     let finished = engine
-        .index_paths(std::slice::from_ref(&f.docs), |e| events.lock().unwrap().push(e))
+        .index_paths(std::slice::from_ref(&f.docs), |e| {
+            events.lock().unwrap().push(e)
+        })
         .await
         .unwrap();
-    assert_eq!(finished, IndexEvent::Finished { indexed: 2, skipped: 1, failed: 0 });
+    assert_eq!(
+        finished,
+        IndexEvent::Finished {
+            indexed: 2,
+            skipped: 1,
+            failed: 0
+        }
+    );
     let events = events.into_inner().unwrap();
     assert_eq!(events.first(), Some(&IndexEvent::Started { total: 3 }));
-    assert!(events.iter().any(|e| matches!(e, IndexEvent::FileSkipped { path, .. } if path.ends_with("c.pdfx"))));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, IndexEvent::FileSkipped { path, .. } if path.ends_with("c.pdfx")))
+    );
     let docs = engine.documents().await.unwrap();
-    assert_eq!(docs.iter().map(|d| d.title.as_str()).collect::<Vec<_>>(), ["b", "Self-RAG"]);
+    assert_eq!(
+        docs.iter().map(|d| d.title.as_str()).collect::<Vec<_>>(),
+        ["b", "Self-RAG"]
+    );
 
     let progress = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = progress.clone();
@@ -84,17 +115,36 @@ async fn index_ask_rerank_export_with_real_models_and_lancedb() {
     assert_eq!(answer.passages.len(), 3.min(answer.passages.len()));
     assert!(!answer.passages.is_empty());
     let segment = &answer.segments[0];
-    assert_eq!(segment.candidates.len(), answer.passages.len(), "one candidate per passage");
+    assert_eq!(
+        segment.candidates.len(),
+        answer.passages.len(),
+        "one candidate per passage"
+    );
     assert_eq!(segment.citation, Some(1));
     assert!(answer.answer.contains("[1]"), "{}", answer.answer);
     for token in selfrag_core::REFLECTION_TOKENS {
-        assert!(!answer.answer.contains(token), "{token} leaked into {}", answer.answer);
+        assert!(
+            !answer.answer.contains(token),
+            "{token} leaked into {}",
+            answer.answer
+        );
     }
-    assert!(!progress.lock().unwrap().is_empty(), "progress was streamed");
+    assert!(
+        !progress.lock().unwrap().is_empty(),
+        "progress was streamed"
+    );
 
     // Re-rank with no model call: the weights are stored in the returned trace.
     let reranked = engine
-        .rerank(&record.id, selfrag_core::CritiqueWeights { rel: 0.0, sup: 2.0, use_: 0.0 }, false)
+        .rerank(
+            &record.id,
+            selfrag_core::CritiqueWeights {
+                rel: 0.0,
+                sup: 2.0,
+                use_: 0.0,
+            },
+            false,
+        )
         .unwrap();
     assert_eq!(reranked.answer.settings.weights.sup, 2.0);
 
@@ -109,8 +159,13 @@ async fn index_ask_rerank_export_with_real_models_and_lancedb() {
     // The answer survives a restart of the engine (history on disk).
     drop(engine);
     let engine = Engine::new(f.config.clone()).unwrap();
-    let again = engine.rerank(&record.id, selfrag_core::CritiqueWeights::default(), false).unwrap();
-    assert_eq!(again.answer.question, "How does Self-RAG decide to retrieve?");
+    let again = engine
+        .rerank(&record.id, selfrag_core::CritiqueWeights::default(), false)
+        .unwrap();
+    assert_eq!(
+        again.answer.question,
+        "How does Self-RAG decide to retrieve?"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,12 +187,23 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
     }
     assert_eq!(status.models[0].role, ModelRole::Generator);
     let err = engine
-        .ask("why?".into(), always(), |_| {}, Arc::new(AtomicBool::new(false)))
+        .ask(
+            "why?".into(),
+            always(),
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "model_missing", "{err}");
-    assert!(engine.documents().await.unwrap().is_empty(), "no embedder: an empty library, not an error");
-    let err = engine.index_paths(&[tmp.path().to_path_buf()], |_| {}).await.unwrap_err();
+    assert!(
+        engine.documents().await.unwrap().is_empty(),
+        "no embedder: an empty library, not an error"
+    );
+    let err = engine
+        .index_paths(&[tmp.path().to_path_buf()], |_| {})
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "model_missing", "{err}");
 }
 
@@ -146,7 +212,12 @@ async fn a_cancelled_question_ends_with_the_cancelled_code() {
     let f = fixture();
     let engine = Engine::new(f.config.clone()).unwrap();
     let err = engine
-        .ask("anything".into(), always(), |_| {}, Arc::new(AtomicBool::new(true)))
+        .ask(
+            "anything".into(),
+            always(),
+            |_| {},
+            Arc::new(AtomicBool::new(true)),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "cancelled");

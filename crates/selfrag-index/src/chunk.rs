@@ -181,7 +181,11 @@ mod tests {
         let text: Vec<String> = (0..20).map(|n| sentence(n, 9)).collect();
         let chunks = chunk_text(&text.join(" "));
         let last_of_first = chunks[0].text.rsplit(". ").next().unwrap().to_string();
-        assert!(chunks[1].text.starts_with(last_of_first.trim_end_matches('.')));
+        assert!(
+            chunks[1]
+                .text
+                .starts_with(last_of_first.trim_end_matches('.'))
+        );
     }
 
     #[test]
@@ -189,7 +193,10 @@ mod tests {
         let text = sentence(0, 400);
         let chunks = chunk_text(&text);
         assert!(chunks.len() >= 3);
-        let rejoined: Vec<&str> = chunks.iter().flat_map(|c| c.text.split_whitespace()).collect();
+        let rejoined: Vec<&str> = chunks
+            .iter()
+            .flat_map(|c| c.text.split_whitespace())
+            .collect();
         assert_eq!(rejoined.len(), 400);
     }
 
@@ -197,7 +204,10 @@ mod tests {
     fn markdown_sections_follow_headings() {
         let text = "# Intro\nSelf-RAG is a model.\n\n## Method\nIt retrieves on demand.\n";
         let chunks = chunk_text(text);
-        let method = chunks.iter().find(|c| c.text.contains("retrieves")).unwrap();
+        let method = chunks
+            .iter()
+            .find(|c| c.text.contains("retrieves"))
+            .unwrap();
         assert_eq!(method.section.as_deref(), Some("Method"));
     }
 

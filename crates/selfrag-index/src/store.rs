@@ -147,9 +147,15 @@ impl Library {
     async fn check_embedder(&self, embedder: &dyn PassageEmbedder) -> Result<(), IndexError> {
         let schema = self.passages.schema().await.map_err(self.store_err())?;
         let stored_dim = vector_dim(&schema)?;
-        let stored = self.documents().await?.into_iter().next().map(|d| d.embedder);
+        let stored = self
+            .documents()
+            .await?
+            .into_iter()
+            .next()
+            .map(|d| d.embedder);
         let current = embedder.model_id();
-        let mismatch = stored_dim != embedder.dim() || stored.as_ref().is_some_and(|s| *s != current);
+        let mismatch =
+            stored_dim != embedder.dim() || stored.as_ref().is_some_and(|s| *s != current);
         if mismatch {
             return Err(IndexError::EmbedderMismatch {
                 path: self.dir.clone(),
@@ -163,7 +169,8 @@ impl Library {
     }
 
     async fn remove_orphans(&self) -> Result<(), IndexError> {
-        let committed: HashSet<String> = self.documents().await?.into_iter().map(|d| d.id).collect();
+        let committed: HashSet<String> =
+            self.documents().await?.into_iter().map(|d| d.id).collect();
         let batches: Vec<RecordBatch> = self
             .passages
             .query()
@@ -199,10 +206,12 @@ impl Library {
         path: &Path,
         embedder: &dyn PassageEmbedder,
     ) -> Result<IndexOutcome, IndexError> {
-        let bytes = tokio::fs::read(path).await.map_err(|source| IndexError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|source| IndexError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let document_id = hex(&Sha256::digest(&bytes));
         if self.document(&document_id).await?.is_some() {
             return Ok(IndexOutcome::Unchanged { document_id });
@@ -215,7 +224,13 @@ impl Library {
         let mut rows = PassageRows::default();
         for page in &extracted.pages {
             for chunk in chunk_text(&page.text) {
-                rows.push(&document_id, &path_text, &extracted.title, page.number, chunk);
+                rows.push(
+                    &document_id,
+                    &path_text,
+                    &extracted.title,
+                    page.number,
+                    chunk,
+                );
             }
         }
         if rows.texts.is_empty() {
@@ -231,7 +246,11 @@ impl Library {
         let count = rows.texts.len() as u32;
         let batch = rows.into_batch(vectors, embedder.dim())?;
         // Passages first, the document row last: the row commits the document.
-        self.passages.add(batch).execute().await.map_err(self.store_err())?;
+        self.passages
+            .add(batch)
+            .execute()
+            .await
+            .map_err(self.store_err())?;
         let doc = DocumentRecord {
             id: document_id.clone(),
             path: path_text,
@@ -290,14 +309,29 @@ impl Library {
     /// Document and passage counts.
     pub async fn stats(&self) -> Result<LibraryStats, IndexError> {
         Ok(LibraryStats {
-            documents: self.documents.count_rows(None).await.map_err(self.store_err())?,
-            passages: self.passages.count_rows(None).await.map_err(self.store_err())?,
+            documents: self
+                .documents
+                .count_rows(None)
+                .await
+                .map_err(self.store_err())?,
+            passages: self
+                .passages
+                .count_rows(None)
+                .await
+                .map_err(self.store_err())?,
         })
     }
 
     /// The `k` passages whose vectors have the largest dot product with `query`.
     pub async fn search(&self, query: &[f32], k: usize) -> Result<Vec<SearchHit>, IndexError> {
-        if k == 0 || self.passages.count_rows(None).await.map_err(self.store_err())? == 0 {
+        if k == 0
+            || self
+                .passages
+                .count_rows(None)
+                .await
+                .map_err(self.store_err())?
+                == 0
+        {
             return Ok(Vec::new());
         }
         let batches: Vec<RecordBatch> = self
@@ -453,7 +487,9 @@ fn documents_batch(docs: &[DocumentRecord]) -> Result<RecordBatch, IndexError> {
             strings(|d| &d.id),
             strings(|d| &d.path),
             strings(|d| &d.title),
-            Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.passages))),
+            Arc::new(UInt32Array::from_iter_values(
+                docs.iter().map(|d| d.passages),
+            )),
             strings(|d| &d.embedder),
         ],
     )
@@ -463,7 +499,9 @@ fn documents_batch(docs: &[DocumentRecord]) -> Result<RecordBatch, IndexError> {
 fn vector_dim(schema: &Schema) -> Result<usize, IndexError> {
     match schema.field_with_name("vector").map(|f| f.data_type()) {
         Ok(DataType::FixedSizeList(_, n)) => Ok(*n as usize),
-        _ => Err(IndexError::Schema("passages table has no vector column".into())),
+        _ => Err(IndexError::Schema(
+            "passages table has no vector column".into(),
+        )),
     }
 }
 

@@ -2,6 +2,9 @@
 //! bag-of-words embedder (a double at the `PassageEmbedder` boundary) so that which passage
 //! must win a search is known exactly; the real BERT embedder is exercised in selfrag-engine.
 
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::Path;
 
 use selfrag_index::{IndexError, IndexOutcome, Library, PassageEmbedder};
@@ -24,8 +27,14 @@ impl PassageEmbedder for BagOfWords {
             .iter()
             .map(|t| {
                 let mut v = vec![0.0; self.dim];
-                for w in t.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-                    let h = w.to_lowercase().bytes().fold(7u64, |h, b| h * 31 + b as u64);
+                for w in t
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
+                    let h = w
+                        .to_lowercase()
+                        .bytes()
+                        .fold(7u64, |h, b| h * 31 + b as u64);
                     v[(h % self.dim as u64) as usize] += 1.0;
                 }
                 v
@@ -34,7 +43,10 @@ impl PassageEmbedder for BagOfWords {
     }
 }
 
-const EMBEDDER: BagOfWords = BagOfWords { dim: 64, id: "bag-of-words-64" };
+const EMBEDDER: BagOfWords = BagOfWords {
+    dim: 64,
+    id: "bag-of-words-64",
+};
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.join(name);
@@ -50,7 +62,9 @@ async fn a_dropped_markdown_file_becomes_searchable_passages() {
         "selfrag.md",
         "# Self-RAG\nSelf-RAG decides when to retrieve passages.\n\n## Critique\nThe model critiques its output with reflection tokens such as IsSup.\n",
     );
-    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER).await.unwrap();
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
     let outcome = lib.index_file(&file, &EMBEDDER).await.unwrap();
     let IndexOutcome::Indexed { passages, .. } = outcome else {
         panic!("expected a new document, got {outcome:?}")
@@ -59,7 +73,10 @@ async fn a_dropped_markdown_file_becomes_searchable_passages() {
     let stats = lib.stats().await.unwrap();
     assert_eq!((stats.documents, stats.passages), (1, passages as usize));
 
-    let query = EMBEDDER.embed(&["reflection tokens critique"]).unwrap().remove(0);
+    let query = EMBEDDER
+        .embed(&["reflection tokens critique"])
+        .unwrap()
+        .remove(0);
     let hits = lib.search(&query, 3).await.unwrap();
     assert!(hits[0].text.contains("reflection tokens"), "{hits:?}");
     assert_eq!(hits[0].title, "Self-RAG");
@@ -70,7 +87,11 @@ async fn a_dropped_markdown_file_becomes_searchable_passages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_content_is_never_indexed_twice_even_after_reopening() {
     let tmp = tempfile::tempdir().unwrap();
-    let a = write(tmp.path(), "a.txt", "Contriever embeds passages. Dot product ranks them.");
+    let a = write(
+        tmp.path(),
+        "a.txt",
+        "Contriever embeds passages. Dot product ranks them.",
+    );
     let lib_dir = tmp.path().join("lib");
     let first = {
         let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
@@ -78,7 +99,11 @@ async fn the_same_content_is_never_indexed_twice_even_after_reopening() {
         lib.stats().await.unwrap()
     };
     let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
-    let renamed = write(tmp.path(), "renamed.txt", "Contriever embeds passages. Dot product ranks them.");
+    let renamed = write(
+        tmp.path(),
+        "renamed.txt",
+        "Contriever embeds passages. Dot product ranks them.",
+    );
     assert!(matches!(
         lib.index_file(&renamed, &EMBEDDER).await.unwrap(),
         IndexOutcome::Unchanged { .. }
@@ -97,15 +122,26 @@ async fn a_library_built_with_another_embedder_is_refused_with_the_fix() {
         .index_file(&a, &EMBEDDER)
         .await
         .unwrap();
-    let other = BagOfWords { dim: 32, id: "other-32" };
-    let err = Library::open(&lib_dir, &other).await.unwrap_err().to_string();
-    assert!(err.contains("bag-of-words-64") && err.contains("re-index"), "{err}");
+    let other = BagOfWords {
+        dim: 32,
+        id: "other-32",
+    };
+    let err = Library::open(&lib_dir, &other)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("bag-of-words-64") && err.contains("re-index"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_that_cannot_be_read_fails_alone_and_names_itself() {
     let tmp = tempfile::tempdir().unwrap();
-    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER).await.unwrap();
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
     let err = lib
         .index_file(&tmp.path().join("missing.md"), &EMBEDDER)
         .await

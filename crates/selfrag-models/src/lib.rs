@@ -45,10 +45,10 @@ mod generator;
 mod gguf_tokenizer;
 pub mod store;
 
+pub use candle_core::Device;
 pub use device::pick_device;
 pub use embedder::BertEmbedder;
 pub use error::ModelError;
 pub use generator::LlamaGenerator;
 pub use gguf_tokenizer::{GgufTokenizer, TokenType};
-pub use candle_core::Device;
 pub use store::{ModelLocation, ModelRole, ModelSpec, find_in_hf_cache, hf_hub_cache_dir, locate};

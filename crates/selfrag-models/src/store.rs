@@ -296,13 +296,23 @@ pub struct Resolved {
 /// The generator: `explicit` (from `SELFRAG_GENERATOR`) if given, else the default manifest's
 /// file in the hub cache.
 pub fn resolve_generator(explicit: Option<&Path>) -> Resolved {
-    resolve(ModelSpec::default_generator(), explicit, "SELFRAG_GENERATOR", "a Self-RAG GGUF file")
+    resolve(
+        ModelSpec::default_generator(),
+        explicit,
+        "SELFRAG_GENERATOR",
+        "a Self-RAG GGUF file",
+    )
 }
 
 /// The embedder: `explicit` (from `SELFRAG_EMBEDDER`) if given, else the default manifest's
 /// snapshot folder in the hub cache.
 pub fn resolve_embedder(explicit: Option<&Path>) -> Resolved {
-    resolve(ModelSpec::default_embedder(), explicit, "SELFRAG_EMBEDDER", "a BERT model folder")
+    resolve(
+        ModelSpec::default_embedder(),
+        explicit,
+        "SELFRAG_EMBEDDER",
+        "a BERT model folder",
+    )
 }
 
 fn resolve(
@@ -322,7 +332,12 @@ fn resolve(
             };
         }
     };
-    let files: Vec<&str> = spec.files.iter().filter(|f| f.required).map(|f| f.name.as_str()).collect();
+    let files: Vec<&str> = spec
+        .files
+        .iter()
+        .filter(|f| f.required)
+        .map(|f| f.name.as_str())
+        .collect();
     let download = format!(
         "Download it with `huggingface-cli download {} {}` (it lands in the Hugging Face cache, where the app looks), or set {variable} to {what}.",
         spec.repo,
@@ -337,7 +352,10 @@ fn resolve(
             name: spec.description.clone(),
             found: exists.then(|| path.to_path_buf()),
             searched: vec![path.to_path_buf()],
-            fix: format!("{variable} points at {}, which does not exist. {download}", path.display()),
+            fix: format!(
+                "{variable} points at {}, which does not exist. {download}",
+                path.display()
+            ),
         };
     }
     let location = locate(&spec);

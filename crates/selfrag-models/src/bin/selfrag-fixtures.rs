@@ -18,7 +18,9 @@ fn main() -> ExitCode {
     };
     let result = std::fs::create_dir_all(&dir)
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))
-        .and_then(|()| write_tiny_llama_gguf(&dir.join("tiny-selfrag.gguf")).map_err(|e| e.to_string()))
+        .and_then(|()| {
+            write_tiny_llama_gguf(&dir.join("tiny-selfrag.gguf")).map_err(|e| e.to_string())
+        })
         .and_then(|()| write_tiny_bert(&dir.join("tiny-contriever")).map_err(|e| e.to_string()));
     match result {
         Ok(()) => ExitCode::SUCCESS,

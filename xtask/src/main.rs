@@ -152,11 +152,14 @@ fn setup(root: &Path, for_tests: bool) -> Result<()> {
         || modified(&ui.join("package-lock.json"))
             > modified(&ui.join("node_modules/.package-lock.json"))
     {
+        // `npm install` against the committed lock, not `npm ci`: the package mirror this
+        // project installs from omits other platforms' optional packages (rollup's native
+        // binaries), which `npm ci` counts as a lock mismatch.
         status(
             Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund"])
+                .args(["install", "--no-audit", "--no-fund"])
                 .current_dir(&ui),
-            "npm ci (ui)",
+            "npm install (ui)",
         )?;
     }
     if for_tests && !have("tauri-driver") {

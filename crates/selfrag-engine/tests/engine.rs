@@ -222,3 +222,77 @@ async fn a_cancelled_question_ends_with_the_cancelled_code() {
         .unwrap_err();
     assert_eq!(err.code(), "cancelled");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_form_beam_search_runs_on_the_real_models_and_cites_consistently() {
+    let f = fixture();
+    write(
+        &f.docs,
+        "a.md",
+        "# Self-RAG\nSelf-RAG retrieves passages on demand. It critiques its output.\n",
+    );
+    write(
+        &f.docs,
+        "b.txt",
+        "Contriever embeds text with mean pooling. The dot product ranks passages.",
+    );
+    let engine = Engine::new(f.config.clone()).unwrap();
+    engine
+        .index_paths(std::slice::from_ref(&f.docs), |_| {})
+        .await
+        .unwrap();
+    let settings = Settings {
+        long_form: true,
+        beam_width: 2,
+        max_segments: 3,
+        max_segment_tokens: 16,
+        ..always()
+    };
+    let record = engine
+        .ask(
+            "Explain Self-RAG.".into(),
+            settings,
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        )
+        .await
+        .unwrap();
+    let answer = &record.answer;
+    assert!(answer.settings.long_form);
+    assert!(!answer.segments.is_empty() && answer.segments.len() <= 3);
+    for (i, segment) in answer.segments.iter().enumerate() {
+        assert!(
+            !segment.candidates.is_empty(),
+            "segment {i} kept its candidates"
+        );
+        assert!(segment.chosen < segment.candidates.len());
+        if let Some(n) = segment.citation {
+            assert!(
+                (1..=answer.passages.len()).contains(&n),
+                "segment {i} cites [{n}]"
+            );
+            assert!(answer.answer.contains(&format!("[{n}]")));
+        }
+        for token in selfrag_core::REFLECTION_TOKENS {
+            assert!(
+                !segment.text.contains(token),
+                "{token} in segment {i}: {}",
+                segment.text
+            );
+        }
+    }
+    assert!(!answer.answer.contains("[Continue to Use Evidence]"));
+    // Re-ranking a long-form answer never calls the model and reports whether a re-run could differ.
+    let reranked = engine
+        .rerank(
+            &record.id,
+            selfrag_core::CritiqueWeights {
+                rel: 0.0,
+                sup: 0.0,
+                use_: 3.0,
+            },
+            true,
+        )
+        .unwrap();
+    assert_eq!(reranked.answer.segments.len(), answer.segments.len());
+}

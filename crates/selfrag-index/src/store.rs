@@ -144,6 +144,17 @@ impl Library {
         }
     }
 
+    /// Runs `query` and gathers all its result batches.
+    async fn collect(&self, query: impl ExecutableQuery) -> Result<Vec<RecordBatch>, IndexError> {
+        query
+            .execute()
+            .await
+            .map_err(self.store_err())?
+            .try_collect()
+            .await
+            .map_err(self.store_err())
+    }
+
     async fn check_embedder(&self, embedder: &dyn PassageEmbedder) -> Result<(), IndexError> {
         let schema = self.passages.schema().await.map_err(self.store_err())?;
         let stored_dim = vector_dim(&schema)?;
@@ -171,16 +182,13 @@ impl Library {
     async fn remove_orphans(&self) -> Result<(), IndexError> {
         let committed: HashSet<String> =
             self.documents().await?.into_iter().map(|d| d.id).collect();
-        let batches: Vec<RecordBatch> = self
-            .passages
-            .query()
-            .select(lancedb::query::Select::columns(&["doc_id"]))
-            .execute()
-            .await
-            .map_err(self.store_err())?
-            .try_collect()
-            .await
-            .map_err(self.store_err())?;
+        let batches = self
+            .collect(
+                self.passages
+                    .query()
+                    .select(lancedb::query::Select::columns(&["doc_id"])),
+            )
+            .await?;
         let mut orphans = HashSet::new();
         for batch in &batches {
             let ids = string_column(batch, "doc_id")?;
@@ -271,15 +279,7 @@ impl Library {
 
     /// All documents, in no particular order.
     pub async fn documents(&self) -> Result<Vec<DocumentRecord>, IndexError> {
-        let batches: Vec<RecordBatch> = self
-            .documents
-            .query()
-            .execute()
-            .await
-            .map_err(self.store_err())?
-            .try_collect()
-            .await
-            .map_err(self.store_err())?;
+        let batches = self.collect(self.documents.query()).await?;
         let mut docs = Vec::new();
         for b in &batches {
             let (id, path, title, emb) = (
@@ -334,19 +334,14 @@ impl Library {
         {
             return Ok(Vec::new());
         }
-        let batches: Vec<RecordBatch> = self
+        let nearest = self
             .passages
             .query()
             .nearest_to(query)
             .map_err(self.store_err())?
             .distance_type(DistanceType::Dot)
-            .limit(k)
-            .execute()
-            .await
-            .map_err(self.store_err())?
-            .try_collect()
-            .await
-            .map_err(self.store_err())?;
+            .limit(k);
+        let batches = self.collect(nearest).await?;
         let mut hits = Vec::new();
         for b in &batches {
             let (id, doc, path, title, text) = (

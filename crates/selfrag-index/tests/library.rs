@@ -150,3 +150,52 @@ async fn a_file_that_cannot_be_read_fails_alone_and_names_itself() {
     assert!(err.contains("missing.md"), "{err}");
     assert_eq!(lib.stats().await.unwrap().documents, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passages_of_a_document_whose_commit_never_landed_are_removed_on_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lib_dir = tmp.path().join("lib");
+    let kept = write(tmp.path(), "kept.txt", "Self-RAG keeps this passage.");
+    let torn = write(
+        tmp.path(),
+        "torn.txt",
+        "This passage belongs to an interrupted run.",
+    );
+    let torn_id = {
+        let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
+        lib.index_file(&kept, &EMBEDDER).await.unwrap();
+        match lib.index_file(&torn, &EMBEDDER).await.unwrap() {
+            IndexOutcome::Indexed { document_id, .. } => document_id,
+            other => panic!("expected a new document, got {other:?}"),
+        }
+    };
+    // A crash between the passages write and the document row leaves exactly this state.
+    let db = lancedb::connect(lib_dir.to_str().unwrap())
+        .execute()
+        .await
+        .unwrap();
+    let documents = db.open_table("documents").execute().await.unwrap();
+    documents
+        .delete(format!("doc_id = '{torn_id}'").as_str())
+        .await
+        .unwrap();
+
+    let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
+    let stats = lib.stats().await.unwrap();
+    assert_eq!(
+        (stats.documents, stats.passages),
+        (1, 1),
+        "only the committed document remains"
+    );
+    let query = EMBEDDER.embed(&["interrupted run"]).unwrap().remove(0);
+    let hits = lib.search(&query, 5).await.unwrap();
+    assert!(
+        hits.iter().all(|h| !h.text.contains("interrupted")),
+        "{hits:?}"
+    );
+    // Indexing the file again now works as for a new file.
+    assert!(matches!(
+        lib.index_file(&torn, &EMBEDDER).await.unwrap(),
+        IndexOutcome::Indexed { .. }
+    ));
+}

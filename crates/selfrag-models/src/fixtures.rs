@@ -25,24 +25,7 @@ use crate::error::ModelError;
 
 /// The Self-RAG added tokens, in the order of their ids in the real 7B/13B vocabulary
 /// (32000..=32015).
-pub const SELFRAG_SPECIAL_TOKENS: [&str; 16] = [
-    "[No Retrieval]",
-    "[Retrieval]",
-    "[Continue to Use Evidence]",
-    "[Irrelevant]",
-    "[Relevant]",
-    "<paragraph>",
-    "</paragraph>",
-    "[Utility:1]",
-    "[Utility:2]",
-    "[Utility:3]",
-    "[Utility:4]",
-    "[Utility:5]",
-    "[Fully supported]",
-    "[Partially supported]",
-    "[No support / Contradictory]",
-    "<pad>",
-];
+pub const SELFRAG_SPECIAL_TOKENS: [&str; 16] = selfrag_core::REFLECTION_TOKENS;
 
 /// Context length of the tiny Llama.
 pub const TINY_LLAMA_CONTEXT: usize = 512;

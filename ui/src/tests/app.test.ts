@@ -14,6 +14,7 @@ vi.mock("$lib/ipc", () => ({
   indexPaths: vi.fn(),
   listDocuments: vi.fn(),
   ask: vi.fn(),
+  cancelAsk: vi.fn(),
   rerank: vi.fn(),
   exportAnswer: vi.fn(),
   pickFiles: vi.fn(),
@@ -313,5 +314,140 @@ describe("App", () => {
       "broken.pdf: the PDF parser timed out",
     );
     await waitFor(() => expect(screen.getAllByTestId("document-item")).toHaveLength(2));
+  });
+});
+
+describe("Stop", () => {
+  /** Starts a question whose reply the test settles, and waits until it runs. */
+  async function startQuestion(question = "Why?") {
+    const reply = deferred<AnswerRecord>();
+    mocked.ask.mockReturnValue(reply.promise);
+    mocked.cancelAsk.mockImplementation(async () => {
+      reply.reject({ code: "cancelled", message: "The question was stopped." });
+    });
+    const user = userEvent.setup();
+    await user.type(await screen.findByTestId("question-input"), `${question}{Enter}`);
+    await screen.findByTestId("stop-button");
+    return { reply, user };
+  }
+
+  it("turns Ask into Stop while a question runs, and Stop cancels it", async () => {
+    render(App);
+    expect(await screen.findByTestId("ask-button")).toBeInTheDocument();
+    expect(screen.queryByTestId("stop-button")).toBeNull();
+
+    const { user } = await startQuestion();
+    expect(screen.getByTestId("ask-button")).toBeDisabled();
+    await user.click(screen.getByTestId("stop-button"));
+
+    expect(mocked.cancelAsk).toHaveBeenCalledTimes(1);
+    await waitFor(() => expect(screen.queryByTestId("stop-button")).toBeNull());
+  });
+
+  it("stops on Esc while a question runs, and only then", async () => {
+    const user = userEvent.setup();
+    render(App);
+    await screen.findByTestId("question-input");
+    await user.keyboard("{Escape}");
+    expect(mocked.cancelAsk).not.toHaveBeenCalled();
+
+    await startQuestion();
+    await user.keyboard("{Escape}");
+    expect(mocked.cancelAsk).toHaveBeenCalledTimes(1);
+  });
+
+  it("says Stopped., shows no error, and keeps the previous answer", async () => {
+    render(App);
+    await askAndAnswer();
+
+    const { user } = await startQuestion("A second question");
+    expect(screen.queryByTestId("answer")).toBeNull();
+    await user.click(screen.getByTestId("stop-button"));
+
+    expect(await screen.findByTestId("answer")).toHaveTextContent(
+      "Self-RAG retrieves passages only when it needs them.",
+    );
+    expect(screen.getByTestId("status-line")).toHaveTextContent(/^Stopped\.$/);
+    expect(screen.queryByTestId("error-banner")).toBeNull();
+    expect(screen.getByTestId("export-md")).toBeEnabled();
+  });
+
+  it("applies weights moved during a stopped run to the answer that stays", async () => {
+    render(App);
+    await askAndAnswer();
+    mocked.rerank.mockResolvedValue(reranked());
+    const { user } = await startQuestion("A second question");
+
+    await fireEvent.input(screen.getByTestId("slider-sup"), { target: { value: "1.5" } });
+    expect(mocked.rerank).not.toHaveBeenCalled();
+    await user.click(screen.getByTestId("stop-button"));
+
+    await waitFor(() =>
+      expect(mocked.rerank).toHaveBeenCalledWith("a1", { rel: 1, sup: 1.5, use: 0.5 }, false),
+    );
+    await waitFor(() =>
+      expect(screen.getByTestId("answer")).toHaveTextContent("It retrieves for factual questions."),
+    );
+  });
+});
+
+describe("Weight presets", () => {
+  it("re-ranks once per preset with its weights and marks the matching one pressed", async () => {
+    render(App);
+    await askAndAnswer();
+    mocked.rerank.mockResolvedValue(record());
+    const pressed = () =>
+      ["strict", "balanced", "fluent"].filter(
+        (id) => screen.getByTestId(`preset-${id}`).getAttribute("aria-pressed") === "true",
+      );
+    // The paper's defaults are the balanced preset.
+    expect(pressed()).toEqual(["balanced"]);
+
+    const presets: [string, { rel: number; sup: number; use: number }, boolean][] = [
+      ["strict", { rel: 1, sup: 2, use: 0.5 }, true],
+      ["fluent", { rel: 0.5, sup: 0.5, use: 1 }, false],
+      ["balanced", { rel: 1, sup: 1, use: 0.5 }, false],
+    ];
+    for (const [i, [id, weights, hard]] of presets.entries()) {
+      await fireEvent.click(screen.getByTestId(`preset-${id}`));
+      expect(mocked.rerank).toHaveBeenCalledTimes(i + 1);
+      expect(mocked.rerank).toHaveBeenLastCalledWith("a1", weights, hard);
+      expect(pressed()).toEqual([id]);
+      expect(screen.getByTestId("weight-sup")).toHaveTextContent(weights.sup.toFixed(2));
+      expect(screen.getByTestId("hard-constraints")).toHaveProperty("checked", hard);
+    }
+
+    // A slider off every preset's value leaves none pressed.
+    await fireEvent.input(screen.getByTestId("slider-use"), { target: { value: "0.75" } });
+    expect(pressed()).toEqual([]);
+  });
+});
+
+describe("Keyboard shortcuts", () => {
+  it("exports Markdown on Ctrl+E once an answer is shown", async () => {
+    const user = userEvent.setup();
+    render(App);
+    await screen.findByTestId("question-input");
+    await user.keyboard("{Control>}e{/Control}");
+    expect(mocked.exportAnswer).not.toHaveBeenCalled();
+
+    await askAndAnswer();
+    mocked.exportAnswer.mockResolvedValue("/home/ada/answer.md");
+    await user.keyboard("{Control>}e{/Control}");
+    expect(mocked.exportAnswer).toHaveBeenCalledWith("a1", "md");
+    await waitFor(() =>
+      expect(screen.getByTestId("export-status")).toHaveTextContent("Saved to /home/ada/answer.md"),
+    );
+  });
+
+  it("focuses the question box on Ctrl+K", async () => {
+    const user = userEvent.setup();
+    render(App);
+    await askAndAnswer();
+    await user.click(screen.getByTestId("slider-sup"));
+    expect(screen.getByTestId("question-input")).not.toHaveFocus();
+
+    await user.keyboard("{Control>}k{/Control}");
+    expect(screen.getByTestId("question-input")).toHaveFocus();
   });
 });

@@ -44,6 +44,8 @@ describe("ipc", () => {
       weights: { rel: 1, sup: 2, use: 0 },
       hardConstraints: true,
     });
+    await ipc.cancelAsk();
+    expect(tauri.invoke).toHaveBeenLastCalledWith("cancel_ask");
     await ipc.exportAnswer("a1", "md");
     expect(tauri.invoke).toHaveBeenLastCalledWith("export_answer", {
       answerId: "a1",

@@ -6,6 +6,7 @@ import { jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
 import { argmax, isUseBadge, scoreBreakdown } from "$lib/reflection";
+import { isCommand } from "$lib/shortcuts";
 import { candidate } from "./fixtures";
 
 describe("status line", () => {
@@ -83,5 +84,26 @@ describe("helpers", () => {
     expect(excerpt("one two three four", 10)).toBe("one two…");
     expect(fileName("C:\\docs\\b.pdf")).toBe("b.pdf");
     expect(fileName("/home/a/c.md")).toBe("c.md");
+  });
+});
+
+describe("isCommand", () => {
+  const key = (init: KeyboardEventInit) => new KeyboardEvent("keydown", init);
+
+  it("accepts Ctrl or ⌘ with the letter, in either case", () => {
+    expect(isCommand(key({ key: "e", ctrlKey: true }), "e")).toBe(true);
+    expect(isCommand(key({ key: "K", metaKey: true }), "k")).toBe(true);
+  });
+
+  it("rejects the bare letter, other letters and extra modifiers", () => {
+    expect(isCommand(key({ key: "e" }), "e")).toBe(false);
+    expect(isCommand(key({ key: "k", ctrlKey: true }), "e")).toBe(false);
+    expect(isCommand(key({ key: "E", ctrlKey: true, shiftKey: true }), "e")).toBe(false);
+    expect(isCommand(key({ key: "e", ctrlKey: true, altKey: true }), "e")).toBe(false);
+  });
+
+  it("uses the physical key on a layout without Latin letters", () => {
+    expect(isCommand(key({ key: "у", code: "KeyE", ctrlKey: true }), "e")).toBe(true);
+    expect(isCommand(key({ key: "л", code: "KeyK", ctrlKey: true }), "e")).toBe(false);
   });
 });

@@ -50,6 +50,14 @@ export function ask(
   return invoke<AnswerRecord>("ask", { question, settings, onEvent: channel });
 }
 
+/**
+ * Asks the running question to stop at its next step; its `ask` then rejects with the
+ * IpcError code "cancelled". Does nothing when no question runs.
+ */
+export function cancelAsk(): Promise<void> {
+  return invoke<void>("cancel_ask");
+}
+
 /** Re-chooses the candidates of a stored answer under new weights; no model call. */
 export function rerank(
   answerId: string,

@@ -4,6 +4,10 @@
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
 fn main() -> std::process::ExitCode {
+    // Document parsing runs in a child copy of this binary (see selfrag_index::worker).
+    if let Some(code) = selfrag_engine::main_if_extract_worker() {
+        return code;
+    }
     match selfrag_desktop_lib::run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

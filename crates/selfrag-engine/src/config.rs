@@ -14,6 +14,10 @@ pub struct EngineConfig {
     pub embedder: Option<PathBuf>,
     /// `auto`, `cpu`, `cuda` or `metal`.
     pub device: String,
+    /// The executable documents are parsed in (run as `EXE --selfrag-extract-worker PATH`, see
+    /// `selfrag_index::worker`); by default this very program. `None` parses in this process,
+    /// where a parser crash takes the process down: only for tests.
+    pub extract_worker: Option<PathBuf>,
 }
 
 impl EngineConfig {
@@ -34,6 +38,8 @@ impl EngineConfig {
             device: non_empty_var("SELFRAG_DEVICE")
                 .map(|d| d.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "auto".into()),
+            // Both binaries (the app and `selfrag`) start as a worker when asked to.
+            extract_worker: std::env::current_exe().ok(),
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use selfrag_core::{CritiqueWeights, Progress, Settings};
-use selfrag_index::{IndexError, IndexOutcome, Library, PassageEmbedder};
+use selfrag_index::{Extractor, IndexError, IndexOutcome, Library, PassageEmbedder};
 use tokio::sync::OnceCell;
 
 use crate::history::History;
@@ -80,7 +80,13 @@ impl Engine {
         self.library
             .get_or_try_init(|| async {
                 let embedder = self.passage_embedder().await?;
-                let lib = Library::open(&self.config.library_dir(), &embedder).await?;
+                let extractor = match &self.config.extract_worker {
+                    Some(exe) => Extractor::worker(exe),
+                    None => Extractor::in_process(),
+                };
+                let lib = Library::open(&self.config.library_dir(), &embedder)
+                    .await?
+                    .with_extractor(extractor);
                 Ok::<_, EngineError>(Arc::new(lib))
             })
             .await
@@ -115,8 +121,13 @@ impl Engine {
             let path = file.display().to_string();
             on_event(IndexEvent::FileStarted { path: path.clone() });
             let event = match library.index_file(&file, &embedder).await {
-                Ok(IndexOutcome::Indexed { passages, .. }) => {
+                Ok(IndexOutcome::Indexed {
+                    passages, notes, ..
+                }) => {
                     indexed += 1;
+                    for note in notes {
+                        tracing::warn!(%path, %note, "indexed with a note");
+                    }
                     IndexEvent::FileIndexed { path, passages }
                 }
                 Ok(IndexOutcome::Unchanged { .. }) => {

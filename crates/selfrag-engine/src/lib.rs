@@ -23,3 +23,7 @@ pub use error::EngineError;
 pub use export::{ExportFormat, render};
 pub use history::{AnswerRecord, write_atomically};
 pub use status::{AppStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus};
+
+/// Both binaries call this first thing in `main`: it runs the document-parsing worker when the
+/// engine started the process as one ([`EngineConfig::extract_worker`]) and returns its exit code.
+pub use selfrag_index::worker::main_if_worker as main_if_extract_worker;

@@ -32,6 +32,7 @@ fn fixture() -> Fixture {
         generator: Some(gguf),
         embedder: Some(bert),
         device: "cpu".into(),
+        extract_worker: None,
     };
     Fixture {
         _tmp: tmp,
@@ -176,6 +177,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         generator: Some(tmp.path().join("nowhere.gguf")),
         embedder: Some(tmp.path().join("no-bert")),
         device: "cpu".into(),
+        extract_worker: None,
     };
     let engine = Engine::new(config).unwrap();
     let status = engine.status().await;

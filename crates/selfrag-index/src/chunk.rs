@@ -7,7 +7,8 @@ pub struct Chunk {
     pub text: String,
     /// Character offsets `[start, end)` of the passage in the page text (Unicode scalar values).
     pub span: (usize, usize),
-    /// The Markdown heading the passage falls under, if any.
+    /// The heading the passage falls under, if any (a Markdown `#` line: the extractors write
+    /// the headings of every format that has them that way).
     pub section: Option<String>,
 }
 

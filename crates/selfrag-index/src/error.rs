@@ -11,10 +11,31 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is not supported ({reason}); supported formats are .txt, .md and .markdown")]
+    #[error(
+        "{path} is not supported ({reason}); supported formats are .pdf, .docx, .html, .md and .txt"
+    )]
     Unsupported { path: PathBuf, reason: String },
     #[error("{path} has no text to index")]
     Empty { path: PathBuf },
+    #[error(
+        "{path} is password-protected; save a copy without the password (e.g. print it to PDF) and index that"
+    )]
+    Encrypted { path: PathBuf },
+    #[error(
+        "{path} has no text layer (scanned?); run OCR on it (e.g. `ocrmypdf`) and index the result"
+    )]
+    NoTextLayer { path: PathBuf },
+    #[error(
+        "{path} could not be read as {format}: {reason}. Re-save or re-export the file and index it again"
+    )]
+    Malformed {
+        path: PathBuf,
+        format: String,
+        reason: String,
+    },
+    /// The parser process crashed, ran out of time or memory, or answered nonsense.
+    #[error("the document parser {what} on {path}; the file was skipped")]
+    ParserFailed { path: PathBuf, what: String },
     #[error("the library at {path} could not be used: {source}")]
     Store {
         path: PathBuf,

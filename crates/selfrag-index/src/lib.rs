@@ -1,8 +1,10 @@
 //! # selfrag-index: the document library
 //!
 //! Owns the path from files on disk to searchable passages: text extraction per format
-//! ([`extract`]), passages of about a hundred words with their provenance ([`chunk`]), and the
-//! embedded LanceDB store of documents and passages with vector search ([`Library`]).
+//! ([`extract`]: PDF, DOCX, HTML, Markdown, plain text), run in a worker process with a time and
+//! memory limit ([`Extractor`], [`worker`]), passages of about a hundred words with their
+//! provenance ([`chunk`]), and the embedded LanceDB store of documents and passages with vector
+//! search ([`Library`]).
 //!
 //! It must not depend on candle, Tauri or the Self-RAG algorithm: embeddings arrive through the
 //! [`PassageEmbedder`] trait, which selfrag-engine implements with selfrag-models.
@@ -19,11 +21,13 @@ pub mod chunk;
 mod error;
 pub mod extract;
 mod store;
+pub mod worker;
 
 pub use chunk::{Chunk, chunk_text};
 pub use error::IndexError;
 pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
 pub use store::{DocumentRecord, IndexOutcome, Library, LibraryStats, SearchHit};
+pub use worker::Extractor;
 
 /// Turns passage text into vectors. Implemented by the engine over the BERT/Contriever model.
 pub trait PassageEmbedder: Send + Sync {

@@ -20,8 +20,7 @@ use lancedb::query::{ExecutableQuery, QueryBase};
 use sha2::{Digest, Sha256};
 
 use crate::chunk::chunk_text;
-use crate::extract::extract_file;
-use crate::{IndexError, PassageEmbedder};
+use crate::{Extractor, IndexError, PassageEmbedder};
 
 const DOCUMENTS: &str = "documents";
 const PASSAGES: &str = "passages";
@@ -59,7 +58,13 @@ pub struct SearchHit {
 #[derive(Debug, Clone, PartialEq)]
 pub enum IndexOutcome {
     /// The file was new or changed and now has this many passages.
-    Indexed { document_id: String, passages: u32 },
+    Indexed {
+        document_id: String,
+        passages: u32,
+        /// What the reader should know although the file was indexed ("page 3 has no text
+        /// layer (scanned?)").
+        notes: Vec<String>,
+    },
     /// The same content is already in the library.
     Unchanged { document_id: String },
 }
@@ -76,6 +81,7 @@ pub struct Library {
     dir: PathBuf,
     documents: lancedb::Table,
     passages: lancedb::Table,
+    extractor: Extractor,
 }
 
 impl std::fmt::Debug for Library {
@@ -126,10 +132,18 @@ impl Library {
             dir: dir.to_path_buf(),
             documents,
             passages,
+            extractor: Extractor::default(),
         };
         library.check_embedder(embedder).await?;
         library.remove_orphans().await?;
         Ok(library)
+    }
+
+    /// Parses files with `extractor` from now on (in this process until this is called; the app
+    /// passes a worker process).
+    pub fn with_extractor(mut self, extractor: Extractor) -> Self {
+        self.extractor = extractor;
+        self
     }
 
     /// The directory the library lives in.
@@ -214,6 +228,8 @@ impl Library {
         path: &Path,
         embedder: &dyn PassageEmbedder,
     ) -> Result<IndexOutcome, IndexError> {
+        // Before reading a byte: a folder may hold gigabytes of files no parser reads.
+        crate::extract::supported_extension(path)?;
         let bytes = tokio::fs::read(path)
             .await
             .map_err(|source| IndexError::Read {
@@ -224,10 +240,7 @@ impl Library {
         if self.document(&document_id).await?.is_some() {
             return Ok(IndexOutcome::Unchanged { document_id });
         }
-        let path_buf = path.to_path_buf();
-        let extracted = tokio::task::spawn_blocking(move || extract_file(&path_buf))
-            .await
-            .map_err(|e| IndexError::Schema(format!("extraction task failed: {e}")))??;
+        let extracted = self.extractor.extract(path).await?;
         let path_text = path.to_string_lossy().into_owned();
         let mut rows = PassageRows::default();
         for page in &extracted.pages {
@@ -274,6 +287,7 @@ impl Library {
         Ok(IndexOutcome::Indexed {
             document_id,
             passages: count,
+            notes: extracted.notes,
         })
     }
 

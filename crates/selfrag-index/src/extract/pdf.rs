@@ -1,0 +1,105 @@
+//! PDF: the text layer of each page with its 1-based page number, through pdf-extract.
+//!
+//! Pages are extracted one at a time so that one bad page (pdf-extract panics on some
+//! malformed pages) or one scanned page costs that page, reported in the document's notes, and
+//! not the paper. A file with no text at all is an error that says it was probably scanned.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+
+use pdf_extract::{Document, Object, PlainTextOutput};
+
+use super::{ExtractedDocument, ExtractedPage, file_stem, read_bytes};
+use crate::IndexError;
+
+pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
+    let bytes = read_bytes(path)?;
+    let malformed = |reason: String| IndexError::Malformed {
+        path: path.to_path_buf(),
+        format: "PDF".into(),
+        reason,
+    };
+    let doc = match Document::load_mem(&bytes) {
+        Ok(doc) => doc,
+        Err(pdf_extract::Error::Decryption(_) | pdf_extract::Error::InvalidPassword) => {
+            return Err(IndexError::Encrypted {
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(malformed(e.to_string())),
+    };
+    // lopdf decrypts files whose user password is empty while loading; a document that is
+    // still encrypted needs a password we do not have.
+    if doc.is_encrypted() {
+        return Err(IndexError::Encrypted {
+            path: path.to_path_buf(),
+        });
+    }
+    let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
+    if numbers.is_empty() {
+        return Err(malformed("it has no pages".into()));
+    }
+    let mut pages = Vec::new();
+    let mut notes = Vec::new();
+    let mut unreadable = 0;
+    for number in numbers {
+        match page_text(&doc, number) {
+            Ok(text) if text.trim().is_empty() => {
+                notes.push(format!("page {number} has no text layer (scanned?)"));
+            }
+            Ok(text) => pages.push(ExtractedPage {
+                number: Some(number),
+                text,
+            }),
+            Err(reason) => {
+                unreadable += 1;
+                notes.push(format!("page {number} could not be read ({reason})"));
+            }
+        }
+    }
+    if pages.is_empty() {
+        return Err(if unreadable == 0 {
+            IndexError::NoTextLayer {
+                path: path.to_path_buf(),
+            }
+        } else {
+            malformed(notes.join("; "))
+        });
+    }
+    Ok(ExtractedDocument {
+        title: info_title(&doc).unwrap_or_else(|| file_stem(path)),
+        pages,
+        notes,
+    })
+}
+
+/// The text of page `number`, or why it could not be read.
+fn page_text(doc: &Document, number: u32) -> Result<String, String> {
+    // pdf-extract unwraps on malformed pages; a panic there is one unreadable page. (Stack
+    // overflows and endless loops are what the worker process is for.)
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut text = String::new();
+        let written = {
+            let mut output = PlainTextOutput::new(&mut text);
+            pdf_extract::output_doc_page(doc, &mut output, number)
+        };
+        written.map(|()| text)
+    }));
+    match result {
+        Ok(Ok(text)) => Ok(text),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the PDF parser failed on it".into()),
+    }
+}
+
+/// The `/Title` of the document information dictionary, when it says something.
+fn info_title(doc: &Document) -> Option<String> {
+    let info = match doc.trailer.get(b"Info").ok()? {
+        Object::Reference(id) => doc.get_dictionary(*id).ok()?,
+        Object::Dictionary(dict) => dict,
+        _ => return None,
+    };
+    let title = pdf_extract::decode_text_string(info.get(b"Title").ok()?).ok()?;
+    let title = title.trim();
+    (!title.is_empty()).then(|| title.to_string())
+}

@@ -1,0 +1,416 @@
+//! Parsing in a child process, so that a parser that panics, overflows its stack, loops forever
+//! or eats all memory costs one file's error and never the app.
+//!
+//! The protocol is small: the [`Extractor`] runs `WORKER_EXE --selfrag-extract-worker PATH`,
+//! the child runs [`crate::extract_file`] and writes one JSON [`WorkerReply`] line to stdout.
+//! The parent gives it a time limit (killing it when it is spent) and, on Linux, an
+//! address-space limit through util-linux's `prlimit`, because setting a child's rlimit from
+//! Rust needs `unsafe` (`pre_exec`), which this workspace forbids. Any binary can be the worker:
+//! it calls [`main_if_worker`] first thing in `main`.
+//!
+//! ```no_run
+//! fn main() -> std::process::ExitCode {
+//!     if let Some(code) = selfrag_index::worker::main_if_worker() {
+//!         return code;
+//!     }
+//!     // ... the program itself ...
+//!     std::process::ExitCode::SUCCESS
+//! }
+//! ```
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::IndexError;
+use crate::extract::{ExtractedDocument, extract_file};
+
+/// The first argument that turns a binary into an extraction worker.
+pub const WORKER_FLAG: &str = "--selfrag-extract-worker";
+
+/// Runs the extraction worker when the process was started as one (`EXE --selfrag-extract-worker
+/// PATH`) and returns its exit code; `None` for a normal start, which the caller then continues.
+pub fn main_if_worker() -> Option<ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()?.as_os_str() != OsStr::new(WORKER_FLAG) {
+        return None;
+    }
+    let Some(path) = args.next() else {
+        let _ = writeln!(std::io::stderr(), "usage: {WORKER_FLAG} PATH");
+        return Some(ExitCode::from(2));
+    };
+    let reply = match extract_file(Path::new(&path)) {
+        Ok(document) => WorkerReply::Extracted { document },
+        Err(e) => WorkerReply::Failed {
+            error: WireError::from_error(&e),
+        },
+    };
+    let written = serde_json::to_string(&reply)
+        .map_err(std::io::Error::other)
+        .and_then(|json| {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{json}")?;
+            out.flush()
+        });
+    Some(match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "cannot write the extracted text: {e}");
+            ExitCode::from(3)
+        }
+    })
+}
+
+/// What the worker prints: the document, or the error it met, for the parent to re-raise.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "camelCase")]
+enum WorkerReply {
+    Extracted { document: ExtractedDocument },
+    Failed { error: WireError },
+}
+
+/// An [`IndexError`] from extraction, in a form that crosses the process boundary.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+enum WireError {
+    Read { message: String },
+    Unsupported { reason: String },
+    Empty,
+    Encrypted,
+    NoTextLayer,
+    Malformed { format: String, reason: String },
+    Other { message: String },
+}
+
+impl WireError {
+    fn from_error(e: &IndexError) -> Self {
+        match e {
+            IndexError::Read { source, .. } => Self::Read {
+                message: source.to_string(),
+            },
+            IndexError::Unsupported { reason, .. } => Self::Unsupported {
+                reason: reason.clone(),
+            },
+            IndexError::Empty { .. } => Self::Empty,
+            IndexError::Encrypted { .. } => Self::Encrypted,
+            IndexError::NoTextLayer { .. } => Self::NoTextLayer,
+            IndexError::Malformed { format, reason, .. } => Self::Malformed {
+                format: format.clone(),
+                reason: reason.clone(),
+            },
+            other => Self::Other {
+                message: other.to_string(),
+            },
+        }
+    }
+
+    fn into_error(self, path: &Path) -> IndexError {
+        let path = path.to_path_buf();
+        match self {
+            Self::Read { message } => IndexError::Read {
+                path,
+                source: std::io::Error::other(message),
+            },
+            Self::Unsupported { reason } => IndexError::Unsupported { path, reason },
+            Self::Empty => IndexError::Empty { path },
+            Self::Encrypted => IndexError::Encrypted { path },
+            Self::NoTextLayer => IndexError::NoTextLayer { path },
+            Self::Malformed { format, reason } => IndexError::Malformed {
+                path,
+                format,
+                reason,
+            },
+            Self::Other { message } => IndexError::ParserFailed {
+                path,
+                what: format!("failed ({message})"),
+            },
+        }
+    }
+}
+
+/// Where documents are parsed: in a worker process with limits (the app), or in this process
+/// (tests and tools that trust their input).
+#[derive(Debug, Clone, Default)]
+pub struct Extractor {
+    worker: Option<WorkerProcess>,
+}
+
+#[derive(Debug, Clone)]
+struct WorkerProcess {
+    exe: PathBuf,
+    timeout: Duration,
+    memory_limit: Option<u64>,
+    /// util-linux `prlimit`, when this system has it.
+    prlimit: Option<PathBuf>,
+}
+
+impl Extractor {
+    /// A file that takes longer than this to parse is given up.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+    /// Address space a worker may use (Linux): generous for a 1,000-page PDF, small enough that
+    /// a runaway parser cannot take the machine's memory.
+    pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
+
+    /// Parses in this process: a parser panic is caught, but a stack overflow or an endless
+    /// loop takes the process with it. For tests and trusted input.
+    pub fn in_process() -> Self {
+        Self { worker: None }
+    }
+
+    /// Parses each file in a child `exe --selfrag-extract-worker PATH`, with the default time
+    /// and memory limits. `exe` must call [`main_if_worker`] first thing in `main`.
+    pub fn worker(exe: impl Into<PathBuf>) -> Self {
+        Self {
+            worker: Some(WorkerProcess {
+                exe: exe.into(),
+                timeout: Self::DEFAULT_TIMEOUT,
+                memory_limit: Some(Self::DEFAULT_MEMORY_LIMIT),
+                prlimit: find_prlimit(),
+            }),
+        }
+    }
+
+    /// Changes the time limit of each worker (no effect in process).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        if let Some(w) = &mut self.worker {
+            w.timeout = timeout;
+        }
+        self
+    }
+
+    /// Changes the address-space limit of each worker in bytes; `None` for none. Enforced on
+    /// Linux where `prlimit` is installed, ignored elsewhere.
+    pub fn with_memory_limit(mut self, bytes: Option<u64>) -> Self {
+        if let Some(w) = &mut self.worker {
+            w.memory_limit = bytes;
+        }
+        self
+    }
+
+    /// Extracts `path` on a blocking thread.
+    pub async fn extract(&self, path: &Path) -> Result<ExtractedDocument, IndexError> {
+        let (this, owned) = (self.clone(), path.to_path_buf());
+        tokio::task::spawn_blocking(move || this.extract_blocking(&owned))
+            .await
+            .map_err(|e| IndexError::ParserFailed {
+                path: path.to_path_buf(),
+                what: format!("was lost ({e})"),
+            })?
+    }
+
+    /// Extracts `path`, blocking the calling thread until the text or the error is there.
+    pub fn extract_blocking(&self, path: &Path) -> Result<ExtractedDocument, IndexError> {
+        // A folder of images should not start a process per image just to hear "unsupported".
+        crate::extract::supported_extension(path)?;
+        match &self.worker {
+            Some(worker) => worker.run(path),
+            None => catch_unwind(AssertUnwindSafe(|| extract_file(path))).unwrap_or_else(|_| {
+                Err(IndexError::ParserFailed {
+                    path: path.to_path_buf(),
+                    what: "panicked".into(),
+                })
+            }),
+        }
+    }
+}
+
+impl WorkerProcess {
+    fn run(&self, path: &Path) -> Result<ExtractedDocument, IndexError> {
+        let failed = |what: String| IndexError::ParserFailed {
+            path: path.to_path_buf(),
+            what,
+        };
+        // Checked here because under `prlimit` a missing program is only an exit status.
+        if !self.exe.is_file() {
+            return Err(failed(format!(
+                "could not be started ({} does not exist)",
+                self.exe.display()
+            )));
+        }
+        let mut command = match (&self.prlimit, self.memory_limit) {
+            (Some(prlimit), Some(bytes)) => {
+                let mut c = Command::new(prlimit);
+                c.arg(format!("--as={bytes}")).arg("--").arg(&self.exe);
+                c
+            }
+            _ => Command::new(&self.exe),
+        };
+        command
+            .arg(WORKER_FLAG)
+            .arg(path)
+            // The error names the cause in one line; a backtrace would bury it.
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|e| {
+            failed(format!(
+                "could not be started ({}: {e})",
+                self.exe.display()
+            ))
+        })?;
+        // Drain both pipes while waiting, or a large document would fill the pipe and the
+        // worker would block forever on its write.
+        let stdout = drain(child.stdout.take());
+        let stderr = drain(child.stderr.take());
+        let deadline = Instant::now() + self.timeout;
+        let mut pause = Duration::from_millis(1);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(failed(format!(
+                            "ran out of time ({} s)",
+                            self.timeout.as_secs_f32()
+                        )));
+                    }
+                    std::thread::sleep(pause.min(deadline - now));
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(failed(format!("could not be waited for ({e})")));
+                }
+            }
+        };
+        let stdout = stdout.join().unwrap_or_default();
+        let stderr = stderr.join().unwrap_or_default();
+        if !status.success() {
+            let mut what = describe_exit(status, self.memory_limit);
+            if let Some(line) = diagnosis(&stderr) {
+                what = format!("{what}: {line}");
+            }
+            return Err(failed(what));
+        }
+        let reply = last_line(&stdout)
+            .and_then(|line| serde_json::from_str::<WorkerReply>(&line).ok())
+            .ok_or_else(|| failed("answered something that is not a document".into()))?;
+        match reply {
+            WorkerReply::Extracted { document } => Ok(document),
+            WorkerReply::Failed { error } => Err(error.into_error(path)),
+        }
+    }
+}
+
+/// Reads a child's pipe to its end on a thread of its own.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    })
+}
+
+/// The last non-empty line: the reply (a library may have printed before it) or the panic.
+fn last_line(bytes: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
+/// The line of a dead worker's stderr that says why: the panic message, "memory allocation of
+/// … failed", "thread 'main' has overflowed its stack", not the hints that follow them.
+fn diagnosis(stderr: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("note:") && !l.starts_with("fatal runtime error"))
+        .map(str::to_string)
+}
+
+/// "crashed (…)", "panicked", "exited with status 3": how the worker ended, for the error.
+fn describe_exit(status: ExitStatus, memory_limit: Option<u64>) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            let limit = memory_limit
+                .map(|b| format!(", the limit is {} MiB", b >> 20))
+                .unwrap_or_default();
+            return match signal {
+                6 => format!("crashed (it aborted: a stack overflow, or out of memory{limit})"),
+                9 => format!("was killed (SIGKILL, often the system running out of memory{limit})"),
+                11 => "crashed (segmentation fault)".into(),
+                other => format!("crashed (signal {other})"),
+            };
+        }
+    }
+    let _ = memory_limit;
+    match status.code() {
+        // Rust's exit code for a panic that unwound out of main.
+        Some(101) => "panicked".into(),
+        Some(code) => format!("exited with status {code}"),
+        None => "stopped".into(),
+    }
+}
+
+/// util-linux `prlimit` on `PATH` (Linux only; other systems run workers without a memory limit).
+fn find_prlimit() -> Option<PathBuf> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("prlimit"))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_extraction_error_crosses_the_process_boundary_with_its_meaning() {
+        let path = Path::new("/docs/paper.pdf");
+        let errors = [
+            IndexError::Encrypted { path: path.into() },
+            IndexError::NoTextLayer { path: path.into() },
+            IndexError::Empty { path: path.into() },
+            IndexError::Unsupported {
+                path: path.into(),
+                reason: "`.png` files are not read".into(),
+            },
+            IndexError::Malformed {
+                path: path.into(),
+                format: "PDF".into(),
+                reason: "bad xref".into(),
+            },
+        ];
+        for e in errors {
+            let json = serde_json::to_string(&WireError::from_error(&e)).unwrap();
+            let back = serde_json::from_str::<WireError>(&json)
+                .unwrap()
+                .into_error(path);
+            assert_eq!(back.to_string(), e.to_string());
+        }
+    }
+
+    #[test]
+    fn the_reply_is_found_after_stray_output() {
+        let out =
+            b"a library printed this\n{\"outcome\":\"failed\",\"error\":{\"kind\":\"empty\"}}\n\n";
+        let reply: WorkerReply = serde_json::from_str(&last_line(out).unwrap()).unwrap();
+        assert!(matches!(
+            reply,
+            WorkerReply::Failed {
+                error: WireError::Empty
+            }
+        ));
+    }
+}

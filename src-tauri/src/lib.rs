@@ -24,6 +24,15 @@ pub struct AppState {
 pub fn run() -> anyhow::Result<()> {
     let config = EngineConfig::from_env();
     init_logging(&config.data_dir);
+    // GTK cannot start without a display and would panic inside the event loop; say so plainly.
+    if cfg!(target_os = "linux")
+        && std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty())
+        && std::env::var_os("WAYLAND_DISPLAY").is_none_or(|d| d.is_empty())
+    {
+        anyhow::bail!(
+            "no display found (DISPLAY and WAYLAND_DISPLAY are unset): Self-RAG Desktop needs a graphical session; on a server, use the `selfrag` command-line tool"
+        );
+    }
     let engine = Engine::new(config).context("starting the engine")?;
     tracing::info!(data_dir = %engine.config().data_dir.display(), "starting");
     tauri::Builder::default()

@@ -8,8 +8,10 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use selfrag_core::{Answer, CritiqueWeights, RetrieveMode, Settings};
+use selfrag_core::{Answer, CritiqueWeights, GenerateRequest, RetrieveMode, Settings};
 use selfrag_engine::{Engine, EngineConfig, ExportFormat, IndexEvent};
+use selfrag_models::{GgufTokenizer, LlamaGenerator, pick_device};
+use serde::Serialize;
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +69,90 @@ enum Command {
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
     },
+    /// Look inside a model file: tokens, next-token log-probabilities, timed decoding (JSON).
+    Debug {
+        #[command(subcommand)]
+        command: DebugCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum DebugCommand {
+    /// Token ids and pieces of TEXT, BOS first when the GGUF asks for it.
+    Tokenize {
+        /// The GGUF file whose tokenizer to use.
+        #[arg(long)]
+        model: PathBuf,
+        /// Recognise special and reflection tokens written in TEXT (diagnostics only).
+        #[arg(long)]
+        parse_special: bool,
+        text: String,
+    },
+    /// The most likely tokens after the last of IDS, with log-probabilities.
+    Logits {
+        /// The GGUF model file.
+        #[arg(long)]
+        model: PathBuf,
+        /// Prompt token ids, comma-separated (include BOS yourself).
+        #[arg(long, value_delimiter = ',', required = true)]
+        ids: Vec<u32>,
+        /// How many of the most likely tokens to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// auto, cpu, cuda or metal.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+    /// Greedy continuation of IDS with timings; with --batch K, K copies decoded as one batch.
+    Generate {
+        /// The GGUF model file.
+        #[arg(long)]
+        model: PathBuf,
+        /// Prompt token ids, comma-separated (include BOS yourself).
+        #[arg(long, value_delimiter = ',', required = true)]
+        ids: Vec<u32>,
+        /// New tokens per row at most.
+        #[arg(long)]
+        max_tokens: usize,
+        /// Rows: the same prompt K times, decoded together (`decode_tokens` counts all rows).
+        #[arg(long, default_value_t = 1)]
+        batch: usize,
+        /// Keep decoding after EOS (for benchmarks).
+        #[arg(long)]
+        ignore_eos: bool,
+        /// Compute threads (RAYON_NUM_THREADS for candle).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// auto, cpu, cuda or metal.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+}
+
+#[derive(Serialize)]
+struct TokenizeOutput {
+    ids: Vec<u32>,
+    tokens: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct TopLogprob {
+    id: u32,
+    logprob: f32,
+}
+
+#[derive(Serialize)]
+struct LogitsOutput {
+    top: Vec<TopLogprob>,
+}
+
+#[derive(Serialize)]
+struct GenerateOutput {
+    prompt_tokens: usize,
+    prompt_seconds: f64,
+    decode_tokens: usize,
+    decode_seconds: f64,
+    ids: Vec<Vec<u32>>,
 }
 
 #[derive(clap::Args)]
@@ -89,6 +175,10 @@ impl WeightArgs {
 }
 
 fn main() -> std::process::ExitCode {
+    // Document parsing runs in a child copy of this binary (see selfrag_index::worker).
+    if let Some(code) = selfrag_engine::main_if_extract_worker() {
+        return code;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SELFRAG_LOG")
@@ -97,8 +187,46 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Command::Debug {
+        command:
+            DebugCommand::Generate {
+                threads: Some(threads),
+                ..
+            },
+    } = &cli.command
+        && std::env::var("RAYON_NUM_THREADS").ok() != Some(threads.to_string())
+    {
+        return run_with_threads(*threads);
+    }
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs this same command line again with `RAYON_NUM_THREADS` set: candle and rayon read it
+/// once, when their thread pools start, so it cannot be changed from inside the process.
+fn run_with_threads(threads: usize) -> std::process::ExitCode {
+    let status = std::env::current_exe()
+        .context("finding the selfrag executable")
+        .and_then(|exe| {
+            std::process::Command::new(exe)
+                .args(std::env::args_os().skip(1))
+                .env("RAYON_NUM_THREADS", threads.to_string())
+                .status()
+                .context("re-running selfrag with RAYON_NUM_THREADS set")
+        });
+    match status {
+        Ok(status) => status
+            .code()
+            .and_then(|code| u8::try_from(code).ok())
+            .map_or(
+                std::process::ExitCode::FAILURE,
+                std::process::ExitCode::from,
+            ),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
             std::process::ExitCode::FAILURE
@@ -148,6 +276,8 @@ fn run(cli: Cli) -> Result<()> {
                 );
                 print_answer(&reranked.answer, json)
             }
+            // Synchronous model calls, no engine.
+            Command::Debug { command } => debug(command),
             Command::Export {
                 trace,
                 format,
@@ -163,6 +293,80 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
     })
+}
+
+fn debug(command: DebugCommand) -> Result<()> {
+    let load = |model: &PathBuf, device: &str| -> Result<LlamaGenerator> {
+        let device = pick_device(device)?;
+        LlamaGenerator::load(model, &device)
+            .with_context(|| format!("loading the generator {}", model.display()))
+    };
+    let json = match command {
+        DebugCommand::Tokenize {
+            model,
+            parse_special,
+            text,
+        } => {
+            let tokenizer = GgufTokenizer::from_gguf_file(&model)
+                .with_context(|| format!("reading the tokenizer of {}", model.display()))?;
+            let mut ids = Vec::new();
+            if tokenizer.add_bos() {
+                ids.push(tokenizer.bos_id());
+            }
+            ids.extend(tokenizer.encode(&text, parse_special));
+            let tokens = ids
+                .iter()
+                .map(|&id| tokenizer.id_to_token(id).unwrap_or_default().to_owned())
+                .collect();
+            serde_json::to_string(&TokenizeOutput { ids, tokens })?
+        }
+        DebugCommand::Logits {
+            model,
+            ids,
+            top,
+            device,
+        } => {
+            let mut generator = load(&model, &device)?;
+            let top = generator
+                .top_logprobs(&ids, top)
+                .context("computing the next-token log-probabilities")?
+                .into_iter()
+                .map(|(id, logprob)| TopLogprob { id, logprob })
+                .collect();
+            serde_json::to_string(&LogitsOutput { top })?
+        }
+        DebugCommand::Generate {
+            model,
+            ids,
+            max_tokens,
+            batch,
+            ignore_eos,
+            threads: _,
+            device,
+        } => {
+            let mut generator = load(&model, &device)?;
+            let request = GenerateRequest {
+                max_new_tokens: max_tokens,
+                stop_ids: Vec::new(),
+                watch_ids: Vec::new(),
+            };
+            let timed = generator
+                .generate_timed(&vec![ids; batch], &request, !ignore_eos)
+                .context("generating")?;
+            serde_json::to_string(&GenerateOutput {
+                prompt_tokens: timed.prompt_tokens,
+                prompt_seconds: timed.prompt_seconds,
+                decode_tokens: timed.decode_tokens,
+                decode_seconds: timed.decode_seconds,
+                ids: timed
+                    .rows
+                    .iter()
+                    .map(|row| row.tokens.iter().map(|t| t.id).collect())
+                    .collect(),
+            })?
+        }
+    };
+    write_stdout(&format!("{json}\n"))
 }
 
 async fn index(paths: Vec<PathBuf>) -> Result<()> {

@@ -1,41 +1,40 @@
-//! `LlamaGenerator`: the Self-RAG generator, a quantized Llama read from one GGUF file with
-//! candle's `quantized_llama`, implementing `selfrag_core::Generator`.
+//! `LlamaGenerator`: the Self-RAG generator, a quantized Llama read from one GGUF file
+//! ([`QuantizedLlama`]), implementing `selfrag_core::Generator`.
 //!
-//! This is the walking skeleton: rows of a batch are decoded one after the other with a fresh
-//! KV cache each (a forward pass at position 0 resets it). Probabilities are computed on the
-//! host in f32 over the whole vocabulary, so reflection-token probabilities are exact softmax
-//! values, never renormalised.
+//! A batch is decoded together: the longest prefix that all prompts share (in Self-RAG, the
+//! instruction up to `[Retrieval]<paragraph>`) is run once on one row and copied into every row,
+//! the rest of the prompts run as one left-padded batch, and then every live row advances one
+//! token per forward pass until it stops; finished rows leave the batch. Long prompts are read in
+//! chunks to bound the size of the attention scores.
+//!
+//! Probabilities are computed on the host in f32 over the whole vocabulary, at the last position
+//! of each row only, so reflection-token probabilities are exact softmax values, never
+//! renormalised.
 
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use candle_core::quantized::gguf_file;
-use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::quantized_llama::{self, ModelWeights};
+use candle_core::{DType, Device};
 use selfrag_core::{
     BackendError, GenerateRequest, GeneratedToken, Generation, Generator, StopReason, TokenId,
 };
 
 use crate::error::ModelError;
 use crate::gguf_tokenizer::GgufTokenizer;
+use crate::llama::QuantizedLlama;
 
-/// Metadata keys `quantized_llama` needs; checked up front for a clear error.
-const REQUIRED_KEYS: [&str; 6] = [
-    "llama.attention.head_count",
-    "llama.attention.head_count_kv",
-    "llama.block_count",
-    "llama.embedding_length",
-    "llama.rope.dimension_count",
-    "llama.attention.layer_norm_rms_epsilon",
-];
+/// Prompt tokens per forward pass, summed over the rows of a batch: bounds the attention scores
+/// (`tokens × heads × context` floats) that a long prompt would otherwise need all at once.
+const PREFILL_TOKENS: usize = 256;
 
 /// A GGUF Llama model and its tokenizer, on one device.
 pub struct LlamaGenerator {
-    model: ModelWeights,
+    model: QuantizedLlama,
     tokenizer: GgufTokenizer,
     device: Device,
-    context_length: usize,
     path: PathBuf,
 }
 
@@ -44,10 +43,26 @@ impl std::fmt::Debug for LlamaGenerator {
         f.debug_struct("LlamaGenerator")
             .field("path", &self.path)
             .field("device", &self.device)
-            .field("context_length", &self.context_length)
+            .field("context_length", &self.model.config().context_length)
             .field("vocab_size", &self.tokenizer.vocab_size())
             .finish_non_exhaustive()
     }
+}
+
+/// A batch's generations with how long reading the prompts and decoding took
+/// (for `selfrag debug generate` and benchmarks).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedGeneration {
+    /// One row per prompt, in order.
+    pub rows: Vec<Generation>,
+    /// Prompt tokens run through the model: the shared prefix once, plus every row's rest.
+    pub prompt_tokens: usize,
+    /// Time to the logits of every prompt's last token (the first generated token of each row).
+    pub prompt_seconds: f64,
+    /// Tokens run by decode steps, over all rows (each row's generated tokens but its last).
+    pub decode_tokens: usize,
+    /// Time spent in decode steps.
+    pub decode_seconds: f64,
 }
 
 /// `log_softmax(logits)[i]` for every `i`, computed in f32 with an f64 normaliser.
@@ -70,6 +85,20 @@ fn argmax(values: &[f32]) -> usize {
     best
 }
 
+/// Length of the longest common prefix of `prompts` (0 for none).
+fn common_prefix_len(prompts: &[Vec<TokenId>]) -> usize {
+    let Some((first, rest)) = prompts.split_first() else {
+        return 0;
+    };
+    rest.iter().fold(first.len(), |len, p| {
+        first[..len]
+            .iter()
+            .zip(p)
+            .take_while(|(a, b)| a == b)
+            .count()
+    })
+}
+
 impl LlamaGenerator {
     /// Reads the GGUF at `path` once: tokenizer from its metadata, weights onto `device`.
     pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
@@ -80,86 +109,32 @@ impl LlamaGenerator {
                 path: path.to_owned(),
                 reason: e.to_string(),
             })?;
-
-        let architecture = content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .ok_or_else(|| ModelError::MissingMetadata {
-                path: path.to_owned(),
-                key: "general.architecture".to_owned(),
-            })?;
-        if architecture != "llama" {
-            return Err(ModelError::UnsupportedArchitecture {
-                path: path.to_owned(),
-                found: architecture.clone(),
-            });
-        }
-        for key in REQUIRED_KEYS {
-            if !content.metadata.contains_key(key) {
-                return Err(ModelError::MissingMetadata {
-                    path: path.to_owned(),
-                    key: key.to_owned(),
-                });
-            }
-        }
-        let declared_context = content
-            .metadata
-            .get("llama.context_length")
-            .and_then(|v| v.to_u64().ok())
-            .ok_or_else(|| ModelError::MissingMetadata {
-                path: path.to_owned(),
-                key: "llama.context_length".to_owned(),
-            })?;
-        // candle precomputes rotary embeddings for MAX_SEQ_LEN positions only.
-        let context_length = usize::try_from(declared_context)
-            .unwrap_or(usize::MAX)
-            .min(quantized_llama::MAX_SEQ_LEN);
-        if (context_length as u64) < declared_context {
-            tracing::warn!(
-                path = %path.display(),
-                declared_context,
-                context_length,
-                "context length capped to what candle's quantized_llama supports"
-            );
-        }
-
+        let config = crate::llama::LlamaConfig::from_gguf(&content, path)?;
         let tokenizer = GgufTokenizer::from_gguf(&content)?;
-        let embedding_rows = content
-            .tensor_infos
-            .get("token_embd.weight")
-            .map(|info| info.shape.dims().first().copied().unwrap_or(0))
-            .ok_or_else(|| ModelError::InvalidGguf {
-                path: path.to_owned(),
-                reason: "tensor `token_embd.weight` is missing".to_owned(),
-            })?;
-        if embedding_rows != tokenizer.vocab_size() {
+        if config.vocab_size != tokenizer.vocab_size() {
             return Err(ModelError::InvalidGguf {
                 path: path.to_owned(),
                 reason: format!(
-                    "the vocabulary has {} tokens but `token_embd.weight` has {embedding_rows} rows",
-                    tokenizer.vocab_size()
+                    "the vocabulary has {} tokens but `token_embd.weight` has {} rows",
+                    tokenizer.vocab_size(),
+                    config.vocab_size
                 ),
             });
         }
-
-        let model = ModelWeights::from_gguf(content, &mut reader, device).map_err(|e| {
-            ModelError::InvalidGguf {
-                path: path.to_owned(),
-                reason: e.to_string(),
-            }
-        })?;
+        let model = QuantizedLlama::from_gguf(path, &content, &mut reader, device)?;
         tracing::info!(
             path = %path.display(),
             vocab = tokenizer.vocab_size(),
-            context_length,
+            context_length = config.context_length,
+            blocks = config.block_count,
+            heads = config.head_count,
+            kv_heads = config.head_count_kv,
             "loaded GGUF Llama generator"
         );
         Ok(Self {
             model,
             tokenizer,
             device: device.clone(),
-            context_length,
             path: path.to_owned(),
         })
     }
@@ -187,85 +162,212 @@ impl LlamaGenerator {
             return Err(ModelError::EmptyPrompt);
         }
         self.check_ids(prompt)?;
-        if prompt.len().saturating_add(max_new_tokens) > self.context_length {
+        let context_length = self.model.config().context_length;
+        if prompt.len().saturating_add(max_new_tokens) > context_length {
             return Err(ModelError::ContextOverflow {
                 prompt_tokens: prompt.len(),
                 max_new_tokens,
-                context_length: self.context_length,
+                context_length,
             });
         }
         Ok(())
     }
 
-    /// Logits (f32, whole vocabulary) at the last of `ids`, which start at `index_pos`
-    /// (0 resets the KV cache).
-    fn forward(&mut self, ids: &[TokenId], index_pos: usize) -> Result<Vec<f32>, ModelError> {
-        let path = &self.path;
-        let context = |source| ModelError::Candle {
-            context: format!("forward pass of {}", path.display()),
-            source,
-        };
-        let input = Tensor::new(ids, &self.device)
-            .and_then(|t| t.unsqueeze(0))
-            .map_err(context)?;
+    /// One forward pass (see [`QuantizedLlama::forward`]); logits of each row's last token.
+    fn forward(&mut self, rows: &[&[TokenId]]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let context = ModelError::candle(format!("forward pass of {}", self.path.display()));
         self.model
-            .forward(&input, index_pos)
-            .and_then(|logits| logits.squeeze(0))
+            .forward(rows)
             .and_then(|logits| logits.to_dtype(DType::F32))
-            .and_then(|logits| logits.to_vec1::<f32>())
+            .and_then(|logits| logits.to_vec2::<f32>())
             .map_err(context)
     }
 
-    /// Greedy continuation of one prompt.
-    fn generate_row(
+    /// Runs `rows` (continuing the cache's rows) left-padded to a common length, in chunks of
+    /// about `PREFILL_TOKENS` tokens; returns the logits of each row's last token.
+    fn prefill(&mut self, rows: &[&[TokenId]]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+        let chunk = (PREFILL_TOKENS / rows.len().max(1)).max(1);
+        let mut logits = Vec::new();
+        let mut begin = 0;
+        while begin < width {
+            let end = (begin + chunk).min(width);
+            // Column c of the padded batch is token c - pad of a row; the longest row fills
+            // every chunk, so each chunk keeps the left padding of the whole batch.
+            let pieces: Vec<&[TokenId]> = rows
+                .iter()
+                .map(|r| {
+                    let pad = width - r.len();
+                    &r[begin.saturating_sub(pad)..end.saturating_sub(pad)]
+                })
+                .collect();
+            logits = self.forward(&pieces)?;
+            begin = end;
+        }
+        Ok(logits)
+    }
+
+    /// Logits after the whole of `prompt` (already checked), with a fresh cache.
+    fn prompt_logits(&mut self, prompt: &[TokenId]) -> Result<Vec<f32>, ModelError> {
+        self.model.clear_kv_cache();
+        self.model.reserve(prompt.len());
+        let logits = self.prefill(&[prompt]);
+        self.model.clear_kv_cache();
+        logits?
+            .into_iter()
+            .next()
+            .ok_or_else(|| ModelError::Candle {
+                context: format!("forward pass of {}", self.path.display()),
+                source: candle_core::Error::Msg("no logits for the prompt".to_owned()),
+            })
+    }
+
+    /// The `n` most likely next tokens after `prompt`, with their log-probabilities
+    /// (log-softmax over the whole vocabulary), most likely first.
+    pub fn top_logprobs(
         &mut self,
         prompt: &[TokenId],
+        n: usize,
+    ) -> Result<Vec<(TokenId, f32)>, ModelError> {
+        self.check_prompt(prompt, 0)?;
+        let logprobs = log_softmax(&self.prompt_logits(prompt)?);
+        let mut ranked: Vec<(TokenId, f32)> = logprobs
+            .iter()
+            .enumerate()
+            .filter_map(|(id, &lp)| TokenId::try_from(id).ok().map(|id| (id, lp)))
+            .collect();
+        // Stable: equal log-probabilities keep the lower id first, as greedy decoding does.
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        ranked.truncate(n);
+        Ok(ranked)
+    }
+
+    /// Greedy continuation of every prompt as one batch, with timings. With `stop_at_eos`
+    /// false, EOS ends a row only when it is in `request.stop_ids` (for benchmarks).
+    pub fn generate_timed(
+        &mut self,
+        prompts: &[Vec<TokenId>],
         request: &GenerateRequest,
-    ) -> Result<Generation, ModelError> {
-        let eos = self.tokenizer.eos_id();
-        let mut tokens = Vec::with_capacity(request.max_new_tokens);
-        if request.max_new_tokens == 0 {
-            return Ok(Generation {
-                tokens,
+        stop_at_eos: bool,
+    ) -> Result<TimedGeneration, ModelError> {
+        // Validate every row before spending time on any of them.
+        for prompt in prompts {
+            self.check_prompt(prompt, request.max_new_tokens)?;
+        }
+        self.check_ids(&request.watch_ids)?;
+        self.model.clear_kv_cache();
+        let result = self.decode_batch(prompts, request, stop_at_eos);
+        // The cache of a batch can be large; free it rather than keep it until the next one.
+        self.model.clear_kv_cache();
+        result
+    }
+
+    fn decode_batch(
+        &mut self,
+        prompts: &[Vec<TokenId>],
+        request: &GenerateRequest,
+        stop_at_eos: bool,
+    ) -> Result<TimedGeneration, ModelError> {
+        let started = Instant::now();
+        let mut rows: Vec<Generation> = prompts
+            .iter()
+            .map(|_| Generation {
+                tokens: Vec::with_capacity(request.max_new_tokens),
                 stop: StopReason::Length,
+            })
+            .collect();
+        let shortest = prompts.iter().map(Vec::len).min().unwrap_or(0);
+        let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        if prompts.is_empty() || request.max_new_tokens == 0 {
+            return Ok(TimedGeneration {
+                rows,
+                prompt_tokens: 0,
+                prompt_seconds: 0.0,
+                decode_tokens: 0,
+                decode_seconds: 0.0,
             });
         }
-        let mut logits = self.forward(prompt, 0)?;
-        let mut position = prompt.len();
+        let path = self.path.display().to_string();
+        let candle = move |what: &str| ModelError::candle(format!("{what} of {path}"));
+
+        // Every row keeps at least its last prompt token out of the shared part: its logits
+        // give the row's first generated token.
+        let shared = if prompts.len() > 1 {
+            common_prefix_len(prompts).min(shortest - 1)
+        } else {
+            0
+        };
+        // Columns: the shared prefix, the padded rest, then one per decode step.
+        self.model
+            .reserve(longest + request.max_new_tokens.saturating_sub(1));
+        if shared > 0 {
+            self.prefill(&[&prompts[0][..shared]])?;
+            self.model
+                .select_rows(&vec![0; prompts.len()])
+                .map_err(candle("copying the shared prompt prefix"))?;
+        }
+        let rests: Vec<&[TokenId]> = prompts.iter().map(|p| &p[shared..]).collect();
+        let prompt_tokens = shared + rests.iter().map(|r| r.len()).sum::<usize>();
+        let mut logits = self.prefill(&rests)?;
+        let prompt_seconds = started.elapsed().as_secs_f64();
+
+        let eos = self.tokenizer.eos_id();
+        // Prompt index of each cache row still decoding.
+        let mut live: Vec<usize> = (0..prompts.len()).collect();
+        let mut decode_tokens = 0;
         loop {
-            let logprobs = log_softmax(&logits);
-            let best = argmax(&logprobs);
-            let id = TokenId::try_from(best).unwrap_or(eos);
-            tokens.push(GeneratedToken {
-                id,
-                logprob: logprobs[best],
-                watched: request
-                    .watch_ids
-                    .iter()
-                    .map(|&w| logprobs[w as usize].exp())
-                    .collect(),
-            });
-            if id == eos {
-                return Ok(Generation {
-                    tokens,
-                    stop: StopReason::EndOfSequence,
+            let mut next: Vec<(usize, usize, TokenId)> = Vec::with_capacity(live.len());
+            for (cache_row, (&row, row_logits)) in live.iter().zip(&logits).enumerate() {
+                let logprobs = log_softmax(row_logits);
+                let best = argmax(&logprobs);
+                let id = TokenId::try_from(best).unwrap_or(eos);
+                let generation = &mut rows[row];
+                generation.tokens.push(GeneratedToken {
+                    id,
+                    logprob: logprobs[best],
+                    watched: request
+                        .watch_ids
+                        .iter()
+                        .map(|&w| logprobs[w as usize].exp())
+                        .collect(),
                 });
+                let stop = if stop_at_eos && id == eos {
+                    Some(StopReason::EndOfSequence)
+                } else if request.stop_ids.contains(&id) {
+                    Some(StopReason::StopToken)
+                } else if generation.tokens.len() >= request.max_new_tokens {
+                    Some(StopReason::Length)
+                } else {
+                    None
+                };
+                match stop {
+                    Some(stop) => generation.stop = stop,
+                    None => next.push((cache_row, row, id)),
+                }
             }
-            if request.stop_ids.contains(&id) {
-                return Ok(Generation {
-                    tokens,
-                    stop: StopReason::StopToken,
-                });
+            if next.is_empty() {
+                break;
             }
-            if tokens.len() >= request.max_new_tokens {
-                return Ok(Generation {
-                    tokens,
-                    stop: StopReason::Length,
-                });
+            if next.len() < live.len() {
+                let keep: Vec<usize> = next.iter().map(|&(cache_row, _, _)| cache_row).collect();
+                self.model
+                    .select_rows(&keep)
+                    .map_err(candle("dropping finished rows"))?;
             }
-            logits = self.forward(&[id], position)?;
-            position += 1;
+            live = next.iter().map(|&(_, row, _)| row).collect();
+            let ids: Vec<[TokenId; 1]> = next.iter().map(|&(_, _, id)| [id]).collect();
+            let step: Vec<&[TokenId]> = ids.iter().map(|id| id.as_slice()).collect();
+            logits = self.forward(&step)?;
+            decode_tokens += step.len();
         }
+        let total = started.elapsed().as_secs_f64();
+        Ok(TimedGeneration {
+            rows,
+            prompt_tokens,
+            prompt_seconds,
+            decode_tokens,
+            decode_seconds: total - prompt_seconds,
+        })
     }
 }
 
@@ -292,7 +394,7 @@ impl Generator for LlamaGenerator {
     }
 
     fn context_length(&self) -> usize {
-        self.context_length
+        self.model.config().context_length
     }
 
     fn next_token_probs(
@@ -302,7 +404,7 @@ impl Generator for LlamaGenerator {
     ) -> Result<Vec<f32>, BackendError> {
         self.check_prompt(prompt, 0)?;
         self.check_ids(watch_ids)?;
-        let logprobs = log_softmax(&self.forward(prompt, 0)?);
+        let logprobs = log_softmax(&self.prompt_logits(prompt)?);
         Ok(watch_ids
             .iter()
             .map(|&id| logprobs[id as usize].exp())
@@ -314,16 +416,7 @@ impl Generator for LlamaGenerator {
         prompts: &[Vec<TokenId>],
         request: &GenerateRequest,
     ) -> Result<Vec<Generation>, BackendError> {
-        // Validate every row before spending time on any of them.
-        for prompt in prompts {
-            self.check_prompt(prompt, request.max_new_tokens)?;
-        }
-        self.check_ids(&request.watch_ids)?;
-        let mut rows = Vec::with_capacity(prompts.len());
-        for prompt in prompts {
-            rows.push(self.generate_row(prompt, request)?);
-        }
-        Ok(rows)
+        Ok(self.generate_timed(prompts, request, true)?.rows)
     }
 }
 
@@ -343,5 +436,15 @@ mod tests {
     #[test]
     fn argmax_prefers_the_lowest_index_on_ties() {
         assert_eq!(argmax(&[0.5, 0.9, 0.9]), 1);
+    }
+
+    #[test]
+    fn common_prefix_of_prompts() {
+        let p = |ids: &[u32]| ids.to_vec();
+        assert_eq!(common_prefix_len(&[]), 0);
+        assert_eq!(common_prefix_len(&[p(&[1, 2, 3])]), 3);
+        assert_eq!(common_prefix_len(&[p(&[1, 2, 3]), p(&[1, 2, 4, 5])]), 2);
+        assert_eq!(common_prefix_len(&[p(&[1, 2]), p(&[1, 2, 3]), p(&[1])]), 1);
+        assert_eq!(common_prefix_len(&[p(&[1, 2]), p(&[2, 2])]), 0);
     }
 }

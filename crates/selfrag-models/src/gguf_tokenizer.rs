@@ -184,6 +184,19 @@ struct Symbol {
 }
 
 impl GgufTokenizer {
+    /// Reads only the header of the GGUF at `path` (no weights) and builds its tokenizer.
+    pub fn from_gguf_file(path: &std::path::Path) -> Result<Self, ModelError> {
+        let file = std::fs::File::open(path).map_err(ModelError::io(path))?;
+        let content =
+            gguf_file::Content::read(&mut std::io::BufReader::new(file)).map_err(|e| {
+                ModelError::InvalidGguf {
+                    path: path.to_owned(),
+                    reason: e.to_string(),
+                }
+            })?;
+        Self::from_gguf(&content)
+    }
+
     /// Builds the tokenizer from `tokenizer.ggml.*` metadata (model `llama`, i.e. SPM).
     pub fn from_gguf(content: &gguf_file::Content) -> Result<Self, ModelError> {
         if let Some(model) = content.metadata.get("tokenizer.ggml.model") {

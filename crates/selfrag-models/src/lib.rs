@@ -10,7 +10,10 @@
 //!
 //! ## Tour
 //! - [`LlamaGenerator`]: `load(path, device)`, then the `Generator` methods: exact softmax
-//!   probabilities of watched ids (the reflection tokens), greedy decoding with stop rules.
+//!   probabilities of watched ids (the reflection tokens), greedy decoding with stop rules, all
+//!   rows of a batch decoded together with their shared prompt prefix run once.
+//! - [`QuantizedLlama`]: the batched quantized Llama under it (per-row KV cache, positions and
+//!   attention masks), in candle's style.
 //! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
 //!   never yields a reflection token.
 //! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe).
@@ -43,12 +46,14 @@ mod error;
 pub mod fixtures;
 mod generator;
 mod gguf_tokenizer;
+mod llama;
 pub mod store;
 
 pub use candle_core::Device;
 pub use device::pick_device;
 pub use embedder::BertEmbedder;
 pub use error::ModelError;
-pub use generator::LlamaGenerator;
+pub use generator::{LlamaGenerator, TimedGeneration};
 pub use gguf_tokenizer::{GgufTokenizer, TokenType};
+pub use llama::{LlamaConfig, QuantizedLlama};
 pub use store::{ModelLocation, ModelRole, ModelSpec, find_in_hf_cache, hf_hub_cache_dir, locate};

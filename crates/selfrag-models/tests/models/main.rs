@@ -5,6 +5,7 @@
 
 mod embedder;
 mod generator;
+mod llama;
 mod minilm;
 mod store;
 mod tokenizer;

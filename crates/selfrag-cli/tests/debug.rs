@@ -1,0 +1,180 @@
+//! `selfrag debug tokenize|logits|generate`: the JSON contract of the diagnostics, on the tiny
+//! GGUF.
+
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn debug(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
+        .arg("debug")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ids(value: &Value) -> Vec<u64> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
+
+fn tiny_model(dir: &Path) -> String {
+    let path = dir.join("tiny.gguf");
+    selfrag_models::fixtures::write_tiny_llama_gguf(&path).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn tokenize_starts_with_bos_and_parses_special_tokens_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let text = "It is [Fully supported]";
+    let plain = debug(&["tokenize", "--model", &model, text]);
+    let special = debug(&["tokenize", "--model", &model, "--parse-special", text]);
+    let (plain_ids, special_ids) = (ids(&plain["ids"]), ids(&special["ids"]));
+    assert_eq!(plain_ids[0], 1, "BOS first: {plain}");
+    assert_eq!(plain["tokens"][0], "<s>");
+    assert_eq!(
+        plain["tokens"].as_array().unwrap().len(),
+        plain_ids.len(),
+        "one piece per id"
+    );
+    let tokens: Vec<&str> = special["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(tokens.last(), Some(&"[Fully supported]"));
+    assert!(
+        !plain["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "[Fully supported]")
+    );
+    assert!(special_ids.len() < plain_ids.len());
+}
+
+#[test]
+fn logits_lists_the_top_tokens_by_log_probability() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let tokens = debug(&["tokenize", "--model", &model, "It was made."]);
+    let prompt = ids(&tokens["ids"])
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = debug(&["logits", "--model", &model, "--ids", &prompt, "--top", "5"]);
+    let top = out["top"].as_array().unwrap();
+    assert_eq!(top.len(), 5);
+    let logprobs: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+    assert!(logprobs.windows(2).all(|w| w[0] >= w[1]), "{out}");
+    assert!(logprobs.iter().all(|lp| *lp <= 0.0));
+    assert!(logprobs.iter().map(|lp| lp.exp()).sum::<f64>() <= 1.0 + 1e-5);
+    // The fixture makes "." lean towards [Fully supported].
+    let fully = debug(&[
+        "tokenize",
+        "--model",
+        &model,
+        "--parse-special",
+        "[Fully supported]",
+    ]);
+    let fully_id = *ids(&fully["ids"]).last().unwrap();
+    assert_eq!(top[0]["id"].as_u64(), Some(fully_id));
+}
+
+#[test]
+fn generate_decodes_k_copies_as_one_batch_and_reports_timings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let tokens = debug(&["tokenize", "--model", &model, "The city of Paris"]);
+    let prompt_ids = ids(&tokens["ids"]);
+    let prompt = prompt_ids
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let single = debug(&[
+        "generate",
+        "--model",
+        &model,
+        "--ids",
+        &prompt,
+        "--max-tokens",
+        "6",
+        "--ignore-eos",
+    ]);
+    let rows = single["ids"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(ids(&rows[0]).len(), 6);
+    assert_eq!(
+        single["prompt_tokens"].as_u64(),
+        Some(prompt_ids.len() as u64)
+    );
+    assert_eq!(single["decode_tokens"].as_u64(), Some(5));
+    for key in ["prompt_seconds", "decode_seconds"] {
+        assert!(single[key].as_f64().unwrap() >= 0.0, "{key}: {single}");
+    }
+
+    let batched = debug(&[
+        "generate",
+        "--model",
+        &model,
+        "--ids",
+        &prompt,
+        "--max-tokens",
+        "6",
+        "--ignore-eos",
+        "--batch",
+        "3",
+        "--threads",
+        "1",
+    ]);
+    let rows = batched["ids"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        assert_eq!(row, &single["ids"][0]);
+    }
+    assert_eq!(batched["decode_tokens"].as_u64(), Some(15));
+}
+
+#[test]
+fn generate_with_a_prompt_longer_than_the_context_fails_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let prompt = vec!["5"; 600].join(",");
+    let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
+        .args([
+            "debug",
+            "generate",
+            "--model",
+            &model,
+            "--ids",
+            &prompt,
+            "--max-tokens",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("context length"), "{err}");
+}

@@ -1,0 +1,795 @@
+//! `QuantizedLlama`: the Llama decoder (Touvron et al., "LLaMA: Open and Efficient Foundation
+//! Language Models", 2023, <https://arxiv.org/abs/2302.13971>; Llama 2,
+//! <https://arxiv.org/abs/2307.09288>) read from one GGUF file, decoding several sequences
+//! ("rows") as one batch.
+//!
+//! It follows candle's `quantized_llama` (the same GGUF tensors and the same arithmetic, with
+//! candle's quantized matmuls, RMSNorm and interleaved RoPE kernels), which runs one sequence with
+//! one shared cache. Here every row has its own slice of the KV cache
+//! (`[rows, kv_heads, columns, head_dim]`), its own RoPE positions and its own attention mask, so
+//! that:
+//! - rows of different lengths advance together, one forward pass per decode step;
+//! - a prompt prefix that all rows share is run once on one row and then copied into every row
+//!   ([`QuantizedLlama::select_rows`]);
+//! - rows that have finished are dropped from the batch (`select_rows` again).
+//!
+//! A forward pass appends the same number of cache columns to every row: a row with fewer new
+//! tokens is padded on the left, and no real token of that row ever attends to its pad columns.
+//! So the last column of a pass holds a real token of every row that had tokens in it, and the
+//! vocabulary projection runs there only: logits are `[rows, vocab]`, never `[rows, seq, vocab]`.
+
+use std::io::{Read, Seek};
+use std::path::Path;
+use std::sync::Arc;
+
+use candle_core::quantized::{QMatMul, QTensor, gguf_file};
+use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_transformers::quantized_nn::RmsNorm;
+
+use crate::error::ModelError;
+
+/// The id run at pad columns. Nothing real attends to a pad column, so any valid id will do;
+/// it only has to give finite values.
+const PAD_ID: u32 = 0;
+
+/// Hyper-parameters of a GGUF Llama, all read from the file (nothing assumes the 7B shape).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlamaConfig {
+    pub vocab_size: usize,
+    pub embedding_length: usize,
+    pub feed_forward_length: usize,
+    pub block_count: usize,
+    pub head_count: usize,
+    /// Fewer than `head_count` for grouped-query attention.
+    pub head_count_kv: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f64,
+    pub rope_freq_base: f32,
+    /// Positions the model was trained for (`llama.context_length`).
+    pub context_length: usize,
+}
+
+/// An integer metadata value of any width; `None` when absent, an error when of another type.
+fn metadata_usize(
+    content: &gguf_file::Content,
+    path: &Path,
+    key: &str,
+) -> std::result::Result<Option<usize>, ModelError> {
+    use gguf_file::Value as V;
+    let Some(value) = content.metadata.get(key) else {
+        return Ok(None);
+    };
+    let number = match value {
+        V::U8(v) => Some(u64::from(*v)),
+        V::U16(v) => Some(u64::from(*v)),
+        V::U32(v) => Some(u64::from(*v)),
+        V::U64(v) => Some(*v),
+        V::I8(v) => u64::try_from(*v).ok(),
+        V::I16(v) => u64::try_from(*v).ok(),
+        V::I32(v) => u64::try_from(*v).ok(),
+        V::I64(v) => u64::try_from(*v).ok(),
+        _ => None,
+    };
+    number
+        .and_then(|n| usize::try_from(n).ok())
+        .map(Some)
+        .ok_or_else(|| ModelError::MissingMetadata {
+            path: path.to_owned(),
+            key: key.to_owned(),
+        })
+}
+
+/// A float metadata value; `None` when absent, an error when of another type.
+fn metadata_f64(
+    content: &gguf_file::Content,
+    path: &Path,
+    key: &str,
+) -> std::result::Result<Option<f64>, ModelError> {
+    match content.metadata.get(key) {
+        None => Ok(None),
+        Some(gguf_file::Value::F32(v)) => Ok(Some(f64::from(*v))),
+        Some(gguf_file::Value::F64(v)) => Ok(Some(*v)),
+        Some(_) => Err(ModelError::MissingMetadata {
+            path: path.to_owned(),
+            key: key.to_owned(),
+        }),
+    }
+}
+
+impl LlamaConfig {
+    /// Reads and checks the hyper-parameters of the Llama GGUF at `path` (its parsed header).
+    pub fn from_gguf(
+        content: &gguf_file::Content,
+        path: &Path,
+    ) -> std::result::Result<Self, ModelError> {
+        let architecture = content
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .ok_or_else(|| ModelError::MissingMetadata {
+                path: path.to_owned(),
+                key: "general.architecture".to_owned(),
+            })?;
+        if architecture != "llama" {
+            return Err(ModelError::UnsupportedArchitecture {
+                path: path.to_owned(),
+                found: architecture.clone(),
+            });
+        }
+        let required = |key: &str| -> std::result::Result<usize, ModelError> {
+            metadata_usize(content, path, key)?.ok_or_else(|| ModelError::MissingMetadata {
+                path: path.to_owned(),
+                key: key.to_owned(),
+            })
+        };
+        let invalid = |reason: String| ModelError::InvalidGguf {
+            path: path.to_owned(),
+            reason,
+        };
+
+        let head_count = required("llama.attention.head_count")?;
+        let block_count = required("llama.block_count")?;
+        let embedding_length = required("llama.embedding_length")?;
+        let context_length = required("llama.context_length")?;
+        let rms_norm_eps = metadata_f64(content, path, "llama.attention.layer_norm_rms_epsilon")?
+            .ok_or_else(|| ModelError::MissingMetadata {
+            path: path.to_owned(),
+            key: "llama.attention.layer_norm_rms_epsilon".to_owned(),
+        })?;
+        // llama.cpp's defaults for the optional keys: no GQA, full rotary, base 10000.
+        let head_count_kv =
+            metadata_usize(content, path, "llama.attention.head_count_kv")?.unwrap_or(head_count);
+        #[allow(clippy::cast_possible_truncation)]
+        let rope_freq_base =
+            metadata_f64(content, path, "llama.rope.freq_base")?.unwrap_or(10_000.0) as f32;
+        let experts = metadata_usize(content, path, "llama.expert_count")?.unwrap_or(0);
+        if experts > 1 {
+            return Err(invalid(format!(
+                "mixture-of-experts Llama models ({experts} experts) are not supported"
+            )));
+        }
+        if head_count == 0 || block_count == 0 || context_length == 0 {
+            return Err(invalid(
+                "head count, block count and context length must be positive".to_owned(),
+            ));
+        }
+        if !embedding_length.is_multiple_of(head_count)
+            || !(embedding_length / head_count).is_multiple_of(2)
+        {
+            return Err(invalid(format!(
+                "embedding length {embedding_length} does not split into {head_count} heads of even size"
+            )));
+        }
+        let head_dim = embedding_length / head_count;
+        if head_count_kv == 0 || !head_count.is_multiple_of(head_count_kv) {
+            return Err(invalid(format!(
+                "{head_count} attention heads cannot share {head_count_kv} key/value heads"
+            )));
+        }
+        let rope_dimension =
+            metadata_usize(content, path, "llama.rope.dimension_count")?.unwrap_or(head_dim);
+        if rope_dimension != head_dim {
+            return Err(invalid(format!(
+                "partial rotary embeddings ({rope_dimension} of {head_dim} dimensions) are not supported"
+            )));
+        }
+
+        let dims = |name: &str| {
+            content
+                .tensor_infos
+                .get(name)
+                .map(|info| info.shape.dims().to_vec())
+                .ok_or_else(|| invalid(format!("tensor `{name}` is missing")))
+        };
+        let vocab_size = match dims("token_embd.weight")?[..] {
+            [rows, cols] if cols == embedding_length => rows,
+            ref other => {
+                return Err(invalid(format!(
+                    "`token_embd.weight` has shape {other:?}, expected [vocab, {embedding_length}]"
+                )));
+            }
+        };
+        let feed_forward_length = match dims("blk.0.ffn_gate.weight")?[..] {
+            [rows, cols] if cols == embedding_length => rows,
+            ref other => {
+                return Err(invalid(format!(
+                    "`blk.0.ffn_gate.weight` has shape {other:?}, expected [ffn, {embedding_length}]"
+                )));
+            }
+        };
+        Ok(Self {
+            vocab_size,
+            embedding_length,
+            feed_forward_length,
+            block_count,
+            head_count,
+            head_count_kv,
+            head_dim,
+            rms_norm_eps,
+            rope_freq_base,
+            context_length,
+        })
+    }
+}
+
+/// Self-attention of one block, with grouped-query attention when `head_count_kv < head_count`.
+#[derive(Debug, Clone)]
+struct Attention {
+    wq: QMatMul,
+    wk: QMatMul,
+    wv: QMatMul,
+    wo: QMatMul,
+    head_count: usize,
+    head_count_kv: usize,
+    head_dim: usize,
+}
+
+/// Keys and values of one block for every row: `[rows, kv_heads, capacity, head_dim]`, of which
+/// the first `KvCache::columns` columns are filled.
+#[derive(Debug)]
+struct LayerCache {
+    k: Tensor,
+    v: Tensor,
+}
+
+/// Per-row rotary tables (`[rows, columns, head_dim / 2]`) and the additive attention mask
+/// (`[rows, 1, columns, cache_columns]`, 0 or -inf; `None` when every row sees every column).
+struct PassInputs {
+    cos: Tensor,
+    sin: Tensor,
+    mask: Option<Tensor>,
+}
+
+impl Attention {
+    fn forward(
+        &self,
+        x: &Tensor,
+        cache: &LayerCache,
+        start: usize,
+        inputs: &PassInputs,
+    ) -> Result<Tensor> {
+        let (rows, columns, _) = x.dims3()?;
+        let heads = |t: Tensor, n: usize| {
+            t.reshape((rows, columns, n, self.head_dim))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let q = heads(self.wq.forward(x)?, self.head_count)?;
+        let k = heads(self.wk.forward(x)?, self.head_count_kv)?;
+        let v = heads(self.wv.forward(x)?, self.head_count_kv)?;
+        let q = candle_nn::rotary_emb::rope_i(&q, &inputs.cos, &inputs.sin)?;
+        let k = candle_nn::rotary_emb::rope_i(&k, &inputs.cos, &inputs.sin)?;
+
+        // Written in place: the cache never moves while a batch decodes.
+        cache.k.slice_set(&k, 2, start)?;
+        cache.v.slice_set(&v, 2, start)?;
+        let len = start + columns;
+        let k = cache.k.narrow(2, 0, len)?;
+        let v = cache.v.narrow(2, 0, len)?;
+
+        // Grouped-query attention without copying K and V per query head: the query heads that
+        // share a KV head (consecutive, as in candle's `repeat_kv`) become extra query rows.
+        let group = self.head_count / self.head_count_kv;
+        let q = q.reshape((rows, self.head_count_kv, group * columns, self.head_dim))?;
+        #[allow(clippy::cast_precision_loss)]
+        let scale = (self.head_dim as f64).sqrt();
+        let scores = (q.matmul(&k.t()?)? / scale)?;
+        let scores = match &inputs.mask {
+            None => scores,
+            Some(mask) => scores
+                .reshape((rows, self.head_count, columns, len))?
+                .broadcast_add(mask)?,
+        };
+        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
+        let y = weights
+            .reshape((rows, self.head_count_kv, group * columns, len))?
+            .matmul(&v)?
+            .reshape((rows, self.head_count, columns, self.head_dim))?
+            .transpose(1, 2)?
+            .reshape((rows, columns, self.head_count * self.head_dim))?;
+        self.wo.forward(&y)
+    }
+}
+
+/// The SwiGLU feed-forward network of one block.
+#[derive(Debug, Clone)]
+struct FeedForward {
+    gate: QMatMul,
+    up: QMatMul,
+    down: QMatMul,
+}
+
+impl Module for FeedForward {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let gate = candle_nn::ops::silu(&self.gate.forward(x)?)?;
+        self.down.forward(&(gate * self.up.forward(x)?)?)
+    }
+}
+
+/// One transformer block: pre-norm attention and pre-norm feed-forward, each with a residual.
+#[derive(Debug, Clone)]
+struct Block {
+    attention_norm: RmsNorm,
+    attention: Attention,
+    ffn_norm: RmsNorm,
+    feed_forward: FeedForward,
+}
+
+impl Block {
+    fn forward(
+        &self,
+        x: &Tensor,
+        cache: &LayerCache,
+        start: usize,
+        inputs: &PassInputs,
+    ) -> Result<Tensor> {
+        let attended =
+            self.attention
+                .forward(&self.attention_norm.forward(x)?, cache, start, inputs)?;
+        let x = (attended + x)?;
+        let fed = self.feed_forward.forward(&self.ffn_norm.forward(&x)?)?;
+        fed + x
+    }
+}
+
+/// RoPE `cos` and `sin` tables (`[positions, head_dim / 2]`), computed as candle does and grown
+/// on demand up to the context length.
+#[derive(Debug, Clone)]
+struct RotaryTables {
+    cos: Tensor,
+    sin: Tensor,
+    positions: usize,
+}
+
+impl RotaryTables {
+    fn new(head_dim: usize, freq_base: f32, positions: usize, device: &Device) -> Result<Self> {
+        #[allow(clippy::cast_precision_loss)]
+        let theta: Vec<f32> = (0..head_dim)
+            .step_by(2)
+            .map(|i| 1f32 / freq_base.powf(i as f32 / head_dim as f32))
+            .collect();
+        let theta = Tensor::new(theta.as_slice(), device)?;
+        let count = u32::try_from(positions)
+            .map_err(|_| candle_core::Error::Msg(format!("{positions} positions")))?;
+        let angles = Tensor::arange(0, count, device)?
+            .to_dtype(DType::F32)?
+            .reshape((positions, 1))?
+            .matmul(&theta.reshape((1, theta.elem_count()))?)?;
+        Ok(Self {
+            cos: angles.cos()?,
+            sin: angles.sin()?,
+            positions,
+        })
+    }
+}
+
+/// What the cache knows about one row.
+#[derive(Debug, Clone, Default)]
+struct RowState {
+    /// For every cache column: whether this row's real tokens may attend to it (false for pads).
+    attend: Vec<bool>,
+    /// The RoPE position of this row's next real token.
+    next_position: usize,
+}
+
+/// The KV cache of every block and row.
+#[derive(Debug, Default)]
+struct KvCache {
+    layers: Vec<LayerCache>,
+    rows: Vec<RowState>,
+    /// Filled columns (the same for every row).
+    columns: usize,
+    /// Allocated columns.
+    capacity: usize,
+}
+
+/// A quantized Llama with a per-row KV cache. Call [`forward`](Self::forward) with the new tokens
+/// of every row; [`clear_kv_cache`](Self::clear_kv_cache) before an unrelated batch.
+///
+/// Not `Clone`: the cache is written in place, so clones would overwrite each other's rows.
+pub struct QuantizedLlama {
+    config: LlamaConfig,
+    /// Kept quantized and dequantized row by row on lookup: the f32 table of a 7B model alone
+    /// would take 0.5 GB.
+    embeddings: Arc<QTensor>,
+    blocks: Vec<Block>,
+    norm: RmsNorm,
+    output: QMatMul,
+    rotary: RotaryTables,
+    cache: KvCache,
+    /// Columns to allocate when the cache is created, so that it never has to grow.
+    reserved_columns: usize,
+    device: Device,
+}
+
+impl std::fmt::Debug for QuantizedLlama {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuantizedLlama")
+            .field("config", &self.config)
+            .field("device", &self.device)
+            .field("rows", &self.cache.rows.len())
+            .field("columns", &self.cache.columns)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads tensor `name` and checks its shape against what the metadata implies.
+fn read_tensor<R: Read + Seek>(
+    content: &gguf_file::Content,
+    reader: &mut R,
+    name: &str,
+    shape: &[usize],
+    device: &Device,
+) -> Result<QTensor> {
+    let tensor = content.tensor(reader, name, device)?;
+    if tensor.shape().dims() != shape {
+        candle_core::bail!(
+            "tensor `{name}` has shape {:?}, the metadata implies {shape:?}",
+            tensor.shape().dims()
+        );
+    }
+    Ok(tensor)
+}
+
+impl QuantizedLlama {
+    /// Loads the model from the GGUF at `path`, whose header is `content`, onto `device`.
+    pub fn from_gguf<R: Read + Seek>(
+        path: &Path,
+        content: &gguf_file::Content,
+        reader: &mut R,
+        device: &Device,
+    ) -> std::result::Result<Self, ModelError> {
+        let config = LlamaConfig::from_gguf(content, path)?;
+        Self::from_config(config, content, reader, device).map_err(|e| ModelError::InvalidGguf {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn from_config<R: Read + Seek>(
+        config: LlamaConfig,
+        content: &gguf_file::Content,
+        reader: &mut R,
+        device: &Device,
+    ) -> Result<Self> {
+        let c = &config;
+        let embd = c.embedding_length;
+        let kv_dim = c.head_count_kv * c.head_dim;
+        let mut tensor = |name: &str, shape: &[usize]| -> Result<QTensor> {
+            read_tensor(content, reader, name, shape, device)
+        };
+        let norm =
+            |t: QTensor| -> Result<RmsNorm> { RmsNorm::from_qtensor(t, config.rms_norm_eps) };
+
+        let embeddings = Arc::new(tensor("token_embd.weight", &[c.vocab_size, embd])?);
+        let final_norm = norm(tensor("output_norm.weight", &[embd])?)?;
+        // Models with tied embeddings have no `output.weight`.
+        let output = if content.tensor_infos.contains_key("output.weight") {
+            QMatMul::from_qtensor(tensor("output.weight", &[c.vocab_size, embd])?)?
+        } else {
+            QMatMul::from_arc(embeddings.clone())?
+        };
+        let mut blocks = Vec::with_capacity(c.block_count);
+        for i in 0..c.block_count {
+            let mut matmul = |name: &str, shape: &[usize]| -> Result<QMatMul> {
+                QMatMul::from_qtensor(tensor(&format!("blk.{i}.{name}.weight"), shape)?)
+            };
+            let attention = Attention {
+                wq: matmul("attn_q", &[embd, embd])?,
+                wk: matmul("attn_k", &[kv_dim, embd])?,
+                wv: matmul("attn_v", &[kv_dim, embd])?,
+                wo: matmul("attn_output", &[embd, embd])?,
+                head_count: c.head_count,
+                head_count_kv: c.head_count_kv,
+                head_dim: c.head_dim,
+            };
+            let feed_forward = FeedForward {
+                gate: matmul("ffn_gate", &[c.feed_forward_length, embd])?,
+                up: matmul("ffn_up", &[c.feed_forward_length, embd])?,
+                down: matmul("ffn_down", &[embd, c.feed_forward_length])?,
+            };
+            blocks.push(Block {
+                attention_norm: norm(tensor(&format!("blk.{i}.attn_norm.weight"), &[embd])?)?,
+                attention,
+                ffn_norm: norm(tensor(&format!("blk.{i}.ffn_norm.weight"), &[embd])?)?,
+                feed_forward,
+            });
+        }
+        // Grown on demand (see `forward`): long-context models need not pay for unused positions.
+        let rotary = RotaryTables::new(
+            c.head_dim,
+            c.rope_freq_base,
+            c.context_length.min(256),
+            device,
+        )?;
+        Ok(Self {
+            config,
+            embeddings,
+            blocks,
+            norm: final_norm,
+            output,
+            rotary,
+            cache: KvCache::default(),
+            reserved_columns: 0,
+            device: device.clone(),
+        })
+    }
+
+    /// The hyper-parameters read from the GGUF metadata.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// Rows in the KV cache (0 before the first forward pass).
+    pub fn rows(&self) -> usize {
+        self.cache.rows.len()
+    }
+
+    /// Filled cache columns, the same for every row (pads included).
+    pub fn columns(&self) -> usize {
+        self.cache.columns
+    }
+
+    /// Empties the KV cache; the next forward pass starts a new batch with as many rows as it has.
+    pub fn clear_kv_cache(&mut self) {
+        self.cache = KvCache::default();
+        self.reserved_columns = 0;
+    }
+
+    /// Sizes the cache created by the next forward pass for `columns` columns, so it never has
+    /// to grow (growing copies it). Call after `clear_kv_cache`.
+    pub fn reserve(&mut self, columns: usize) {
+        self.reserved_columns = columns;
+    }
+
+    /// Keeps the cache rows at `rows`, in that order; an index may repeat. Forks a one-row
+    /// prefix into every row of a batch (`&[0; k]`) and drops finished rows.
+    pub fn select_rows(&mut self, rows: &[usize]) -> Result<()> {
+        let count = self.cache.rows.len();
+        if rows.is_empty() || count == 0 {
+            candle_core::bail!("select_rows needs a filled cache and at least one row");
+        }
+        let indices = rows
+            .iter()
+            .map(|&r| {
+                if r < count {
+                    u32::try_from(r).map_err(|_| candle_core::Error::Msg(format!("row {r}")))
+                } else {
+                    Err(candle_core::Error::Msg(format!(
+                        "row {r} is not in a cache of {count} rows"
+                    )))
+                }
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        let indices = Tensor::new(indices.as_slice(), &self.device)?;
+        for layer in &mut self.cache.layers {
+            layer.k = layer.k.index_select(&indices, 0)?;
+            layer.v = layer.v.index_select(&indices, 0)?;
+        }
+        self.cache.rows = rows.iter().map(|&r| self.cache.rows[r].clone()).collect();
+        Ok(())
+    }
+
+    /// Runs the new tokens of every row (`rows[i]` continues cache row `i`; rows may have
+    /// different lengths and are padded on the left) and returns the f32 logits `[rows, vocab]`
+    /// at the last column. A row given no tokens gets meaningless logits.
+    ///
+    /// The first pass after `clear_kv_cache` fixes the number of rows; later passes must give
+    /// that many (see [`select_rows`](Self::select_rows)).
+    pub fn forward(&mut self, rows: &[&[u32]]) -> Result<Tensor> {
+        let batch = rows.len();
+        let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+        if batch == 0 || width == 0 {
+            candle_core::bail!("a forward pass needs at least one token");
+        }
+        if self.cache.rows.is_empty() {
+            self.cache.rows = vec![RowState::default(); batch];
+        } else if self.cache.rows.len() != batch {
+            candle_core::bail!(
+                "{batch} rows given to a KV cache of {} rows",
+                self.cache.rows.len()
+            );
+        }
+        let start = self.cache.columns;
+        let end = start + width;
+        let context = self.config.context_length;
+
+        let mut ids = Vec::with_capacity(batch * width);
+        let mut positions = Vec::with_capacity(batch * width);
+        let mut last_position = 0;
+        for (tokens, state) in rows.iter().zip(&mut self.cache.rows) {
+            let pad = width - tokens.len();
+            if state.next_position + tokens.len() > context {
+                candle_core::bail!(
+                    "{} positions exceed the context length of {context}",
+                    state.next_position + tokens.len()
+                );
+            }
+            ids.extend(std::iter::repeat_n(PAD_ID, pad));
+            // A pad's position is never seen by a real token; 0 is always in the table.
+            positions.extend(std::iter::repeat_n(0, pad));
+            for &id in *tokens {
+                positions.push(
+                    u32::try_from(state.next_position)
+                        .map_err(|_| candle_core::Error::Msg("position".to_owned()))?,
+                );
+                last_position = last_position.max(state.next_position);
+                state.next_position += 1;
+                ids.push(id);
+            }
+            state.attend.extend(std::iter::repeat_n(false, pad));
+            state.attend.extend(std::iter::repeat_n(true, tokens.len()));
+        }
+
+        self.ensure_capacity(batch, end)?;
+        if last_position >= self.rotary.positions {
+            let positions = (last_position + 1)
+                .max(2 * self.rotary.positions)
+                .min(context);
+            self.rotary = RotaryTables::new(
+                self.config.head_dim,
+                self.config.rope_freq_base,
+                positions,
+                &self.device,
+            )?;
+        }
+        let positions = Tensor::new(positions.as_slice(), &self.device)?;
+        let half = self.config.head_dim / 2;
+        let inputs = PassInputs {
+            cos: self
+                .rotary
+                .cos
+                .index_select(&positions, 0)?
+                .reshape((batch, width, half))?,
+            sin: self
+                .rotary
+                .sin
+                .index_select(&positions, 0)?
+                .reshape((batch, width, half))?,
+            mask: self.mask(start, width)?,
+        };
+
+        let ids = Tensor::from_vec(ids, (batch, width), &self.device)?;
+        let mut x = self.embeddings.embedding(&ids)?;
+        for (block, cache) in self.blocks.iter().zip(&self.cache.layers) {
+            x = block.forward(&x, cache, start, &inputs)?;
+        }
+        self.cache.columns = end;
+        let last = self
+            .norm
+            .forward(&x.narrow(1, width - 1, 1)?.squeeze(1)?.contiguous()?)?;
+        self.output.forward(&last)?.to_dtype(DType::F32)
+    }
+
+    /// The additive mask for queries at columns `start..start + width`: a real token sees the
+    /// real tokens of its row up to itself; a pad sees only itself, which keeps its (unused)
+    /// values finite. `None` when that is every column for every row (one new column, no pads).
+    fn mask(&self, start: usize, width: usize) -> Result<Option<Tensor>> {
+        let end = start + width;
+        let rows = &self.cache.rows;
+        if width == 1 && rows.iter().all(|r| r.attend.iter().all(|&a| a)) {
+            return Ok(None);
+        }
+        let mut mask = vec![f32::NEG_INFINITY; rows.len() * width * end];
+        for (row, state) in rows.iter().enumerate() {
+            for query in 0..width {
+                let column = start + query;
+                let line = &mut mask[(row * width + query) * end..][..end];
+                if state.attend[column] {
+                    for (value, _) in line
+                        .iter_mut()
+                        .zip(&state.attend[..=column])
+                        .filter(|(_, attend)| **attend)
+                    {
+                        *value = 0.0;
+                    }
+                } else {
+                    line[column] = 0.0;
+                }
+            }
+        }
+        Tensor::from_vec(mask, (rows.len(), 1, width, end), &self.device).map(Some)
+    }
+
+    /// Makes room for `columns` columns in a cache of `rows` rows, creating it if needed.
+    fn ensure_capacity(&mut self, rows: usize, columns: usize) -> Result<()> {
+        let c = &self.config;
+        let zeros = |capacity: usize| {
+            Tensor::zeros(
+                (rows, c.head_count_kv, capacity, c.head_dim),
+                DType::F32,
+                &self.device,
+            )
+        };
+        if self.cache.layers.is_empty() {
+            let capacity = columns.max(self.reserved_columns);
+            self.cache.layers = (0..c.block_count)
+                .map(|_| {
+                    Ok(LayerCache {
+                        k: zeros(capacity)?,
+                        v: zeros(capacity)?,
+                    })
+                })
+                .collect::<Result<_>>()?;
+            self.cache.capacity = capacity;
+        } else if columns > self.cache.capacity {
+            // Unplanned growth (no `reserve`): grow by half again to keep copies rare.
+            let capacity = columns.max(self.cache.capacity + self.cache.capacity / 2);
+            let extra = zeros(capacity - self.cache.capacity)?;
+            for layer in &mut self.cache.layers {
+                layer.k = Tensor::cat(&[&layer.k, &extra], 2)?;
+                layer.v = Tensor::cat(&[&layer.v, &extra], 2)?;
+            }
+            self.cache.capacity = capacity;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(attend: &[bool]) -> RowState {
+        RowState {
+            attend: attend.to_vec(),
+            next_position: 0,
+        }
+    }
+
+    #[test]
+    fn masks_hide_pads_and_the_future_but_keep_every_line_finite() {
+        let device = Device::Cpu;
+        let config = LlamaConfig {
+            vocab_size: 4,
+            embedding_length: 4,
+            feed_forward_length: 4,
+            block_count: 0,
+            head_count: 1,
+            head_count_kv: 1,
+            head_dim: 4,
+            rms_norm_eps: 1e-5,
+            rope_freq_base: 10_000.0,
+            context_length: 8,
+        };
+        let weights = |rows: usize| {
+            Tensor::zeros((rows, 4), DType::F32, &device)
+                .and_then(|t| QTensor::quantize(&t, candle_core::quantized::GgmlDType::F32))
+        };
+        let embeddings = Arc::new(weights(4).unwrap());
+        let mut model = QuantizedLlama {
+            config,
+            output: QMatMul::from_arc(embeddings.clone()).unwrap(),
+            embeddings,
+            blocks: Vec::new(),
+            norm: RmsNorm::from_qtensor(
+                QTensor::quantize(
+                    &Tensor::ones(4, DType::F32, &device).unwrap(),
+                    candle_core::quantized::GgmlDType::F32,
+                )
+                .unwrap(),
+                1e-5,
+            )
+            .unwrap(),
+            rotary: RotaryTables::new(4, 10_000.0, 8, &device).unwrap(),
+            cache: KvCache::default(),
+            reserved_columns: 0,
+            device: device.clone(),
+        };
+        // Row 0: two real tokens; row 1: a pad, then one real token.
+        model.cache.rows = vec![state(&[true, true]), state(&[false, true])];
+        let mask = model.mask(0, 2).unwrap().unwrap();
+        let values: Vec<f32> = mask.flatten_all().unwrap().to_vec1().unwrap();
+        let inf = f32::NEG_INFINITY;
+        assert_eq!(values, [0.0, inf, 0.0, 0.0, 0.0, inf, inf, 0.0]);
+        // A decode step after that: row 1 must still not see its pad.
+        model.cache.rows[0].attend.push(true);
+        model.cache.rows[1].attend.push(true);
+        let mask = model.mask(2, 1).unwrap().unwrap();
+        let values: Vec<f32> = mask.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(values, [0.0, 0.0, 0.0, inf, 0.0, 0.0]);
+        // No pads and one column: no mask at all.
+        model.cache.rows = vec![state(&[true, true, true])];
+        assert!(model.mask(2, 1).unwrap().is_none());
+    }
+}

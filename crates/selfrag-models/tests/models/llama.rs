@@ -1,0 +1,419 @@
+//! `QuantizedLlama` and batched decoding on the tiny GGUF: candle's batch-1
+//! `quantized_llama::ModelWeights` is the reference for the numbers, and a batch must decode
+//! every row exactly as that row decodes alone.
+
+use std::fs::File;
+
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use candle_transformers::models::quantized_llama::ModelWeights;
+use selfrag_core::{GenerateRequest, Generation, Generator, StopReason};
+use selfrag_models::fixtures::SELFRAG_SPECIAL_TOKENS;
+use selfrag_models::{LlamaGenerator, QuantizedLlama};
+
+use crate::tiny_gguf;
+
+fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
+    let log_sum = sum.ln() as f32;
+    logits.iter().map(|&x| x - max - log_sum).collect()
+}
+
+fn argmax(values: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// candle's reference, batch 1: a fresh `ModelWeights` fed `pieces` one after the other;
+/// the log-softmax after each piece.
+fn candle_logprobs(path: &std::path::Path, pieces: &[&[u32]]) -> Vec<Vec<f32>> {
+    let mut file = File::open(path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let mut model = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).unwrap();
+    let mut position = 0;
+    pieces
+        .iter()
+        .map(|piece| {
+            let input = Tensor::new(*piece, &Device::Cpu)
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap();
+            let logits = model.forward(&input, position).unwrap();
+            position += piece.len();
+            log_softmax(&logits.squeeze(0).unwrap().to_vec1::<f32>().unwrap())
+        })
+        .collect()
+}
+
+/// candle's greedy continuation of `prompt`: the ids, their log-probs, and the whole first
+/// distribution.
+fn candle_greedy(
+    path: &std::path::Path,
+    prompt: &[u32],
+    steps: usize,
+) -> (Vec<u32>, Vec<f32>, Vec<f32>) {
+    let mut file = File::open(path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let mut model = ModelWeights::from_gguf(content, &mut file, &Device::Cpu).unwrap();
+    let input = Tensor::new(prompt, &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    let mut logits = model.forward(&input, 0).unwrap();
+    let (mut ids, mut logprobs, mut first) = (Vec::new(), Vec::new(), Vec::new());
+    for (step, position) in (0..steps).zip(prompt.len()..) {
+        let lp = log_softmax(&logits.squeeze(0).unwrap().to_vec1::<f32>().unwrap());
+        let best = argmax(&lp);
+        ids.push(best as u32);
+        logprobs.push(lp[best]);
+        if step == 0 {
+            first = lp;
+        }
+        let input = Tensor::new(&[best as u32], &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        logits = model.forward(&input, position).unwrap();
+    }
+    (ids, logprobs, first)
+}
+
+fn load() -> (tempfile::TempDir, std::path::PathBuf, LlamaGenerator) {
+    let (dir, path) = tiny_gguf();
+    let model = LlamaGenerator::load(&path, &Device::Cpu).unwrap();
+    (dir, path, model)
+}
+
+fn prompt(model: &LlamaGenerator, text: &str) -> Vec<u32> {
+    let mut ids = vec![model.bos_id()];
+    ids.extend(model.tokenize(text).unwrap());
+    ids
+}
+
+fn request(max_new_tokens: usize, stop_ids: Vec<u32>, watch_ids: Vec<u32>) -> GenerateRequest {
+    GenerateRequest {
+        max_new_tokens,
+        stop_ids,
+        watch_ids,
+    }
+}
+
+fn reflection_ids(model: &LlamaGenerator) -> Vec<u32> {
+    SELFRAG_SPECIAL_TOKENS
+        .iter()
+        .map(|t| model.token_id(t).unwrap())
+        .collect()
+}
+
+/// Same ids and stop reason; log-probs within `logprob_tol`, watched probs within `watched_tol`.
+pub fn assert_generations_close(
+    a: &Generation,
+    b: &Generation,
+    logprob_tol: f32,
+    watched_tol: f32,
+) {
+    let ids = |g: &Generation| g.tokens.iter().map(|t| t.id).collect::<Vec<u32>>();
+    assert_eq!(ids(a), ids(b));
+    assert_eq!(a.stop, b.stop);
+    for (x, y) in a.tokens.iter().zip(&b.tokens) {
+        assert!(
+            (x.logprob - y.logprob).abs() < logprob_tol,
+            "logprob {} vs {}",
+            x.logprob,
+            y.logprob
+        );
+        assert!(max_abs_diff(&x.watched, &y.watched) < watched_tol);
+    }
+}
+
+const INSTRUCTION: &str = "### Instruction:\nWho is the president of France?\n\n### Response:\n";
+
+/// Self-RAG prompts: one instruction, `[Retrieval]<paragraph>`, then a passage each.
+fn selfrag_prompts(model: &LlamaGenerator, passages: &[&str]) -> Vec<Vec<u32>> {
+    let id = |t: &str| model.token_id(t).unwrap();
+    passages
+        .iter()
+        .map(|passage| {
+            let mut p = prompt(model, INSTRUCTION);
+            p.extend([id("[Retrieval]"), id("<paragraph>")]);
+            p.extend(model.tokenize(passage).unwrap());
+            p.push(id("</paragraph>"));
+            p
+        })
+        .collect()
+}
+
+const PASSAGES: [&str; 5] = [
+    "Paris",
+    "The president of France is elected by the people of France.",
+    "France is a country in Europe; its capital is Paris, which is also its largest city.",
+    "It was made in 1920.",
+    "Who knows? The history of the president and the state of France is long, and the paper says it is known to many people in the world.",
+];
+
+#[test]
+fn greedy_decoding_matches_candles_quantized_llama() {
+    let (_dir, path, mut model) = load();
+    let the = model.token_id("\u{2581}the").unwrap();
+    let mut long = prompt(&model, INSTRUCTION);
+    // Longer than one prefill chunk (256 tokens): the prompt is read in two passes.
+    while long.len() < 300 {
+        long.extend(model.tokenize(" the river of the city was known").unwrap());
+    }
+    assert!(long.contains(&the));
+    for p in [
+        prompt(&model, INSTRUCTION),
+        prompt(&model, "The city of Paris"),
+        selfrag_prompts(&model, &PASSAGES[2..3]).remove(0),
+        long,
+    ] {
+        let steps = 12;
+        let (ids, logprobs, first) = candle_greedy(&path, &p, steps);
+        let ours = model
+            .generate_timed(
+                std::slice::from_ref(&p),
+                &request(steps, vec![], vec![]),
+                false,
+            )
+            .unwrap();
+        let row = &ours.rows[0];
+        assert_eq!(row.tokens.iter().map(|t| t.id).collect::<Vec<_>>(), ids);
+        for (t, lp) in row.tokens.iter().zip(&logprobs) {
+            assert!((t.logprob - lp).abs() < 1e-4, "{} vs {lp}", t.logprob);
+        }
+        // The whole first distribution, not just the argmax.
+        let vocab = model.tokenizer().vocab_size();
+        let mut top = vec![0.0; vocab];
+        for (id, lp) in model.top_logprobs(&p, vocab).unwrap() {
+            top[id as usize] = lp;
+        }
+        assert!(max_abs_diff(&top, &first) < 1e-4);
+    }
+}
+
+#[test]
+fn forward_in_pieces_with_a_growing_cache_matches_candle() {
+    let (_dir, path) = tiny_gguf();
+    let mut file = File::open(&path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let mut ours = QuantizedLlama::from_gguf(&path, &content, &mut file, &Device::Cpu).unwrap();
+    let ids: Vec<u32> = (0..40).map(|i| 300 + 7 * i).collect();
+    let pieces: Vec<&[u32]> = vec![&ids[..5], &ids[5..6], &ids[6..9], &ids[9..30], &ids[30..]];
+    let expected = candle_logprobs(&path, &pieces);
+    for (piece, expected) in pieces.iter().zip(&expected) {
+        // No `reserve`: the cache starts at 5 columns and has to grow.
+        let logits = ours.forward(&[*piece]).unwrap();
+        let ours = log_softmax(&logits.squeeze(0).unwrap().to_vec1::<f32>().unwrap());
+        assert!(max_abs_diff(&ours, expected) < 1e-4);
+    }
+    assert_eq!((ours.rows(), ours.columns()), (1, 40));
+
+    // Misuse is an error, never a panic.
+    assert!(ours.forward(&[&ids[..2], &ids[..2]]).is_err());
+    let empty: &[u32] = &[];
+    assert!(ours.forward(&[empty]).is_err());
+    assert!(ours.select_rows(&[1]).is_err());
+    ours.clear_kv_cache();
+    let vocab = ours.config().vocab_size as u32;
+    let out_of_range: &[u32] = &[1, vocab];
+    assert!(ours.forward(&[out_of_range]).is_err());
+    ours.clear_kv_cache();
+    let context = ours.config().context_length;
+    let too_long = vec![5u32; context + 1];
+    assert!(ours.forward(&[&too_long]).is_err());
+}
+
+#[test]
+fn a_batch_of_five_decodes_like_five_single_prompts() {
+    let (_dir, _path, mut model) = load();
+    let prompts = selfrag_prompts(&model, &PASSAGES);
+    let lengths: std::collections::HashSet<usize> = prompts.iter().map(Vec::len).collect();
+    assert_eq!(lengths.len(), 5, "the prompts should differ in length");
+    let req = request(16, vec![], reflection_ids(&model));
+    let batch = model.generate_batch(&prompts, &req).unwrap();
+    assert_eq!(batch.len(), 5);
+    for (p, row) in prompts.iter().zip(&batch) {
+        let alone = model
+            .generate_batch(std::slice::from_ref(p), &req)
+            .unwrap()
+            .remove(0);
+        assert_generations_close(row, &alone, 1e-4, 1e-5);
+        assert_eq!(row.tokens[0].id, model.token_id("[Relevant]").unwrap());
+    }
+    // Prompts that are prefixes of one another, and duplicates, share everything they can.
+    // With a BOS-only prompt nothing is shared; without it, everything but the last token of
+    // the shortest prompt is.
+    let base = prompt(&model, INSTRUCTION);
+    let nested = [
+        base[..base.len() - 3].to_vec(),
+        base.clone(),
+        base.clone(),
+        base[..1].to_vec(),
+    ];
+    let req = request(6, vec![], vec![]);
+    for prompts in [&nested[..], &nested[..3]] {
+        let batch = model.generate_batch(prompts, &req).unwrap();
+        for (p, row) in prompts.iter().zip(&batch) {
+            let alone = model
+                .generate_batch(std::slice::from_ref(p), &req)
+                .unwrap()
+                .remove(0);
+            assert_generations_close(row, &alone, 1e-4, 1e-5);
+        }
+    }
+}
+
+#[test]
+fn rows_stop_at_different_steps_each_with_its_reason() {
+    let (_dir, _path, mut model) = load();
+    let eos_row = prompt(&model, "It was made.");
+    let stop_row = prompt(&model, "The city of Paris");
+    let max = 12;
+    let free = model
+        .generate_batch(
+            std::slice::from_ref(&stop_row),
+            &request(max, vec![], vec![]),
+        )
+        .unwrap();
+    let stop = free[0].tokens[2].id;
+    let req = request(max, vec![stop], vec![]);
+    // A third prompt whose free run has neither EOS nor the stop id: it runs to the limit.
+    let candidates: Vec<Vec<u32>> = [
+        "The history of science",
+        INSTRUCTION,
+        "Paris is the capital",
+    ]
+    .iter()
+    .map(|text| prompt(&model, text))
+    .collect();
+    let length_row = candidates
+        .into_iter()
+        .find(|p| {
+            let alone = model.generate_batch(std::slice::from_ref(p), &req).unwrap();
+            alone[0].stop == StopReason::Length
+        })
+        .expect("one of the candidate prompts runs to the length limit");
+    let prompts = vec![length_row, eos_row, stop_row];
+    let batch = model.generate_batch(&prompts, &req).unwrap();
+    let stops: Vec<StopReason> = batch.iter().map(|g| g.stop).collect();
+    assert_eq!(
+        stops,
+        [
+            StopReason::Length,
+            StopReason::EndOfSequence,
+            StopReason::StopToken
+        ]
+    );
+    assert_eq!(batch[0].tokens.len(), max);
+    assert_eq!(batch[1].tokens.len(), 3);
+    assert_eq!(batch[1].tokens.last().map(|t| t.id), Some(model.eos_id()));
+    assert_eq!(batch[2].tokens.last().map(|t| t.id), Some(stop));
+    assert!(batch[2].tokens.len() <= 3);
+    for (p, row) in prompts.iter().zip(&batch) {
+        let alone = model
+            .generate_batch(std::slice::from_ref(p), &req)
+            .unwrap()
+            .remove(0);
+        assert_generations_close(row, &alone, 1e-4, 1e-5);
+    }
+}
+
+#[test]
+fn next_token_probs_is_the_first_step_of_generate() {
+    let (_dir, _path, mut model) = load();
+    let watch = reflection_ids(&model);
+    let prompts = selfrag_prompts(&model, &PASSAGES);
+    let req = request(2, vec![], watch.clone());
+    let batch = model.generate_batch(&prompts, &req).unwrap();
+    for (p, row) in prompts.iter().zip(&batch) {
+        let direct = model.next_token_probs(p, &watch).unwrap();
+        let alone = model
+            .generate_batch(std::slice::from_ref(p), &req)
+            .unwrap()
+            .remove(0);
+        // Alone, the same passes run: the very same numbers.
+        assert_eq!(alone.tokens[0].watched, direct);
+        assert!(max_abs_diff(&row.tokens[0].watched, &direct) < 1e-5);
+    }
+}
+
+#[test]
+fn timings_count_prompt_and_decode_tokens() {
+    let (_dir, _path, mut model) = load();
+    let p = prompt(&model, "The city of Paris");
+    let rows = vec![p.clone(); 3];
+    let timed = model
+        .generate_timed(&rows, &request(5, vec![], vec![]), false)
+        .unwrap();
+    // The shared prefix once, then each row's last prompt token.
+    assert_eq!(timed.prompt_tokens, p.len() - 1 + 3);
+    assert_eq!(timed.decode_tokens, 3 * 4);
+    assert!(timed.rows.iter().all(|r| r.tokens.len() == 5));
+    for row in &timed.rows[1..] {
+        assert_generations_close(row, &timed.rows[0], 1e-5, 1e-5);
+    }
+    assert!(timed.prompt_seconds >= 0.0 && timed.decode_seconds >= 0.0);
+}
+
+#[test]
+fn shapes_the_model_cannot_run_are_refused_with_the_reason() {
+    use candle_core::quantized::gguf_file::Value;
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use selfrag_models::ModelError;
+
+    let dir = tempfile::tempdir().unwrap();
+    let embeddings = QTensor::quantize(
+        &Tensor::zeros((4, 32), candle_core::DType::F32, &Device::Cpu).unwrap(),
+        GgmlDType::F32,
+    )
+    .unwrap();
+    let cases: [(&str, Value, &str); 3] = [
+        (
+            "llama.attention.head_count_kv",
+            Value::U32(3),
+            "key/value heads",
+        ),
+        (
+            "llama.rope.dimension_count",
+            Value::U32(4),
+            "partial rotary",
+        ),
+        ("llama.expert_count", Value::U32(8), "mixture-of-experts"),
+    ];
+    for (key, value, reason) in cases {
+        let path = dir.path().join("odd.gguf");
+        let metadata = [
+            ("general.architecture", Value::String("llama".to_owned())),
+            ("llama.attention.head_count", Value::U32(4)),
+            ("llama.block_count", Value::U32(1)),
+            ("llama.embedding_length", Value::U32(32)),
+            ("llama.context_length", Value::U32(16)),
+            ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+            (key, value),
+        ];
+        let metadata: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+        let mut file = File::create(&path).unwrap();
+        gguf_file::write(&mut file, &metadata, &[("token_embd.weight", &embeddings)]).unwrap();
+        let err = LlamaGenerator::load(&path, &Device::Cpu).unwrap_err();
+        assert!(matches!(err, ModelError::InvalidGguf { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains(reason) && message.contains("odd.gguf"),
+            "{message}"
+        );
+    }
+}

@@ -48,6 +48,7 @@ test("drop, index, ask, cite, inspect badges, export", async () => {
     await session.click(await session.find('[data-testid="citation-1"]'));
     const panel = await session.waitFor('[data-testid="passage-panel"]', { text: (t) => t.includes("critique its own output") });
     assert.ok((await session.text(panel)).includes("selfrag-notes.md"), "the panel names the file");
+    await session.movePointer(600, 700);
     await session.screenshot("answer-with-citation");
 
     const target = join(tempDir("export"), "answer.md");

@@ -149,6 +149,20 @@ export class Session {
     return this.cmd("POST", `/element/${el}/value`, { text });
   }
 
+  /** Moves the mouse pointer to viewport point (x, y), as a person moving the mouse away. */
+  movePointer(x, y) {
+    return this.cmd("POST", "/actions", {
+      actions: [
+        {
+          type: "pointer",
+          id: "mouse",
+          parameters: { pointerType: "mouse" },
+          actions: [{ type: "pointerMove", duration: 0, x, y, origin: "viewport" }],
+        },
+      ],
+    });
+  }
+
   async screenshot(name) {
     const b64 = await this.cmd("GET", "/screenshot");
     mkdirSync(OUT, { recursive: true });

@@ -60,12 +60,19 @@ fn main() -> Result<()> {
     }
 }
 
+/// The clone `cargo xtask` was started in: the nearest folder upwards holding `xtask/`.
+/// Not the compile-time manifest path: clones that share a `CARGO_TARGET_DIR` share the
+/// `xtask` binary too, and it must always work on the clone it runs in.
 fn repo_root() -> Result<PathBuf> {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .parent()
-        .map(Path::to_path_buf)
-        .context("xtask must live one level below the repository root")
+    let mut dir = std::env::current_dir().context("reading the current directory")?;
+    loop {
+        if dir.join("xtask").join("Cargo.toml").is_file() && dir.join("Cargo.toml").is_file() {
+            return Ok(dir);
+        }
+        if !dir.pop() {
+            bail!("run `cargo xtask` inside the Self-RAG Desktop repository");
+        }
+    }
 }
 
 /// Where the project keeps what it installs or builds outside the clone.

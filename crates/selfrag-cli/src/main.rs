@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use selfrag_core::{Answer, CritiqueWeights, GenerateRequest, RetrieveMode, Settings};
 use selfrag_engine::{Engine, EngineConfig, ExportFormat, IndexEvent};
-use selfrag_models::{GgufTokenizer, LlamaGenerator, pick_device};
+use selfrag_models::{BertEmbedder, GgufTokenizer, LlamaGenerator, pick_device};
 use serde::Serialize;
 
 #[derive(Parser)]
@@ -103,6 +103,17 @@ enum DebugCommand {
         #[arg(long, default_value = "cpu")]
         device: String,
     },
+    /// Mean-pooled, unnormalised embeddings of each TEXT (Contriever's recipe).
+    Embed {
+        /// The BERT model folder (config.json, weights, tokenizer.json or vocab.txt).
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(required = true)]
+        texts: Vec<String>,
+        /// auto, cpu, cuda or metal.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
     /// Greedy continuation of IDS with timings; with --batch K, K copies decoded as one batch.
     Generate {
         /// The GGUF model file.
@@ -144,6 +155,11 @@ struct TopLogprob {
 #[derive(Serialize)]
 struct LogitsOutput {
     top: Vec<TopLogprob>,
+}
+
+#[derive(Serialize)]
+struct EmbedOutput {
+    embeddings: Vec<Vec<f32>>,
 }
 
 #[derive(Serialize)]
@@ -335,6 +351,18 @@ fn debug(command: DebugCommand) -> Result<()> {
                 .collect();
             serde_json::to_string(&LogitsOutput { top })?
         }
+        DebugCommand::Embed {
+            model,
+            texts,
+            device,
+        } => {
+            let device = pick_device(&device)?;
+            let embedder = BertEmbedder::load(&model, &device)
+                .with_context(|| format!("loading the embedder {}", model.display()))?;
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let embeddings = embedder.embed(&refs).context("embedding the texts")?;
+            serde_json::to_string(&EmbedOutput { embeddings })?
+        }
         DebugCommand::Generate {
             model,
             ids,
@@ -374,8 +402,16 @@ async fn index(paths: Vec<PathBuf>) -> Result<()> {
     let finished = engine
         .index_paths(&paths, |event| {
             let line = match &event {
-                IndexEvent::FileIndexed { path, passages } => {
-                    format!("indexed {path} ({passages} passages)")
+                IndexEvent::FileIndexed {
+                    path,
+                    passages,
+                    notes,
+                } => {
+                    let mut line = format!("indexed {path} ({passages} passages)");
+                    for note in notes {
+                        line.push_str(&format!("\n  note: {note}"));
+                    }
+                    line
                 }
                 IndexEvent::FileSkipped { path, reason } => format!("skipped {path}: {reason}"),
                 IndexEvent::FileFailed { path, error } => format!("failed {path}: {error}"),

@@ -178,3 +178,46 @@ fn generate_with_a_prompt_longer_than_the_context_fails_with_the_reason() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("context length"), "{err}");
 }
+
+#[test]
+fn embed_prints_one_unnormalised_mean_pooled_vector_per_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bert = tmp.path().join("bert");
+    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    let texts = [
+        "self-rag retrieves passages",
+        "a much longer text that forces padding of the first one",
+    ];
+    let out = debug(&[
+        "embed",
+        "--model",
+        bert.to_str().unwrap(),
+        texts[0],
+        texts[1],
+    ]);
+    let rows = out["embeddings"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let as_f32 = |v: &Value| -> Vec<f32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect()
+    };
+    let library = selfrag_models::BertEmbedder::load(&bert, &selfrag_models::Device::Cpu).unwrap();
+    let alone = library.embed(&[texts[0]]).unwrap().remove(0);
+    let printed = as_f32(&rows[0]);
+    assert_eq!(printed.len(), alone.len());
+    // Padding next to a longer text changes nothing, and the CLI prints what the library computes.
+    let max_diff = printed
+        .iter()
+        .zip(&alone)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(max_diff < 1e-5, "max |Δ| {max_diff}");
+    let norm: f32 = printed.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!(
+        (norm - 1.0).abs() > 1e-3,
+        "vectors are not normalised (norm {norm})"
+    );
+}

@@ -125,10 +125,14 @@ impl Engine {
                     passages, notes, ..
                 }) => {
                     indexed += 1;
-                    for note in notes {
+                    for note in &notes {
                         tracing::warn!(%path, %note, "indexed with a note");
                     }
-                    IndexEvent::FileIndexed { path, passages }
+                    IndexEvent::FileIndexed {
+                        path,
+                        passages,
+                        notes,
+                    }
                 }
                 Ok(IndexOutcome::Unchanged { .. }) => {
                     skipped += 1;

@@ -71,9 +71,11 @@ pub enum IndexEvent {
     FileStarted {
         path: String,
     },
+    /// Indexed; `notes` says what was noticed on the way (e.g. a page with no text layer).
     FileIndexed {
         path: String,
         passages: u32,
+        notes: Vec<String>,
     },
     /// Not indexed, and not an error: already in the library, or a format that is not read.
     FileSkipped {

@@ -19,6 +19,8 @@ export interface IndexJob {
   passages: number;
   skipped: FileProblem[];
   failed: FileProblem[];
+  /** Indexed files with something worth knowing, e.g. a page without a text layer. */
+  notes: FileProblem[];
 }
 
 export function startJob(): IndexJob {
@@ -31,6 +33,7 @@ export function startJob(): IndexJob {
     passages: 0,
     skipped: [],
     failed: [],
+    notes: [],
   };
 }
 
@@ -46,6 +49,7 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
         done: job.done + 1,
         indexed: job.indexed + 1,
         passages: job.passages + event.passages,
+        notes: [...job.notes, ...event.notes.map((reason) => ({ path: event.path, reason }))],
       };
     case "fileSkipped":
       return {

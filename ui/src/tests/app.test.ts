@@ -295,7 +295,7 @@ describe("App", () => {
     send({ kind: "fileStarted", path: "/home/ada/new.md" });
     await tick();
     expect(screen.getByTestId("index-status")).toHaveTextContent("Indexing new.md (1/2)…");
-    send({ kind: "fileIndexed", path: "/home/ada/new.md", passages: 3 });
+    send({ kind: "fileIndexed", path: "/home/ada/new.md", passages: 3, notes: [] });
     send({ kind: "fileStarted", path: "/home/ada/broken.pdf" });
     send({ kind: "fileFailed", path: "/home/ada/broken.pdf", error: "the PDF parser timed out" });
 

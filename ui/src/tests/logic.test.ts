@@ -34,13 +34,21 @@ describe("indexing summary", () => {
   it("counts files and passages, and lists skipped and failed files", () => {
     const events: IndexEvent[] = [
       { kind: "started", total: 3 },
-      { kind: "fileIndexed", path: "/a.md", passages: 2 },
-      { kind: "fileIndexed", path: "C:\\docs\\b.pdf", passages: 5 },
+      { kind: "fileIndexed", path: "/a.md", passages: 2, notes: [] },
+      {
+        kind: "fileIndexed",
+        path: "C:\\docs\\b.pdf",
+        passages: 5,
+        notes: ["page 2 has no text layer (scanned?)"],
+      },
       { kind: "fileSkipped", path: "/c.md", reason: "unchanged" },
       { kind: "finished", indexed: 2, skipped: 1, failed: 0 },
     ];
     const job = events.reduce(nextJob, startJob());
     expect(jobSummary(job)).toBe("Indexed 2 files, 7 passages, 1 skipped");
+    expect(job.notes).toEqual([
+      { path: "C:\\docs\\b.pdf", reason: "page 2 has no text layer (scanned?)" },
+    ]);
     expect(job.skipped).toEqual([{ path: "/c.md", reason: "unchanged" }]);
   });
 });

@@ -172,7 +172,7 @@ export type AppStatus = { dataDir: string, models: Array<ModelStatus>, library: 
 
 export type DocumentInfo = { id: string, path: string, title: string, passages: number, };
 
-export type IndexEvent = { "kind": "started", total: number, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "finished", indexed: number, skipped: number, failed: number, };
+export type IndexEvent = { "kind": "started", total: number, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "finished", indexed: number, skipped: number, failed: number, };
 
 export type AnswerRecord = { id: string, answer: Answer, rerunCouldDiffer: boolean, };
 

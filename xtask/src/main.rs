@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
@@ -332,7 +332,7 @@ fn test(root: &Path) -> Result<()> {
     let t = step("end-to-end tests (real app under Xvfb, tauri-driver)");
     let out = root.join("target/e2e");
     std::fs::create_dir_all(&out).context("creating target/e2e")?;
-    let mut xvfb = start_xvfb()?;
+    let xvfb = start_xvfb()?;
     let result = status(
         Command::new("node")
             .args(["--test", "--test-concurrency=1", "tests/e2e/"])
@@ -346,10 +346,7 @@ fn test(root: &Path) -> Result<()> {
             .envs(xvfb.as_ref().map(|x| ("DISPLAY", x.display.clone()))),
         "end-to-end tests",
     );
-    if let Some(x) = xvfb.as_mut() {
-        let _ = x.child.kill();
-        let _ = x.child.wait();
-    }
+    drop(xvfb);
     result?;
     done("end-to-end tests", t);
     eprintln!(
@@ -365,32 +362,48 @@ struct Xvfb {
     display: String,
 }
 
-/// Starts a private Xvfb unless a display is already there (a developer's desktop).
+/// Starts a private Xvfb unless a display is already there (a developer's desktop). Xvfb picks
+/// a free display itself (`-displayfd`), so parallel or earlier runs never collide.
 fn start_xvfb() -> Result<Option<Xvfb>> {
     if std::env::var_os("DISPLAY").is_some() && std::env::var_os("SELFRAG_FORCE_XVFB").is_none() {
         return Ok(None);
     }
-    let display = format!(":{}", 90 + std::process::id() % 100);
-    let child = Command::new("Xvfb")
+    let mut child = Command::new("Xvfb")
         .args([
-            display.as_str(),
+            "-displayfd",
+            "1",
             "-screen",
             "0",
             "1280x900x24",
             "-nolisten",
             "tcp",
         ])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .context("starting Xvfb (install it with apt-get install xvfb)")?;
-    let socket = PathBuf::from(format!("/tmp/.X11-unix/X{}", &display[1..]));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        if Instant::now() > deadline {
-            bail!("Xvfb did not start on {display}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)
+            .context("reading the display number from Xvfb")?;
     }
-    Ok(Some(Xvfb { child, display }))
+    let number = line.trim();
+    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit()) {
+        let _ = child.kill();
+        bail!("Xvfb did not report a display (got {line:?})");
+    }
+    Ok(Some(Xvfb {
+        display: format!(":{number}"),
+        child,
+    }))
+}
+
+impl Drop for Xvfb {
+    /// SIGTERM, not SIGKILL, so Xvfb removes its lock file and socket.
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
 }

@@ -69,11 +69,39 @@ enum Command {
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
     },
+    /// The models the app knows, and where they are on this machine.
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
     /// Look inside a model file: tokens, next-token log-probabilities, timed decoding (JSON).
     Debug {
         #[command(subcommand)]
         command: DebugCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum ModelsCommand {
+    /// Every shipped model manifest, whether it is in the Hugging Face cache, and where.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The path of model ID in the Hugging Face cache (a GGUF file or a model folder).
+    Path { id: String },
+}
+
+#[derive(Serialize)]
+struct ModelListing {
+    id: String,
+    role: String,
+    description: String,
+    repo: String,
+    license: String,
+    size_bytes: u64,
+    found: Option<PathBuf>,
+    searched: Vec<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -293,6 +321,7 @@ fn run(cli: Cli) -> Result<()> {
                 print_answer(&reranked.answer, json)
             }
             // Synchronous model calls, no engine.
+            Command::Models { command } => models(command),
             Command::Debug { command } => debug(command),
             Command::Export {
                 trace,
@@ -309,6 +338,68 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
     })
+}
+
+fn models(command: ModelsCommand) -> Result<()> {
+    match command {
+        ModelsCommand::List { json } => {
+            let listings: Vec<ModelListing> = selfrag_models::ModelSpec::all()?
+                .into_iter()
+                .map(|spec| {
+                    let location = selfrag_models::locate(&spec);
+                    ModelListing {
+                        role: format!("{:?}", spec.role).to_lowercase(),
+                        found: location.found,
+                        searched: location.searched,
+                        id: spec.id,
+                        description: spec.description,
+                        repo: spec.repo,
+                        license: spec.license,
+                        size_bytes: spec.size_bytes,
+                    }
+                })
+                .collect();
+            if json {
+                return write_stdout(&format!("{}\n", serde_json::to_string_pretty(&listings)?));
+            }
+            let mut text = String::new();
+            for m in &listings {
+                let place = match &m.found {
+                    Some(path) => format!("found at {}", path.display()),
+                    None => "not downloaded".to_string(),
+                };
+                text.push_str(&format!(
+                    "{:<22} {:<9} {:>6.2} GB  {}  ({}; {})\n",
+                    m.id,
+                    m.role,
+                    m.size_bytes as f64 / 1e9,
+                    m.repo,
+                    m.license,
+                    place
+                ));
+            }
+            write_stdout(&text)
+        }
+        ModelsCommand::Path { id } => {
+            let spec = selfrag_models::ModelSpec::by_id(&id).with_context(|| {
+                format!("`{id}` is not a known model; `selfrag models list` shows the ids")
+            })?;
+            let location = selfrag_models::locate(&spec);
+            match location.found {
+                Some(path) => write_stdout(&format!("{}\n", path.display())),
+                None => anyhow::bail!(
+                    "{id} is not in the Hugging Face cache (looked in {}); download it with `huggingface-cli download {}`",
+                    location
+                        .searched
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    spec.repo
+                ),
+            }
+        }
+    }
 }
 
 fn debug(command: DebugCommand) -> Result<()> {

@@ -123,3 +123,43 @@ fn a_file_that_is_not_a_trace_is_named_with_the_fix() {
         "{err}"
     );
 }
+
+#[test]
+fn models_list_and_path_read_the_hugging_face_cache_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("hub");
+    let snapshot = cache.join("models--m4r1--selfrag_llama2_7b-GGUF/snapshots/abc123");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let gguf = snapshot.join("selfrag_llama2_7b.q4_k_m.gguf");
+    std::fs::write(&gguf, b"GGUF").unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_selfrag"))
+            .args(args)
+            .env("HF_HUB_CACHE", &cache)
+            .output()
+            .unwrap()
+    };
+
+    let listing: serde_json::Value =
+        serde_json::from_str(&ok(run(&["models", "list", "--json"]))).unwrap();
+    let models = listing.as_array().unwrap();
+    let by_id = |id: &str| models.iter().find(|m| m["id"] == id).unwrap().clone();
+    assert_eq!(by_id("selfrag-7b-q4km")["found"], gguf.to_str().unwrap());
+    assert_eq!(by_id("selfrag-7b-q4km")["role"], "generator");
+    assert!(by_id("contriever-msmarco")["found"].is_null());
+
+    assert_eq!(
+        ok(run(&["models", "path", "selfrag-7b-q4km"])).trim(),
+        gguf.to_str().unwrap()
+    );
+    let missing = run(&["models", "path", "contriever-msmarco"]);
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains(cache.to_str().unwrap())
+            && err.contains("huggingface-cli download facebook/contriever-msmarco"),
+        "{err}"
+    );
+    let unknown = run(&["models", "path", "gpt-7"]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("selfrag models list"));
+}

@@ -9,6 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::BAG_OF_WORDS;
 use lopdf::content::{Content, Operation};
 use lopdf::{Document, Object, Stream, StringFormat, dictionary};
 use selfrag_index::{
@@ -27,46 +30,15 @@ fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     worker().extract_blocking(path)
 }
 
-/// Hashes each lower-cased word into one of 64 buckets, so the best passage is known exactly.
-struct BagOfWords;
-
-impl PassageEmbedder for BagOfWords {
-    fn model_id(&self) -> String {
-        "bag-of-words-64".into()
-    }
-    fn dim(&self) -> usize {
-        64
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0.0; 64];
-                for w in t
-                    .split(|c: char| !c.is_alphanumeric())
-                    .filter(|w| !w.is_empty())
-                {
-                    let h = w
-                        .to_lowercase()
-                        .bytes()
-                        .fold(7u64, |h, b| h * 31 + b as u64);
-                    v[(h % 64) as usize] += 1.0;
-                }
-                v
-            })
-            .collect())
-    }
-}
-
 async fn library(dir: &Path, extractor: Extractor) -> Library {
-    Library::open(&dir.join("lib"), &BagOfWords)
+    Library::open(&dir.join("lib"), &BAG_OF_WORDS)
         .await
         .unwrap()
         .with_extractor(extractor)
 }
 
 async fn best_hit(lib: &Library, query: &str) -> SearchHit {
-    let q = BagOfWords.embed(&[query]).unwrap().remove(0);
+    let q = BAG_OF_WORDS.embed(&[query]).unwrap().remove(0);
     lib.search(&q, 1).await.unwrap().remove(0)
 }
 
@@ -253,7 +225,7 @@ async fn every_passage_of_a_multi_page_pdf_knows_its_page_title_and_span() {
     assert!(extracted.notes.is_empty(), "{:?}", extracted.notes);
 
     let lib = library(tmp.path(), worker()).await;
-    let outcome = lib.index_file(&file, &BagOfWords).await.unwrap();
+    let outcome = lib.index_file(&file, &BAG_OF_WORDS).await.unwrap();
     assert!(
         matches!(outcome, IndexOutcome::Indexed { passages: 3, .. }),
         "{outcome:?}"
@@ -317,7 +289,7 @@ async fn an_empty_page_is_reported_and_the_rest_is_indexed() {
     let lib = library(tmp.path(), worker()).await;
     let IndexOutcome::Indexed {
         passages, notes, ..
-    } = lib.index_file(&file, &BagOfWords).await.unwrap()
+    } = lib.index_file(&file, &BAG_OF_WORDS).await.unwrap()
     else {
         panic!("expected the file to be indexed")
     };
@@ -480,7 +452,7 @@ async fn html_gives_its_visible_text_titled_by_title_with_headings_as_sections()
         assert!(!text.contains(hidden), "{hidden} leaked into {text:?}");
     }
     let lib = library(tmp.path(), worker()).await;
-    lib.index_file(&file, &BagOfWords).await.unwrap();
+    lib.index_file(&file, &BAG_OF_WORDS).await.unwrap();
     let hit = best_hit(&lib, "IsSup output supported passage").await;
     assert_eq!(hit.section.as_deref(), Some("Critique tokens"));
     assert_eq!(hit.title, "Self-RAG explained");
@@ -594,7 +566,7 @@ async fn docx_paragraphs_are_indexed_under_their_headings() {
         Some("Quarterly research report"),
     );
     let lib = library(tmp.path(), worker()).await;
-    lib.index_file(&file, &BagOfWords).await.unwrap();
+    lib.index_file(&file, &BAG_OF_WORDS).await.unwrap();
     let hit = best_hit(&lib, "retrieves only when retrieval token predicted").await;
     assert_eq!(hit.section.as_deref(), Some("Retrieval on demand"));
     assert_eq!(hit.title, "Quarterly research report");
@@ -622,7 +594,7 @@ async fn other_files_are_skipped_with_a_reason() {
     let lib = library(tmp.path(), worker()).await;
     for name in ["picture.png", "Makefile"] {
         let file = write(tmp.path(), name, [0u8, 1, 2, 3]);
-        let err = lib.index_file(&file, &BagOfWords).await.unwrap_err();
+        let err = lib.index_file(&file, &BAG_OF_WORDS).await.unwrap_err();
         let IndexError::Unsupported { reason, .. } = &err else {
             panic!("{name}: {err:?}")
         };
@@ -643,7 +615,7 @@ async fn a_parser_that_hangs_is_stopped_at_the_time_limit_and_the_next_file_inde
     let next = write(tmp.path(), "next.txt", "The next file is indexed as usual.");
     let lib = library(tmp.path(), worker().with_timeout(Duration::from_secs(2))).await;
     let started = Instant::now();
-    let err = lib.index_file(&hang, &BagOfWords).await.unwrap_err();
+    let err = lib.index_file(&hang, &BAG_OF_WORDS).await.unwrap_err();
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
@@ -656,7 +628,7 @@ async fn a_parser_that_hangs_is_stopped_at_the_time_limit_and_the_next_file_inde
         "{msg}"
     );
     assert!(matches!(
-        lib.index_file(&next, &BagOfWords).await.unwrap(),
+        lib.index_file(&next, &BAG_OF_WORDS).await.unwrap(),
         IndexOutcome::Indexed { .. }
     ));
     assert_eq!(lib.stats().await.unwrap().documents, 1);
@@ -696,7 +668,7 @@ async fn a_parser_that_crashes_or_babbles_costs_one_file_not_the_app() {
         ("worker-babbles.txt", "not a document"),
     ] {
         let file = write(tmp.path(), name, format!("{name} has ordinary text."));
-        let err = lib.index_file(&file, &BagOfWords).await.unwrap_err();
+        let err = lib.index_file(&file, &BAG_OF_WORDS).await.unwrap_err();
         let msg = err.to_string();
         assert!(
             matches!(err, IndexError::ParserFailed { .. }),
@@ -706,7 +678,7 @@ async fn a_parser_that_crashes_or_babbles_costs_one_file_not_the_app() {
         assert!(msg.contains("the file was skipped"), "{msg}");
     }
     let fine = write(tmp.path(), "fine.md", "# Fine\nThis one is indexed.");
-    lib.index_file(&fine, &BagOfWords).await.unwrap();
+    lib.index_file(&fine, &BAG_OF_WORDS).await.unwrap();
     assert_eq!(lib.stats().await.unwrap().documents, 1);
 }
 

@@ -7,46 +7,12 @@
 
 use std::path::Path;
 
-use selfrag_index::{IndexError, IndexOutcome, Library, PassageEmbedder};
+mod common;
 
-/// Hashes each lower-cased word into one of `dim` buckets.
-struct BagOfWords {
-    dim: usize,
-    id: &'static str,
-}
+use common::{BAG_OF_WORDS, BagOfWords};
+use selfrag_index::{IndexOutcome, Library, PassageEmbedder};
 
-impl PassageEmbedder for BagOfWords {
-    fn model_id(&self) -> String {
-        self.id.into()
-    }
-    fn dim(&self) -> usize {
-        self.dim
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0.0; self.dim];
-                for w in t
-                    .split(|c: char| !c.is_alphanumeric())
-                    .filter(|w| !w.is_empty())
-                {
-                    let h = w
-                        .to_lowercase()
-                        .bytes()
-                        .fold(7u64, |h, b| h * 31 + b as u64);
-                    v[(h % self.dim as u64) as usize] += 1.0;
-                }
-                v
-            })
-            .collect())
-    }
-}
-
-const EMBEDDER: BagOfWords = BagOfWords {
-    dim: 64,
-    id: "bag-of-words-64",
-};
+const EMBEDDER: BagOfWords = BAG_OF_WORDS;
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let p = dir.join(name);

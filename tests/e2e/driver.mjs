@@ -59,6 +59,9 @@ export async function launch(env) {
   const driver = spawn("tauri-driver", ["--port", String(port), "--native-port", String(nativePort)], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "inherit", "inherit"],
+    // Its own process group, which WebKitWebDriver and the app join: close() ends them all,
+    // so no app outlives its test holding the runner's output open.
+    detached: true,
   });
   await waitForPort(port, 15000);
   const base = `http://127.0.0.1:${port}`;
@@ -185,7 +188,14 @@ export class Session {
 
   async close() {
     await this.cmd("DELETE", "").catch(() => {});
-    this.driver.kill();
+    for (const signal of ["SIGTERM", "SIGKILL"]) {
+      try {
+        process.kill(-this.driver.pid, signal);
+      } catch {
+        return; // the group is already gone
+      }
+      await sleep(500);
+    }
   }
 }
 

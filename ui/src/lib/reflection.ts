@@ -25,6 +25,22 @@ export interface Badge {
   tone: Tone;
   /** Every token probability, one per line, three decimals. */
   distribution: string;
+  /** The same probabilities as numbers, for the tooltip's bars; empty when none. */
+  rows: DistributionRow[];
+  /** A sentence under the bars, e.g. why retrieval happened; empty when none. */
+  note: string;
+}
+
+/** One reflection token and its probability. */
+export interface DistributionRow {
+  token: string;
+  p: number;
+}
+
+/** The token probabilities of `dist` in their order, or none. */
+export function distributionRows(dist: object | null): DistributionRow[] {
+  if (dist === null) return [];
+  return Object.entries(dist as Record<string, number>).map(([token, p]) => ({ token, p }));
 }
 
 /** The token with the highest probability, first one on ties. */
@@ -60,6 +76,11 @@ export function retrieveBadge(answer: Answer): Badge {
       `[No Retrieval] ${fixed3(1 - p_retrieve)}`,
       retrieveReason(p_retrieve, threshold, mode, retrieved),
     ].join("\n"),
+    rows: [
+      { token: "[Retrieval]", p: p_retrieve },
+      { token: "[No Retrieval]", p: 1 - p_retrieve },
+    ],
+    note: retrieveReason(p_retrieve, threshold, mode, retrieved),
   };
 }
 
@@ -73,6 +94,8 @@ export function isRelBadge(c: Candidate): Badge {
       score: "",
       tone: "neutral",
       distribution: describeDistribution(null),
+      rows: [],
+      note: describeDistribution(null),
     };
   }
   const relevant = argmax(dist) === "[Relevant]";
@@ -83,6 +106,8 @@ export function isRelBadge(c: Candidate): Badge {
     score: `s_rel ${fixed2(c.s_rel)}`,
     tone: relevant ? "good" : "bad",
     distribution: describeDistribution(dist),
+    rows: distributionRows(dist),
+    note: "",
   };
 }
 
@@ -102,6 +127,8 @@ export function isSupBadge(c: Candidate): Badge {
       score: "",
       tone: "neutral",
       distribution: describeDistribution(null),
+      rows: [],
+      note: describeDistribution(null),
     };
   }
   const verdict = SUPPORT[argmax(dist)];
@@ -112,6 +139,8 @@ export function isSupBadge(c: Candidate): Badge {
     score: `s_sup ${fixed2(c.s_sup)}`,
     tone: verdict.tone,
     distribution: describeDistribution(dist),
+    rows: distributionRows(dist),
+    note: "",
   };
 }
 
@@ -125,6 +154,8 @@ export function isUseBadge(c: Candidate): Badge {
       score: "",
       tone: "neutral",
       distribution: describeDistribution(null),
+      rows: [],
+      note: describeDistribution(null),
     };
   }
   const utility = Number(/\d/.exec(String(argmax(dist)))?.[0] ?? 0);
@@ -135,6 +166,8 @@ export function isUseBadge(c: Candidate): Badge {
     score: `s_use ${fixed2(c.s_use)}`,
     tone: utility >= 4 ? "good" : utility >= 3 ? "partial" : "bad",
     distribution: describeDistribution(dist),
+    rows: distributionRows(dist),
+    note: "",
   };
 }
 

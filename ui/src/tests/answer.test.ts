@@ -23,15 +23,16 @@ describe("AnswerView", () => {
   it("lists every token probability in each badge's tooltip", () => {
     render(AnswerView, { record: record() });
 
-    const sup = screen.getByTestId("badge-issup").getAttribute("title") ?? "";
-    expect(sup).toContain("[Fully supported] 0.900");
-    expect(sup).toContain("[Partially supported] 0.070");
-    expect(sup).toContain("[No support / Contradictory] 0.030");
-    const use = screen.getByTestId("badge-isuse").getAttribute("title") ?? "";
-    expect(use.split("\n")).toHaveLength(5);
-    expect(screen.getByTestId("badge-retrieve").getAttribute("title")).toContain(
-      "[Retrieval] 0.830",
-    );
+    const tip = (id: string) =>
+      document.getElementById(screen.getByTestId(id).getAttribute("aria-describedby") ?? "");
+    const sup = tip("badge-issup");
+    expect(sup).toHaveAttribute("role", "tooltip");
+    expect(sup).toHaveTextContent("[Fully supported] 0.900");
+    expect(sup).toHaveTextContent("[Partially supported] 0.070");
+    expect(sup).toHaveTextContent("[No support / Contradictory] 0.030");
+    expect(tip("badge-isuse")?.querySelectorAll(".row")).toHaveLength(5);
+    expect(tip("badge-retrieve")).toHaveTextContent("[Retrieval] 0.830");
+    expect(tip("badge-retrieve")).toHaveTextContent("p = 0.83 > δ 0.20 → retrieving");
   });
 
   it("says when there was no retrieval and when the model emitted no IsSup", () => {
@@ -115,17 +116,37 @@ describe("AnswerView", () => {
     expect(document.querySelector("img")).toBeNull();
   });
 
-  it("lists the other candidates with their score breakdown and marks the winner", async () => {
+  it("lists the candidates with their score broken down and says why the winner won", async () => {
     render(AnswerView, { record: record() });
-    await fireEvent.click(screen.getByText(/Other candidates/));
+    await fireEvent.click(screen.getByText(/Candidates \(2\) and why this one won/));
 
     const items = screen.getAllByTestId("candidate");
     expect(items).toHaveLength(2);
     expect(within(items[0]).getByTestId("winner")).toBeInTheDocument();
     expect(within(items[1]).queryByTestId("winner")).toBeNull();
-    expect(within(items[0]).getByTestId("score-breakdown")).toHaveTextContent(
-      "p_LM 0.62 + 1.00·s_rel 0.92 + 1.00·s_sup 0.94 + 0.50·s_use 0.90 = 2.92",
-    );
+    // p_LM, w_rel·s_rel, w_sup·s_sup, w_use·s_use, f
+    expect(items[0]).toHaveTextContent(/0\.62\s*0\.92\s*0\.94\s*0\.45\s*2\.922/);
     expect(items[1]).toHaveTextContent("from [2] Notes on retrieval");
+    expect(screen.getByTestId("why-chosen")).toHaveTextContent(
+      "It beats the candidate from [2] Notes on retrieval by 0.522 in f, mostly from w_sup·s_sup (+0.385).",
+    );
+  });
+
+  it("marks each segment's support in the answer text with icon and words", () => {
+    render(AnswerView, { record: record() });
+    const mark = screen.getByTestId("support-1");
+    expect(mark).toHaveTextContent("✓");
+    expect(mark).toHaveTextContent("Fully supported");
+    expect(mark).toHaveAccessibleName("IsSup: Fully supported, s_sup 0.94");
+  });
+
+  it("toggles the inspector with Ctrl+I and opens source [n] with Ctrl+n", async () => {
+    render(AnswerView, { record: record() });
+    const details = screen.getByTestId("candidates") as HTMLDetailsElement;
+    expect(details.open).toBe(false);
+    await fireEvent.keyDown(window, { key: "i", ctrlKey: true });
+    expect(details.open).toBe(true);
+    await fireEvent.keyDown(window, { key: "2", ctrlKey: true });
+    expect(screen.getByTestId("passage-panel")).toHaveTextContent("Notes on retrieval");
   });
 });

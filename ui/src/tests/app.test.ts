@@ -18,6 +18,7 @@ vi.mock("$lib/ipc", () => ({
   rerank: vi.fn(),
   exportAnswer: vi.fn(),
   pickFiles: vi.fn(),
+  openSource: vi.fn(),
   onFilesDropped: vi.fn(),
 }));
 

@@ -109,3 +109,12 @@ export function onFilesDropped(
     }
   });
 }
+
+/**
+ * Opens the file of source [`citation`] of answer `answerId` in the platform's default app and
+ * resolves with its path. The Rust side looks the path up in the answer; the page cannot be
+ * passed to the platform opener.
+ */
+export function openSource(answerId: string, citation: number): Promise<string> {
+  return invoke<string>("open_source", { answerId, citation });
+}

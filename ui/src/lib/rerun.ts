@@ -1,0 +1,105 @@
+// What re-running a question with other retrieval settings would change, worked out from the
+// answer's trace (its retrieve probabilities and candidates) before spending a model call.
+
+import type { Answer, RetrieveMode, Settings } from "./ipc/types";
+import { fixed2 } from "./format";
+
+/** Whether step 1 retrieves with probability `p` under `mode` and threshold `delta`. */
+export function wouldRetrieve(p: number, mode: RetrieveMode, delta: number): boolean {
+  switch (mode) {
+    case "adaptive":
+      return p > delta;
+    case "always":
+      return true;
+    case "never":
+      return false;
+    case "model":
+      // p is p(Retrieval) / (p(Retrieval) + p(No Retrieval)): the model prefers retrieval above ½.
+      return p > 0.5;
+  }
+}
+
+/** The settings a re-run depends on that weights cannot change, as they differ. */
+export function changedRunSettings(asked: Settings, now: Settings): string[] {
+  const changed: string[] = [];
+  if (asked.mode !== now.mode) changed.push(`mode ${asked.mode} → ${now.mode}`);
+  if (now.mode === "adaptive" && asked.threshold !== now.threshold) {
+    changed.push(`δ ${fixed2(asked.threshold)} → ${fixed2(now.threshold)}`);
+  }
+  if (asked.k !== now.k) changed.push(`K ${asked.k} → ${now.k}`);
+  if (asked.long_form !== now.long_form) {
+    changed.push(now.long_form ? "short → long answer" : "long → short answer");
+  }
+  if (now.long_form && asked.long_form && asked.beam_width !== now.beam_width) {
+    changed.push(`beam ${asked.beam_width} → ${now.beam_width}`);
+  }
+  return changed;
+}
+
+/**
+ * What a re-run of `answer` under `now` would change, one sentence each; empty when the
+ * settings a re-run depends on are the ones the answer was asked with.
+ */
+export function rerunEffects(answer: Answer, now: Settings): string[] {
+  const asked = answer.settings;
+  if (changedRunSettings(asked, now).length === 0) return [];
+  const effects: string[] = [];
+  const p = answer.retrieve.p_retrieve;
+  const before = answer.retrieve.retrieved;
+  const after = wouldRetrieve(p, now.mode, now.threshold);
+  const rule =
+    now.mode === "adaptive"
+      ? `p = ${fixed2(p)} ${p > now.threshold ? ">" : "≤"} δ ${fixed2(now.threshold)}`
+      : `mode ${now.mode}, p = ${fixed2(p)}`;
+  if (before === after) {
+    effects.push(`The first retrieve decision stays the same (${rule}).`);
+  } else if (after) {
+    effects.push(`It would retrieve this time (${rule}) and cite passages.`);
+  } else {
+    effects.push(`It would answer without retrieval (${rule}): no passages, no citations.`);
+  }
+
+  if (asked.long_form || now.long_form) {
+    const later = answer.segments.slice(1).filter((s) => s.retrieve !== null);
+    const flips = later.filter(
+      (s) =>
+        s.retrieve !== null &&
+        s.retrieve.retrieved !== wouldRetrieve(s.retrieve.p_retrieve, now.mode, now.threshold),
+    ).length;
+    if (flips > 0) effects.push(`${flips} later segment decisions would go the other way.`);
+  }
+
+  if (after) {
+    const first = answer.segments[0];
+    const written = before && first ? first.candidates.length : 0;
+    if (!before) {
+      effects.push(`It would read up to ${now.k} passages and write one candidate per passage.`);
+    } else if (now.k < written && first) {
+      const kept = first.candidates.slice(0, now.k);
+      const best = kept.reduce((b, c, i) => (c.score > kept[b].score ? i : b), 0);
+      effects.push(
+        first.chosen >= now.k
+          ? `Only the ${now.k} best-retrieved passages would be read: the current winner (passage rank ${first.chosen + 1}) would not be written, and candidate ${best + 1} would lead.`
+          : `Only the ${now.k} best-retrieved passages would be read; the current winner is among them.`,
+      );
+    } else if (now.k > asked.k) {
+      effects.push(
+        written < asked.k
+          ? `The library returned only ${written} passages for K ${asked.k}, so a larger K reads no more.`
+          : `Up to ${now.k - asked.k} more passages would be read, each a new candidate that could win.`,
+      );
+    }
+  }
+  if (asked.long_form !== now.long_form) {
+    effects.push(
+      now.long_form
+        ? `It would write up to ${now.max_segments} segments by beam search (beam ${now.beam_width}).`
+        : "It would write one segment.",
+    );
+  } else if (now.long_form && asked.beam_width !== now.beam_width) {
+    effects.push(
+      `Beam search would keep ${now.beam_width} paths instead of ${asked.beam_width}; later segments could differ.`,
+    );
+  }
+  return effects;
+}

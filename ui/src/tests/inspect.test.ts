@@ -1,0 +1,274 @@
+// The answer-inspection pieces: the support span, the inspector's arithmetic, the re-run offer,
+// the streaming view, "Open source", the latency read-out and the theme switch.
+
+import { fireEvent, render, screen, waitFor } from "@testing-library/svelte";
+import { get } from "svelte/store";
+import { beforeEach, describe, expect, it, vi } from "vitest";
+
+import PassagePanel from "$lib/components/PassagePanel.svelte";
+import RerunNotice from "$lib/components/RerunNotice.svelte";
+import StreamingAnswer from "$lib/components/StreamingAnswer.svelte";
+import ThemeSwitch from "$lib/components/ThemeSwitch.svelte";
+import WeightControls from "$lib/components/WeightControls.svelte";
+import { contentWords, sentences, supportSpan } from "$lib/evidence";
+import { eligible, scoreTerms, whyChosen } from "$lib/inspector";
+import * as ipc from "$lib/ipc";
+import { markInput, measureRepaint, rerankLatency } from "$lib/latency";
+import { nextStatus, startRun } from "$lib/progress";
+import { changedRunSettings, rerunEffects, wouldRetrieve } from "$lib/rerun";
+import { defaultSettings } from "$lib/settings";
+import { applyTheme, theme } from "$lib/theme";
+import { answer, candidate } from "./fixtures";
+
+vi.mock("$lib/ipc", () => ({ openSource: vi.fn() }));
+const mocked = vi.mocked(ipc);
+
+beforeEach(() => {
+  vi.resetAllMocks();
+});
+
+describe("support span", () => {
+  it("splits a passage into sentences that join back to it exactly", () => {
+    const text = "One fact. Two facts!\nThree? Tail without stop";
+    expect(sentences(text)).toEqual(["One fact. ", "Two facts!\n", "Three? ", "Tail without stop"]);
+    expect(sentences(text).join("")).toBe(text);
+  });
+
+  it("ignores stopwords and short words", () => {
+    expect(contentWords("The model is on demand, and it retrieves 42 passages")).toEqual([
+      "model",
+      "demand",
+      "retrieves",
+      "passages",
+    ]);
+  });
+
+  it("highlights the sentences sharing the most content words with the segment", () => {
+    const passage =
+      "Retrieval is costly. Self-RAG retrieves passages on demand using reflection tokens. It was trained on many tasks.";
+    const span = supportSpan(passage, ["Self-RAG retrieves passages only on demand."]);
+    expect(span.pieces.filter((p) => p.highlight).map((p) => p.text)).toEqual([
+      "Self-RAG retrieves passages on demand using reflection tokens. ",
+    ]);
+    expect(span.shared).toEqual(["self", "rag", "retrieves", "passages", "demand"]);
+    expect(span.pieces.map((p) => p.text).join("")).toBe(passage);
+  });
+
+  it("highlights nothing when no content word is shared", () => {
+    const span = supportSpan("Paris is in France.", ["Gibberish zzq wug."]);
+    expect(span.pieces.some((p) => p.highlight)).toBe(false);
+    expect(span.shared).toEqual([]);
+  });
+});
+
+describe("candidate inspector", () => {
+  it("splits f into its weighted terms", () => {
+    const t = scoreTerms(candidate(), { rel: 1, sup: 2, use: 0.5 }, true);
+    expect(t.pLm).toBeCloseTo(0.62);
+    expect(t.rel).toBeCloseTo(0.92);
+    expect(t.sup).toBeCloseTo(1.87);
+    expect(t.use).toBeCloseTo(0.4475);
+    expect(scoreTerms(candidate(), { rel: 1, sup: 1, use: 1 }, false).pLm).toBeNull();
+  });
+
+  it("drops irrelevant or unsupported candidates under hard constraints, unless none is left", () => {
+    const bad = candidate({
+      issup: {
+        "[Fully supported]": 0.1,
+        "[Partially supported]": 0.1,
+        "[No support / Contradictory]": 0.8,
+      },
+    });
+    expect(eligible([candidate(), bad], true)).toEqual([0]);
+    expect(eligible([candidate(), bad], false)).toEqual([0, 1]);
+    expect(eligible([bad, bad], true)).toEqual([0, 1]);
+  });
+
+  it("explains the only candidate, ties and hard-constraint drops", () => {
+    const base = answer();
+    const seg = base.segments[0];
+    expect(whyChosen(base, { ...seg, candidates: [seg.candidates[0]] })).toBe(
+      "It was the only candidate.",
+    );
+    const twin = { ...seg, candidates: [seg.candidates[0], { ...seg.candidates[0], passage: 1 }] };
+    expect(whyChosen(base, twin)).toMatch(/ties with the candidate from \[2\] Notes on retrieval/);
+    const irrelevant = {
+      ...seg.candidates[1],
+      isrel: { "[Relevant]": 0.1, "[Irrelevant]": 0.9 },
+      score: 9,
+    };
+    const strict = { ...base, settings: { ...base.settings, hard_constraints: true } };
+    expect(whyChosen(strict, { ...seg, candidates: [seg.candidates[0], irrelevant] })).toBe(
+      "It was the only candidate left. The hard constraints dropped 1 (judged irrelevant or unsupported).",
+    );
+  });
+});
+
+describe("re-run offer", () => {
+  it("applies each retrieve mode to p", () => {
+    expect(wouldRetrieve(0.3, "adaptive", 0.2)).toBe(true);
+    expect(wouldRetrieve(0.3, "adaptive", 0.5)).toBe(false);
+    expect(wouldRetrieve(0.3, "model", 0)).toBe(false);
+    expect(wouldRetrieve(0.6, "model", 0.9)).toBe(true);
+    expect(wouldRetrieve(0, "always", 1)).toBe(true);
+    expect(wouldRetrieve(1, "never", 0)).toBe(false);
+  });
+
+  it("offers nothing when only the weights changed", () => {
+    const now = { ...defaultSettings(), weights: { rel: 2, sup: 0, use: 0 } };
+    expect(changedRunSettings(answer().settings, now)).toEqual([]);
+    expect(rerunEffects(answer(), now)).toEqual([]);
+  });
+
+  it("says retrieval would stop when δ rises above p", () => {
+    const now = { ...defaultSettings(), threshold: 0.9 };
+    expect(changedRunSettings(answer().settings, now)).toEqual(["δ 0.20 → 0.90"]);
+    expect(rerunEffects(answer(), now)[0]).toBe(
+      "It would answer without retrieval (p = 0.83 ≤ δ 0.90): no passages, no citations.",
+    );
+  });
+
+  it("says when a smaller K would leave out the current winner", () => {
+    const base = answer();
+    const seg = { ...base.segments[0], chosen: 1 };
+    const now = { ...defaultSettings(), k: 1 };
+    const effects = rerunEffects({ ...base, segments: [seg] }, now);
+    expect(effects[0]).toBe("The first retrieve decision stays the same (p = 0.83 > δ 0.20).");
+    expect(effects[1]).toMatch(/current winner \(passage rank 2\) would not be written/);
+  });
+
+  it("shows the offer and re-runs on click", async () => {
+    const onrerun = vi.fn();
+    render(RerunNotice, {
+      answer: answer(),
+      settings: { ...defaultSettings(), mode: "never" },
+      running: false,
+      onrerun,
+    });
+    expect(screen.getByTestId("rerun-offer")).toHaveTextContent("mode adaptive → never");
+    expect(screen.getByTestId("rerun-effects")).toHaveTextContent("without retrieval");
+    await fireEvent.click(screen.getByTestId("rerun-button"));
+    expect(onrerun).toHaveBeenCalledOnce();
+  });
+});
+
+describe("streaming view", () => {
+  it("shows the question, the segments so far and the step under way", () => {
+    let run = startRun(false);
+    run = nextStatus(run, {
+      kind: "retrieve_decided",
+      p_retrieve: 0.83,
+      threshold: 0.2,
+      mode: "adaptive",
+      retrieved: true,
+    });
+    run = nextStatus(run, { kind: "passages_retrieved", segment: 0, count: 3 });
+    run = nextStatus(run, { kind: "candidates_started", segment: 0, count: 3 });
+    run = nextStatus(run, { kind: "candidate_finished", segment: 0, index: 0, count: 3 });
+    render(StreamingAnswer, {
+      question: "When does Self-RAG retrieve?",
+      draft: [{ text: "On demand.", citation: 1 }],
+      run,
+    });
+    const view = screen.getByTestId("answer-draft");
+    expect(view).toHaveTextContent("When does Self-RAG retrieve?");
+    expect(view).toHaveTextContent("On demand.[1]");
+    const current = view.querySelector('[aria-current="step"]');
+    expect(current).toHaveTextContent("Candidates 1/3");
+  });
+
+  it("says it is critiquing once every candidate is written", () => {
+    let run = startRun(false);
+    run = nextStatus(run, { kind: "candidates_started", segment: 0, count: 2 });
+    run = nextStatus(run, { kind: "candidate_finished", segment: 0, index: 1, count: 2 });
+    run = nextStatus(run, { kind: "candidate_finished", segment: 0, index: 0, count: 2 });
+    expect(run.line).toBe("Critiquing: choosing among 2 candidates by f");
+    expect(run.stage).toBe("choose");
+  });
+});
+
+describe("evidence panel", () => {
+  const base = answer();
+  const props = {
+    answerId: "a1",
+    n: 1,
+    passage: base.passages[0],
+    segments: ["Self-RAG adaptively retrieves passages."],
+    candidate: base.segments[0].candidates[0],
+    onclose: () => {},
+  };
+
+  it("highlights the supporting sentence, says how, and shows the passage's IsRel", () => {
+    render(PassagePanel, props);
+    expect(screen.getByTestId("support-span")).toHaveTextContent("Self-RAG trains a single LM");
+    expect(screen.getByTestId("span-hint")).toHaveTextContent("word-overlap estimate");
+    expect(screen.getByTestId("passage-isrel")).toHaveTextContent("Relevant");
+    expect(screen.getByTestId("open-source")).toHaveTextContent("Open source (page 3)");
+  });
+
+  it("opens the source through the IPC and shows where", async () => {
+    mocked.openSource.mockResolvedValue("/home/ada/papers/selfrag.pdf");
+    render(PassagePanel, props);
+    await fireEvent.click(screen.getByTestId("open-source"));
+    expect(mocked.openSource).toHaveBeenCalledWith("a1", 1);
+    await waitFor(() =>
+      expect(screen.getByTestId("open-status")).toHaveTextContent("Opened selfrag.pdf"),
+    );
+  });
+
+  it("shows why the source could not be opened", async () => {
+    mocked.openSource.mockRejectedValue({
+      code: "source_missing",
+      message: "/home/ada/papers/selfrag.pdf is no longer there (moved or deleted)",
+    });
+    render(PassagePanel, props);
+    await fireEvent.click(screen.getByTestId("open-source"));
+    await waitFor(() =>
+      expect(screen.getByTestId("open-error")).toHaveTextContent("no longer there"),
+    );
+  });
+});
+
+describe("weight controls", () => {
+  it("reports the input-to-repaint time of a re-rank", async () => {
+    const onchange = vi.fn(() => {
+      // What App does once the re-ranked answer is in state.
+      measureRepaint();
+    });
+    render(WeightControls, {
+      weights: { rel: 1, sup: 1, use: 0.5 },
+      hardConstraints: false,
+      onchange,
+    });
+    await fireEvent.input(screen.getByTestId("slider-rel"), { target: { value: "0" } });
+    expect(onchange).toHaveBeenCalledWith({ rel: 0, sup: 1, use: 0.5 }, false);
+    await waitFor(() => expect(get(rerankLatency)).not.toBeNull());
+    expect(screen.getByTestId("rerank-ms")).toHaveTextContent(/re-ranked in \d+ ms/);
+  });
+
+  it("measures nothing without an input first", () => {
+    rerankLatency.set(null);
+    measureRepaint();
+    expect(get(rerankLatency)).toBeNull();
+    markInput(performance.now());
+  });
+});
+
+describe("theme", () => {
+  it("puts the chosen theme on <html> and follows the system otherwise", async () => {
+    const root = document.createElement("html");
+    applyTheme("dark", root);
+    expect(root.className).toBe("theme-dark");
+    applyTheme("light", root);
+    expect(root.className).toBe("theme-light");
+    applyTheme("system", root);
+    expect(root.className).toBe("");
+
+    render(ThemeSwitch);
+    await fireEvent.change(screen.getByTestId("theme-select"), { target: { value: "dark" } });
+    expect(get(theme)).toBe("dark");
+    expect(document.documentElement.classList.contains("theme-dark")).toBe(true);
+    theme.set("system");
+    expect(document.documentElement.classList.contains("theme-dark")).toBe(false);
+  });
+});

@@ -9,6 +9,7 @@ const COMMANDS: &[&str] = &[
     "cancel_ask",
     "rerank",
     "export_answer",
+    "open_source",
 ];
 
 fn main() {

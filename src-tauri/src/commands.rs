@@ -30,6 +30,16 @@ impl From<EngineError> for IpcError {
     }
 }
 
+impl IpcError {
+    /// An error that does not come from the engine, e.g. from the shell's own commands.
+    pub(crate) fn new(code: &str, message: String) -> Self {
+        Self {
+            code: code.to_string(),
+            message,
+        }
+    }
+}
+
 type Result<T> = std::result::Result<T, IpcError>;
 
 #[tauri::command]

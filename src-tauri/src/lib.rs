@@ -7,6 +7,7 @@
 
 mod bindings;
 mod commands;
+mod sources;
 
 use std::sync::Mutex;
 
@@ -37,6 +38,12 @@ pub fn run() -> anyhow::Result<()> {
     tracing::info!(data_dir = %engine.config().data_dir.display(), "starting");
     tauri::Builder::default()
         .plugin(tauri_plugin_dialog::init())
+        // Reached only through the open_source command; no link-click script in the webview.
+        .plugin(
+            tauri_plugin_opener::Builder::new()
+                .open_js_links_on_click(false)
+                .build(),
+        )
         .manage(AppState {
             engine,
             running: Mutex::new(None),
@@ -49,6 +56,7 @@ pub fn run() -> anyhow::Result<()> {
             commands::cancel_ask,
             commands::rerank,
             commands::export_answer,
+            sources::open_source,
         ])
         .run(tauri::generate_context!())
         .context("running the Tauri application")

@@ -246,6 +246,11 @@ impl Engine {
         Ok(record)
     }
 
+    /// The stored answer `id` (as last asked or re-ranked).
+    pub fn answer(&self, id: &str) -> Result<AnswerRecord, EngineError> {
+        self.history.get(id)
+    }
+
     /// Writes answer `id` to `path` in `format`, atomically.
     pub fn export(&self, id: &str, format: ExportFormat, path: &Path) -> Result<(), EngineError> {
         let record = self.history.get(id)?;

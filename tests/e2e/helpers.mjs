@@ -1,0 +1,64 @@
+// What the end-to-end tests of answers share: the app with the tiny test models, documents on
+// disk, and the few UI moves every test makes (drop, pick a mode, ask, move a slider).
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { launch, tempDir } from "./driver.mjs";
+
+/** The app on a fresh data folder with the tiny test generator and embedder. */
+export function launchWithTestModels() {
+  return launch({
+    SELFRAG_DATA_DIR: tempDir("data"),
+    SELFRAG_GENERATOR: process.env.SELFRAG_TEST_GENERATOR,
+    SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
+    HF_HOME: tempDir("hf"),
+  });
+}
+
+/** Writes `files` ({name: text}) into a new folder; returns their paths in the same order. */
+export function writeDocs(files) {
+  const dir = tempDir("docs");
+  return Object.entries(files).map(([name, text]) => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  });
+}
+
+/** Drops `paths` on the window and waits until the library lists `count` documents. */
+export async function dropAndIndex(session, paths, count = paths.length) {
+  const result = await session.dropFiles(paths);
+  if (result !== "ok") throw new Error(`drop failed: ${result}`);
+  const deadline = Date.now() + 60000;
+  while (Date.now() < deadline) {
+    const items = await session.findAll('[data-testid="document-item"]');
+    if (items.length >= count) return items;
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  throw new Error(`the library did not list ${count} documents within 60 s`);
+}
+
+/** Sets a form control by test id as a person would, firing `input` and `change`. */
+export function setControl(session, testid, value) {
+  return session.exec(
+    `const el = document.querySelector('[data-testid="' + arguments[0] + '"]');
+     if (el.type === "checkbox") el.checked = arguments[1]; else el.value = String(arguments[1]);
+     el.dispatchEvent(new Event("input", { bubbles: true }));
+     el.dispatchEvent(new Event("change", { bubbles: true }));`,
+    testid,
+    value,
+  );
+}
+
+/** Types `question` and presses Ask. */
+export async function askQuestion(session, question) {
+  const box = await session.find('[data-testid="question-input"]');
+  await session.exec(`arguments[0].value = ""; arguments[0].dispatchEvent(new Event("input", { bubbles: true }));`, session.ref(box));
+  await session.type(box, question);
+  await session.click(await session.find('[data-testid="ask-button"]'));
+}
+
+/** Resizes the window (the viewport follows; Xvfb runs no window manager to refuse). */
+export function setWindowSize(session, width, height) {
+  return session.cmd("POST", "/window/rect", { width, height });
+}

@@ -19,6 +19,8 @@
 //! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe).
 //! - [`pick_device`]: `auto | cpu | cuda | metal`, falling back to the CPU.
 //! - [`store`]: model manifests and the hub cache lookup.
+//! - [`download`]: fetching models into the hub cache (resume, cancel, progress, SHA-256) and
+//!   checking what is there.
 //! - [`fixtures`]: tiny deterministic random models with the real file layouts, for tests.
 //!
 //! ```no_run
@@ -41,6 +43,7 @@
 //! ```
 
 mod device;
+pub mod download;
 mod embedder;
 mod error;
 pub mod fixtures;

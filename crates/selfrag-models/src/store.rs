@@ -1,6 +1,7 @@
 //! Where models live: the TOML manifests of `models/` (embedded at build time) and the
 //! Hugging Face hub cache (`~/.cache/huggingface/hub` layout, shared with Python tools), so a
-//! model downloaded once by anything is found here. Nothing is downloaded in this module.
+//! model downloaded once by anything is found here. Nothing is downloaded in this module (see
+//! [`crate::download`]).
 
 use std::path::{Path, PathBuf};
 
@@ -49,9 +50,13 @@ pub enum ModelRole {
 pub struct ModelFile {
     /// Path inside the repository.
     pub name: String,
-    /// Hex SHA-256 of the file, where recorded.
+    /// Hex SHA-256 of the file, where recorded. Downloads are checked against it (and, for
+    /// files stored with Git LFS, against the hub's own SHA-256 as well).
     #[serde(default)]
     pub sha256: Option<String>,
+    /// Exact size in bytes, where recorded: a cached file of another size is not accepted.
+    #[serde(default)]
+    pub size_bytes: Option<u64>,
     /// Whether the model is unusable without it.
     #[serde(default = "default_true")]
     pub required: bool,
@@ -96,6 +101,36 @@ impl ModelSpec {
                 name: name.to_owned(),
                 reason: "lists no required file".to_owned(),
             });
+        }
+        for file in &spec.files {
+            let bad_hash = file.sha256.as_deref().is_some_and(|h| {
+                h.len() != 64
+                    || !h
+                        .bytes()
+                        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            });
+            if bad_hash {
+                return Err(ModelError::InvalidManifest {
+                    name: name.to_owned(),
+                    reason: format!("the sha256 of {} is not 64 lowercase hex digits", file.name),
+                });
+            }
+            let unsafe_name = file.name.is_empty()
+                || file.name.starts_with('/')
+                || file.name.contains('\\')
+                || file
+                    .name
+                    .split('/')
+                    .any(|part| part.is_empty() || part == "." || part == "..");
+            if unsafe_name {
+                return Err(ModelError::InvalidManifest {
+                    name: name.to_owned(),
+                    reason: format!(
+                        "file name `{}` is not a plain path inside the repository",
+                        file.name
+                    ),
+                });
+            }
         }
         Ok(spec)
     }
@@ -163,19 +198,26 @@ pub fn hf_hub_cache_dir() -> Option<PathBuf> {
 }
 
 /// `models--{org}--{name}` inside the cache.
-fn repo_dir(cache: &Path, repo_id: &str) -> PathBuf {
+pub(crate) fn repo_dir(cache: &Path, repo_id: &str) -> PathBuf {
     cache.join(format!("models--{}", repo_id.replace('/', "--")))
 }
 
-/// Snapshot directories of a cached repo: the one `refs/main` names first, then the others
-/// in name order.
-fn snapshot_dirs(repo: &Path) -> Vec<PathBuf> {
+/// Snapshot directories of a cached repo: the one `refs/{revision}` names first (or the
+/// revision itself when it is a commit), then `refs/main`'s, then the others in name order.
+fn snapshot_dirs(repo: &Path, revision: &str) -> Vec<PathBuf> {
     let snapshots = repo.join("snapshots");
     let mut dirs = Vec::new();
-    if let Ok(main) = std::fs::read_to_string(repo.join("refs").join("main")) {
-        let main = main.trim();
-        if !main.is_empty() {
-            dirs.push(snapshots.join(main));
+    let is_commit = revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit());
+    if is_commit {
+        dirs.push(snapshots.join(revision));
+    }
+    for name in [revision, "main"] {
+        if let Ok(commit) = std::fs::read_to_string(repo.join("refs").join(name)) {
+            let commit = commit.trim();
+            let dir = snapshots.join(commit);
+            if !commit.is_empty() && !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
         }
     }
     let mut others: Vec<PathBuf> = std::fs::read_dir(&snapshots)
@@ -204,7 +246,7 @@ pub fn find_in_hf_cache(repo_id: &str, filename: &str) -> Option<PathBuf> {
 
 /// As [`find_in_hf_cache`], in an explicit cache directory.
 pub fn find_in_cache(cache: &Path, repo_id: &str, filename: &str) -> Option<PathBuf> {
-    snapshot_dirs(&repo_dir(cache, repo_id))
+    snapshot_dirs(&repo_dir(cache, repo_id), "main")
         .into_iter()
         .map(|dir| dir.join(filename))
         .find(|path| path.is_file())
@@ -221,16 +263,27 @@ pub fn locate(spec: &ModelSpec) -> ModelLocation {
     }
 }
 
+/// A regular file (a snapshot's symlink resolves to its blob) of the recorded size, if any.
+fn file_is_usable(path: &Path, file: &ModelFile) -> bool {
+    match std::fs::metadata(path) {
+        Ok(meta) => meta.is_file() && file.size_bytes.is_none_or(|size| meta.len() == size),
+        Err(_) => false,
+    }
+}
+
 /// Looks for `spec` in an explicit hub-cache directory.
 pub fn locate_in(cache: &Path, spec: &ModelSpec) -> ModelLocation {
     let repo = repo_dir(cache, &spec.repo);
-    let dirs = snapshot_dirs(&repo);
+    let dirs: Vec<PathBuf> = snapshot_dirs(&repo, &spec.revision)
+        .into_iter()
+        .filter(|dir| dir.is_dir())
+        .collect();
     let searched = if dirs.is_empty() { vec![repo] } else { dirs };
     let complete = searched.iter().find(|dir| {
         spec.files
             .iter()
             .filter(|f| f.required)
-            .all(|f| dir.join(&f.name).is_file())
+            .all(|f| file_is_usable(&dir.join(&f.name), f))
     });
     let found = complete.and_then(|dir| match spec.role {
         ModelRole::Generator => spec.primary_file().map(|f| dir.join(&f.name)),
@@ -291,6 +344,9 @@ pub struct Resolved {
     pub searched: Vec<PathBuf>,
     /// What to do when it is missing.
     pub fix: String,
+    /// The manifest the model was looked up by; `None` when the environment named a path, so
+    /// downloading would not change what is used.
+    pub spec: Option<ModelSpec>,
 }
 
 /// The generator: `explicit` (from `SELFRAG_GENERATOR`) if given, else the default manifest's
@@ -329,6 +385,7 @@ fn resolve(
                 found: None,
                 searched: Vec::new(),
                 fix: format!("the shipped model manifest is broken ({e}); reinstall the app"),
+                spec: None,
             };
         }
     };
@@ -339,7 +396,8 @@ fn resolve(
         .map(|f| f.name.as_str())
         .collect();
     let download = format!(
-        "Download it with `huggingface-cli download {} {}` (it lands in the Hugging Face cache, where the app looks), or set {variable} to {what}.",
+        "Download it here, or with `selfrag models pull {}` or `huggingface-cli download {} {}` (all land in the Hugging Face cache, where the app looks), or set {variable} to {what}.",
+        spec.id,
         spec.repo,
         files.join(" ")
     );
@@ -356,6 +414,7 @@ fn resolve(
                 "{variable} points at {}, which does not exist. {download}",
                 path.display()
             ),
+            spec: None,
         };
     }
     let location = locate(&spec);
@@ -365,9 +424,10 @@ fn resolve(
         location.searched
     };
     Resolved {
-        name: spec.description,
+        name: spec.description.clone(),
         found: location.found,
         searched,
         fix: download,
+        spec: Some(spec),
     }
 }

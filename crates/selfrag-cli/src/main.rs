@@ -1,6 +1,8 @@
 //! The `selfrag` command-line tool: the same engine as the desktop app, for scripts, tests and
 //! power users. Its command names and JSON outputs are a public contract.
 
+mod pull;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -90,6 +92,20 @@ enum ModelsCommand {
     },
     /// The path of model ID in the Hugging Face cache (a GGUF file or a model folder).
     Path { id: String },
+    /// Download model ID into the Hugging Face cache (resumes; honours HF_ENDPOINT, HF_TOKEN),
+    /// then print its path. Progress on stderr.
+    Pull {
+        id: String,
+        /// Use only what is already in the cache (also HF_HUB_OFFLINE=1).
+        #[arg(long)]
+        offline: bool,
+    },
+    /// Check the size and SHA-256 of the cached files of model ID (default: every model).
+    Verify {
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Serialize)]
@@ -380,6 +396,8 @@ fn models(command: ModelsCommand) -> Result<()> {
             }
             write_stdout(&text)
         }
+        ModelsCommand::Pull { id, offline } => pull::pull(&id, offline),
+        ModelsCommand::Verify { id, json } => pull::verify(id.as_deref(), json),
         ModelsCommand::Path { id } => {
             let spec = selfrag_models::ModelSpec::by_id(&id).with_context(|| {
                 format!("`{id}` is not a known model; `selfrag models list` shows the ids")
@@ -388,7 +406,7 @@ fn models(command: ModelsCommand) -> Result<()> {
             match location.found {
                 Some(path) => write_stdout(&format!("{}\n", path.display())),
                 None => anyhow::bail!(
-                    "{id} is not in the Hugging Face cache (looked in {}); download it with `huggingface-cli download {}`",
+                    "{id} is not in the Hugging Face cache (looked in {}); download it with `selfrag models pull {id}` or `huggingface-cli download {}`",
                     location
                         .searched
                         .iter()

@@ -9,6 +9,9 @@ const COMMANDS: &[&str] = &[
     "cancel_ask",
     "rerank",
     "export_answer",
+    "download_model",
+    "cancel_download",
+    "refresh_models",
     "open_source",
 ];
 

@@ -12,6 +12,7 @@ mod tests {
         AnswerRecord, AppStatus, DocumentInfo, ExportFormat, IndexEvent, LibraryCounts, ModelRole,
         ModelStatus,
     };
+    use selfrag_engine::{DownloadStage, ModelDownloadProgress, ModelOffer};
     use ts_rs::{Config, TS};
 
     use crate::commands::IpcError;
@@ -36,7 +37,10 @@ mod tests {
             decl::<Answer>(&cfg),
             decl::<Progress>(&cfg),
             decl::<ModelRole>(&cfg),
+            decl::<ModelOffer>(&cfg),
             decl::<ModelStatus>(&cfg),
+            decl::<DownloadStage>(&cfg),
+            decl::<ModelDownloadProgress>(&cfg),
             decl::<LibraryCounts>(&cfg),
             decl::<AppStatus>(&cfg),
             decl::<DocumentInfo>(&cfg),

@@ -7,6 +7,7 @@
 
 mod bindings;
 mod commands;
+mod downloads;
 mod sources;
 
 use std::sync::Mutex;
@@ -44,6 +45,7 @@ pub fn run() -> anyhow::Result<()> {
                 .open_js_links_on_click(false)
                 .build(),
         )
+        .manage(downloads::Downloads::default())
         .manage(AppState {
             engine,
             running: Mutex::new(None),
@@ -56,6 +58,9 @@ pub fn run() -> anyhow::Result<()> {
             commands::cancel_ask,
             commands::rerank,
             commands::export_answer,
+            downloads::download_model,
+            downloads::cancel_download,
+            downloads::refresh_models,
             sources::open_source,
         ])
         .run(tauri::generate_context!())

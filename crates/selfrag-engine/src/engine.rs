@@ -18,9 +18,10 @@ use crate::{AnswerRecord, EngineConfig, EngineError, ExportFormat};
 #[derive(Debug)]
 pub struct Engine {
     config: EngineConfig,
-    models: ModelThread,
-    model_status: Vec<ModelStatus>,
-    embedder_path: Option<PathBuf>,
+    pub(crate) models: ModelThread,
+    /// Replaced when the models are looked for again (see `downloads.rs`).
+    pub(crate) model_status: std::sync::RwLock<Vec<ModelStatus>>,
+    pub(crate) embedder_path: std::sync::RwLock<Option<PathBuf>>,
     library: OnceCell<Arc<Library>>,
     history: History,
 }
@@ -44,8 +45,8 @@ impl Engine {
             history: History::new(config.history_dir()),
             config,
             models,
-            model_status,
-            embedder_path: embedder.found,
+            model_status: std::sync::RwLock::new(model_status),
+            embedder_path: std::sync::RwLock::new(embedder.found),
             library: OnceCell::new(),
         })
     }
@@ -70,7 +71,11 @@ impl Engine {
         };
         AppStatus {
             data_dir: self.config.data_dir.display().to_string(),
-            models: self.model_status.clone(),
+            models: self
+                .model_status
+                .read()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
             library,
         }
     }
@@ -97,7 +102,13 @@ impl Engine {
         let dim = self.models.run(|m| m.embedder().map(|e| e.dim())).await??;
         Ok(ThreadEmbedder {
             models: self.models.clone(),
-            id: embedder_identity(self.embedder_path.as_deref()),
+            id: embedder_identity(
+                self.embedder_path
+                    .read()
+                    .ok()
+                    .and_then(|p| p.clone())
+                    .as_deref(),
+            ),
             dim,
         })
     }
@@ -286,7 +297,10 @@ impl PassageEmbedder for ThreadEmbedder {
     }
 }
 
-fn model_status(role: ModelRole, location: &selfrag_models::store::Resolved) -> ModelStatus {
+pub(crate) fn model_status(
+    role: ModelRole,
+    location: &selfrag_models::store::Resolved,
+) -> ModelStatus {
     ModelStatus {
         role,
         name: location.name.clone(),
@@ -298,6 +312,7 @@ fn model_status(role: ModelRole, location: &selfrag_models::store::Resolved) -> 
             .map(|p| p.display().to_string())
             .collect(),
         fix: location.fix.clone(),
+        download: crate::downloads::offer(location),
     }
 }
 

@@ -30,6 +30,13 @@ pub enum EngineError {
     ReadTrace { path: PathBuf, message: String },
     #[error("the model thread stopped unexpectedly; restart the app")]
     ModelThreadGone,
+    /// A model download failed or was cancelled; `message` names the file and the fix.
+    #[error("{message}")]
+    Download {
+        model: String,
+        code: &'static str,
+        message: String,
+    },
 }
 
 impl EngineError {
@@ -46,6 +53,7 @@ impl EngineError {
             Self::Write { .. } => "write",
             Self::ReadTrace { .. } => "read_trace",
             Self::ModelThreadGone => "model_thread",
+            Self::Download { code, .. } => code,
         }
     }
 }

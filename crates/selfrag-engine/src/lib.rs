@@ -9,6 +9,7 @@
 //! It knows nothing of Tauri or the terminal: no `tauri`, no printing, no argument parsing.
 
 mod config;
+mod downloads;
 mod engine;
 mod error;
 pub mod export;
@@ -18,6 +19,7 @@ mod retriever;
 mod status;
 
 pub use config::EngineConfig;
+pub use downloads::{DownloadStage, ModelDownloadProgress, ModelOffer};
 pub use engine::Engine;
 pub use error::EngineError;
 pub use export::{ExportFormat, render};

@@ -49,6 +49,19 @@ impl LoadedModels {
         Ok(d)
     }
 
+    /// Points at the model files found now (after a download); a model whose file changed is
+    /// dropped and loads from the new one on its next use.
+    fn set_paths(&mut self, generator: Option<PathBuf>, embedder: Option<PathBuf>) {
+        if self.paths.generator != generator {
+            self.paths.generator = generator;
+            self.generator = None;
+        }
+        if self.paths.embedder != embedder {
+            self.paths.embedder = embedder;
+            self.embedder = None;
+        }
+    }
+
     /// Loads the generator if needed.
     pub fn ensure_generator(&mut self) -> Result<(), EngineError> {
         if self.generator.is_some() {
@@ -140,6 +153,17 @@ impl ModelThread {
             })
             .map_err(|_| EngineError::ModelThreadGone)?;
         Ok(Self { jobs })
+    }
+
+    /// Queues new model paths behind the running job (see [`LoadedModels::set_paths`]).
+    pub fn set_paths(
+        &self,
+        generator: Option<PathBuf>,
+        embedder: Option<PathBuf>,
+    ) -> Result<(), EngineError> {
+        self.jobs
+            .send(Box::new(move |m| m.set_paths(generator, embedder)))
+            .map_err(|_| EngineError::ModelThreadGone)
     }
 
     /// Runs `f` on the model thread and waits for it, blocking the calling thread.

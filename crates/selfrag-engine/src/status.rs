@@ -27,6 +27,10 @@ pub struct ModelStatus {
     pub searched: Vec<String>,
     /// What to do when it is missing.
     pub fix: String,
+    /// How to download it from the app; absent when an environment variable names the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub download: Option<crate::downloads::ModelOffer>,
 }
 
 /// Document and passage counts.

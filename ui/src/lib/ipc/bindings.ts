@@ -148,6 +148,32 @@ export type Progress = { "kind": "retrieve_decided", p_retrieve: number, thresho
 
 export type ModelRole = "generator" | "embedder";
 
+export type ModelOffer = { 
+/**
+ * The manifest id, what `download_model` takes.
+ */
+id: string, 
+/**
+ * Hugging Face repository, `org/name`.
+ */
+repo: string, 
+/**
+ * SPDX-style license of the weights.
+ */
+license: string, 
+/**
+ * Approximate download size in bytes.
+ */
+sizeBytes: number, 
+/**
+ * Bytes an interrupted download already has on disk; it resumes from there.
+ */
+partialBytes: number, 
+/**
+ * A caveat from the manifest (e.g. that no public conversion exists).
+ */
+note: string | null, };
+
 export type ModelStatus = { role: ModelRole, 
 /**
  * Human name, e.g. "Self-RAG Llama-2 7B (Q4_K_M)".
@@ -164,7 +190,31 @@ searched: Array<string>,
 /**
  * What to do when it is missing.
  */
-fix: string, };
+fix: string, 
+/**
+ * How to download it from the app; absent when an environment variable names the path.
+ */
+download?: ModelOffer, };
+
+export type DownloadStage = "checking" | "downloading" | "verifying" | "done";
+
+export type ModelDownloadProgress = { modelId: string, stage: DownloadStage, 
+/**
+ * The file being worked on, as named in the repository.
+ */
+file: string, 
+/**
+ * Bytes of the whole model on disk so far.
+ */
+bytesDone: number, 
+/**
+ * Bytes of the whole model; 0 until the hub has answered.
+ */
+bytesTotal: number, bytesPerSecond: number, 
+/**
+ * Seconds left at the current rate, when there is one.
+ */
+etaSeconds: number | null, };
 
 export type LibraryCounts = { documents: number, passages: number, };
 

@@ -17,6 +17,8 @@ import type {
   Settings,
 } from "./types";
 
+import type { ModelDownloadProgress } from "./types";
+
 export type * from "./types";
 
 /** Which models were found, where the data lives, and how big the library is. */
@@ -117,4 +119,29 @@ export function onFilesDropped(
  */
 export function openSource(answerId: string, citation: number): Promise<string> {
   return invoke<string>("open_source", { answerId, citation });
+}
+
+/**
+ * Downloads a missing model (by its manifest id) into the Hugging Face cache, streaming
+ * progress; resolves with the new status once it is complete and checked, so the app can go on
+ * without a restart. Rejects with the IpcError code "download_cancelled" after
+ * `cancelDownload`; the partial file is kept and the next call resumes it.
+ */
+export function downloadModel(
+  modelId: string,
+  onEvent: (event: ModelDownloadProgress) => void,
+): Promise<AppStatus> {
+  const channel = new Channel<ModelDownloadProgress>();
+  channel.onmessage = onEvent;
+  return invoke<AppStatus>("download_model", { modelId, onEvent: channel });
+}
+
+/** Stops the download of a model; does nothing when it is not running. */
+export function cancelDownload(modelId: string): Promise<void> {
+  return invoke<void>("cancel_download", { modelId });
+}
+
+/** Looks for the models again (e.g. after copying them in by hand) and returns the new status. */
+export function refreshModels(): Promise<AppStatus> {
+  return invoke<AppStatus>("refresh_models");
 }

@@ -1061,9 +1061,10 @@ struct Client {
 
 impl Client {
     fn new(options: &HubOptions) -> Self {
+        let proxy = use_proxy(&options.endpoint, std::env::var("NO_PROXY").ok().as_deref());
         let agent = |redirects: u32| {
             ureq::AgentBuilder::new()
-                .try_proxy_from_env(true)
+                .try_proxy_from_env(proxy)
                 .redirects(redirects)
                 .timeout_connect(Duration::from_secs(20))
                 .timeout_read(options.read_timeout)
@@ -1260,6 +1261,32 @@ impl Client {
     }
 }
 
+/// Whether requests to `endpoint` may go through the proxy of `HTTPS_PROXY` and the like: not
+/// for this machine (a local mirror, the tests' stand-in hub) nor for a host `no_proxy` lists
+/// (ureq itself does not read `NO_PROXY`).
+fn use_proxy(endpoint: &str, no_proxy: Option<&str>) -> bool {
+    let origin = origin(endpoint);
+    let host_port = origin.split("://").nth(1).unwrap_or(origin);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => host_port.split(':').next().unwrap_or(host_port),
+    };
+    let host = host.to_ascii_lowercase();
+    if host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+    {
+        return false;
+    }
+    let listed = no_proxy.unwrap_or_default().split(',').any(|entry| {
+        let entry = entry.trim().trim_start_matches('.').to_ascii_lowercase();
+        entry == "*"
+            || (!entry.is_empty() && (host == entry || host.ends_with(&format!(".{entry}"))))
+    });
+    !listed
+}
+
 /// `scheme://host[:port]` of `url`.
 fn origin(url: &str) -> &str {
     let after_scheme = url.find("://").map_or(0, |i| i + 3);
@@ -1404,6 +1431,19 @@ mod tests {
             "http://127.0.0.1:9"
         );
         assert_eq!(origin("https://huggingface.co"), "https://huggingface.co");
+    }
+
+    #[test]
+    fn this_machine_and_no_proxy_hosts_bypass_the_proxy() {
+        assert!(!use_proxy("http://127.0.0.1:8080", None));
+        assert!(!use_proxy("http://[::1]:9", None));
+        assert!(!use_proxy("http://localhost:1", None));
+        assert!(use_proxy("https://huggingface.co", None));
+        assert!(!use_proxy(
+            "https://huggingface.co",
+            Some("example.org, .huggingface.co")
+        ));
+        assert!(use_proxy("https://huggingface.co", Some("example.org")));
     }
 
     #[test]

@@ -12,6 +12,12 @@ const COMMANDS: &[&str] = &[
     "download_model",
     "cancel_download",
     "refresh_models",
+    "list_history",
+    "open_answer",
+    "delete_answer",
+    "render_answer",
+    "load_settings",
+    "save_settings",
     "open_source",
 ];
 

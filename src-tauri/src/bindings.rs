@@ -9,8 +9,9 @@ mod tests {
         IsUseDistribution, Passage, Progress, RetrieveDecision, RetrieveMode, Segment, Settings,
     };
     use selfrag_engine::{
-        AnswerRecord, AppStatus, DocumentInfo, ExportFormat, IndexEvent, LibraryCounts, ModelRole,
-        ModelStatus,
+        AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceStatus, DocumentInfo,
+        ExportFormat, ExportOptions, HistoryEntry, IndexEvent, LibraryCounts, LoadedSettings,
+        ModelRole, ModelStatus, Theme,
     };
     use selfrag_engine::{DownloadStage, ModelDownloadProgress, ModelOffer};
     use ts_rs::{Config, TS};
@@ -47,6 +48,13 @@ mod tests {
             decl::<IndexEvent>(&cfg),
             decl::<AnswerRecord>(&cfg),
             decl::<ExportFormat>(&cfg),
+            decl::<ExportOptions>(&cfg),
+            decl::<HistoryEntry>(&cfg),
+            decl::<DeviceStatus>(&cfg),
+            decl::<Theme>(&cfg),
+            decl::<DeviceChoice>(&cfg),
+            decl::<AppSettings>(&cfg),
+            decl::<LoadedSettings>(&cfg),
             decl::<IpcError>(&cfg),
         ];
         format!(

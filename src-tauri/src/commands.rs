@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_core::{CritiqueWeights, Progress, Settings};
 use selfrag_engine::{
-    AnswerRecord, AppStatus, DocumentInfo, EngineError, ExportFormat, IndexEvent,
+    AnswerRecord, AppStatus, DocumentInfo, EngineError, ExportOptions, IndexEvent,
 };
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -114,26 +114,27 @@ pub fn rerank(
     Ok(state.engine.rerank(&answer_id, weights, hard_constraints)?)
 }
 
-/// Asks where to save with the native dialog, then writes there. The path never comes from the
-/// webview, so a compromised page cannot write files of its choosing.
+/// Asks where to save with the native dialog (proposing the format's extension), then writes
+/// there. The path never comes from the webview, so a compromised page cannot write files of its
+/// choosing.
 #[tauri::command]
 pub async fn export_answer(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     answer_id: String,
-    format: ExportFormat,
+    options: ExportOptions,
 ) -> Result<Option<String>> {
-    let ext = format.extension();
+    let ext = options.format.extension();
     let chosen = app
         .dialog()
         .file()
         .set_title("Export answer")
         .set_file_name(format!("answer.{ext}"))
-        .add_filter(ext, &[ext])
+        .add_filter(options.format.label(), &[ext])
         .blocking_save_file();
     let Some(path) = chosen.and_then(|p| p.into_path().ok()) else {
         return Ok(None);
     };
-    state.engine.export(&answer_id, format, &path)?;
+    state.engine.export(&answer_id, options, &path)?;
     Ok(Some(path.display().to_string()))
 }

@@ -5,6 +5,7 @@
 //! Streaming (indexing progress, the algorithm's progress) goes over `tauri::ipc::Channel`.
 //! All logic lives in the engine; this crate only adapts it to the webview.
 
+mod app_data;
 mod bindings;
 mod commands;
 mod downloads;
@@ -13,18 +14,25 @@ mod sources;
 use std::sync::Mutex;
 
 use anyhow::Context;
-use selfrag_engine::{Engine, EngineConfig};
+use selfrag_engine::{Engine, EngineConfig, SettingsStore};
 
 /// What every command can reach.
 pub struct AppState {
     engine: Engine,
+    /// The persisted settings (theme, device, ask and export choices).
+    settings: SettingsStore,
     /// The cancel flag of the question being answered, if any.
     running: Mutex<Option<std::sync::Arc<std::sync::atomic::AtomicBool>>>,
 }
 
 /// Builds and runs the app until its window closes.
 pub fn run() -> anyhow::Result<()> {
-    let config = EngineConfig::from_env();
+    let mut config = EngineConfig::from_env();
+    let settings = SettingsStore::from_env();
+    // The saved device choice, unless SELFRAG_DEVICE fixes it for this run.
+    if !selfrag_engine::settings::device_fixed_by_env() {
+        config.device = settings.get().device.as_str().to_string();
+    }
     init_logging(&config.data_dir);
     // GTK cannot start without a display and would panic inside the event loop; say so plainly.
     if cfg!(target_os = "linux")
@@ -48,6 +56,7 @@ pub fn run() -> anyhow::Result<()> {
         .manage(downloads::Downloads::default())
         .manage(AppState {
             engine,
+            settings,
             running: Mutex::new(None),
         })
         .invoke_handler(tauri::generate_handler![
@@ -61,6 +70,12 @@ pub fn run() -> anyhow::Result<()> {
             downloads::download_model,
             downloads::cancel_download,
             downloads::refresh_models,
+            app_data::list_history,
+            app_data::open_answer,
+            app_data::delete_answer,
+            app_data::render_answer,
+            app_data::load_settings,
+            app_data::save_settings,
             sources::open_source,
         ])
         .run(tauri::generate_context!())

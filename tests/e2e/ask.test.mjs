@@ -52,7 +52,7 @@ test("drop, index, ask, cite, inspect badges, export", async () => {
     await session.screenshot("answer-with-citation");
 
     const target = join(tempDir("export"), "answer.md");
-    await session.click(await session.find('[data-testid="export-md"]'));
+    await session.click(await session.find('[data-testid="export-button"]'));
     await answerSaveDialog("Export answer", target);
     await session.waitFor('[data-testid="export-status"]', { text: (t) => t.includes(target) });
     for (let i = 0; i < 50 && !existsSync(target); i++) await sleep(100);

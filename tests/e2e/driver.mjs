@@ -57,7 +57,8 @@ export async function launch(env) {
   const port = await freePort();
   const nativePort = await freePort();
   const driver = spawn("tauri-driver", ["--port", String(port), "--native-port", String(nativePort)], {
-    env: { ...process.env, ...env },
+    // A fresh config dir unless the test names one: no test reads or writes the user's settings.
+    env: { ...process.env, SELFRAG_CONFIG_DIR: tempDir("config"), ...env },
     stdio: ["ignore", "inherit", "inherit"],
     // Its own process group, which WebKitWebDriver and the app join: close() ends them all,
     // so no app outlives its test holding the runner's output open.

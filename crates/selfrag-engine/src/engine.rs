@@ -11,8 +11,10 @@ use tokio::sync::OnceCell;
 use crate::history::History;
 use crate::model_thread::{ModelPaths, ModelThread};
 use crate::retriever::LibraryRetriever;
-use crate::status::{AppStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus};
-use crate::{AnswerRecord, EngineConfig, EngineError, ExportFormat};
+use crate::status::{
+    AppStatus, DeviceStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus,
+};
+use crate::{AnswerRecord, EngineConfig, EngineError, ExportOptions, HistoryEntry};
 
 /// The application: models, library, history.
 #[derive(Debug)]
@@ -24,6 +26,8 @@ pub struct Engine {
     pub(crate) embedder_path: std::sync::RwLock<Option<PathBuf>>,
     library: OnceCell<Arc<Library>>,
     history: History,
+    /// The device choice in force (`config.device` until [`Engine::set_device`]).
+    device: std::sync::Mutex<String>,
 }
 
 impl Engine {
@@ -43,6 +47,7 @@ impl Engine {
         })?;
         Ok(Self {
             history: History::new(config.history_dir()),
+            device: std::sync::Mutex::new(config.device.clone()),
             config,
             models,
             model_status: std::sync::RwLock::new(model_status),
@@ -77,7 +82,44 @@ impl Engine {
                 .map(|m| m.clone())
                 .unwrap_or_default(),
             library,
+            device: self.device_status(),
         }
+    }
+
+    /// The device chosen, the one in use, and the ones this build offers.
+    pub fn device_status(&self) -> DeviceStatus {
+        DeviceStatus {
+            chosen: self.device_lock().clone(),
+            in_use: self.models.device_in_use().map(str::to_string),
+            available: selfrag_models::compiled_devices()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            fixed_by_env: crate::settings::device_fixed_by_env(),
+        }
+    }
+
+    /// Runs the models on `device` (`auto`, `cpu`, `cuda`, `metal`) from the next request on;
+    /// the loaded models are dropped once the running request, if any, is done.
+    pub fn set_device(&self, device: &str) -> Result<(), EngineError> {
+        let device = device.trim().to_ascii_lowercase();
+        if !["auto", "cpu", "cuda", "metal"].contains(&device.as_str()) {
+            return Err(EngineError::ModelLoad {
+                role: "device",
+                path: PathBuf::from(&device),
+                message: "unknown device; choose auto, cpu, cuda or metal".into(),
+            });
+        }
+        let mut current = self.device_lock();
+        if *current != device {
+            self.models.set_device(device.clone())?;
+            *current = device;
+        }
+        Ok(())
+    }
+
+    fn device_lock(&self) -> std::sync::MutexGuard<'_, String> {
+        self.device.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The library, opened on first use (it needs the embedder to know the vector size).
@@ -262,10 +304,36 @@ impl Engine {
         self.history.get(id)
     }
 
-    /// Writes answer `id` to `path` in `format`, atomically.
-    pub fn export(&self, id: &str, format: ExportFormat, path: &Path) -> Result<(), EngineError> {
+    /// Writes answer `id` to `path` as `options` say (a format alone is the whole answer
+    /// without labels), atomically.
+    pub fn export(
+        &self,
+        id: &str,
+        options: impl Into<ExportOptions>,
+        path: &Path,
+    ) -> Result<(), EngineError> {
+        crate::write_atomically(path, self.render(id, options)?.as_bytes())
+    }
+
+    /// Answer `id` rendered as `options` say (for the clipboard).
+    pub fn render(
+        &self,
+        id: &str,
+        options: impl Into<ExportOptions>,
+    ) -> Result<String, EngineError> {
         let record = self.history.get(id)?;
-        crate::write_atomically(path, crate::render(&record.answer, format).as_bytes())
+        Ok(crate::render_with(&record.answer, &options.into()))
+    }
+
+    /// The saved answers matching `query` (every word, in the question or the answer), newest
+    /// first.
+    pub fn history(&self, query: &str) -> Result<Vec<HistoryEntry>, EngineError> {
+        self.history.list(query)
+    }
+
+    /// Deletes saved answer `id`.
+    pub fn delete_answer(&self, id: &str) -> Result<(), EngineError> {
+        self.history.delete(id)
     }
 }
 

@@ -1,11 +1,13 @@
 //! Answers of past questions, kept in memory for rerank and saved one trace per file under the
-//! data dir. Files are written atomically (temp file, fsync, rename): a crash mid-save leaves the
-//! previous version, never half a file.
+//! data dir; the searchable list of them, reopening one, and deleting one. Files are written
+//! atomically (temp file, fsync of the file, rename, fsync of the directory): a crash mid-save
+//! leaves the previous version, never half a file.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use selfrag_core::Answer;
 
@@ -27,6 +29,17 @@ pub struct AnswerRecord {
 pub struct History {
     dir: PathBuf,
     answers: Mutex<HashMap<String, AnswerRecord>>,
+    /// List lines by id, with the file's modification time and length they were read from, so
+    /// a search does not parse every trace again.
+    summaries: Mutex<HashMap<String, Summary>>,
+}
+
+/// A cached list line and the file state it was read from.
+#[derive(Debug)]
+struct Summary {
+    modified: Option<std::time::SystemTime>,
+    len: u64,
+    entry: HistoryEntry,
 }
 
 impl History {
@@ -34,6 +47,7 @@ impl History {
         Self {
             dir,
             answers: Mutex::new(HashMap::new()),
+            summaries: Mutex::new(HashMap::new()),
         }
     }
 
@@ -44,6 +58,7 @@ impl History {
             source: std::io::Error::other(e),
         })?;
         write_atomically(&self.dir.join(format!("{}.json", record.id)), &json)?;
+        lock(&self.summaries).remove(&record.id);
         self.lock().insert(record.id.clone(), record);
         Ok(())
     }
@@ -53,7 +68,7 @@ impl History {
         if let Some(r) = self.lock().get(id) {
             return Ok(r.clone());
         }
-        let valid = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        let valid = valid_id(id);
         let path = self.dir.join(format!("{id}.json"));
         let bytes = valid
             .then(|| std::fs::read(&path).ok())
@@ -68,36 +83,353 @@ impl History {
         Ok(record)
     }
 
+    /// The saved answers whose question or answer text contains every word of `query`
+    /// (case-insensitive; an empty query lists them all), newest first. A file that cannot be
+    /// read is left out of the list and logged: one damaged trace never hides the others.
+    pub fn list(&self, query: &str) -> Result<Vec<HistoryEntry>, EngineError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(EngineError::ReadTrace {
+                    path: self.dir.clone(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        let mut out = Vec::new();
+        for file in entries.flatten() {
+            let Some(id) = file
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .filter(|id| valid_id(id))
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            let entry = match self.summary(&id, &file) {
+                Ok(entry) => entry,
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, "history entry left out of the list");
+                    continue;
+                }
+            };
+            let haystack = format!("{}\n{}", entry.question, entry.answer).to_lowercase();
+            if words.iter().all(|w| haystack.contains(w.as_str())) {
+                out.push(entry);
+            }
+        }
+        out.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then(b.id.cmp(&a.id)));
+        Ok(out)
+    }
+
+    /// The list line of the trace in `file`, from the cache while the file is unchanged.
+    fn summary(&self, id: &str, file: &std::fs::DirEntry) -> Result<HistoryEntry, EngineError> {
+        let meta = file.metadata().ok();
+        let modified = meta.as_ref().and_then(|m| m.modified().ok());
+        let len = meta.as_ref().map_or(0, std::fs::Metadata::len);
+        if let Some(cached) = lock(&self.summaries).get(id)
+            && cached.modified == modified
+            && cached.len == len
+            && modified.is_some()
+        {
+            return Ok(cached.entry.clone());
+        }
+        let path = file.path();
+        let bytes = std::fs::read(&path).map_err(|e| EngineError::ReadTrace {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let record: AnswerRecord =
+            serde_json::from_slice(&bytes).map_err(|e| EngineError::ReadTrace {
+                path,
+                message: e.to_string(),
+            })?;
+        let entry = HistoryEntry::of(&record);
+        lock(&self.summaries).insert(
+            id.to_string(),
+            Summary {
+                modified,
+                len,
+                entry: entry.clone(),
+            },
+        );
+        Ok(entry)
+    }
+
+    /// Deletes answer `id` from disk and memory.
+    pub fn delete(&self, id: &str) -> Result<(), EngineError> {
+        if !valid_id(id) {
+            return Err(EngineError::UnknownAnswer(id.to_string()));
+        }
+        let path = self.dir.join(format!("{id}.json"));
+        let removed = self.lock().remove(id).is_some();
+        lock(&self.summaries).remove(id);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                sync_dir(&self.dir).map_err(|source| EngineError::Write {
+                    path: self.dir.clone(),
+                    source,
+                })?;
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && removed => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(EngineError::UnknownAnswer(id.to_string()))
+            }
+            Err(source) => Err(EngineError::Write { path, source }),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AnswerRecord>> {
-        // A panic while holding this lock cannot leave the map half-updated (single insert).
-        self.answers.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.answers)
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory: after a crash the
-/// file holds either the old or the new content.
+/// A panic while holding one of these locks cannot leave its map half-updated (single inserts
+/// and removals), so a poisoned lock is still good.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An id as the engine makes them (letters, digits, `-`): never a path.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// One line of the history list.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct HistoryEntry {
+    pub id: String,
+    pub question: String,
+    /// The answer text without citation markers.
+    pub answer: String,
+    /// When it was asked, in milliseconds since the Unix epoch (0 when unknown).
+    #[cfg_attr(feature = "typescript", ts(type = "number"))]
+    pub created_ms: u64,
+    /// How many passages the answer cites.
+    pub citations: u32,
+}
+
+impl HistoryEntry {
+    fn of(record: &AnswerRecord) -> Self {
+        let answer = &record.answer;
+        let text: Vec<&str> = answer.segments.iter().map(|s| s.text.trim()).collect();
+        let mut cited: Vec<usize> = answer.segments.iter().filter_map(|s| s.citation).collect();
+        cited.sort_unstable();
+        cited.dedup();
+        Self {
+            id: record.id.clone(),
+            question: answer.question.clone(),
+            answer: text.join(" "),
+            // Ids start with the creation time in hex milliseconds (see `Engine::ask`).
+            created_ms: record
+                .id
+                .split('-')
+                .next()
+                .and_then(|t| u64::from_str_radix(t, 16).ok())
+                .unwrap_or(0),
+            citations: u32::try_from(cited.len()).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// Makes a rename or removal in `dir` durable. Directories cannot be opened for syncing on
+/// Windows, where the rename itself is durable enough (MoveFileEx); there this does nothing.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::fs::File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory, syncing the file
+/// before the rename and the directory after it: after a crash the file holds either the old or
+/// the new content, and once this returns the new content survives a power cut.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     let err = |source| EngineError::Write {
         path: path.to_path_buf(),
         source,
     };
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     std::fs::create_dir_all(dir).map_err(err)?;
+    // Unique per process and call, so two threads saving the same file never share a temp file.
+    static SEQ: AtomicU64 = AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".{}.tmp-{}",
+        ".{}.tmp-{}-{}",
         path.file_name()
             .map(|n| n.to_string_lossy())
             .unwrap_or_default(),
-        std::process::id()
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        sync_dir(dir)
     })();
-    if result.is_err() {
+    if result.is_err() && tmp.exists() {
         let _ = std::fs::remove_file(&tmp);
     }
     result.map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, question: &str, answer: &str) -> AnswerRecord {
+        let mut a = crate::export::test_answer::answer();
+        a.question = question.into();
+        a.segments.truncate(1);
+        a.segments[0].text = answer.into();
+        AnswerRecord {
+            id: id.into(),
+            answer: a,
+            rerun_could_differ: false,
+        }
+    }
+
+    fn history() -> (tempfile::TempDir, History) {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = History::new(tmp.path().join("history"));
+        (tmp, h)
+    }
+
+    #[test]
+    fn an_empty_or_missing_history_lists_nothing() {
+        let (_tmp, h) = history();
+        assert_eq!(h.list("").unwrap(), []);
+    }
+
+    #[test]
+    fn list_is_newest_first_and_search_matches_question_and_answer_words() {
+        let (_tmp, h) = history();
+        h.put(record(
+            "18f0000000a-0",
+            "When does Self-RAG retrieve?",
+            "When p exceeds δ.",
+        ))
+        .unwrap();
+        h.put(record(
+            "18f0000000b-1",
+            "What is IsSup?",
+            "A reflection token for support.",
+        ))
+        .unwrap();
+        h.put(record("18f0000000c-2", "Who wrote it?", "Asai et al."))
+            .unwrap();
+        let all = h.list("").unwrap();
+        let ids: Vec<&str> = all.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["18f0000000c-2", "18f0000000b-1", "18f0000000a-0"]);
+        assert_eq!(all[2].created_ms, 0x18f_0000_000a);
+        assert_eq!(all[2].answer, "When p exceeds δ.");
+        assert_eq!(all[2].citations, 1);
+
+        let ids =
+            |q: &str| -> Vec<String> { h.list(q).unwrap().into_iter().map(|e| e.id).collect() };
+        assert_eq!(ids("RETRIEVE"), ["18f0000000a-0"], "question, any case");
+        assert_eq!(
+            ids("reflection token"),
+            ["18f0000000b-1"],
+            "answer text, every word"
+        );
+        assert_eq!(
+            ids("reflection asai"),
+            Vec::<String>::new(),
+            "all words must match"
+        );
+        assert_eq!(ids("  δ "), ["18f0000000a-0"]);
+    }
+
+    #[test]
+    fn search_sees_a_rerank_and_survives_a_damaged_file() {
+        let (_tmp, h) = history();
+        h.put(record("1-0", "First question", "old text")).unwrap();
+        assert_eq!(h.list("old").unwrap().len(), 1);
+        h.put(record("1-0", "First question", "new text")).unwrap();
+        assert_eq!(h.list("old").unwrap().len(), 0);
+        assert_eq!(h.list("new").unwrap().len(), 1);
+        std::fs::write(h.dir.join("2-0.json"), b"{ not json").unwrap();
+        std::fs::write(h.dir.join("notes.txt"), b"not a trace").unwrap();
+        assert_eq!(
+            h.list("").unwrap().len(),
+            1,
+            "the damaged trace is left out"
+        );
+    }
+
+    #[test]
+    fn reopen_from_disk_and_delete() {
+        let (_tmp, h) = history();
+        h.put(record("1-0", "Q one", "A one")).unwrap();
+        h.put(record("2-0", "Q two", "A two")).unwrap();
+        let fresh = History::new(h.dir.clone());
+        assert_eq!(fresh.get("1-0").unwrap().answer.question, "Q one");
+
+        fresh.delete("1-0").unwrap();
+        assert!(!h.dir.join("1-0.json").exists());
+        assert!(matches!(
+            fresh.get("1-0"),
+            Err(EngineError::UnknownAnswer(_))
+        ));
+        let left: Vec<String> = fresh.list("").unwrap().into_iter().map(|e| e.id).collect();
+        assert_eq!(left, ["2-0"]);
+        assert!(matches!(
+            fresh.delete("1-0"),
+            Err(EngineError::UnknownAnswer(_))
+        ));
+        assert!(matches!(
+            fresh.delete("../2-0"),
+            Err(EngineError::UnknownAnswer(_))
+        ));
+        assert!(h.dir.join("2-0.json").exists(), "a path is never an id");
+    }
+
+    #[test]
+    fn atomic_writes_replace_the_file_and_leave_no_temp_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("sub/answer.md");
+        write_atomically(&path, b"one").unwrap();
+        write_atomically(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(tmp.path().join("sub"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["answer.md"]);
+    }
+
+    #[test]
+    fn a_failed_write_names_the_file_and_cleans_up() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A directory in the way of the rename.
+        let blocked = tmp.path().join("dir.md");
+        std::fs::create_dir_all(blocked.join("x")).unwrap();
+        let err = write_atomically(&blocked, b"new").unwrap_err();
+        assert!(err.to_string().contains("dir.md"), "{err}");
+        assert!(blocked.join("x").is_dir(), "what was there is untouched");
+        let leftovers = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+            .count();
+        assert_eq!(leftovers, 0, "the temp file is removed");
+    }
 }

@@ -16,15 +16,19 @@ pub mod export;
 mod history;
 mod model_thread;
 mod retriever;
+pub mod settings;
 mod status;
 
 pub use config::EngineConfig;
 pub use downloads::{DownloadStage, ModelDownloadProgress, ModelOffer};
 pub use engine::Engine;
 pub use error::EngineError;
-pub use export::{ExportFormat, render};
-pub use history::{AnswerRecord, write_atomically};
-pub use status::{AppStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus};
+pub use export::{ExportFormat, ExportOptions, render, render_with};
+pub use history::{AnswerRecord, HistoryEntry, write_atomically};
+pub use settings::{AppSettings, DeviceChoice, LoadedSettings, SettingsStore, Theme};
+pub use status::{
+    AppStatus, DeviceStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus,
+};
 
 /// Both binaries call this first thing in `main`: it runs the document-parsing worker when the
 /// engine started the process as one ([`EngineConfig::extract_worker`]) and returns its exit code.

@@ -42,6 +42,21 @@ pub struct LibraryCounts {
     pub passages: usize,
 }
 
+/// Where the models run: the choice, what it resolved to, and what this build offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct DeviceStatus {
+    /// `auto`, `cpu`, `cuda` or `metal`, as chosen.
+    pub chosen: String,
+    /// `cpu`, `cuda` or `metal` once a model is loaded; `null` before.
+    pub in_use: Option<String>,
+    /// The choices this build supports: `auto` and `cpu`, plus `cuda` / `metal` when compiled in.
+    pub available: Vec<String>,
+    /// Set when the choice is fixed by the `SELFRAG_DEVICE` environment variable.
+    pub fixed_by_env: bool,
+}
+
 /// Everything the start screen needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -50,6 +65,7 @@ pub struct AppStatus {
     pub data_dir: String,
     pub models: Vec<ModelStatus>,
     pub library: LibraryCounts,
+    pub device: DeviceStatus,
 }
 
 /// A document of the library as listed in the library pane.

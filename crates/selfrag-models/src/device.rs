@@ -33,6 +33,29 @@ pub fn pick_device(pref: &str) -> Result<Device, ModelError> {
     }
 }
 
+/// The device names this build can use: `auto` and `cpu` always, `cuda` and `metal` only when
+/// compiled in (the `cuda` / `metal` features). Whether a GPU is present is known only when one
+/// is opened.
+pub fn compiled_devices() -> Vec<&'static str> {
+    let mut out = vec!["auto", "cpu"];
+    if candle_core::utils::cuda_is_available() {
+        out.push("cuda");
+    }
+    if candle_core::utils::metal_is_available() {
+        out.push("metal");
+    }
+    out
+}
+
+/// `cpu`, `cuda` or `metal`: the kind of an opened device.
+pub fn device_kind(device: &Device) -> &'static str {
+    match device {
+        Device::Cpu => "cpu",
+        Device::Cuda(_) => "cuda",
+        Device::Metal(_) => "metal",
+    }
+}
+
 fn try_cuda() -> Result<Device, String> {
     if !candle_core::utils::cuda_is_available() {
         return Err("this build has no `cuda` feature".to_owned());
@@ -56,6 +79,14 @@ mod tests {
         assert!(matches!(pick_device("cpu"), Ok(Device::Cpu)));
         assert!(pick_device("AUTO").is_ok());
         assert!(pick_device("cuda").is_ok());
+    }
+
+    #[test]
+    fn the_cpu_is_always_compiled_in_and_named() {
+        let devices = compiled_devices();
+        assert_eq!(devices[..2], ["auto", "cpu"]);
+        assert_eq!(devices.contains(&"cuda"), cfg!(feature = "cuda"));
+        assert_eq!(device_kind(&Device::Cpu), "cpu");
     }
 
     #[test]

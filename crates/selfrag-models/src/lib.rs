@@ -53,7 +53,7 @@ mod llama;
 pub mod store;
 
 pub use candle_core::Device;
-pub use device::pick_device;
+pub use device::{compiled_devices, device_kind, pick_device};
 pub use embedder::BertEmbedder;
 pub use error::ModelError;
 pub use generator::{LlamaGenerator, TimedGeneration};

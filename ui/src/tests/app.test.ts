@@ -7,7 +7,7 @@ import App from "../App.svelte";
 import * as ipc from "$lib/ipc";
 import type { AnswerRecord, IndexEvent, IndexFinished, Progress } from "$lib/ipc/types";
 import { defaultSettings } from "$lib/settings";
-import { record, reranked, status } from "./fixtures";
+import { deviceStatus, loadedSettings, record, reranked, status } from "./fixtures";
 
 vi.mock("$lib/ipc", () => ({
   appStatus: vi.fn(),
@@ -17,12 +17,20 @@ vi.mock("$lib/ipc", () => ({
   cancelAsk: vi.fn(),
   rerank: vi.fn(),
   exportAnswer: vi.fn(),
+  renderAnswer: vi.fn(),
+  listHistory: vi.fn(),
+  openAnswer: vi.fn(),
+  deleteAnswer: vi.fn(),
+  loadSettings: vi.fn(),
+  saveSettings: vi.fn(),
   pickFiles: vi.fn(),
   openSource: vi.fn(),
   onFilesDropped: vi.fn(),
 }));
 
 const mocked = vi.mocked(ipc);
+
+const MARKDOWN = { format: "md", supportLabels: false, onlySupported: false } as const;
 
 /** A promise the test settles by hand, to look at the UI while a call is in flight. */
 function deferred<T>() {
@@ -41,6 +49,9 @@ let hover: (hovering: boolean) => void = () => {};
 beforeEach(() => {
   vi.resetAllMocks();
   mocked.appStatus.mockResolvedValue(status());
+  mocked.loadSettings.mockResolvedValue(loadedSettings());
+  mocked.saveSettings.mockResolvedValue(deviceStatus());
+  mocked.listHistory.mockResolvedValue([]);
   mocked.listDocuments.mockResolvedValue([
     { id: "d1", path: "/home/ada/papers/selfrag.pdf", title: "Self-RAG paper", passages: 12 },
   ]);
@@ -256,14 +267,14 @@ describe("App", () => {
     await askAndAnswer();
     mocked.exportAnswer.mockResolvedValueOnce("/home/ada/answer.md").mockResolvedValueOnce(null);
 
-    await fireEvent.click(screen.getByTestId("export-md"));
-    expect(mocked.exportAnswer).toHaveBeenCalledWith("a1", "md");
+    await fireEvent.click(screen.getByTestId("export-button"));
+    expect(mocked.exportAnswer).toHaveBeenCalledWith("a1", MARKDOWN);
     await waitFor(() =>
       expect(screen.getByTestId("export-status")).toHaveTextContent("Saved to /home/ada/answer.md"),
     );
 
     // Cancelling the save dialog says nothing.
-    await fireEvent.click(screen.getByTestId("export-md"));
+    await fireEvent.click(screen.getByTestId("export-button"));
     await waitFor(() => expect(screen.getByTestId("export-status")).toHaveTextContent(""));
     expect(screen.getByTestId("export-status").textContent?.trim()).toBe("");
   });
@@ -370,7 +381,7 @@ describe("Stop", () => {
     );
     expect(screen.getByTestId("status-line")).toHaveTextContent(/^Stopped\.$/);
     expect(screen.queryByTestId("error-banner")).toBeNull();
-    expect(screen.getByTestId("export-md")).toBeEnabled();
+    expect(screen.getByTestId("export-button")).toBeEnabled();
   });
 
   it("applies weights moved during a stopped run to the answer that stays", async () => {
@@ -435,7 +446,7 @@ describe("Keyboard shortcuts", () => {
     await askAndAnswer();
     mocked.exportAnswer.mockResolvedValue("/home/ada/answer.md");
     await user.keyboard("{Control>}e{/Control}");
-    expect(mocked.exportAnswer).toHaveBeenCalledWith("a1", "md");
+    expect(mocked.exportAnswer).toHaveBeenCalledWith("a1", MARKDOWN);
     await waitFor(() =>
       expect(screen.getByTestId("export-status")).toHaveTextContent("Saved to /home/ada/answer.md"),
     );

@@ -1,6 +1,14 @@
 // Answer traces and engine replies shaped exactly as the Rust side serializes them.
 
-import type { Answer, AnswerRecord, AppStatus, Candidate } from "$lib/ipc/types";
+import type {
+  Answer,
+  AnswerRecord,
+  AppSettings,
+  AppStatus,
+  Candidate,
+  DeviceStatus,
+  LoadedSettings,
+} from "$lib/ipc/types";
 import { defaultSettings } from "$lib/settings";
 
 export function candidate(overrides: Partial<Candidate> = {}): Candidate {
@@ -121,6 +129,32 @@ export function status(overrides: Partial<AppStatus> = {}): AppStatus {
       },
     ],
     library: { documents: 1, passages: 12 },
+    device: deviceStatus(),
     ...overrides,
+  };
+}
+
+export function deviceStatus(overrides: Partial<DeviceStatus> = {}): DeviceStatus {
+  return {
+    chosen: "auto",
+    inUse: null,
+    available: ["auto", "cpu"],
+    fixedByEnv: false,
+    ...overrides,
+  };
+}
+
+/** The settings as `load_settings` returns them on a first start. */
+export function loadedSettings(overrides: Partial<AppSettings> = {}): LoadedSettings {
+  return {
+    settings: {
+      ask: defaultSettings(),
+      theme: "system",
+      device: "auto",
+      export: { format: "md", supportLabels: false, onlySupported: false },
+      ...overrides,
+    },
+    path: "/home/ada/.config/selfrag-desktop/settings.json",
+    notice: null,
   };
 }

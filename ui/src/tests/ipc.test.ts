@@ -46,11 +46,27 @@ describe("ipc", () => {
     });
     await ipc.cancelAsk();
     expect(tauri.invoke).toHaveBeenLastCalledWith("cancel_ask");
-    await ipc.exportAnswer("a1", "md");
-    expect(tauri.invoke).toHaveBeenLastCalledWith("export_answer", {
-      answerId: "a1",
-      format: "md",
-    });
+    const options = { format: "html", supportLabels: true, onlySupported: false } as const;
+    await ipc.exportAnswer("a1", options);
+    expect(tauri.invoke).toHaveBeenLastCalledWith("export_answer", { answerId: "a1", options });
+    await ipc.renderAnswer("a1", options);
+    expect(tauri.invoke).toHaveBeenLastCalledWith("render_answer", { answerId: "a1", options });
+    await ipc.listHistory("self rag");
+    expect(tauri.invoke).toHaveBeenLastCalledWith("list_history", { query: "self rag" });
+    await ipc.openAnswer("a1");
+    expect(tauri.invoke).toHaveBeenLastCalledWith("open_answer", { answerId: "a1" });
+    await ipc.deleteAnswer("a1");
+    expect(tauri.invoke).toHaveBeenLastCalledWith("delete_answer", { answerId: "a1" });
+    await ipc.loadSettings();
+    expect(tauri.invoke).toHaveBeenLastCalledWith("load_settings");
+    const settings = {
+      ask: defaultSettings(),
+      theme: "dark",
+      device: "cpu",
+      export: options,
+    } as const;
+    await ipc.saveSettings(settings);
+    expect(tauri.invoke).toHaveBeenLastCalledWith("save_settings", { settings });
   });
 
   it("streams ask and index events through a Channel named onEvent", async () => {

@@ -218,7 +218,7 @@ etaSeconds: number | null, };
 
 export type LibraryCounts = { documents: number, passages: number, };
 
-export type AppStatus = { dataDir: string, models: Array<ModelStatus>, library: LibraryCounts, };
+export type AppStatus = { dataDir: string, models: Array<ModelStatus>, library: LibraryCounts, device: DeviceStatus, };
 
 export type DocumentInfo = { id: string, path: string, title: string, passages: number, };
 
@@ -226,6 +226,73 @@ export type IndexEvent = { "kind": "started", total: number, } | { "kind": "file
 
 export type AnswerRecord = { id: string, answer: Answer, rerunCouldDiffer: boolean, };
 
-export type ExportFormat = "md" | "json";
+export type ExportFormat = "md" | "html" | "json" | "bib";
+
+export type ExportOptions = { format: ExportFormat, 
+/**
+ * Write each segment's IsSup verdict after it (Markdown and HTML).
+ */
+supportLabels: boolean, 
+/**
+ * Keep only the segments judged fully supported (see the module doc); BibTeX then lists
+ * only the documents those segments cite.
+ */
+onlySupported: boolean, };
+
+export type HistoryEntry = { id: string, question: string, 
+/**
+ * The answer text without citation markers.
+ */
+answer: string, 
+/**
+ * When it was asked, in milliseconds since the Unix epoch (0 when unknown).
+ */
+createdMs: number, 
+/**
+ * How many passages the answer cites.
+ */
+citations: number, };
+
+export type DeviceStatus = { 
+/**
+ * `auto`, `cpu`, `cuda` or `metal`, as chosen.
+ */
+chosen: string, 
+/**
+ * `cpu`, `cuda` or `metal` once a model is loaded; `null` before.
+ */
+inUse: string | null, 
+/**
+ * The choices this build supports: `auto` and `cpu`, plus `cuda` / `metal` when compiled in.
+ */
+available: Array<string>, 
+/**
+ * Set when the choice is fixed by the `SELFRAG_DEVICE` environment variable.
+ */
+fixedByEnv: boolean, };
+
+export type Theme = "system" | "light" | "dark";
+
+export type DeviceChoice = "auto" | "cpu" | "cuda" | "metal";
+
+export type AppSettings = { 
+/**
+ * The settings a question is asked with.
+ */
+ask: Settings, theme: Theme, device: DeviceChoice, 
+/**
+ * The export menu's last choices.
+ */
+export: ExportOptions, };
+
+export type LoadedSettings = { settings: AppSettings, 
+/**
+ * The settings file.
+ */
+path: string, 
+/**
+ * Set when the file could not be used: what happened and where the old file is now.
+ */
+notice: string | null, };
 
 export type IpcError = { code: string, message: string, };

@@ -9,10 +9,14 @@ import type {
   AnswerRecord,
   AppStatus,
   CritiqueWeights,
+  AppSettings,
+  DeviceStatus,
   DocumentInfo,
-  ExportFormat,
+  ExportOptions,
+  HistoryEntry,
   IndexEvent,
   IndexFinished,
+  LoadedSettings,
   Progress,
   Settings,
 } from "./types";
@@ -69,9 +73,42 @@ export function rerank(
   return invoke<AnswerRecord>("rerank", { answerId, weights, hardConstraints });
 }
 
-/** Asks where to save the answer (the Rust side shows the dialog); null when cancelled. */
-export function exportAnswer(answerId: string, format: ExportFormat): Promise<string | null> {
-  return invoke<string | null>("export_answer", { answerId, format });
+/**
+ * Asks where to save the answer (the Rust side shows the dialog, proposing the format's
+ * extension) and writes it there; resolves with the path, or null when cancelled.
+ */
+export function exportAnswer(answerId: string, options: ExportOptions): Promise<string | null> {
+  return invoke<string | null>("export_answer", { answerId, options });
+}
+
+/** The answer rendered as the export would write it (for the clipboard). */
+export function renderAnswer(answerId: string, options: ExportOptions): Promise<string> {
+  return invoke<string>("render_answer", { answerId, options });
+}
+
+/** Saved answers whose question or answer contains every word of `query`, newest first. */
+export function listHistory(query: string): Promise<HistoryEntry[]> {
+  return invoke<HistoryEntry[]>("list_history", { query });
+}
+
+/** A saved answer, to show again and re-rank. */
+export function openAnswer(answerId: string): Promise<AnswerRecord> {
+  return invoke<AnswerRecord>("open_answer", { answerId });
+}
+
+/** Deletes a saved answer for good. */
+export function deleteAnswer(answerId: string): Promise<void> {
+  return invoke<void>("delete_answer", { answerId });
+}
+
+/** The settings saved last time (defaults if none), and a notice if the file was broken. */
+export function loadSettings(): Promise<LoadedSettings> {
+  return invoke<LoadedSettings>("load_settings");
+}
+
+/** Saves the settings; resolves with the device status (a new device loads on the next ask). */
+export function saveSettings(settings: AppSettings): Promise<DeviceStatus> {
+  return invoke<DeviceStatus>("save_settings", { settings });
 }
 
 /** Lets the user pick documents to index without drag and drop; null when cancelled. */

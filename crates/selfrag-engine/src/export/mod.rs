@@ -1,0 +1,461 @@
+//! Renders an answer for people and for other tools: Markdown with the citations as footnotes,
+//! a self-contained HTML page (inline CSS, no script, everything escaped), the JSON trace, and
+//! a BibTeX list of the cited documents.
+//!
+//! [`ExportOptions`] adds IsSup labels after each segment and the "only supported" filter.
+//! The filter keeps the segments whose chosen candidate's most probable IsSup token is
+//! `[Fully supported]`. Partially supported segments are left out too (a partial support is
+//! a claim the passage does not fully carry), and so are segments without any IsSup judgement
+//! (written without a passage). Every gap is marked `[…]` in the text and a note under the
+//! question counts what was left out and why, so a filtered export never passes for the whole
+//! answer. The JSON export is the full trace and ignores both options: it is the record of what
+//! the model did, not a rendering of it.
+
+mod bibtex;
+mod html;
+mod markdown;
+
+use selfrag_core::{Answer, IsSupDistribution, Passage, Segment};
+use serde::{Deserialize, Serialize};
+
+pub use bibtex::bibtex;
+pub use html::html;
+pub use markdown::markdown;
+
+/// The formats an answer can be exported to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum ExportFormat {
+    #[default]
+    Md,
+    Html,
+    Json,
+    Bib,
+}
+
+impl ExportFormat {
+    /// Every format, in the order the UI offers them.
+    pub const ALL: [Self; 4] = [Self::Md, Self::Html, Self::Json, Self::Bib];
+
+    /// The file extension for a save dialog.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Md => "md",
+            Self::Html => "html",
+            Self::Json => "json",
+            Self::Bib => "bib",
+        }
+    }
+
+    /// The name a save dialog's filter shows.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Md => "Markdown",
+            Self::Html => "HTML page",
+            Self::Json => "JSON trace",
+            Self::Bib => "BibTeX",
+        }
+    }
+}
+
+impl std::str::FromStr for ExportFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => Ok(Self::Md),
+            "html" | "htm" => Ok(Self::Html),
+            "json" => Ok(Self::Json),
+            "bib" | "bibtex" => Ok(Self::Bib),
+            other => Err(format!(
+                "unknown export format `{other}`: use md, html, json or bib"
+            )),
+        }
+    }
+}
+
+/// How to export: the format, and for Markdown, HTML and BibTeX the two options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct ExportOptions {
+    pub format: ExportFormat,
+    /// Write each segment's IsSup verdict after it (Markdown and HTML).
+    pub support_labels: bool,
+    /// Keep only the segments judged fully supported (see the module doc); BibTeX then lists
+    /// only the documents those segments cite.
+    pub only_supported: bool,
+}
+
+impl From<ExportFormat> for ExportOptions {
+    fn from(format: ExportFormat) -> Self {
+        Self {
+            format,
+            ..Self::default()
+        }
+    }
+}
+
+/// The answer in `format` with no options (the whole answer, no labels).
+pub fn render(answer: &Answer, format: ExportFormat) -> String {
+    render_with(answer, &format.into())
+}
+
+/// The answer rendered as `options` say.
+pub fn render_with(answer: &Answer, options: &ExportOptions) -> String {
+    match options.format {
+        ExportFormat::Md => markdown(answer, options),
+        ExportFormat::Html => html(answer, options),
+        // Serializing plain data with string keys cannot fail.
+        ExportFormat::Json => serde_json::to_string_pretty(answer).unwrap_or_default(),
+        ExportFormat::Bib => bibtex(answer, options),
+    }
+}
+
+/// A segment's IsSup verdict: the most probable of the three tokens (the first on ties, as the
+/// UI's badge reads it), or none where the model emitted no IsSup token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    Full,
+    Partial,
+    NotSupported,
+    Unjudged,
+}
+
+impl Support {
+    pub fn of(segment: &Segment) -> Self {
+        let dist = segment
+            .candidates
+            .get(segment.chosen)
+            .and_then(|c| c.issup.as_ref());
+        dist.map_or(Self::Unjudged, Self::from_distribution)
+    }
+
+    fn from_distribution(d: &IsSupDistribution) -> Self {
+        let mut best = (Self::Full, d.fully);
+        for (verdict, p) in [
+            (Self::Partial, d.partially),
+            (Self::NotSupported, d.no_support),
+        ] {
+            if p > best.1 {
+                best = (verdict, p);
+            }
+        }
+        best.0
+    }
+
+    /// The words the UI's badge uses.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Full => "Fully supported",
+            Self::Partial => "Partially supported",
+            Self::NotSupported => "Not supported",
+            Self::Unjudged => "No support judgement",
+        }
+    }
+
+    /// The badge's icon: the verdict is never carried by colour alone.
+    pub fn icon(self) -> &'static str {
+        match self {
+            Self::Full => "✓",
+            Self::Partial => "◐",
+            Self::NotSupported => "✗",
+            Self::Unjudged => "–",
+        }
+    }
+
+    /// A class-name-safe key (HTML export).
+    fn key(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Partial => "partial",
+            Self::NotSupported => "none",
+            Self::Unjudged => "unjudged",
+        }
+    }
+}
+
+/// One piece of the exported text: a kept segment, or a gap where segments were left out.
+enum Piece<'a> {
+    Segment {
+        text: &'a str,
+        citation: Option<usize>,
+        support: Support,
+    },
+    Gap,
+}
+
+/// What every renderer needs: the kept segments in order, the gaps, the passages still cited
+/// (1-based number and passage), and the note on what the filter left out.
+struct View<'a> {
+    question: &'a str,
+    pieces: Vec<Piece<'a>>,
+    sources: Vec<(usize, &'a Passage)>,
+    note: Option<String>,
+}
+
+impl<'a> View<'a> {
+    fn new(answer: &'a Answer, options: &ExportOptions) -> Self {
+        let mut pieces = Vec::with_capacity(answer.segments.len());
+        let (mut partial, mut unsupported, mut unjudged) = (0usize, 0usize, 0usize);
+        for segment in &answer.segments {
+            let support = Support::of(segment);
+            if options.only_supported && support != Support::Full {
+                match support {
+                    Support::Partial => partial += 1,
+                    Support::NotSupported => unsupported += 1,
+                    _ => unjudged += 1,
+                }
+                if !matches!(pieces.last(), Some(Piece::Gap)) {
+                    pieces.push(Piece::Gap);
+                }
+                continue;
+            }
+            pieces.push(Piece::Segment {
+                text: segment.text.trim(),
+                citation: segment.citation,
+                support,
+            });
+        }
+        let mut cited: Vec<usize> = pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Segment { citation, .. } => *citation,
+                Piece::Gap => None,
+            })
+            .collect();
+        cited.sort_unstable();
+        cited.dedup();
+        let sources = cited
+            .into_iter()
+            .filter_map(|n| Some((n, answer.passages.get(n.checked_sub(1)?)?)))
+            .collect();
+        let note = options
+            .only_supported
+            .then(|| filter_note(answer.segments.len(), partial, unsupported, unjudged));
+        Self {
+            question: &answer.question,
+            pieces,
+            sources,
+            note,
+        }
+    }
+}
+
+/// "Only fully supported sentences: 2 of 5 segments left out (1 partially supported, 1 not
+/// supported)."
+fn filter_note(total: usize, partial: usize, unsupported: usize, unjudged: usize) -> String {
+    let left_out = partial + unsupported + unjudged;
+    if left_out == 0 {
+        return format!(
+            "Only fully supported sentences: all {total} segments are fully supported; nothing was left out."
+        );
+    }
+    let reasons: Vec<String> = [
+        (partial, "partially supported"),
+        (unsupported, "not supported"),
+        (unjudged, "without a support judgement"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, why)| format!("{n} {why}"))
+    .collect();
+    format!(
+        "Only fully supported sentences: {left_out} of {total} segments left out ({}), each gap marked […].",
+        reasons.join(", ")
+    )
+}
+
+/// Collapses whitespace (titles and questions on one line).
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+pub(crate) mod test_answer {
+    //! A hand-made answer with every support verdict and hostile text in every field.
+
+    use selfrag_core::{
+        Answer, Candidate, IsSupDistribution, Passage, RetrieveDecision, Segment, Settings,
+    };
+
+    pub const XSS_IMG: &str = "<img src=x onerror=alert(1)>";
+    pub const XSS_SCRIPT: &str = "<script>alert('x')</script>";
+
+    fn candidate(text: &str, passage: Option<usize>, issup: Option<[f32; 3]>) -> Candidate {
+        Candidate {
+            passage,
+            text: text.into(),
+            raw: text.into(),
+            p_lm: 0.5,
+            isrel: None,
+            issup: issup.map(|[fully, partially, no_support]| IsSupDistribution {
+                fully,
+                partially,
+                no_support,
+            }),
+            isuse: None,
+            s_rel: 0.0,
+            s_sup: 0.0,
+            s_use: 0.0,
+            score: 0.0,
+        }
+    }
+
+    fn segment(text: &str, citation: Option<usize>, issup: Option<[f32; 3]>) -> Segment {
+        Segment {
+            text: text.into(),
+            citation,
+            chosen: 0,
+            candidates: vec![candidate(text, citation.map(|c| c - 1), issup)],
+            retrieve: None,
+        }
+    }
+
+    /// Four segments: fully supported [1], partially supported [2], not supported [1],
+    /// unjudged; hostile markup in the question, a segment, a title, a path and a passage.
+    pub fn answer() -> Answer {
+        Answer {
+            question: format!("What is {XSS_IMG} in   Self-RAG?"),
+            settings: Settings {
+                long_form: true,
+                ..Settings::default()
+            },
+            retrieve: RetrieveDecision {
+                p_retrieve: 0.9,
+                retrieved: true,
+            },
+            passages: vec![
+                Passage {
+                    id: "p1".into(),
+                    title: format!("Notes {XSS_SCRIPT} & {{braces}} 100% $5 #1 a_b ^ ~"),
+                    path: "/docs/notes_{x}.md".into(),
+                    page: None,
+                    text: format!("Self-RAG critiques itself.\n{XSS_IMG}"),
+                },
+                Passage {
+                    id: "p2".into(),
+                    title: "Paper".into(),
+                    path: "/docs/paper.pdf".into(),
+                    page: Some(3),
+                    text: "Reflection tokens: IsRel, IsSup, IsUse.".into(),
+                },
+                Passage {
+                    id: "p3".into(),
+                    title: "Paper".into(),
+                    path: "/docs/paper.pdf".into(),
+                    page: Some(7),
+                    text: "Unused passage.".into(),
+                },
+            ],
+            segments: vec![
+                segment(
+                    &format!("It critiques {XSS_SCRIPT} itself."),
+                    Some(1),
+                    Some([0.8, 0.15, 0.05]),
+                ),
+                segment("It uses tokens.", Some(2), Some([0.2, 0.7, 0.1])),
+                segment("It is magic.", Some(1), Some([0.1, 0.2, 0.7])),
+                segment("Hope this helps.", None, None),
+            ],
+            answer: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_parse_and_name_their_extension() {
+        for f in ExportFormat::ALL {
+            assert_eq!(f.extension().parse::<ExportFormat>(), Ok(f));
+        }
+        assert_eq!("BibTeX".parse::<ExportFormat>(), Ok(ExportFormat::Bib));
+        let err = "pdf".parse::<ExportFormat>().unwrap_err();
+        assert!(err.contains("pdf") && err.contains("bib"), "{err}");
+    }
+
+    #[test]
+    fn options_deserialize_from_camel_case_with_defaults() {
+        let o: ExportOptions =
+            serde_json::from_str(r#"{"format":"html","onlySupported":true}"#).unwrap();
+        assert_eq!(
+            o,
+            ExportOptions {
+                format: ExportFormat::Html,
+                support_labels: false,
+                only_supported: true
+            }
+        );
+    }
+
+    #[test]
+    fn support_is_the_most_probable_issup_token_first_on_ties() {
+        let a = test_answer::answer();
+        let verdicts: Vec<Support> = a.segments.iter().map(Support::of).collect();
+        assert_eq!(
+            verdicts,
+            [
+                Support::Full,
+                Support::Partial,
+                Support::NotSupported,
+                Support::Unjudged
+            ]
+        );
+        let tie = IsSupDistribution {
+            fully: 0.4,
+            partially: 0.4,
+            no_support: 0.2,
+        };
+        assert_eq!(Support::from_distribution(&tie), Support::Full);
+    }
+
+    #[test]
+    fn json_is_the_full_trace_whatever_the_options() {
+        let a = test_answer::answer();
+        let filtered = render_with(
+            &a,
+            &ExportOptions {
+                format: ExportFormat::Json,
+                support_labels: true,
+                only_supported: true,
+            },
+        );
+        let back: Answer = serde_json::from_str(&filtered).unwrap();
+        assert_eq!(back, a);
+    }
+
+    #[test]
+    fn the_filter_keeps_fully_supported_segments_marks_gaps_and_says_why() {
+        let a = test_answer::answer();
+        let view = View::new(
+            &a,
+            &ExportOptions {
+                only_supported: true,
+                ..ExportOptions::default()
+            },
+        );
+        assert_eq!(
+            view.pieces.len(),
+            2,
+            "one kept segment, then one merged gap"
+        );
+        assert!(matches!(view.pieces[1], Piece::Gap));
+        assert_eq!(
+            view.sources.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            [1]
+        );
+        assert_eq!(
+            view.note.as_deref(),
+            Some(
+                "Only fully supported sentences: 3 of 4 segments left out (1 partially supported, 1 not supported, 1 without a support judgement), each gap marked […]."
+            )
+        );
+        let all = View::new(&a, &ExportOptions::default());
+        assert_eq!(all.pieces.len(), 4);
+        assert_eq!(all.sources.len(), 2);
+        assert!(all.note.is_none());
+    }
+}

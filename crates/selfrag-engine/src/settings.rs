@@ -1,0 +1,361 @@
+//! The app's persisted settings: the ask settings (weights, δ, K, mode, beam, long or short
+//! form, hard constraints), the theme, the device and the export options, in one JSON file
+//! under the platform config dir (`SELFRAG_CONFIG_DIR` overrides it).
+//!
+//! Saves are atomic ([`crate::write_atomically`]). A settings file that cannot be parsed is
+//! never deleted: it is renamed to `settings.json.broken-<unix seconds>`, the defaults are used,
+//! and [`LoadedSettings::notice`] says so, so the UI can tell the user where their old file went.
+//! Unknown fields are ignored and missing ones take their defaults, so files written by other
+//! versions load.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use selfrag_core::Settings;
+use serde::{Deserialize, Serialize};
+
+use crate::{EngineError, ExportOptions};
+
+/// The file name inside the config dir.
+pub const SETTINGS_FILE: &str = "settings.json";
+
+/// The colour scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum Theme {
+    /// Follow the system's light or dark preference.
+    #[default]
+    System,
+    Light,
+    Dark,
+}
+
+/// Where the models run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum DeviceChoice {
+    /// A GPU when this build supports one and it is present, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+    Metal,
+}
+
+impl DeviceChoice {
+    /// The name `selfrag_models::pick_device` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+            Self::Metal => "metal",
+        }
+    }
+}
+
+/// Everything the app remembers between runs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct AppSettings {
+    /// The settings a question is asked with.
+    pub ask: Settings,
+    pub theme: Theme,
+    pub device: DeviceChoice,
+    /// The export menu's last choices.
+    pub export: ExportOptions,
+}
+
+/// The settings as loaded at start, with where they live and what went wrong, if anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct LoadedSettings {
+    pub settings: AppSettings,
+    /// The settings file.
+    pub path: String,
+    /// Set when the file could not be used: what happened and where the old file is now.
+    pub notice: Option<String>,
+}
+
+/// The settings file and the settings in force.
+#[derive(Debug)]
+pub struct SettingsStore {
+    path: PathBuf,
+    current: Mutex<AppSettings>,
+    notice: Option<String>,
+    /// The broken file could not be moved aside: saving would overwrite it.
+    keep_file: bool,
+}
+
+/// The config dir: `SELFRAG_CONFIG_DIR` when set, else the platform's (e.g.
+/// `~/.config/selfrag-desktop`).
+pub fn config_dir_from_env() -> PathBuf {
+    std::env::var_os("SELFRAG_CONFIG_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            directories::ProjectDirs::from("org", "selfrag", "selfrag-desktop")
+                .map(|d| d.config_dir().to_path_buf())
+        })
+        .unwrap_or_else(|| PathBuf::from(".selfrag"))
+}
+
+/// Whether `SELFRAG_DEVICE` is set: it then wins over the saved device choice.
+pub fn device_fixed_by_env() -> bool {
+    std::env::var_os("SELFRAG_DEVICE").is_some_and(|v| !v.is_empty())
+}
+
+impl SettingsStore {
+    /// Loads `dir/settings.json`; a missing file gives the defaults, a broken one is moved
+    /// aside (see the module doc).
+    pub fn open(dir: &Path) -> Self {
+        let path = dir.join(SETTINGS_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Self::with(path, AppSettings::default(), None, false);
+            }
+            Err(e) => {
+                let notice = format!(
+                    "The settings file {} could not be read ({e}); the defaults are in use and will not be saved over it. Check its permissions.",
+                    path.display()
+                );
+                tracing::warn!("{notice}");
+                return Self::with(path, AppSettings::default(), Some(notice), true);
+            }
+        };
+        match serde_json::from_slice::<AppSettings>(&bytes) {
+            Ok(settings) => Self::with(path, settings, None, false),
+            Err(parse) => {
+                let (notice, keep_file) = move_aside(&path, &parse.to_string());
+                tracing::warn!("{notice}");
+                Self::with(path, AppSettings::default(), Some(notice), keep_file)
+            }
+        }
+    }
+
+    /// The store for the environment's config dir.
+    pub fn from_env() -> Self {
+        Self::open(&config_dir_from_env())
+    }
+
+    fn with(path: PathBuf, settings: AppSettings, notice: Option<String>, keep: bool) -> Self {
+        Self {
+            path,
+            current: Mutex::new(settings),
+            notice,
+            keep_file: keep,
+        }
+    }
+
+    /// The settings file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The settings in force.
+    pub fn get(&self) -> AppSettings {
+        self.lock().clone()
+    }
+
+    /// What the UI gets at start.
+    pub fn loaded(&self) -> LoadedSettings {
+        LoadedSettings {
+            settings: self.get(),
+            path: self.path.display().to_string(),
+            notice: self.notice.clone(),
+        }
+    }
+
+    /// Writes `settings` to the file atomically and puts them in force; returns the previous
+    /// ones.
+    pub fn save(&self, settings: AppSettings) -> Result<AppSettings, EngineError> {
+        if self.keep_file {
+            return Err(EngineError::Write {
+                path: self.path.clone(),
+                source: std::io::Error::other(
+                    "the settings file could not be read or moved aside, so it is not overwritten; fix or remove it and restart",
+                ),
+            });
+        }
+        let json = serde_json::to_vec_pretty(&settings).map_err(|e| EngineError::Write {
+            path: self.path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        let mut current = self.lock();
+        crate::write_atomically(&self.path, &json)?;
+        Ok(std::mem::replace(&mut current, settings))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AppSettings> {
+        // Replaced whole under the lock: never half-updated.
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Renames the unparseable file to `settings.json.broken-<unix seconds>` (a free name); returns
+/// the notice for the user and whether the file is still in place.
+fn move_aside(path: &Path, why: &str) -> (String, bool) {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| SETTINGS_FILE.into());
+    let mut aside = path.with_file_name(format!("{name}.broken-{secs}"));
+    let mut n = 2;
+    while aside.exists() {
+        aside = path.with_file_name(format!("{name}.broken-{secs}-{n}"));
+        n += 1;
+    }
+    match std::fs::rename(path, &aside) {
+        Ok(()) => (
+            format!(
+                "The settings file {} could not be parsed ({why}). It was kept as {} and the defaults are in use.",
+                path.display(),
+                aside.display()
+            ),
+            false,
+        ),
+        Err(e) => (
+            format!(
+                "The settings file {} could not be parsed ({why}) nor moved aside ({e}); the defaults are in use and will not be saved over it. Fix or remove the file.",
+                path.display()
+            ),
+            true,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use selfrag_core::{CritiqueWeights, RetrieveMode};
+
+    use super::*;
+    use crate::ExportFormat;
+
+    fn changed() -> AppSettings {
+        AppSettings {
+            ask: Settings {
+                mode: RetrieveMode::Always,
+                threshold: 0.35,
+                k: 3,
+                weights: CritiqueWeights {
+                    rel: 0.5,
+                    sup: 2.0,
+                    use_: 0.0,
+                },
+                hard_constraints: true,
+                long_form: true,
+                beam_width: 3,
+                ..Settings::default()
+            },
+            theme: Theme::Dark,
+            device: DeviceChoice::Cpu,
+            export: ExportOptions {
+                format: ExportFormat::Bib,
+                support_labels: true,
+                only_supported: true,
+            },
+        }
+    }
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn no_file_gives_the_defaults_and_writes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SettingsStore::open(&tmp.path().join("cfg"));
+        assert_eq!(store.get(), AppSettings::default());
+        assert_eq!(store.loaded().notice, None);
+        assert!(!tmp.path().join("cfg").exists());
+    }
+
+    #[test]
+    fn settings_round_trip_through_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SettingsStore::open(tmp.path());
+        let previous = store.save(changed()).unwrap();
+        assert_eq!(previous, AppSettings::default());
+        assert_eq!(store.get(), changed());
+        let reopened = SettingsStore::open(tmp.path());
+        assert_eq!(reopened.get(), changed());
+        assert_eq!(reopened.loaded().notice, None);
+        assert_eq!(files(tmp.path()), [SETTINGS_FILE], "no temp file left");
+        let text = std::fs::read_to_string(tmp.path().join(SETTINGS_FILE)).unwrap();
+        assert!(text.contains("\"theme\": \"dark\"") && text.contains("\"onlySupported\": true"));
+    }
+
+    #[test]
+    fn missing_fields_take_defaults_and_unknown_ones_are_ignored() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join(SETTINGS_FILE),
+            r#"{"theme":"light","ask":{"k":7},"fromAFutureVersion":1}"#,
+        )
+        .unwrap();
+        let s = SettingsStore::open(tmp.path()).get();
+        assert_eq!(s.theme, Theme::Light);
+        assert_eq!(s.ask.k, 7);
+        assert_eq!(s.ask.threshold, Settings::default().threshold);
+        assert_eq!(s.device, DeviceChoice::Auto);
+    }
+
+    #[test]
+    fn a_broken_file_is_kept_aside_reported_and_replaced_by_defaults() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join(SETTINGS_FILE);
+        std::fs::write(&file, b"{\"theme\": \"dark\", oops").unwrap();
+        let store = SettingsStore::open(tmp.path());
+        assert_eq!(store.get(), AppSettings::default());
+        let notice = store.loaded().notice.unwrap();
+        let names = files(tmp.path());
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(names[0].starts_with("settings.json.broken-"), "{names:?}");
+        assert!(
+            notice.contains(&names[0]),
+            "the notice names the kept file: {notice}"
+        );
+        assert!(notice.contains("could not be parsed"), "{notice}");
+        assert_eq!(
+            std::fs::read(tmp.path().join(&names[0])).unwrap(),
+            b"{\"theme\": \"dark\", oops",
+            "the broken file's content is kept"
+        );
+        // Saving now writes a fresh file next to the kept one.
+        store.save(changed()).unwrap();
+        assert_eq!(files(tmp.path()).len(), 2);
+        assert_eq!(SettingsStore::open(tmp.path()).get(), changed());
+    }
+
+    #[test]
+    fn wrong_types_count_as_broken_and_a_second_breakage_gets_its_own_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join(SETTINGS_FILE);
+        std::fs::write(&file, br#"{"theme":"purple"}"#).unwrap();
+        let first = SettingsStore::open(tmp.path());
+        assert!(first.loaded().notice.unwrap().contains("purple"));
+        std::fs::write(&file, br#"{"ask":{"k":"five"}}"#).unwrap();
+        let second = SettingsStore::open(tmp.path());
+        assert!(second.loaded().notice.is_some());
+        let broken = files(tmp.path())
+            .into_iter()
+            .filter(|n| n.contains(".broken-"))
+            .count();
+        assert_eq!(broken, 2, "neither broken file is lost");
+    }
+}

@@ -1,0 +1,127 @@
+//! Exports, history and the device switch through the engine with real components: the tiny
+//! GGUF generator and BERT embedder from selfrag-models' fixtures and a LanceDB library.
+
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use selfrag_core::{RetrieveMode, Settings};
+use selfrag_engine::{Engine, EngineConfig, EngineError, ExportFormat, ExportOptions};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_every_format_search_reopen_delete_and_switch_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gguf = tmp.path().join("tiny.gguf");
+    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    let bert = tmp.path().join("tiny-bert");
+    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("notes.md"),
+        "# Notes <script>alert(1)</script>\nSelf-RAG critiques its output <img src=x onerror=alert(1)>.\n",
+    )
+    .unwrap();
+    let config = EngineConfig {
+        data_dir: tmp.path().join("data"),
+        generator: Some(gguf),
+        embedder: Some(bert),
+        device: "cpu".into(),
+        extract_worker: None,
+    };
+    let engine = Engine::new(config.clone()).unwrap();
+    engine.index_paths(&[docs], |_| {}).await.unwrap();
+    let settings = Settings {
+        mode: RetrieveMode::Always,
+        k: 2,
+        max_new_tokens: 16,
+        ..Settings::default()
+    };
+    let mut ids = Vec::new();
+    for question in ["How does Self-RAG critique?", "What is a zebra?"] {
+        let record = engine
+            .ask(
+                question.into(),
+                settings.clone(),
+                |_| {},
+                Arc::new(AtomicBool::new(false)),
+            )
+            .await
+            .unwrap();
+        ids.push(record.id);
+    }
+    assert_eq!(engine.device_status().in_use.as_deref(), Some("cpu"));
+
+    // Every format, written atomically and identical to what the clipboard gets.
+    let out = tmp.path().join("out");
+    for format in ExportFormat::ALL {
+        let options = ExportOptions {
+            format,
+            support_labels: true,
+            only_supported: false,
+        };
+        let path = out.join(format!("answer.{}", format.extension()));
+        engine.export(&ids[0], options, &path).unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(written, engine.render(&ids[0], options).unwrap());
+        match format {
+            ExportFormat::Md => assert!(written.starts_with("# How does Self-RAG critique?")),
+            ExportFormat::Html => {
+                assert!(!written.contains("<script") && !written.contains("<img"));
+                assert!(written.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+            }
+            ExportFormat::Json => {
+                let trace: selfrag_core::Answer = serde_json::from_str(&written).unwrap();
+                assert_eq!(trace, engine.answer(&ids[0]).unwrap().answer);
+            }
+            ExportFormat::Bib => assert!(written.contains("@misc{notesscriptalert-")),
+        }
+    }
+
+    // History: newest first, searchable, survives a restart, deletable.
+    drop(engine);
+    let engine = Engine::new(config).unwrap();
+    let listed: Vec<String> = engine
+        .history("")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(listed, [ids[1].clone(), ids[0].clone()]);
+    let found = engine.history("ZEBRA").unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].question, "What is a zebra?");
+    let reopened = engine.answer(&ids[1]).unwrap();
+    assert_eq!(reopened.answer.question, "What is a zebra?");
+    engine.delete_answer(&ids[1]).unwrap();
+    assert!(engine.history("zebra").unwrap().is_empty());
+    assert!(matches!(
+        engine.answer(&ids[1]),
+        Err(EngineError::UnknownAnswer(_))
+    ));
+
+    // A new device: the models are dropped now and load again on the next request.
+    assert_eq!(engine.device_status().chosen, "cpu");
+    engine.set_device("AUTO").unwrap();
+    let status = engine.device_status();
+    assert_eq!(status.chosen, "auto");
+    assert!(
+        status
+            .available
+            .starts_with(&["auto".to_string(), "cpu".to_string()])
+    );
+    let err = engine.set_device("tpu").unwrap_err();
+    assert!(err.to_string().contains("tpu"), "{err}");
+    engine
+        .ask(
+            "Again?".into(),
+            settings,
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        )
+        .await
+        .unwrap();
+    assert!(engine.device_status().in_use.is_some());
+}

@@ -1,0 +1,60 @@
+//! The commands over what the app keeps: the answer history (list with search, reopen, delete),
+//! the rendered answer for the clipboard, and the persisted settings (load at start, save on
+//! change; a changed device reloads the models on the next question).
+
+use selfrag_engine::{
+    AnswerRecord, AppSettings, DeviceStatus, ExportOptions, HistoryEntry, LoadedSettings,
+};
+
+use crate::AppState;
+use crate::commands::IpcError;
+
+type Result<T> = std::result::Result<T, IpcError>;
+
+/// The saved answers whose question or answer contains every word of `query`, newest first.
+#[tauri::command]
+pub fn list_history(state: tauri::State<'_, AppState>, query: String) -> Result<Vec<HistoryEntry>> {
+    Ok(state.engine.history(&query)?)
+}
+
+/// A saved answer, to show again and re-rank.
+#[tauri::command]
+pub fn open_answer(state: tauri::State<'_, AppState>, answer_id: String) -> Result<AnswerRecord> {
+    Ok(state.engine.answer(&answer_id)?)
+}
+
+#[tauri::command]
+pub fn delete_answer(state: tauri::State<'_, AppState>, answer_id: String) -> Result<()> {
+    Ok(state.engine.delete_answer(&answer_id)?)
+}
+
+/// The answer rendered as the export would write it; the UI puts it on the clipboard.
+#[tauri::command]
+pub fn render_answer(
+    state: tauri::State<'_, AppState>,
+    answer_id: String,
+    options: ExportOptions,
+) -> Result<String> {
+    Ok(state.engine.render(&answer_id, options)?)
+}
+
+/// The settings loaded at start, with the notice about a broken file if there was one.
+#[tauri::command]
+pub fn load_settings(state: tauri::State<'_, AppState>) -> LoadedSettings {
+    state.settings.loaded()
+}
+
+/// Saves the settings; a new device takes effect on the next question (unless
+/// `SELFRAG_DEVICE` fixes it). Returns the device status to show.
+#[tauri::command]
+pub fn save_settings(
+    state: tauri::State<'_, AppState>,
+    settings: AppSettings,
+) -> Result<DeviceStatus> {
+    let device = settings.device;
+    state.settings.save(settings)?;
+    if !selfrag_engine::settings::device_fixed_by_env() {
+        state.engine.set_device(device.as_str())?;
+    }
+    Ok(state.engine.device_status())
+}

@@ -1,0 +1,410 @@
+// The export menu, the clipboard, the history panel and the persisted settings, with the IPC
+// module mocked.
+
+import { fireEvent, render, screen, waitFor, within } from "@testing-library/svelte";
+import userEvent from "@testing-library/user-event";
+import { get } from "svelte/store";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+
+import App from "../App.svelte";
+import ExportMenu from "$lib/components/ExportMenu.svelte";
+import * as ipc from "$lib/ipc";
+import type { AppSettings, ExportOptions, HistoryEntry } from "$lib/ipc/types";
+import { debouncedSaver } from "$lib/persist";
+import { theme } from "$lib/theme";
+import { deviceStatus, loadedSettings, record, reranked, status } from "./fixtures";
+
+vi.mock("$lib/ipc", () => ({
+  appStatus: vi.fn(),
+  indexPaths: vi.fn(),
+  listDocuments: vi.fn(),
+  ask: vi.fn(),
+  cancelAsk: vi.fn(),
+  rerank: vi.fn(),
+  exportAnswer: vi.fn(),
+  renderAnswer: vi.fn(),
+  listHistory: vi.fn(),
+  openAnswer: vi.fn(),
+  deleteAnswer: vi.fn(),
+  loadSettings: vi.fn(),
+  saveSettings: vi.fn(),
+  pickFiles: vi.fn(),
+  openSource: vi.fn(),
+  onFilesDropped: vi.fn(),
+}));
+
+const mocked = vi.mocked(ipc);
+
+const HISTORY: HistoryEntry[] = [
+  {
+    id: "a2",
+    question: "Who wrote <b>Self-RAG</b>?",
+    answer: "Asai et al.",
+    createdMs: 1_700_000_100_000,
+    citations: 1,
+  },
+  {
+    id: "a1",
+    question: "When does Self-RAG retrieve?",
+    answer: "Self-RAG retrieves passages only when it needs them.",
+    createdMs: 1_700_000_000_000,
+    citations: 2,
+  },
+];
+
+beforeEach(() => {
+  vi.resetAllMocks();
+  theme.set("system");
+  mocked.appStatus.mockResolvedValue(status());
+  mocked.listDocuments.mockResolvedValue([]);
+  mocked.loadSettings.mockResolvedValue(loadedSettings());
+  mocked.saveSettings.mockResolvedValue(deviceStatus());
+  mocked.listHistory.mockResolvedValue(HISTORY);
+  mocked.onFilesDropped.mockResolvedValue(() => {});
+});
+
+afterEach(() => {
+  Reflect.deleteProperty(document, "execCommand");
+});
+
+async function askAndAnswer() {
+  mocked.ask.mockResolvedValue(record());
+  const user = userEvent.setup();
+  await user.type(await screen.findByTestId("question-input"), "When does Self-RAG retrieve?");
+  await user.keyboard("{Enter}");
+  await screen.findByTestId("answer");
+  return user;
+}
+
+/** The last settings the app saved. */
+function lastSaved(): AppSettings {
+  const call = mocked.saveSettings.mock.lastCall;
+  if (!call) throw new Error("nothing was saved");
+  return call[0];
+}
+
+describe("ExportMenu", () => {
+  function menu(options: ExportOptions) {
+    const onexport = vi.fn();
+    const oncopy = vi.fn();
+    const view = render(ExportMenu, { options, disabled: false, status: "", onexport, oncopy });
+    return { onexport, oncopy, unmount: view.unmount };
+  }
+
+  it("offers labels for Markdown and HTML, the filter for all but JSON", () => {
+    const expected: [ExportOptions["format"], boolean, boolean][] = [
+      ["md", true, true],
+      ["html", true, true],
+      ["json", false, false],
+      ["bib", false, true],
+    ];
+    for (const [format, labels, only] of expected) {
+      const { unmount } = menu({ format, supportLabels: false, onlySupported: false });
+      expect(screen.getByTestId("export-format")).toHaveValue(format);
+      expect(screen.getByTestId("export-labels").hasAttribute("disabled")).toBe(!labels);
+      const filter = screen.getByTestId("export-only-supported");
+      expect(filter.hasAttribute("disabled")).toBe(!only);
+      expect(filter.closest("label")?.getAttribute("title")).toMatch(
+        only ? /partially supported/ : /always complete/,
+      );
+      unmount();
+    }
+  });
+
+  it("names every format and calls back on Export and Copy", async () => {
+    const { onexport, oncopy } = menu({ format: "md", supportLabels: false, onlySupported: false });
+    const names = within(screen.getByTestId("export-format"))
+      .getAllByRole("option")
+      .map((o) => o.textContent);
+    expect(names).toEqual(["Markdown", "HTML page", "JSON trace", "BibTeX sources"]);
+    await fireEvent.click(screen.getByTestId("export-button"));
+    await fireEvent.click(screen.getByTestId("copy-button"));
+    expect(onexport).toHaveBeenCalledOnce();
+    expect(oncopy).toHaveBeenCalledOnce();
+  });
+});
+
+describe("Export and copy in the app", () => {
+  it("exports with the chosen format and options", async () => {
+    render(App);
+    const user = await askAndAnswer();
+    await user.selectOptions(screen.getByTestId("export-format"), "html");
+    await user.click(screen.getByTestId("export-only-supported"));
+    await user.click(screen.getByTestId("export-labels"));
+    mocked.exportAnswer.mockResolvedValue("/home/ada/answer.html");
+    await user.click(screen.getByTestId("export-button"));
+    expect(mocked.exportAnswer).toHaveBeenCalledWith("a1", {
+      format: "html",
+      supportLabels: true,
+      onlySupported: true,
+    });
+    await waitFor(() =>
+      expect(screen.getByTestId("export-status")).toHaveTextContent(
+        "Saved to /home/ada/answer.html",
+      ),
+    );
+  });
+
+  it("copies the Rust-rendered text with the Clipboard API", async () => {
+    render(App);
+    const user = await askAndAnswer();
+    // After user-event's setup, which installs its own clipboard.
+    const writeText = vi.fn().mockResolvedValue(undefined);
+    Object.defineProperty(navigator, "clipboard", { value: { writeText }, configurable: true });
+    await user.selectOptions(screen.getByTestId("export-format"), "bib");
+    mocked.renderAnswer.mockResolvedValue("@misc{x,\n}\n");
+    await user.click(screen.getByTestId("copy-button"));
+    expect(mocked.renderAnswer).toHaveBeenCalledWith("a1", {
+      format: "bib",
+      supportLabels: false,
+      onlySupported: false,
+    });
+    await waitFor(() => expect(writeText).toHaveBeenCalledWith("@misc{x,\n}\n"));
+    expect(screen.getByTestId("export-status")).toHaveTextContent(
+      "Copied to the clipboard (11 characters)",
+    );
+  });
+
+  it("falls back to the copy command when the Clipboard API refuses", async () => {
+    let copied = "";
+    const execCommand = vi.fn((command: string) => {
+      copied = (document.activeElement as HTMLTextAreaElement).value;
+      return command === "copy";
+    });
+    Object.defineProperty(document, "execCommand", { value: execCommand, configurable: true });
+    render(App);
+    const user = await askAndAnswer();
+    const writeText = vi.fn().mockRejectedValue(new Error("NotAllowedError"));
+    Object.defineProperty(navigator, "clipboard", { value: { writeText }, configurable: true });
+    mocked.renderAnswer.mockResolvedValue("# Answer\n");
+    await user.click(screen.getByTestId("copy-button"));
+    await waitFor(() => expect(execCommand).toHaveBeenCalledWith("copy"));
+    expect(copied).toBe("# Answer\n");
+    expect(document.querySelector("textarea[readonly]")).toBeNull();
+    expect(screen.getByTestId("export-status")).toHaveTextContent("Copied to the clipboard");
+
+    // Neither way works: the user is told to export instead.
+    execCommand.mockReturnValue(false);
+    await user.click(screen.getByTestId("copy-button"));
+    expect(await screen.findByTestId("error-banner")).toHaveTextContent(/use Export/);
+  });
+});
+
+describe("History panel", () => {
+  it("lists, searches, reopens and re-ranks a past answer", async () => {
+    const user = userEvent.setup();
+    render(App);
+    await screen.findByTestId("question-input");
+    await user.click(screen.getByTestId("history-toggle"));
+    const items = await screen.findAllByTestId("history-item");
+    expect(mocked.listHistory).toHaveBeenCalledWith("");
+    expect(items).toHaveLength(2);
+    // Text from the history is shown as text, never as markup.
+    expect(items[0]).toHaveTextContent("Who wrote <b>Self-RAG</b>?");
+    expect(items[0].querySelector("b")).toBeNull();
+    expect(items[1]).toHaveTextContent("2 citations");
+    expect(screen.queryByTestId("library")).toBeNull();
+
+    mocked.listHistory.mockResolvedValue([HISTORY[1]]);
+    await user.type(screen.getByTestId("history-search"), "retrieve");
+    await waitFor(() => expect(mocked.listHistory).toHaveBeenLastCalledWith("retrieve"));
+    await waitFor(() => expect(screen.getAllByTestId("history-item")).toHaveLength(1));
+    // One search per pause in typing, not one per key.
+    expect(mocked.listHistory.mock.calls.length).toBeLessThan(5);
+
+    // The saved answer was ranked with other weights: the sliders follow it.
+    const saved = reranked();
+    mocked.openAnswer.mockResolvedValue(saved);
+    await user.click(screen.getByTestId("history-open"));
+    expect(mocked.openAnswer).toHaveBeenCalledWith("a1");
+    expect(await screen.findByTestId("answer")).toHaveTextContent(
+      "It retrieves for factual questions.",
+    );
+    expect(screen.getByTestId("weight-sup")).toHaveTextContent("1.50");
+    expect(screen.getByTestId("history-open")).toHaveAttribute("aria-current", "true");
+
+    mocked.rerank.mockResolvedValue(record());
+    await fireEvent.input(screen.getByTestId("slider-sup"), { target: { value: "0.5" } });
+    expect(mocked.rerank).toHaveBeenCalledWith("a1", { rel: 1, sup: 0.5, use: 0.5 }, false);
+    await waitFor(() =>
+      expect(screen.getByTestId("answer")).toHaveTextContent(
+        "Self-RAG retrieves passages only when it needs them.",
+      ),
+    );
+  });
+
+  it("deletes only after confirmation, and the deleted answer leaves the screen", async () => {
+    render(App);
+    const user = await askAndAnswer();
+    await user.keyboard("{Control>}h{/Control}");
+    await screen.findAllByTestId("history-item");
+
+    const second = () => screen.getAllByTestId("history-item")[1];
+    await user.click(within(second()).getByTestId("history-delete"));
+    await user.click(within(second()).getByTestId("history-cancel-delete"));
+    expect(mocked.deleteAnswer).not.toHaveBeenCalled();
+    expect(screen.getAllByTestId("history-item")).toHaveLength(2);
+
+    mocked.deleteAnswer.mockResolvedValue(undefined);
+    await user.click(within(second()).getByTestId("history-delete"));
+    expect(within(second()).getByText("Delete this answer?")).toBeInTheDocument();
+    await user.click(within(second()).getByTestId("history-confirm-delete"));
+    expect(mocked.deleteAnswer).toHaveBeenCalledWith("a1");
+    await waitFor(() => expect(screen.getAllByTestId("history-item")).toHaveLength(1));
+    // a1 was on screen.
+    expect(screen.queryByTestId("answer")).toBeNull();
+    expect(screen.getByTestId("export-button")).toBeDisabled();
+
+    await user.keyboard("{Control>}h{/Control}");
+    expect(screen.queryByTestId("history-panel")).toBeNull();
+    expect(screen.getByTestId("library")).toBeInTheDocument();
+  });
+
+  it("says when nothing matches and reloads after a new answer", async () => {
+    mocked.listHistory.mockResolvedValue([]);
+    render(App);
+    const user = userEvent.setup();
+    await screen.findByTestId("question-input");
+    await user.click(screen.getByTestId("history-toggle"));
+    expect(await screen.findByTestId("history-empty")).toHaveTextContent("No questions asked yet.");
+    await user.type(screen.getByTestId("history-search"), "zebra");
+    await waitFor(() =>
+      expect(screen.getByTestId("history-empty")).toHaveTextContent("Nothing matches “zebra”."),
+    );
+
+    const calls = mocked.listHistory.mock.calls.length;
+    mocked.listHistory.mockResolvedValue([HISTORY[1]]);
+    mocked.ask.mockResolvedValue(record());
+    await user.type(screen.getByTestId("question-input"), "When?");
+    await user.keyboard("{Enter}");
+    await screen.findByTestId("answer");
+    await waitFor(() => expect(mocked.listHistory.mock.calls.length).toBeGreaterThan(calls));
+    expect(await screen.findAllByTestId("history-item")).toHaveLength(1);
+  });
+});
+
+describe("Persisted settings", () => {
+  it("restores the saved settings at start", async () => {
+    const saved = loadedSettings({
+      theme: "dark",
+      device: "cpu",
+      export: { format: "bib", supportLabels: false, onlySupported: true },
+    });
+    saved.settings.ask = { ...saved.settings.ask, mode: "always", k: 3 };
+    saved.settings.ask.weights = { rel: 0.5, sup: 2, use: 0 };
+    mocked.loadSettings.mockResolvedValue(saved);
+    mocked.appStatus.mockResolvedValue(
+      status({ device: deviceStatus({ chosen: "cpu", inUse: "cpu" }) }),
+    );
+    render(App);
+    await waitFor(() => expect(screen.getByTestId("mode-select")).toHaveValue("always"));
+    expect(screen.getByTestId("weight-sup")).toHaveTextContent("2.00");
+    expect(screen.getByTestId("export-format")).toHaveValue("bib");
+    expect(screen.getByTestId("export-only-supported")).toBeChecked();
+    expect(screen.getByTestId("device-select")).toHaveValue("cpu");
+    expect(screen.getByTestId("device-in-use")).toHaveTextContent("CPU");
+    expect(get(theme)).toBe("dark");
+    expect(document.documentElement).toHaveClass("theme-dark");
+    // Loading is not a change: nothing is written back.
+    await new Promise((r) => setTimeout(r, 600));
+    expect(mocked.saveSettings).not.toHaveBeenCalled();
+  });
+
+  it("saves once after a burst of changes, with every setting", async () => {
+    render(App);
+    const user = userEvent.setup();
+    await screen.findByTestId("question-input");
+    await fireEvent.input(screen.getByTestId("slider-rel"), { target: { value: "0.5" } });
+    await fireEvent.input(screen.getByTestId("slider-rel"), { target: { value: "0.25" } });
+    await user.selectOptions(screen.getByTestId("export-format"), "html");
+    await user.selectOptions(screen.getByTestId("theme-select"), "light");
+    await waitFor(() => expect(mocked.saveSettings).toHaveBeenCalled(), { timeout: 2000 });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(mocked.saveSettings).toHaveBeenCalledOnce();
+    const saved = lastSaved();
+    expect(saved.ask.weights.rel).toBe(0.25);
+    expect(saved.export.format).toBe("html");
+    expect(saved.theme).toBe("light");
+    expect(saved.device).toBe("auto");
+  });
+
+  it("offers the devices this build has and shows the one in use after a change", async () => {
+    mocked.appStatus.mockResolvedValue(
+      status({ device: deviceStatus({ available: ["auto", "cpu", "cuda"], inUse: "cuda" }) }),
+    );
+    mocked.saveSettings.mockResolvedValue(
+      deviceStatus({ chosen: "cpu", available: ["auto", "cpu", "cuda"], inUse: null }),
+    );
+    render(App);
+    const user = userEvent.setup();
+    const select = await screen.findByTestId("device-select");
+    const options = within(select)
+      .getAllByRole("option")
+      .map((o) => (o as HTMLOptionElement).value);
+    expect(options).toEqual(["auto", "cpu", "cuda"]);
+    expect(screen.getByTestId("device-in-use")).toHaveTextContent("CUDA");
+
+    await user.selectOptions(select, "cpu");
+    await waitFor(() => expect(mocked.saveSettings).toHaveBeenCalled(), { timeout: 2000 });
+    expect(lastSaved().device).toBe("cpu");
+    await waitFor(() =>
+      expect(screen.getByTestId("device-in-use")).toHaveTextContent("not loaded yet"),
+    );
+    expect(screen.getByTestId("device-note")).toHaveTextContent(/next question/);
+  });
+
+  it("locks the device when the environment fixes it", async () => {
+    mocked.appStatus.mockResolvedValue(
+      status({ device: deviceStatus({ chosen: "cpu", fixedByEnv: true }) }),
+    );
+    render(App);
+    expect(await screen.findByTestId("device-select")).toBeDisabled();
+    await waitFor(() =>
+      expect(screen.getByTestId("device-note")).toHaveTextContent("SELFRAG_DEVICE"),
+    );
+  });
+
+  it("reports a broken settings file", async () => {
+    const loaded = loadedSettings();
+    loaded.notice =
+      "The settings file /c/settings.json could not be parsed (EOF). It was kept as /c/settings.json.broken-1 and the defaults are in use.";
+    mocked.loadSettings.mockResolvedValue(loaded);
+    render(App);
+    expect(await screen.findByTestId("error-banner")).toHaveTextContent(
+      "kept as /c/settings.json.broken-1",
+    );
+  });
+});
+
+describe("debouncedSaver", () => {
+  it("saves the last value once per quiet period and flushes on demand", async () => {
+    vi.useFakeTimers();
+    try {
+      const save = vi.fn().mockResolvedValue(undefined);
+      const onError = vi.fn();
+      const saver = debouncedSaver(save, 100, onError);
+      saver.schedule(1);
+      vi.advanceTimersByTime(50);
+      saver.schedule(2);
+      vi.advanceTimersByTime(99);
+      expect(save).not.toHaveBeenCalled();
+      vi.advanceTimersByTime(1);
+      expect(save).toHaveBeenCalledExactlyOnceWith(2);
+
+      saver.schedule(3);
+      await saver.flush();
+      expect(save).toHaveBeenLastCalledWith(3);
+      vi.advanceTimersByTime(200);
+      expect(save).toHaveBeenCalledTimes(2);
+      await saver.flush();
+      expect(save).toHaveBeenCalledTimes(2);
+
+      save.mockRejectedValueOnce(new Error("disk full"));
+      saver.schedule(4);
+      await saver.flush();
+      expect(onError).toHaveBeenCalledWith(new Error("disk full"));
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});

@@ -1,6 +1,7 @@
 //! The `selfrag` command-line tool: the same engine as the desktop app, for scripts, tests and
 //! power users. Its command names and JSON outputs are a public contract.
 
+mod library;
 mod pull;
 
 use std::io::Write;
@@ -11,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use selfrag_core::{Answer, CritiqueWeights, GenerateRequest, RetrieveMode, Settings};
-use selfrag_engine::{Engine, EngineConfig, ExportFormat, IndexEvent};
+use selfrag_engine::{Engine, EngineConfig, ExportFormat};
 use selfrag_models::{BertEmbedder, GgufTokenizer, LlamaGenerator, pick_device};
 use serde::Serialize;
 
@@ -28,10 +29,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Index files and folders into the library.
+    /// Index files and folders into the library; with no PATH, finish an interrupted job.
     Index {
-        #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Then keep the folders in sync with the library (until Ctrl-C); they stay watched.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// The documents in the library.
+    Library {
+        #[command(subcommand)]
+        command: library::LibraryCommand,
+    },
+    /// Search the library's passages (no model call but the query's embedding).
+    Search {
+        query: String,
+        /// vector, fts (BM25) or hybrid (both, fused by reciprocal rank).
+        #[arg(long, default_value = "hybrid")]
+        mode: selfrag_engine::SearchMode,
+        #[arg(short = 'k', long, default_value_t = 5)]
+        k: usize,
+        /// Only documents under this folder.
+        #[arg(long)]
+        folder: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
     },
     /// Ask a question; prints the answer, or the full trace with --json.
     Ask {
@@ -158,6 +180,23 @@ enum DebugCommand {
         #[arg(long, default_value = "cpu")]
         device: String,
     },
+    /// Time the search of a synthetic library of N passages (for `cargo xtask bench index`).
+    BenchSearch {
+        /// Where to build the library (a new folder).
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        passages: usize,
+        #[arg(long, default_value_t = 768)]
+        dim: usize,
+        #[arg(long, default_value_t = 100)]
+        queries: usize,
+    },
+    /// Extract the text of FILES in this process, timed (for `cargo xtask bench index`).
+    Extract {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Greedy continuation of IDS with timings; with --batch K, K copies decoded as one batch.
     Generate {
         /// The GGUF model file.
@@ -204,6 +243,8 @@ struct LogitsOutput {
 #[derive(Serialize)]
 struct EmbedOutput {
     embeddings: Vec<Vec<f32>>,
+    /// Time spent tokenizing and embedding, model loading excluded (for benchmarks).
+    seconds: f64,
 }
 
 #[derive(Serialize)]
@@ -301,7 +342,15 @@ fn run(cli: Cli) -> Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Index { paths } => index(paths).await,
+            Command::Index { paths, watch } => library::index(paths, watch).await,
+            Command::Library { command } => library::library(command).await,
+            Command::Search {
+                query,
+                mode,
+                k,
+                folder,
+                json,
+            } => library::search(query, mode, k, folder, json).await,
             Command::Ask {
                 question,
                 json,
@@ -338,6 +387,18 @@ fn run(cli: Cli) -> Result<()> {
             }
             // Synchronous model calls, no engine.
             Command::Models { command } => models(command),
+            Command::Debug {
+                command:
+                    DebugCommand::BenchSearch {
+                        dir,
+                        passages,
+                        dim,
+                        queries,
+                    },
+            } => library::bench_search(dir, passages, dim, queries).await,
+            Command::Debug {
+                command: DebugCommand::Extract { files },
+            } => library::extract(files).await,
             Command::Debug { command } => debug(command),
             Command::Export {
                 trace,
@@ -427,6 +488,9 @@ fn debug(command: DebugCommand) -> Result<()> {
             .with_context(|| format!("loading the generator {}", model.display()))
     };
     let json = match command {
+        DebugCommand::BenchSearch { .. } | DebugCommand::Extract { .. } => {
+            anyhow::bail!("this debug command runs in the async runtime")
+        }
         DebugCommand::Tokenize {
             model,
             parse_special,
@@ -469,8 +533,13 @@ fn debug(command: DebugCommand) -> Result<()> {
             let embedder = BertEmbedder::load(&model, &device)
                 .with_context(|| format!("loading the embedder {}", model.display()))?;
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let started = std::time::Instant::now();
             let embeddings = embedder.embed(&refs).context("embedding the texts")?;
-            serde_json::to_string(&EmbedOutput { embeddings })?
+            let seconds = started.elapsed().as_secs_f64();
+            serde_json::to_string(&EmbedOutput {
+                embeddings,
+                seconds,
+            })?
         }
         DebugCommand::Generate {
             model,
@@ -504,37 +573,6 @@ fn debug(command: DebugCommand) -> Result<()> {
         }
     };
     write_stdout(&format!("{json}\n"))
-}
-
-async fn index(paths: Vec<PathBuf>) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env())?;
-    let finished = engine
-        .index_paths(&paths, |event| {
-            let line = match &event {
-                IndexEvent::FileIndexed {
-                    path,
-                    passages,
-                    notes,
-                } => {
-                    let mut line = format!("indexed {path} ({passages} passages)");
-                    for note in notes {
-                        line.push_str(&format!("\n  note: {note}"));
-                    }
-                    line
-                }
-                IndexEvent::FileSkipped { path, reason } => format!("skipped {path}: {reason}"),
-                IndexEvent::FileFailed { path, error } => format!("failed {path}: {error}"),
-                _ => return,
-            };
-            let _ = writeln!(std::io::stderr(), "{line}");
-        })
-        .await?;
-    if let IndexEvent::Finished { failed, .. } = finished
-        && failed > 0
-    {
-        anyhow::bail!("{failed} file(s) could not be indexed (see above)");
-    }
-    Ok(())
 }
 
 async fn ask(question: String, settings: Settings, json: bool) -> Result<()> {

@@ -5,15 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use selfrag_core::{CritiqueWeights, Progress, Settings};
-use selfrag_index::{Extractor, IndexError, IndexOutcome, Library, PassageEmbedder};
+use selfrag_index::{Extractor, IndexError, Library, PassageEmbedder};
 use tokio::sync::OnceCell;
 
 use crate::history::History;
 use crate::model_thread::{ModelPaths, ModelThread};
 use crate::retriever::LibraryRetriever;
-use crate::status::{
-    AppStatus, DeviceStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus,
-};
+use crate::status::{AppStatus, DeviceStatus, DocumentInfo, LibraryCounts, ModelRole, ModelStatus};
 use crate::{AnswerRecord, EngineConfig, EngineError, ExportOptions, HistoryEntry};
 
 /// The application: models, library, history.
@@ -123,7 +121,7 @@ impl Engine {
     }
 
     /// The library, opened on first use (it needs the embedder to know the vector size).
-    async fn library(&self) -> Result<Arc<Library>, EngineError> {
+    pub(crate) async fn library(&self) -> Result<Arc<Library>, EngineError> {
         self.library
             .get_or_try_init(|| async {
                 let embedder = self.passage_embedder().await?;
@@ -140,7 +138,7 @@ impl Engine {
             .cloned()
     }
 
-    async fn passage_embedder(&self) -> Result<ThreadEmbedder, EngineError> {
+    pub(crate) async fn passage_embedder(&self) -> Result<ThreadEmbedder, EngineError> {
         let dim = self.models.run(|m| m.embedder().map(|e| e.dim())).await??;
         Ok(ThreadEmbedder {
             models: self.models.clone(),
@@ -155,69 +153,6 @@ impl Engine {
         })
     }
 
-    /// Indexes files and folders (recursively), streaming progress. One file's failure is
-    /// reported as an event and never stops the others.
-    pub async fn index_paths(
-        &self,
-        paths: &[PathBuf],
-        on_event: impl Fn(IndexEvent),
-    ) -> Result<IndexEvent, EngineError> {
-        let library = self.library().await?;
-        let embedder = self.passage_embedder().await?;
-        let mut files = Vec::new();
-        for p in paths {
-            collect_files(p, &mut files);
-        }
-        on_event(IndexEvent::Started { total: files.len() });
-        let (mut indexed, mut skipped, mut failed) = (0, 0, 0);
-        for file in files {
-            let path = file.display().to_string();
-            on_event(IndexEvent::FileStarted { path: path.clone() });
-            let event = match library.index_file(&file, &embedder).await {
-                Ok(IndexOutcome::Indexed {
-                    passages, notes, ..
-                }) => {
-                    indexed += 1;
-                    for note in &notes {
-                        tracing::warn!(%path, %note, "indexed with a note");
-                    }
-                    IndexEvent::FileIndexed {
-                        path,
-                        passages,
-                        notes,
-                    }
-                }
-                Ok(IndexOutcome::Unchanged { .. }) => {
-                    skipped += 1;
-                    IndexEvent::FileSkipped {
-                        path,
-                        reason: "already in the library".into(),
-                    }
-                }
-                Err(IndexError::Unsupported { reason, .. }) => {
-                    skipped += 1;
-                    IndexEvent::FileSkipped { path, reason }
-                }
-                Err(e) => {
-                    failed += 1;
-                    tracing::warn!(%path, error = %e, "file not indexed");
-                    IndexEvent::FileFailed {
-                        path,
-                        error: e.to_string(),
-                    }
-                }
-            };
-            on_event(event);
-        }
-        let finished = IndexEvent::Finished {
-            indexed,
-            skipped,
-            failed,
-        };
-        on_event(finished.clone());
-        Ok(finished)
-    }
-
     /// The documents in the library; empty while there is no embedder to open it with.
     pub async fn documents(&self) -> Result<Vec<DocumentInfo>, EngineError> {
         let library = match self.library().await {
@@ -227,12 +162,12 @@ impl Engine {
         };
         let mut docs: Vec<DocumentInfo> = library
             .documents()
-            .await?
             .into_iter()
             .map(|d| DocumentInfo {
                 id: d.id,
                 path: d.path,
                 title: d.title,
+                pages: d.pages,
                 passages: d.passages,
             })
             .collect();
@@ -338,7 +273,7 @@ impl Engine {
 }
 
 /// Embeds passages on the model thread for the indexer.
-struct ThreadEmbedder {
+pub(crate) struct ThreadEmbedder {
     models: ModelThread,
     id: String,
     dim: usize,
@@ -402,25 +337,6 @@ fn embedder_identity(path: Option<&Path>) -> String {
             format!("{repo}@{}", parts[i + 1])
         }
         _ => path.display().to_string(),
-    }
-}
-
-fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
-    match std::fs::read_dir(path) {
-        Ok(entries) => {
-            let mut children: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-            children.sort();
-            for child in children {
-                // Hidden files and folders (.git, .DS_Store) are not documents.
-                let hidden = child
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-                if !hidden {
-                    collect_files(&child, out);
-                }
-            }
-        }
-        Err(_) => out.push(path.to_path_buf()),
     }
 }
 

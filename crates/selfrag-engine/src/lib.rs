@@ -14,6 +14,7 @@ mod engine;
 mod error;
 pub mod export;
 mod history;
+mod indexing;
 mod model_thread;
 mod retriever;
 pub mod settings;
@@ -25,6 +26,8 @@ pub use engine::Engine;
 pub use error::EngineError;
 pub use export::{ExportFormat, ExportOptions, render, render_with};
 pub use history::{AnswerRecord, HistoryEntry, write_atomically};
+pub use indexing::SearchQuery;
+pub use selfrag_index::{LibraryStats, SearchFilter, SearchHit, SearchMode, bench, extract_file};
 pub use settings::{AppSettings, DeviceChoice, LoadedSettings, SettingsStore, Theme};
 pub use status::{
     AppStatus, DeviceStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus,

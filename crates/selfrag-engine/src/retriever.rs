@@ -1,10 +1,11 @@
 //! Bridges selfrag-core's synchronous `Retriever` to the library: the query is embedded by the
-//! model thread's own embedder (the retriever runs on that thread) and searched in LanceDB.
+//! model thread's own embedder (the retriever runs on that thread) and searched in LanceDB,
+//! hybrid (Contriever vectors and BM25, fused by reciprocal rank).
 
 use std::sync::Arc;
 
 use selfrag_core::{BackendError, Passage, Retriever};
-use selfrag_index::Library;
+use selfrag_index::{Library, SearchRequest};
 use selfrag_models::BertEmbedder;
 
 use crate::EngineError;
@@ -30,7 +31,8 @@ impl Retriever for LibraryRetriever<'_> {
             .into_iter()
             .next()
             .unwrap_or_default();
-        let hits = self.runtime.block_on(library.search(&vector, k))?;
+        let request = SearchRequest::hybrid(query, vector, k);
+        let hits = self.runtime.block_on(library.search(&request))?;
         Ok(hits
             .into_iter()
             .map(|h| Passage {

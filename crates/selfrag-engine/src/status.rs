@@ -76,17 +76,21 @@ pub struct DocumentInfo {
     pub id: String,
     pub path: String,
     pub title: String,
+    /// Pages (PDF) or 1; 0 for a document indexed before pages were counted.
+    pub pages: u32,
     pub passages: u32,
 }
 
-/// Progress of an indexing job, streamed to the front end.
+/// Progress of an indexing job or of a watched folder's changes, streamed to the front end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub enum IndexEvent {
-    /// The job found this many files.
+    /// The job found this many files; `resumed` lists the folders of an interrupted job it
+    /// finishes too.
     Started {
         total: usize,
+        resumed: Vec<String>,
     },
     FileStarted {
         path: String,
@@ -97,7 +101,8 @@ pub enum IndexEvent {
         passages: u32,
         notes: Vec<String>,
     },
-    /// Not indexed, and not an error: already in the library, or a format that is not read.
+    /// Not indexed, and not an error: already in the library, the same content as another
+    /// file (a rename or a copy: its passages are reused), or a format that is not read.
     FileSkipped {
         path: String,
         reason: String,
@@ -106,9 +111,25 @@ pub enum IndexEvent {
         path: String,
         error: String,
     },
+    /// A document whose file is gone was removed from the library.
+    Removed {
+        path: String,
+    },
+    /// After each file: how far the job is, its rate and the time left at that rate.
+    #[serde(rename_all = "camelCase")]
+    Progress {
+        done: usize,
+        total: usize,
+        #[cfg_attr(feature = "typescript", ts(type = "number"))]
+        passages: u64,
+        files_per_second: f64,
+        eta_seconds: Option<f64>,
+    },
     Finished {
         indexed: usize,
         skipped: usize,
         failed: usize,
+        removed: usize,
+        cancelled: bool,
     },
 }

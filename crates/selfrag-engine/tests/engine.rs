@@ -84,11 +84,23 @@ async fn index_ask_rerank_export_with_real_models_and_lancedb() {
         IndexEvent::Finished {
             indexed: 2,
             skipped: 1,
-            failed: 0
+            failed: 0,
+            removed: 0,
+            cancelled: false,
         }
     );
     let events = events.into_inner().unwrap();
-    assert_eq!(events.first(), Some(&IndexEvent::Started { total: 3 }));
+    assert_eq!(
+        events.first(),
+        Some(&IndexEvent::Started {
+            total: 3,
+            resumed: Vec::new()
+        })
+    );
+    assert!(events.iter().any(|e| matches!(
+        e,
+        IndexEvent::Progress { done: 3, total: 3, eta_seconds: Some(eta), .. } if *eta == 0.0
+    )));
     assert!(
         events
             .iter()

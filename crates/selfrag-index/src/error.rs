@@ -56,4 +56,10 @@ pub enum IndexError {
         current: String,
         current_dim: usize,
     },
+    #[error(
+        "the library at {path} is in use by another Self-RAG Desktop or `selfrag` process; close it and try again"
+    )]
+    Busy { path: PathBuf },
+    #[error("cannot watch {path} for changes: {reason}")]
+    Watch { path: PathBuf, reason: String },
 }

@@ -3,8 +3,9 @@
 //! Owns the path from files on disk to searchable passages: text extraction per format
 //! ([`extract`]: PDF, DOCX, HTML, Markdown, plain text), run in a worker process with a time and
 //! memory limit ([`Extractor`], [`worker`]), passages of about a hundred words with their
-//! provenance ([`chunk`]), and the embedded LanceDB store of documents and passages with vector
-//! search ([`Library`]).
+//! provenance ([`chunk`]), the embedded LanceDB store of documents and passages with vector,
+//! full-text and hybrid search ([`Library`]), resumable indexing jobs ([`job`]) and watched
+//! folders ([`watch`]).
 //!
 //! It must not depend on candle, Tauri or the Self-RAG algorithm: embeddings arrive through the
 //! [`PassageEmbedder`] trait, which selfrag-engine implements with selfrag-models.
@@ -13,20 +14,30 @@
 //! # async fn demo(embedder: &dyn selfrag_index::PassageEmbedder) -> Result<(), selfrag_index::IndexError> {
 //! let library = selfrag_index::Library::open(std::path::Path::new("/tmp/lib"), embedder).await?;
 //! library.index_file(std::path::Path::new("notes.md"), embedder).await?;
-//! let hits = library.search(&embedder.embed(&["what is self-rag?"])?[0], 5).await?;
+//! let query = "what is self-rag?";
+//! let vector = embedder.embed(&[query])?.remove(0);
+//! let hits = library.search(&selfrag_index::SearchRequest::hybrid(query, vector, 5)).await?;
 //! # Ok(()) }
 //! ```
 
+pub mod bench;
 pub mod chunk;
 mod error;
 pub mod extract;
-mod store;
+pub mod job;
+mod library;
+pub mod watch;
 pub mod worker;
 
 pub use chunk::{Chunk, chunk_text};
 pub use error::IndexError;
 pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
-pub use store::{DocumentRecord, IndexOutcome, Library, LibraryStats, SearchHit};
+pub use job::{JobEvent, JobProgress, JobSummary};
+pub use library::{
+    DocumentRecord, IndexOutcome, Library, LibraryStats, SearchFilter, SearchHit, SearchMode,
+    SearchRequest,
+};
+pub use watch::FolderWatcher;
 pub use worker::Extractor;
 
 /// Turns passage text into vectors. Implemented by the engine over the BERT/Contriever model.

@@ -14,9 +14,7 @@ mod common;
 use common::BAG_OF_WORDS;
 use lopdf::content::{Content, Operation};
 use lopdf::{Document, Object, Stream, StringFormat, dictionary};
-use selfrag_index::{
-    ExtractedDocument, Extractor, IndexError, IndexOutcome, Library, PassageEmbedder, SearchHit,
-};
+use selfrag_index::{ExtractedDocument, Extractor, IndexError, IndexOutcome, Library, SearchHit};
 
 /// The crate's test worker (a copy of what the app does in `main`, plus misbehaviour on demand).
 const WORKER: &str = env!("CARGO_BIN_EXE_selfrag-extract-worker");
@@ -38,8 +36,10 @@ async fn library(dir: &Path, extractor: Extractor) -> Library {
 }
 
 async fn best_hit(lib: &Library, query: &str) -> SearchHit {
-    let q = BAG_OF_WORDS.embed(&[query]).unwrap().remove(0);
-    lib.search(&q, 1).await.unwrap().remove(0)
+    lib.search(&common::query(&BAG_OF_WORDS, query, 1))
+        .await
+        .unwrap()
+        .remove(0)
 }
 
 // ---- PDF fixtures -------------------------------------------------------------------------

@@ -1,23 +1,37 @@
 //! The library against a real LanceDB in a temporary directory. Vectors come from a
 //! bag-of-words embedder (a double at the `PassageEmbedder` boundary) so that which passage
-//! must win a search is known exactly; the real BERT embedder is exercised in selfrag-engine.
+//! must win a search is known exactly; the real BERT embedder is exercised in selfrag-engine
+//! and by the retrieval-quality test with MiniLM.
 
 // Test code: a failed unwrap is a failed test, at the line that failed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 mod common;
 
-use common::{BAG_OF_WORDS, BagOfWords};
-use selfrag_index::{IndexOutcome, Library, PassageEmbedder};
+use common::{BAG_OF_WORDS, BagOfWords, Counting, query};
+use selfrag_index::{IndexOutcome, JobEvent, Library, SearchFilter, SearchMode, SearchRequest};
 
 const EMBEDDER: BagOfWords = BAG_OF_WORDS;
 
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
     std::fs::write(&p, text).unwrap();
     p
+}
+
+async fn texts_found(lib: &Library, text: &str) -> Vec<String> {
+    lib.search(&query(&EMBEDDER, text, 10))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.text)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,48 +53,214 @@ async fn a_dropped_markdown_file_becomes_searchable_passages() {
     let stats = lib.stats().await.unwrap();
     assert_eq!((stats.documents, stats.passages), (1, passages as usize));
 
-    let query = EMBEDDER
-        .embed(&["reflection tokens critique"])
-        .unwrap()
-        .remove(0);
-    let hits = lib.search(&query, 3).await.unwrap();
-    assert!(hits[0].text.contains("reflection tokens"), "{hits:?}");
-    assert_eq!(hits[0].title, "Self-RAG");
-    assert_eq!(hits[0].section.as_deref(), Some("Critique"));
-    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    for mode in [SearchMode::Vector, SearchMode::Fts, SearchMode::Hybrid] {
+        let request = SearchRequest {
+            mode,
+            ..query(&EMBEDDER, "reflection tokens critique", 3)
+        };
+        let hits = lib.search(&request).await.unwrap();
+        assert!(
+            hits[0].text.contains("reflection tokens"),
+            "{mode:?}: {hits:?}"
+        );
+        assert_eq!(hits[0].title, "Self-RAG");
+        assert_eq!(hits[0].section.as_deref(), Some("Critique"));
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_content_is_never_indexed_twice_even_after_reopening() {
+async fn full_text_search_finds_a_rare_exact_term_the_vectors_blur() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 64 hash buckets: with this many distinct words the bag-of-words vectors collide a lot,
+    // while BM25 matches the one passage containing the code word exactly.
+    let mut files = Vec::new();
+    for i in 0..30 {
+        files.push(write(
+            tmp.path(),
+            &format!("note{i}.txt"),
+            &format!("Meeting notes {i}: budget review, travel plans, office supplies {i}."),
+        ));
+    }
+    files.push(write(
+        tmp.path(),
+        "secret.txt",
+        "The project codename is zanzibarquartz and it ships in spring.",
+    ));
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    for f in &files {
+        lib.index_file(f, &EMBEDDER).await.unwrap();
+    }
+    let fts = SearchRequest {
+        mode: SearchMode::Fts,
+        ..query(&EMBEDDER, "zanzibarquartz", 3)
+    };
+    let hits = lib.search(&fts).await.unwrap();
+    assert_eq!(hits.len(), 1, "BM25 matches one passage: {hits:?}");
+    assert!(hits[0].text.contains("zanzibarquartz"));
+    let vector = SearchRequest {
+        mode: SearchMode::Vector,
+        ..query(&EMBEDDER, "zanzibarquartz", 3)
+    };
+    let dense = lib.search(&vector).await.unwrap();
+    assert!(
+        dense.iter().all(|h| !h.text.contains("zanzibarquartz")),
+        "the hashed vectors are meant to miss it: {dense:?}"
+    );
+    // Fusion brings BM25's exact match into the top 3 that vectors alone missed.
+    let hybrid = lib
+        .search(&query(&EMBEDDER, "zanzibarquartz", 3))
+        .await
+        .unwrap();
+    assert!(
+        hybrid.iter().any(|h| h.text.contains("zanzibarquartz")),
+        "{hybrid:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_can_be_restricted_to_a_folder_or_to_documents() {
     let tmp = tempfile::tempdir().unwrap();
     let a = write(
         tmp.path(),
-        "a.txt",
-        "Contriever embeds passages. Dot product ranks them.",
+        "papers/a.txt",
+        "Retrieval augmented generation with critique.",
     );
-    let lib_dir = tmp.path().join("lib");
-    let first = {
-        let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
-        lib.index_file(&a, &EMBEDDER).await.unwrap();
-        lib.stats().await.unwrap()
-    };
-    let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
-    let renamed = write(
+    let b = write(
         tmp.path(),
-        "renamed.txt",
-        "Contriever embeds passages. Dot product ranks them.",
+        "notes/b.txt",
+        "Retrieval augmented generation in my notes.",
     );
-    assert!(matches!(
-        lib.index_file(&renamed, &EMBEDDER).await.unwrap(),
-        IndexOutcome::Unchanged { .. }
-    ));
-    assert_eq!(lib.stats().await.unwrap(), first);
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    lib.index_file(&a, &EMBEDDER).await.unwrap();
+    let IndexOutcome::Indexed {
+        document_id: b_id, ..
+    } = lib.index_file(&b, &EMBEDDER).await.unwrap()
+    else {
+        panic!("b is new")
+    };
+    let mut request = query(&EMBEDDER, "retrieval augmented generation", 5);
+    assert_eq!(lib.search(&request).await.unwrap().len(), 2);
+
+    request.filter = SearchFilter {
+        documents: Vec::new(),
+        folder: Some(tmp.path().join("papers")),
+    };
+    let hits = lib.search(&request).await.unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].path.ends_with("a.txt"), "{hits:?}");
+
+    request.filter = SearchFilter {
+        documents: vec![b_id],
+        folder: None,
+    };
+    let hits = lib.search(&request).await.unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].path.ends_with("b.txt"), "{hits:?}");
+
+    request.filter.folder = Some(tmp.path().join("elsewhere"));
+    assert!(lib.search(&request).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_library_built_with_another_embedder_is_refused_with_the_fix() {
+async fn an_unchanged_file_is_not_even_read_and_a_renamed_one_is_not_embedded_again() {
     let tmp = tempfile::tempdir().unwrap();
-    let a = write(tmp.path(), "a.txt", "Some text to index.");
+    let text = "Contriever embeds passages. Dot product ranks them.";
+    let a = write(tmp.path(), "a.txt", text);
+    let lib_dir = tmp.path().join("lib");
+    let embedder = Counting::new(BAG_OF_WORDS);
+    {
+        let lib = Library::open(&lib_dir, &embedder).await.unwrap();
+        lib.index_file(&a, &embedder).await.unwrap();
+    }
+    let embedded = embedder.embedded();
+    assert!(embedded > 0);
+
+    // Across a restart: unchanged, nothing embedded.
+    let lib = Library::open(&lib_dir, &embedder).await.unwrap();
+    assert!(matches!(
+        lib.index_file(&a, &embedder).await.unwrap(),
+        IndexOutcome::Unchanged { .. }
+    ));
+    // Renamed: the passages are reused for the new path, the old path goes.
+    let renamed = tmp.path().join("renamed.txt");
+    std::fs::rename(&a, &renamed).unwrap();
+    let outcome = lib.index_file(&renamed, &embedder).await.unwrap();
+    assert!(
+        matches!(&outcome, IndexOutcome::Reused { from, .. } if from.ends_with("a.txt")),
+        "{outcome:?}"
+    );
+    lib.remove(&a).await.unwrap();
+    assert_eq!(embedder.embedded(), embedded, "nothing was embedded again");
+    let docs = lib.documents();
+    assert_eq!(docs.len(), 1);
+    assert!(docs[0].path.ends_with("renamed.txt"));
+    let hits = lib
+        .search(&query(&EMBEDDER, "Contriever", 5))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1, "the passage survives the rename: {hits:?}");
+    assert!(hits[0].path.ends_with("renamed.txt"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_file_replaces_its_passages_and_a_removed_one_leaves_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "f.txt", "The old claim about penguins flying.");
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    lib.index_file(&f, &EMBEDDER).await.unwrap();
+    write(
+        tmp.path(),
+        "f.txt",
+        "A corrected statement about albatross gliding, longer now.",
+    );
+    assert!(matches!(
+        lib.index_file(&f, &EMBEDDER).await.unwrap(),
+        IndexOutcome::Indexed { .. }
+    ));
+    let found = texts_found(&lib, "penguins albatross").await;
+    assert_eq!(
+        found.len(),
+        1,
+        "old content gone, new content in: {found:?}"
+    );
+    assert!(found[0].contains("albatross"));
+    assert_eq!(lib.stats().await.unwrap().passages, 1);
+
+    assert_eq!(lib.remove(&f).await.unwrap().len(), 1);
+    let stats = lib.stats().await.unwrap();
+    assert_eq!((stats.documents, stats.passages), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_copies_share_passages_until_the_last_one_is_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = "Identical report about reflection tokens.";
+    let one = write(tmp.path(), "one.txt", text);
+    let two = write(tmp.path(), "two.txt", text);
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    lib.index_file(&one, &EMBEDDER).await.unwrap();
+    lib.index_file(&two, &EMBEDDER).await.unwrap();
+    let stats = lib.stats().await.unwrap();
+    assert_eq!((stats.documents, stats.contents, stats.passages), (2, 1, 1));
+    lib.remove(&one).await.unwrap();
+    assert_eq!(texts_found(&lib, "reflection tokens").await.len(), 1);
+    lib.remove(&two).await.unwrap();
+    assert!(texts_found(&lib, "reflection tokens").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_the_embedder_re_embeds_the_stored_text_without_reparsing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = write(tmp.path(), "a.txt", "Self-RAG critiques its own answers.");
     let lib_dir = tmp.path().join("lib");
     Library::open(&lib_dir, &EMBEDDER)
         .await
@@ -88,18 +268,26 @@ async fn a_library_built_with_another_embedder_is_refused_with_the_fix() {
         .index_file(&a, &EMBEDDER)
         .await
         .unwrap();
-    let other = BagOfWords {
+    // The file is gone: only the stored passage text can be re-embedded.
+    std::fs::remove_file(&a).unwrap();
+    let other = Counting::new(BagOfWords {
         dim: 32,
         id: "other-32",
-    };
-    let err = Library::open(&lib_dir, &other)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("bag-of-words-64") && err.contains("re-index"),
-        "{err}"
-    );
+    });
+    let lib = Library::open(&lib_dir, &other).await.unwrap();
+    assert_eq!(other.embedded(), 1, "one passage re-embedded");
+    assert_eq!(lib.embedder_id(), "other-32");
+    let hits = lib.search(&query(&other, "critiques", 3)).await.unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].text.contains("critiques"));
+    // Opening again with the same embedder re-embeds nothing.
+    drop(lib);
+    let again = Counting::new(BagOfWords {
+        dim: 32,
+        id: "other-32",
+    });
+    Library::open(&lib_dir, &again).await.unwrap();
+    assert_eq!(again.embedded(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,6 +306,18 @@ async fn a_file_that_cannot_be_read_fails_alone_and_names_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_process_is_told_the_library_is_in_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lib");
+    let _first = Library::open(&dir, &EMBEDDER).await.unwrap();
+    let err = Library::open(&dir, &EMBEDDER)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("in use"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passages_of_a_document_whose_commit_never_landed_are_removed_on_open() {
     let tmp = tempfile::tempdir().unwrap();
     let lib_dir = tmp.path().join("lib");
@@ -127,22 +327,19 @@ async fn passages_of_a_document_whose_commit_never_landed_are_removed_on_open() 
         "torn.txt",
         "This passage belongs to an interrupted run.",
     );
-    let torn_id = {
+    {
         let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
         lib.index_file(&kept, &EMBEDDER).await.unwrap();
-        match lib.index_file(&torn, &EMBEDDER).await.unwrap() {
-            IndexOutcome::Indexed { document_id, .. } => document_id,
-            other => panic!("expected a new document, got {other:?}"),
-        }
-    };
+        lib.index_file(&torn, &EMBEDDER).await.unwrap();
+    }
     // A crash between the passages write and the document row leaves exactly this state.
     let db = lancedb::connect(lib_dir.to_str().unwrap())
         .execute()
         .await
         .unwrap();
-    let documents = db.open_table("documents").execute().await.unwrap();
+    let documents = db.open_table("documents_v2").execute().await.unwrap();
     documents
-        .delete(format!("doc_id = '{torn_id}'").as_str())
+        .delete(format!("path = '{}'", torn.display()).as_str())
         .await
         .unwrap();
 
@@ -153,15 +350,107 @@ async fn passages_of_a_document_whose_commit_never_landed_are_removed_on_open() 
         (1, 1),
         "only the committed document remains"
     );
-    let query = EMBEDDER.embed(&["interrupted run"]).unwrap().remove(0);
-    let hits = lib.search(&query, 5).await.unwrap();
     assert!(
-        hits.iter().all(|h| !h.text.contains("interrupted")),
-        "{hits:?}"
+        texts_found(&lib, "interrupted run")
+            .await
+            .iter()
+            .all(|t| !t.contains("interrupted"))
     );
     // Indexing the file again now works as for a new file.
     assert!(matches!(
         lib.index_file(&torn, &EMBEDDER).await.unwrap(),
         IndexOutcome::Indexed { .. }
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_reports_progress_removes_vanished_files_and_resumes_an_interrupted_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    for i in 0..5 {
+        write(
+            &docs,
+            &format!("d{i}.txt"),
+            &format!("Document number {i} about topic {i}."),
+        );
+    }
+    write(&docs, ".hidden.txt", "never indexed");
+    write(&docs, "image.png", "not a document");
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    let never = AtomicBool::new(false);
+    let mut progress = Vec::new();
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &EMBEDDER, &never, |e| {
+            if let JobEvent::Progress(p) = e {
+                progress.push(p)
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (summary.indexed, summary.skipped, summary.failed),
+        (5, 1, 0)
+    );
+    assert_eq!(progress.len(), 6);
+    let last = progress.last().unwrap();
+    assert_eq!((last.done, last.total, last.passages), (6, 6, 5));
+    assert_eq!(last.eta_seconds, Some(0.0));
+    assert!(
+        lib.pending_job().is_empty(),
+        "a finished job leaves nothing to resume"
+    );
+
+    std::fs::remove_file(docs.join("d0.txt")).unwrap();
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &EMBEDDER, &never, |_| {})
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.removed), (0, 1));
+    assert_eq!(lib.documents().len(), 4);
+
+    // A job file left by a killed process: the next job (even with no paths) finishes it.
+    let more = tmp.path().join("more");
+    write(&more, "m.txt", "A file of the interrupted job.");
+    std::fs::write(
+        tmp.path().join("lib").join("job.json"),
+        serde_json::json!({ "roots": [more] }).to_string(),
+    )
+    .unwrap();
+    assert_eq!(lib.pending_job(), vec![more.clone()]);
+    let mut resumed = Vec::new();
+    lib.run_job(&[], &EMBEDDER, &never, |e| {
+        if let JobEvent::Started { resumed: r, .. } = e {
+            resumed = r
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(lib.documents().len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_job_stops_between_files_and_keeps_what_it_did() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    for i in 0..4 {
+        write(&docs, &format!("d{i}.txt"), &format!("Document {i}."));
+    }
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    let cancel = AtomicBool::new(false);
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &EMBEDDER, &cancel, |e| {
+            if matches!(e, JobEvent::Progress(p) if p.done == 2) {
+                cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        })
+        .await
+        .unwrap();
+    assert!(summary.cancelled);
+    assert_eq!(summary.indexed, 2);
+    assert_eq!(lib.documents().len(), 2);
 }

@@ -34,11 +34,53 @@ impl PassageEmbedder for BagOfWords {
                     let h = w
                         .to_lowercase()
                         .bytes()
-                        .fold(7u64, |h, b| h * 31 + b as u64);
+                        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
                     v[(h % self.dim as u64) as usize] += 1.0;
                 }
                 v
             })
             .collect())
     }
+}
+
+#[allow(dead_code)] // not every test file counts
+/// Counts the texts it embeds: a test can tell that nothing was embedded again.
+pub struct Counting {
+    pub inner: BagOfWords,
+    pub texts: std::sync::atomic::AtomicUsize,
+}
+
+#[allow(dead_code)]
+impl Counting {
+    pub fn new(inner: BagOfWords) -> Self {
+        Self {
+            inner,
+            texts: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    pub fn embedded(&self) -> usize {
+        self.texts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl PassageEmbedder for Counting {
+    fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+        self.texts
+            .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        self.inner.embed(texts)
+    }
+}
+
+#[allow(dead_code)] // not every test file searches
+/// A hybrid search request for `text`, its vector made by `embedder`.
+pub fn query(embedder: &dyn PassageEmbedder, text: &str, k: usize) -> selfrag_index::SearchRequest {
+    let vector = embedder.embed(&[text]).unwrap_or_default().remove(0);
+    selfrag_index::SearchRequest::hybrid(text, vector, k)
 }

@@ -1,0 +1,334 @@
+//! `selfrag index`, `selfrag library list|remove|stats` and `selfrag search`: the document
+//! library from the command line. With `--json` each prints one JSON document on stdout; the
+//! progress of indexing goes to stderr.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use selfrag_engine::{Engine, EngineConfig, IndexEvent, SearchFilter, SearchMode, SearchQuery};
+use serde::Serialize;
+
+#[derive(Subcommand)]
+pub enum LibraryCommand {
+    /// Every document: path, title, pages, passages.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a document, or every document under a folder (the files stay on disk).
+    Remove { path: PathBuf },
+    /// Counts, disk use and search indexes.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Serialize)]
+struct DocumentOut {
+    id: String,
+    path: String,
+    title: String,
+    pages: u32,
+    passages: u32,
+}
+
+#[derive(Serialize)]
+struct StatsOut {
+    documents: usize,
+    contents: usize,
+    pages: u64,
+    passages: usize,
+    disk_bytes: u64,
+    vector_index: bool,
+    text_index: bool,
+    watched: Vec<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct HitOut {
+    passage_id: String,
+    document_id: String,
+    text: String,
+    path: String,
+    title: String,
+    page: Option<u32>,
+    section: Option<String>,
+    span: [u64; 2],
+    score: f32,
+}
+
+#[derive(Serialize)]
+struct SearchOut {
+    query: String,
+    mode: &'static str,
+    hits: Vec<HitOut>,
+}
+
+/// `selfrag index PATH... [--watch]`: with no PATH, finishes an interrupted job.
+pub async fn index(paths: Vec<PathBuf>, watch: bool) -> Result<()> {
+    let engine = Engine::new(EngineConfig::from_env())?;
+    if paths.is_empty() && engine.pending_indexing().await?.is_empty() && !watch {
+        bail!("nothing to index: name files or folders (`selfrag index PATH...`)");
+    }
+    let finished = engine.index_paths(&paths, print_event).await?;
+    if watch {
+        for path in &paths {
+            if path.is_dir() {
+                engine.set_watched(path, true).await?;
+            }
+        }
+        let folders = engine.watched_folders().await?;
+        if folders.is_empty() {
+            bail!("--watch needs a folder to watch");
+        }
+        let names: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
+        eprintln_quiet(&format!("watching {} (Ctrl-C to stop)", names.join(", ")));
+        // Ctrl-C ends the process: every write to the library is crash-safe.
+        let stop = Arc::new(AtomicBool::new(false));
+        engine.watch(stop, print_event).await?;
+        return Ok(());
+    }
+    if let IndexEvent::Finished { failed, .. } = finished
+        && failed > 0
+    {
+        bail!("{failed} file(s) could not be indexed (see above)");
+    }
+    Ok(())
+}
+
+fn print_event(event: IndexEvent) {
+    let line = match &event {
+        IndexEvent::Started { total, resumed } if !resumed.is_empty() => format!(
+            "resuming an interrupted job ({}); {total} files",
+            resumed.join(", ")
+        ),
+        IndexEvent::FileIndexed {
+            path,
+            passages,
+            notes,
+        } => {
+            let mut line = format!("indexed {path} ({passages} passages)");
+            for note in notes {
+                line.push_str(&format!("\n  note: {note}"));
+            }
+            line
+        }
+        IndexEvent::FileSkipped { path, reason } => format!("skipped {path}: {reason}"),
+        IndexEvent::FileFailed { path, error } => format!("failed {path}: {error}"),
+        IndexEvent::Removed { path } => format!("removed {path} (file is gone)"),
+        IndexEvent::Finished {
+            indexed,
+            skipped,
+            failed,
+            removed,
+            cancelled,
+        } => format!(
+            "{}: {indexed} indexed, {skipped} skipped, {failed} failed, {removed} removed",
+            if *cancelled { "cancelled" } else { "done" }
+        ),
+        _ => return,
+    };
+    eprintln_quiet(&line);
+}
+
+fn eprintln_quiet(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+pub async fn library(command: LibraryCommand) -> Result<()> {
+    let engine = Engine::new(EngineConfig::from_env())?;
+    match command {
+        LibraryCommand::List { json } => {
+            let docs: Vec<DocumentOut> = engine
+                .documents()
+                .await?
+                .into_iter()
+                .map(|d| DocumentOut {
+                    id: d.id,
+                    path: d.path,
+                    title: d.title,
+                    pages: d.pages,
+                    passages: d.passages,
+                })
+                .collect();
+            if json {
+                return print(&serde_json::to_string_pretty(&docs)?);
+            }
+            let mut out = String::new();
+            for d in &docs {
+                out.push_str(&format!(
+                    "{}\t{} pages\t{} passages\t{}\n",
+                    d.path, d.pages, d.passages, d.title
+                ));
+            }
+            out.push_str(&format!("{} documents\n", docs.len()));
+            print(out.trim_end())
+        }
+        LibraryCommand::Remove { path } => {
+            let removed = engine.remove_documents(&path).await?;
+            if removed.is_empty() {
+                bail!(
+                    "{} is not in the library (see `selfrag library list`)",
+                    path.display()
+                );
+            }
+            engine.set_watched(&path, false).await?;
+            for p in &removed {
+                eprintln_quiet(&format!("removed {p}"));
+            }
+            Ok(())
+        }
+        LibraryCommand::Stats { json } => {
+            let s = engine.library_stats().await?;
+            let out = StatsOut {
+                documents: s.documents,
+                contents: s.contents,
+                pages: s.pages,
+                passages: s.passages,
+                disk_bytes: s.disk_bytes,
+                vector_index: s.vector_index,
+                text_index: s.text_index,
+                watched: engine.watched_folders().await?,
+            };
+            if json {
+                return print(&serde_json::to_string_pretty(&out)?);
+            }
+            print(&format!(
+                "{} documents ({} distinct contents), {} pages, {} passages, {:.1} MB on disk\nvector index: {}, full-text index: {}",
+                out.documents,
+                out.contents,
+                out.pages,
+                out.passages,
+                out.disk_bytes as f64 / 1e6,
+                if out.vector_index {
+                    "yes"
+                } else {
+                    "no (exact search)"
+                },
+                if out.text_index { "yes" } else { "no" },
+            ))
+        }
+    }
+}
+
+/// `selfrag search QUERY [--mode] [-k N] [--folder DIR] [--json]`.
+pub async fn search(
+    query: String,
+    mode: SearchMode,
+    k: usize,
+    folder: Option<PathBuf>,
+    json: bool,
+) -> Result<()> {
+    let engine = Engine::new(EngineConfig::from_env())?;
+    let hits = engine
+        .search(SearchQuery {
+            text: query.clone(),
+            mode,
+            k,
+            filter: SearchFilter {
+                documents: Vec::new(),
+                folder,
+            },
+        })
+        .await?;
+    let out = SearchOut {
+        query,
+        mode: match mode {
+            SearchMode::Vector => "vector",
+            SearchMode::Fts => "fts",
+            SearchMode::Hybrid => "hybrid",
+        },
+        hits: hits
+            .into_iter()
+            .map(|h| HitOut {
+                passage_id: h.passage_id,
+                document_id: h.document_id,
+                text: h.text,
+                path: h.path,
+                title: h.title,
+                page: h.page,
+                section: h.section,
+                span: [h.span.0, h.span.1],
+                score: h.score,
+            })
+            .collect(),
+    };
+    if json {
+        return print(&serde_json::to_string_pretty(&out)?);
+    }
+    let mut text = String::new();
+    for (i, h) in out.hits.iter().enumerate() {
+        let page = h.page.map(|p| format!(", p. {p}")).unwrap_or_default();
+        text.push_str(&format!(
+            "[{}] {:.4}  {}{page}\n    {}\n",
+            i + 1,
+            h.score,
+            h.path,
+            h.text
+        ));
+    }
+    if out.hits.is_empty() {
+        text.push_str("no passages found\n");
+    }
+    print(text.trim_end())
+}
+
+fn print(text: &str) -> Result<()> {
+    let mut stdout = std::io::stdout();
+    stdout.write_all(text.as_bytes())?;
+    stdout.write_all(b"\n")?;
+    Ok(())
+}
+
+/// `selfrag debug bench-search`: one synthetic search benchmark, as JSON.
+pub async fn bench_search(dir: PathBuf, passages: usize, dim: usize, queries: usize) -> Result<()> {
+    if dir.exists() {
+        bail!(
+            "{} exists; the benchmark builds its library in a new folder",
+            dir.display()
+        );
+    }
+    let report =
+        selfrag_engine::bench::search_benchmark(&dir, passages, dim, queries, 20261122).await?;
+    print(&serde_json::to_string(&report)?)
+}
+
+#[derive(Serialize)]
+struct ExtractOut {
+    files: usize,
+    pages: usize,
+    chars: usize,
+    failed: usize,
+    seconds: f64,
+}
+
+/// `selfrag debug extract FILES...`: extraction alone, in this process, timed (JSON).
+pub async fn extract(files: Vec<PathBuf>) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut out = ExtractOut {
+        files: files.len(),
+        pages: 0,
+        chars: 0,
+        failed: 0,
+        seconds: 0.0,
+    };
+    for file in &files {
+        match selfrag_engine::extract_file(file) {
+            Ok(doc) => {
+                out.pages += doc.pages.len();
+                out.chars += doc.pages.iter().map(|p| p.text.len()).sum::<usize>();
+            }
+            Err(e) => {
+                out.failed += 1;
+                eprintln_quiet(&format!("failed {}: {e}", file.display()));
+            }
+        }
+    }
+    out.seconds = started.elapsed().as_secs_f64();
+    print(&serde_json::to_string(&out)?)
+}

@@ -1,0 +1,221 @@
+//! The engine's side of the library: indexing jobs (resumed after a crash), removing documents,
+//! searching, statistics and watched folders, with selfrag-index's events turned into the
+//! [`IndexEvent`]s both front ends show.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use selfrag_index::{
+    FolderWatcher, IndexError, IndexOutcome, JobEvent, JobSummary, LibraryStats, SearchFilter,
+    SearchHit, SearchMode, SearchRequest,
+};
+
+use crate::{Engine, EngineError, IndexEvent};
+
+/// One search from a front end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchQuery {
+    pub text: String,
+    pub mode: SearchMode,
+    pub k: usize,
+    pub filter: SearchFilter,
+}
+
+impl Engine {
+    /// Indexes files and folders (recursively), streaming progress, together with any job a
+    /// crash interrupted. One file's failure is an event, never the end of the job.
+    pub async fn index_paths(
+        &self,
+        paths: &[PathBuf],
+        on_event: impl Fn(IndexEvent),
+    ) -> Result<IndexEvent, EngineError> {
+        self.index_paths_cancellable(paths, &AtomicBool::new(false), on_event)
+            .await
+    }
+
+    /// [`Engine::index_paths`], stopping between files once `cancel` is set.
+    pub async fn index_paths_cancellable(
+        &self,
+        paths: &[PathBuf],
+        cancel: &AtomicBool,
+        on_event: impl Fn(IndexEvent),
+    ) -> Result<IndexEvent, EngineError> {
+        let library = self.library().await?;
+        let embedder = self.passage_embedder().await?;
+        let summary = library
+            .run_job(paths, &embedder, cancel, |e| {
+                if let Some(event) = index_event(e) {
+                    on_event(event)
+                }
+            })
+            .await?;
+        let finished = finished(summary);
+        on_event(finished.clone());
+        Ok(finished)
+    }
+
+    /// The folders of an indexing job that was interrupted, empty when there is none.
+    pub async fn pending_indexing(&self) -> Result<Vec<PathBuf>, EngineError> {
+        Ok(self.library().await?.pending_job())
+    }
+
+    /// Removes the document at `path`, or every document under a folder; returns the paths.
+    pub async fn remove_documents(&self, path: &Path) -> Result<Vec<String>, EngineError> {
+        Ok(self.library().await?.remove(path).await?)
+    }
+
+    /// Counts, disk use and indexes of the library.
+    pub async fn library_stats(&self) -> Result<LibraryStats, EngineError> {
+        Ok(self.library().await?.stats().await?)
+    }
+
+    /// Searches the library; the query is embedded by the model thread's embedder.
+    pub async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, EngineError> {
+        let library = self.library().await?;
+        let vector = match query.mode {
+            SearchMode::Fts => None,
+            SearchMode::Vector | SearchMode::Hybrid => {
+                let text = query.text.clone();
+                let vectors = self
+                    .models
+                    .run(move |m| -> Result<Vec<Vec<f32>>, EngineError> {
+                        m.embedder()?
+                            .embed(&[text.as_str()])
+                            .map_err(|e| EngineError::Index(IndexError::Embedder(e.to_string())))
+                    })
+                    .await??;
+                vectors.into_iter().next()
+            }
+        };
+        let request = SearchRequest {
+            text: query.text,
+            vector,
+            mode: query.mode,
+            k: query.k,
+            filter: query.filter,
+            rrf_k: 60.0,
+        };
+        Ok(library.search(&request).await?)
+    }
+
+    /// The folders kept in sync with the library.
+    pub async fn watched_folders(&self) -> Result<Vec<PathBuf>, EngineError> {
+        Ok(self.library().await?.watched_folders())
+    }
+
+    /// Remembers or forgets `folder` as watched (a running [`Engine::watch`] picks it up when
+    /// restarted).
+    pub async fn set_watched(&self, folder: &Path, watched: bool) -> Result<(), EngineError> {
+        if watched && !folder.is_dir() {
+            return Err(EngineError::Index(IndexError::Watch {
+                path: folder.to_path_buf(),
+                reason: "it is not a folder".into(),
+            }));
+        }
+        Ok(self.library().await?.set_watched(folder, watched)?)
+    }
+
+    /// Keeps the watched folders in sync with the library until `stop` is set: changes are
+    /// applied in debounced batches and reported as events. Each folder is first indexed as a
+    /// job, so changes made while nothing was watching are caught up.
+    pub async fn watch(
+        &self,
+        stop: Arc<AtomicBool>,
+        on_event: impl Fn(IndexEvent),
+    ) -> Result<(), EngineError> {
+        let library = self.library().await?;
+        let embedder = self.passage_embedder().await?;
+        let folders = library.watched_folders();
+        let mut watcher = FolderWatcher::new()?;
+        for folder in &folders {
+            watcher.watch(folder)?;
+        }
+        self.index_paths_cancellable(&folders, &stop, &on_event)
+            .await?;
+        while !stop.load(Ordering::SeqCst) {
+            // Only `stop` may cancel a batch being gathered: cancelling it on a timer would
+            // drop the changes it already took from the watcher (it waits for a quiet spell
+            // longer than any short timer).
+            let batch = tokio::select! {
+                batch = watcher.next_batch() => batch,
+                () = stopped(&stop) => break,
+            };
+            let Some(changed) = batch else { break };
+            let summary = library
+                .apply_changes(&changed, &embedder, |e| {
+                    if let Some(event) = index_event(e) {
+                        on_event(event)
+                    }
+                })
+                .await?;
+            if summary.indexed + summary.removed > 0 {
+                library.optimize().await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Resolves once `stop` is set (polled every 250 ms).
+async fn stopped(stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+fn finished(summary: JobSummary) -> IndexEvent {
+    IndexEvent::Finished {
+        indexed: summary.indexed,
+        skipped: summary.skipped,
+        failed: summary.failed,
+        removed: summary.removed,
+        cancelled: summary.cancelled,
+    }
+}
+
+/// The front ends' event for a job event.
+fn index_event(event: JobEvent) -> Option<IndexEvent> {
+    Some(match event {
+        JobEvent::Started { total, resumed } => IndexEvent::Started { total, resumed },
+        JobEvent::FileStarted { path } => IndexEvent::FileStarted { path },
+        JobEvent::Removed { path } => IndexEvent::Removed { path },
+        JobEvent::Progress(p) => IndexEvent::Progress {
+            done: p.done,
+            total: p.total,
+            passages: p.passages,
+            files_per_second: p.files_per_second,
+            eta_seconds: p.eta_seconds,
+        },
+        JobEvent::FileDone { path, result } => match result {
+            Ok(IndexOutcome::Indexed {
+                passages, notes, ..
+            }) => {
+                for note in &notes {
+                    tracing::warn!(%path, %note, "indexed with a note");
+                }
+                IndexEvent::FileIndexed {
+                    path,
+                    passages,
+                    notes,
+                }
+            }
+            Ok(IndexOutcome::Unchanged { .. }) => IndexEvent::FileSkipped {
+                path,
+                reason: "already in the library".into(),
+            },
+            Ok(IndexOutcome::Reused { from, .. }) => IndexEvent::FileSkipped {
+                path,
+                reason: format!("same content as {from}; its passages are reused"),
+            },
+            Err(IndexError::Unsupported { reason, .. }) => IndexEvent::FileSkipped { path, reason },
+            Err(e) => {
+                tracing::warn!(%path, error = %e, "file not indexed");
+                IndexEvent::FileFailed {
+                    path,
+                    error: e.to_string(),
+                }
+            }
+        },
+    })
+}

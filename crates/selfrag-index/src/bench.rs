@@ -1,0 +1,215 @@
+//! Search benchmarks on synthetic libraries, for `cargo xtask bench index` (through
+//! `selfrag debug bench-search`): N passages of clustered random vectors and random-word text,
+//! written straight into a real library, indexed as the app indexes them, then queried. Reports
+//! hybrid query latency (p50/p95), exact-search latency, and the ANN index's recall@10 against
+//! exact search. Not used by the app.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::library::{DocumentRecord, Library};
+use crate::{IndexError, PassageEmbedder, SearchRequest};
+
+/// What one benchmark run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchBenchReport {
+    pub passages: usize,
+    pub dim: usize,
+    pub queries: usize,
+    /// Writing the rows; building the full-text and (past the threshold) ANN indexes.
+    pub write_seconds: f64,
+    pub index_seconds: f64,
+    pub ann_index: bool,
+    pub hybrid_p50_ms: f64,
+    pub hybrid_p95_ms: f64,
+    pub vector_p50_ms: f64,
+    pub vector_p95_ms: f64,
+    pub exact_p50_ms: f64,
+    /// Mean fraction of the exact top 10 that the (indexed) vector search returns.
+    pub recall_at_10: f64,
+    pub disk_bytes: u64,
+}
+
+/// Vectors are not computed from text here: the passages' vectors are written directly.
+struct Synthetic {
+    dim: usize,
+}
+
+impl PassageEmbedder for Synthetic {
+    fn model_id(&self) -> String {
+        format!("synthetic-{}", self.dim)
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+        Err(IndexError::Embedder(format!(
+            "the synthetic benchmark library embeds nothing ({} texts asked)",
+            texts.len()
+        )))
+    }
+}
+
+/// SplitMix64, and Gaussian numbers from it (Box-Muller): reproducible data from a seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn gauss(&mut self) -> f32 {
+        let (u, v) = (self.unit().max(1e-12), self.unit());
+        ((-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()) as f32
+    }
+}
+
+const PASSAGES_PER_DOCUMENT: usize = 100;
+const WRITE_BATCH: usize = 20_000;
+const CLUSTERS: usize = 256;
+const VOCABULARY: usize = 20_000;
+
+fn word(i: usize) -> String {
+    // Pronounceable pseudo-words, so the full-text tokenizer treats them as words.
+    const SYLLABLES: [&str; 16] = [
+        "ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ba", "de", "fi", "go", "hu", "ja", "pe",
+        "zo",
+    ];
+    let mut w = String::new();
+    let mut n = i + 16;
+    while n > 0 {
+        w.push_str(SYLLABLES[n % 16]);
+        n /= 16;
+    }
+    w
+}
+
+/// Builds a synthetic library of `passages` rows under `dir` and measures `queries` queries.
+pub async fn search_benchmark(
+    dir: &Path,
+    passages: usize,
+    dim: usize,
+    queries: usize,
+    seed: u64,
+) -> Result<SearchBenchReport, IndexError> {
+    let embedder = Synthetic { dim };
+    let library = Library::open(dir, &embedder).await?;
+    let mut rng = Rng(seed);
+    let centers: Vec<Vec<f32>> = (0..CLUSTERS)
+        .map(|_| (0..dim).map(|_| rng.gauss()).collect())
+        .collect();
+    let point = |rng: &mut Rng| -> Vec<f32> {
+        let c = &centers[(rng.next() % CLUSTERS as u64) as usize];
+        c.iter().map(|x| x + 0.6 * rng.gauss()).collect()
+    };
+    let text = |rng: &mut Rng, words: usize| -> String {
+        (0..words)
+            .map(|_| {
+                // Zipf-like: low word numbers are common, high ones rare.
+                let r = rng.unit();
+                word(((VOCABULARY as f64).powf(r) as usize).min(VOCABULARY - 1))
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+
+    let started = Instant::now();
+    let mut written = 0;
+    while written < passages {
+        let n = WRITE_BATCH.min(passages - written);
+        let mut rows = crate::library::PassageRowsForBench::default();
+        let mut vectors = Vec::with_capacity(n);
+        for i in written..written + n {
+            let doc = format!("doc{:07}", i / PASSAGES_PER_DOCUMENT);
+            rows.push(
+                &doc,
+                &format!("/bench/{doc}.txt"),
+                &doc,
+                &text(&mut rng, 100),
+            );
+            vectors.push(point(&mut rng));
+        }
+        library.write_bench_rows(rows, vectors).await?;
+        written += n;
+    }
+    let documents: Vec<DocumentRecord> = (0..passages.div_ceil(PASSAGES_PER_DOCUMENT))
+        .map(|d| {
+            let doc = format!("doc{d:07}");
+            DocumentRecord {
+                path: format!("/bench/{doc}.txt"),
+                id: doc.clone(),
+                title: doc,
+                pages: 1,
+                passages: PASSAGES_PER_DOCUMENT.min(passages - d * PASSAGES_PER_DOCUMENT) as u32,
+                size: 0,
+                modified_ns: 0,
+                indexed_at_ms: 0,
+            }
+        })
+        .collect();
+    library.commit_bench_documents(documents).await?;
+    let write_seconds = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    library.optimize().await?;
+    let index_seconds = started.elapsed().as_secs_f64();
+    let stats = library.stats().await?;
+
+    let (mut hybrid, mut vector, mut exact) = (Vec::new(), Vec::new(), Vec::new());
+    let mut recall = 0.0;
+    for _ in 0..queries {
+        let q = point(&mut rng);
+        let words = text(&mut rng, 4);
+        let request = SearchRequest::hybrid(&words, q.clone(), 10);
+
+        let t = Instant::now();
+        library.search(&request).await?;
+        hybrid.push(t.elapsed().as_secs_f64() * 1e3);
+
+        let t = Instant::now();
+        let approx = library.vector_search(&q, 10, None, false).await?;
+        vector.push(t.elapsed().as_secs_f64() * 1e3);
+
+        let t = Instant::now();
+        let truth = library.vector_search(&q, 10, None, true).await?;
+        exact.push(t.elapsed().as_secs_f64() * 1e3);
+
+        let found = truth
+            .iter()
+            .filter(|h| approx.iter().any(|a| a.passage_id == h.passage_id))
+            .count();
+        recall += found as f64 / truth.len().max(1) as f64;
+    }
+    Ok(SearchBenchReport {
+        passages,
+        dim,
+        queries,
+        write_seconds,
+        index_seconds,
+        ann_index: stats.vector_index,
+        hybrid_p50_ms: percentile(&mut hybrid, 0.50),
+        hybrid_p95_ms: percentile(&mut hybrid, 0.95),
+        vector_p50_ms: percentile(&mut vector, 0.50),
+        vector_p95_ms: percentile(&mut vector, 0.95),
+        exact_p50_ms: percentile(&mut exact, 0.50),
+        recall_at_10: recall / queries.max(1) as f64,
+        disk_bytes: stats.disk_bytes,
+    })
+}
+
+fn percentile(values: &mut [f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let i = ((values.len() as f64 - 1.0) * q).round() as usize;
+    values[i]
+}

@@ -1,0 +1,225 @@
+//! Indexing jobs: files and folders to bring into the library, with progress (files done of
+//! total, passages, rate, ETA), cancellation, and resumption. The folders a job was asked for
+//! are written to `job.json` before any work and removed only when the job ends, so a job killed
+//! at any moment is finished by the next [`Library::run_job`] (the per-file skip makes the files
+//! already done cost only a `stat`). A folder's documents whose files are gone are removed.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::library::meta::write_atomically;
+use crate::library::path_key;
+use crate::{IndexError, IndexOutcome, Library, PassageEmbedder};
+
+/// What a job reports as it goes.
+#[derive(Debug)]
+pub enum JobEvent {
+    /// The files are known; `resumed` names the folders of an interrupted job taken up again.
+    Started {
+        total: usize,
+        resumed: Vec<String>,
+    },
+    FileStarted {
+        path: String,
+    },
+    FileDone {
+        path: String,
+        result: Result<IndexOutcome, IndexError>,
+    },
+    /// A document whose file is gone was removed.
+    Removed {
+        path: String,
+    },
+    Progress(JobProgress),
+}
+
+/// Where a job stands, after each file.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct JobProgress {
+    pub done: usize,
+    pub total: usize,
+    /// Passages parsed and embedded by this job so far.
+    pub passages: u64,
+    pub files_per_second: f64,
+    /// Seconds left at the current rate; `None` until a file has been done.
+    pub eta_seconds: Option<f64>,
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JobSummary {
+    pub indexed: usize,
+    /// Unchanged, reused (same content elsewhere) or unsupported.
+    pub skipped: usize,
+    pub failed: usize,
+    pub removed: usize,
+    pub cancelled: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct PendingJob {
+    roots: Vec<String>,
+}
+
+impl Library {
+    fn job_file(&self) -> PathBuf {
+        self.dir().join("job.json")
+    }
+
+    /// The files and folders of a job that was interrupted (killed, crashed) and not finished.
+    pub fn pending_job(&self) -> Vec<PathBuf> {
+        std::fs::read_to_string(self.job_file())
+            .ok()
+            .and_then(|t| serde_json::from_str::<PendingJob>(&t).ok())
+            .map(|j| j.roots.into_iter().map(PathBuf::from).collect())
+            .unwrap_or_default()
+    }
+
+    /// Indexes `roots` (files and folders, recursively) together with any interrupted job's, one
+    /// file at a time: one file's failure is an event, never the end of the job. Cancelling
+    /// stops between files and forgets the job; what was done stays.
+    pub async fn run_job(
+        &self,
+        roots: &[PathBuf],
+        embedder: &dyn PassageEmbedder,
+        cancel: &AtomicBool,
+        mut on_event: impl FnMut(JobEvent),
+    ) -> Result<JobSummary, IndexError> {
+        let resumed: Vec<String> = self
+            .pending_job()
+            .iter()
+            .map(|p| path_key(p))
+            .filter(|p| !roots.iter().any(|r| path_key(r) == *p))
+            .collect();
+        let all: BTreeSet<String> = roots
+            .iter()
+            .map(|r| path_key(r))
+            .chain(resumed.iter().cloned())
+            .collect();
+        let pending = PendingJob {
+            roots: all.iter().cloned().collect(),
+        };
+        let text = serde_json::to_string(&pending)
+            .map_err(|e| IndexError::Schema(format!("cannot encode job.json: {e}")))?;
+        write_atomically(&self.job_file(), text.as_bytes())?;
+
+        let mut files = Vec::new();
+        for root in &all {
+            let before = files.len();
+            collect_files(Path::new(root), &mut files);
+            let known = self
+                .documents()
+                .iter()
+                .any(|d| d.path.starts_with(root.as_str()));
+            if files.len() == before && !Path::new(root).exists() && !known {
+                // A path that never was: let indexing say it cannot be read.
+                files.push(PathBuf::from(root));
+            }
+        }
+        files.sort();
+        files.dedup();
+        let total = files.len();
+        on_event(JobEvent::Started {
+            total,
+            resumed: resumed.clone(),
+        });
+        let started = Instant::now();
+        let mut summary = JobSummary::default();
+        let mut progress = JobProgress {
+            total,
+            ..JobProgress::default()
+        };
+        for file in &files {
+            if cancel.load(Ordering::SeqCst) {
+                summary.cancelled = true;
+                break;
+            }
+            let path = file.display().to_string();
+            on_event(JobEvent::FileStarted { path: path.clone() });
+            let result = self.index_file(file, embedder).await;
+            match &result {
+                Ok(IndexOutcome::Indexed { passages, .. }) => {
+                    summary.indexed += 1;
+                    progress.passages += *passages as u64;
+                }
+                Ok(IndexOutcome::Reused { .. } | IndexOutcome::Unchanged { .. }) => {
+                    summary.skipped += 1
+                }
+                Err(IndexError::Unsupported { .. }) => summary.skipped += 1,
+                Err(_) => summary.failed += 1,
+            }
+            on_event(JobEvent::FileDone { path, result });
+            progress.done += 1;
+            let seconds = started.elapsed().as_secs_f64().max(1e-6);
+            progress.files_per_second = progress.done as f64 / seconds;
+            progress.eta_seconds = Some((total - progress.done) as f64 / progress.files_per_second);
+            on_event(JobEvent::Progress(progress));
+        }
+        if !summary.cancelled {
+            let on_disk: HashSet<String> = files.iter().map(|f| path_key(f)).collect();
+            for root in &all {
+                for gone in self.vanished_under(root, &on_disk) {
+                    for path in self.remove(Path::new(&gone)).await? {
+                        summary.removed += 1;
+                        on_event(JobEvent::Removed { path });
+                    }
+                }
+            }
+            self.optimize().await?;
+        }
+        // Done or cancelled on purpose: either way there is nothing left to resume.
+        let _ = std::fs::remove_file(self.job_file());
+        Ok(summary)
+    }
+
+    /// Documents at or under `root` whose files were not found by this job's walk.
+    fn vanished_under(&self, root: &str, on_disk: &HashSet<String>) -> Vec<String> {
+        let prefix = format!(
+            "{}{}",
+            root.trim_end_matches(std::path::MAIN_SEPARATOR),
+            std::path::MAIN_SEPARATOR
+        );
+        self.documents()
+            .into_iter()
+            .map(|d| d.path)
+            .filter(|p| (p == root || p.starts_with(&prefix)) && !on_disk.contains(p))
+            .filter(|p| !Path::new(p).exists())
+            .collect()
+    }
+}
+
+/// The files under `path` (itself if it is a file), skipping hidden files and folders
+/// (`.git`, `.DS_Store`) and never following a symbolic link to a folder (no loops).
+pub fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        // Missing: the walk reports nothing; the job removes its documents.
+        return;
+    };
+    if meta.is_dir() {
+        let Ok(entries) = std::fs::read_dir(path) else {
+            // Unreadable folder: let indexing report the error on the folder itself.
+            out.push(path.to_path_buf());
+            return;
+        };
+        let mut children: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        children.sort();
+        for child in children {
+            let hidden = child
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            if !hidden {
+                collect_files(&child, out);
+            }
+        }
+    } else if meta.file_type().is_symlink() {
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            out.push(path.to_path_buf());
+        }
+    } else {
+        out.push(path.to_path_buf());
+    }
+}

@@ -1,0 +1,207 @@
+//! Adding one file to the library: skip it when nothing changed (size and modification time,
+//! then content hash), reuse the passages of identical content found under another path (a
+//! rename or a copy: nothing parsed or embedded), and otherwise extract, chunk, embed and commit
+//! it so that the file's old content is replaced in one step.
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::schema::{DocumentRecord, PassageRows, documents_batch};
+use super::{EMBED_BATCH, Library, Uncommitted, embed_blocking, now_ms, one_batch, path_key};
+use crate::chunk::chunk_text;
+use crate::{IndexError, PassageEmbedder};
+
+/// What indexing one file did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexOutcome {
+    /// The file was new or changed; it was parsed and embedded into this many passages.
+    Indexed {
+        document_id: String,
+        passages: u32,
+        /// What the reader should know although the file was indexed ("page 3 has no text
+        /// layer (scanned?)").
+        notes: Vec<String>,
+    },
+    /// The same content was already in the library under another path (a rename or a copy):
+    /// its passages now also belong to this path; nothing was parsed or embedded.
+    Reused {
+        document_id: String,
+        passages: u32,
+        from: String,
+    },
+    /// The file is in the library as it is on disk.
+    Unchanged { document_id: String },
+}
+
+impl Library {
+    /// Extracts, chunks, embeds and stores one file; see the module documentation for what is
+    /// skipped. A changed file's old passages are replaced in one step: searches see either the
+    /// old content or the new one, never both or neither.
+    pub async fn index_file(
+        &self,
+        path: &Path,
+        embedder: &dyn PassageEmbedder,
+    ) -> Result<IndexOutcome, IndexError> {
+        let _writer = self.write.lock().await;
+        self.index_file_locked(path, embedder).await
+    }
+
+    pub(crate) async fn index_file_locked(
+        &self,
+        path: &Path,
+        embedder: &dyn PassageEmbedder,
+    ) -> Result<IndexOutcome, IndexError> {
+        // Before reading a byte: a folder may hold gigabytes of files no parser reads.
+        crate::extract::supported_extension(path)?;
+        let read_err = |source| IndexError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let key = path_key(path);
+        let stat = tokio::fs::metadata(path).await.map_err(read_err)?;
+        if !stat.is_file() {
+            return Err(IndexError::Unsupported {
+                path: path.to_path_buf(),
+                reason: "not a regular file".into(),
+            });
+        }
+        let (size, modified_ns) = (stat.len(), modified_ns(&stat));
+        let previous = self.document(&key);
+        if let Some(prev) = &previous
+            && prev.size == size
+            && prev.modified_ns == modified_ns
+            && modified_ns != 0
+        {
+            return Ok(IndexOutcome::Unchanged {
+                document_id: prev.id.clone(),
+            });
+        }
+        let bytes = tokio::fs::read(path).await.map_err(read_err)?;
+        let document_id = hex(&Sha256::digest(&bytes));
+        drop(bytes);
+        if let Some(prev) = &previous
+            && prev.id == document_id
+        {
+            // Touched, not changed: remember the new time so the file is not read next time.
+            self.commit(DocumentRecord {
+                size,
+                modified_ns,
+                ..prev.clone()
+            })
+            .await?;
+            return Ok(IndexOutcome::Unchanged { document_id });
+        }
+        let same_content = self
+            .committed()
+            .by_path
+            .values()
+            .find(|d| d.id == document_id)
+            .cloned();
+        if let Some(twin) = same_content {
+            self.commit(DocumentRecord {
+                path: key,
+                size,
+                modified_ns,
+                indexed_at_ms: now_ms(),
+                ..twin.clone()
+            })
+            .await?;
+            self.replaced(previous.as_ref()).await?;
+            return Ok(IndexOutcome::Reused {
+                document_id,
+                passages: twin.passages,
+                from: twin.path,
+            });
+        }
+
+        let extracted = self.extractor.extract(path).await?;
+        let mut rows = PassageRows::default();
+        for page in &extracted.pages {
+            for chunk in chunk_text(&page.text) {
+                rows.push(&document_id, &key, &extracted.title, page.number, chunk);
+            }
+        }
+        if rows.is_empty() {
+            return Err(IndexError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        let mut vectors = Vec::with_capacity(rows.len());
+        for batch in rows.embedding_inputs().chunks(EMBED_BATCH) {
+            let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+            vectors.extend(embed_blocking(embedder, &refs)?);
+        }
+        let count = rows.len() as u32;
+        let batch = rows.into_batch(vectors, embedder.dim())?;
+        // Passages first, the document row last: the row commits the document.
+        let _pending = Uncommitted::new(&self.uncommitted, count as usize);
+        self.passages
+            .add(batch)
+            .execute()
+            .await
+            .map_err(self.store_err())?;
+        self.commit(DocumentRecord {
+            id: document_id.clone(),
+            path: key,
+            title: extracted.title,
+            pages: extracted.pages.len().max(1) as u32,
+            passages: count,
+            size,
+            modified_ns,
+            indexed_at_ms: now_ms(),
+        })
+        .await?;
+        self.replaced(previous.as_ref()).await?;
+        Ok(IndexOutcome::Indexed {
+            document_id,
+            passages: count,
+            notes: extracted.notes,
+        })
+    }
+
+    /// Writes the document row for `doc.path` (insert or replace, one LanceDB commit).
+    async fn commit(&self, doc: DocumentRecord) -> Result<(), IndexError> {
+        let batch = documents_batch(std::slice::from_ref(&doc))?;
+        if self.committed().by_path.contains_key(&doc.path) {
+            // Replacing: one merge commit swaps the row, so searches see old or new content.
+            let mut merge = self.documents.merge_insert(&["path"]);
+            merge
+                .when_matched_update_all(None)
+                .when_not_matched_insert_all();
+            merge
+                .execute(one_batch(batch))
+                .await
+                .map_err(self.store_err())?;
+        } else {
+            // A new path: a plain append is as atomic as a merge and much cheaper.
+            self.documents
+                .add(batch)
+                .execute()
+                .await
+                .map_err(self.store_err())?;
+        }
+        self.committed_mut().by_path.insert(doc.path.clone(), doc);
+        Ok(())
+    }
+
+    /// After a path got new content: drop the old content's passages if nothing refers to them.
+    async fn replaced(&self, previous: Option<&DocumentRecord>) -> Result<(), IndexError> {
+        match previous {
+            Some(prev) => self.collect_garbage(&prev.id).await,
+            None => Ok(()),
+        }
+    }
+}
+
+fn modified_ns(meta: &std::fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

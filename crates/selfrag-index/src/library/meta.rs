@@ -1,0 +1,90 @@
+//! `library.json`: the library's commit pointer. It names the schema version, the embedder whose
+//! vectors the passages hold, and which LanceDB tables are current. Anything that must change
+//! several tables at once (a migration, a re-embedding) builds new tables first and then
+//! replaces this file atomically, so a crash leaves either the old library or the new one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::IndexError;
+
+/// The schema this build writes. 1 was the walking skeleton's (documents keyed by content hash,
+/// no `library.json`); 2 keys documents by path and records size and modification time.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The contents of `library.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LibraryMeta {
+    pub schema_version: u32,
+    /// [`crate::PassageEmbedder::model_id`] of the vectors in `passages_table`.
+    pub embedder: String,
+    pub dim: usize,
+    pub documents_table: String,
+    pub passages_table: String,
+}
+
+impl LibraryMeta {
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join("library.json")
+    }
+
+    /// `None` when the library has no `library.json` (new, or written by schema 1).
+    pub fn load(dir: &Path) -> Result<Option<Self>, IndexError> {
+        let path = Self::path(dir);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(IndexError::Read { path, source }),
+        };
+        let meta: Self = serde_json::from_str(&text).map_err(|e| {
+            IndexError::Schema(format!(
+                "{} is unreadable ({e}); restore it from a backup or remove the library folder {} and index your documents again",
+                path.display(),
+                dir.display()
+            ))
+        })?;
+        if meta.schema_version > SCHEMA_VERSION {
+            return Err(IndexError::Schema(format!(
+                "the library at {} has schema version {} but this build reads up to {SCHEMA_VERSION}; update Self-RAG Desktop",
+                dir.display(),
+                meta.schema_version
+            )));
+        }
+        Ok(Some(meta))
+    }
+
+    /// Replaces `library.json` atomically: temporary file, fsync, rename, fsync of the folder.
+    pub fn store(&self, dir: &Path) -> Result<(), IndexError> {
+        let path = Self::path(dir);
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| IndexError::Schema(format!("cannot encode library.json: {e}")))?;
+        write_atomically(&path, text.as_bytes())
+    }
+}
+
+/// Writes `bytes` to `path` so that a crash leaves either the old file or the new one.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
+    let io_err = |source| IndexError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
+    let mut file = std::fs::File::create(&tmp).map_err(io_err)?;
+    file.write_all(bytes).map_err(io_err)?;
+    file.sync_all().map_err(io_err)?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(io_err)?;
+    // The rename is durable once the folder's entry is on disk.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

@@ -1,0 +1,696 @@
+//! The embedded LanceDB library: a `documents` table (one row per file path) and a `passages`
+//! table (one row per passage, stored once per distinct content) under one directory, written
+//! so that a crash at any moment leaves no half-indexed document.
+//!
+//! A document's passages are added first and its `documents` row last: the row is the commit
+//! marker. Passages no row refers to (an interrupted run, content replaced by an edit) are never
+//! returned by a search and are removed when the library opens. `library.json` ([`meta`]) names
+//! the current tables, so migrations and re-embeddings swap whole tables atomically.
+
+mod ingest;
+pub(crate) mod meta;
+mod schema;
+mod search;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use arrow_array::{RecordBatch, RecordBatchIterator, UInt32Array};
+use futures::TryStreamExt;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+
+pub use ingest::IndexOutcome;
+use meta::{LibraryMeta, SCHEMA_VERSION};
+pub use schema::DocumentRecord;
+use schema::{column, documents_schema, passages_schema, sql_string, string_column, vector_dim};
+pub use search::{SearchFilter, SearchHit, SearchMode, SearchRequest};
+
+use crate::{Extractor, IndexError, PassageEmbedder};
+
+/// Texts embedded per call; bounds memory on large documents.
+pub(crate) const EMBED_BATCH: usize = 32;
+
+/// Counts shown in the library pane and by `selfrag library stats`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LibraryStats {
+    pub documents: usize,
+    pub passages: usize,
+    /// Distinct contents (several paths may hold the same file).
+    pub contents: usize,
+    pub pages: u64,
+    /// Bytes the library's folder takes on disk.
+    pub disk_bytes: u64,
+    /// Whether the passages have an approximate-nearest-neighbour index (made past a size
+    /// threshold) and a full-text index.
+    pub vector_index: bool,
+    pub text_index: bool,
+}
+
+/// The committed documents, kept in memory: the `documents` table is small (one row per file)
+/// and every search filters its hits through it.
+#[derive(Debug, Default)]
+struct Committed {
+    by_path: BTreeMap<String, DocumentRecord>,
+}
+
+impl Committed {
+    fn referenced(&self, doc_id: &str) -> bool {
+        self.by_path.values().any(|d| d.id == doc_id)
+    }
+
+    fn by_id(&self) -> HashMap<&str, &DocumentRecord> {
+        let mut map = HashMap::new();
+        for d in self.by_path.values() {
+            map.entry(d.id.as_str()).or_insert(d);
+        }
+        map
+    }
+}
+
+/// The library: a LanceDB database directory with the documents and passages tables.
+pub struct Library {
+    dir: PathBuf,
+    meta: LibraryMeta,
+    documents: lancedb::Table,
+    passages: lancedb::Table,
+    extractor: Extractor,
+    committed: RwLock<Committed>,
+    /// One writer at a time inside the process (a job and the folder watcher may overlap).
+    write: tokio::sync::Mutex<()>,
+    /// Passages added whose document row is not written yet; searches fetch this many more
+    /// rows than asked so that filtering them out never leaves a result short.
+    uncommitted: AtomicUsize,
+    /// Whether the passages have a vector (ANN) index and a full-text index; read by every
+    /// search, so kept here rather than asked of LanceDB each time.
+    vector_indexed: AtomicBool,
+    text_indexed: AtomicBool,
+    /// Held for the library's lifetime: one process writes a library at a time.
+    _lock: std::fs::File,
+}
+
+impl std::fmt::Debug for Library {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Library").field("dir", &self.dir).finish()
+    }
+}
+
+impl Library {
+    /// Opens (or creates) the library in `dir` for vectors of `embedder`: migrates an older
+    /// schema, re-embeds every passage if the embedder changed (from the stored passage text,
+    /// without re-parsing a file), and removes passages left behind by an interrupted run.
+    pub async fn open(dir: &Path, embedder: &dyn PassageEmbedder) -> Result<Self, IndexError> {
+        std::fs::create_dir_all(dir).map_err(|source| IndexError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let lock = lock_library(dir)?;
+        let store_err = |source| IndexError::Store {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let db = lancedb::connect(&dir.to_string_lossy())
+            .execute()
+            .await
+            .map_err(store_err)?;
+        let mut meta = match LibraryMeta::load(dir)? {
+            Some(meta) => meta,
+            None => create_or_migrate(&db, dir, embedder).await?,
+        };
+        if meta.embedder != embedder.model_id() || meta.dim != embedder.dim() {
+            meta = reembed(&db, dir, &meta, embedder).await?;
+        }
+        drop_stray_tables(&db, dir, &meta).await?;
+        let documents = db
+            .open_table(&meta.documents_table)
+            .execute()
+            .await
+            .map_err(store_err)?;
+        let passages = db
+            .open_table(&meta.passages_table)
+            .execute()
+            .await
+            .map_err(store_err)?;
+        let library = Self {
+            dir: dir.to_path_buf(),
+            meta,
+            documents,
+            passages,
+            extractor: Extractor::default(),
+            committed: RwLock::new(Committed::default()),
+            write: tokio::sync::Mutex::new(()),
+            uncommitted: AtomicUsize::new(0),
+            vector_indexed: AtomicBool::new(false),
+            text_indexed: AtomicBool::new(false),
+            _lock: lock,
+        };
+        library.refresh_index_flags().await?;
+        library.reload_committed().await?;
+        library.remove_orphans().await?;
+        Ok(library)
+    }
+
+    /// Parses files with `extractor` from now on (in this process until this is called; the app
+    /// passes a worker process).
+    pub fn with_extractor(mut self, extractor: Extractor) -> Self {
+        self.extractor = extractor;
+        self
+    }
+
+    /// The directory the library lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The embedder whose vectors the library holds.
+    pub fn embedder_id(&self) -> &str {
+        &self.meta.embedder
+    }
+
+    fn store_err(&self) -> impl Fn(lancedb::Error) -> IndexError + '_ {
+        |source| IndexError::Store {
+            path: self.dir.clone(),
+            source,
+        }
+    }
+
+    /// Runs `query` and gathers all its result batches.
+    async fn collect(&self, query: impl ExecutableQuery) -> Result<Vec<RecordBatch>, IndexError> {
+        collect(&self.dir, query).await
+    }
+
+    async fn reload_committed(&self) -> Result<(), IndexError> {
+        let batches = self.collect(self.documents.query()).await?;
+        let mut by_path = BTreeMap::new();
+        for b in &batches {
+            for d in schema::documents_from(b)? {
+                by_path.insert(d.path.clone(), d);
+            }
+        }
+        *self.committed_mut() = Committed { by_path };
+        Ok(())
+    }
+
+    fn committed(&self) -> std::sync::RwLockReadGuard<'_, Committed> {
+        self.committed.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn committed_mut(&self) -> std::sync::RwLockWriteGuard<'_, Committed> {
+        self.committed.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn remove_orphans(&self) -> Result<(), IndexError> {
+        let batches = self
+            .collect(self.passages.query().select(Select::columns(&["doc_id"])))
+            .await?;
+        let mut stored = HashSet::new();
+        for batch in &batches {
+            let ids = string_column(batch, "doc_id")?;
+            for i in 0..batch.num_rows() {
+                stored.insert(ids.value(i).to_string());
+            }
+        }
+        let orphans: Vec<String> = {
+            let committed = self.committed();
+            let referenced: HashSet<&str> =
+                committed.by_path.values().map(|d| d.id.as_str()).collect();
+            stored
+                .into_iter()
+                .filter(|id| !referenced.contains(id.as_str()))
+                .collect()
+        };
+        for doc_id in orphans {
+            tracing::warn!(%doc_id, "removing passages no document refers to (interrupted run)");
+            self.delete_passages_of(&doc_id).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_passages_of(&self, doc_id: &str) -> Result<(), IndexError> {
+        self.passages
+            .delete(format!("doc_id = {}", sql_string(doc_id)).as_str())
+            .await
+            .map_err(self.store_err())?;
+        Ok(())
+    }
+
+    /// Removes the passages of `doc_id` when no document row refers to it any more.
+    async fn collect_garbage(&self, doc_id: &str) -> Result<(), IndexError> {
+        if !self.committed().referenced(doc_id) {
+            self.delete_passages_of(doc_id).await?;
+        }
+        Ok(())
+    }
+
+    /// All documents, ordered by path.
+    pub fn documents(&self) -> Vec<DocumentRecord> {
+        self.committed().by_path.values().cloned().collect()
+    }
+
+    /// The document at `path`, if indexed.
+    pub fn document(&self, path: &str) -> Option<DocumentRecord> {
+        self.committed().by_path.get(path).cloned()
+    }
+
+    /// Removes the document at `path`, or every document under `path` when it is a folder (or
+    /// was one: the folder need not exist any more). Returns the paths removed.
+    pub async fn remove(&self, path: &Path) -> Result<Vec<String>, IndexError> {
+        let _writer = self.write.lock().await;
+        self.remove_locked(&path_key(path)).await
+    }
+
+    async fn remove_locked(&self, key: &str) -> Result<Vec<String>, IndexError> {
+        let prefix = format!("{}{}", key.trim_end_matches('/'), std::path::MAIN_SEPARATOR);
+        let removed: Vec<DocumentRecord> = self
+            .committed()
+            .by_path
+            .values()
+            .filter(|d| d.path == key || d.path.starts_with(&prefix))
+            .cloned()
+            .collect();
+        if removed.is_empty() {
+            return Ok(Vec::new());
+        }
+        for chunk in removed.chunks(500) {
+            let list: Vec<String> = chunk.iter().map(|d| sql_string(&d.path)).collect();
+            self.documents
+                .delete(format!("path IN ({})", list.join(",")).as_str())
+                .await
+                .map_err(self.store_err())?;
+        }
+        {
+            let mut committed = self.committed_mut();
+            for d in &removed {
+                committed.by_path.remove(&d.path);
+            }
+        }
+        let ids: HashSet<&str> = removed.iter().map(|d| d.id.as_str()).collect();
+        for id in ids {
+            self.collect_garbage(id).await?;
+        }
+        Ok(removed.into_iter().map(|d| d.path).collect())
+    }
+
+    /// Document, passage and page counts, and which indexes exist.
+    pub async fn stats(&self) -> Result<LibraryStats, IndexError> {
+        let (documents, contents, pages) = {
+            let committed = self.committed();
+            let contents: HashSet<&str> =
+                committed.by_path.values().map(|d| d.id.as_str()).collect();
+            let pages = committed.by_path.values().map(|d| d.pages as u64).sum();
+            (committed.by_path.len(), contents.len(), pages)
+        };
+        let indices = self
+            .passages
+            .list_indices()
+            .await
+            .map_err(self.store_err())?;
+        Ok(LibraryStats {
+            documents,
+            contents,
+            pages,
+            passages: self
+                .passages
+                .count_rows(None)
+                .await
+                .map_err(self.store_err())?,
+            disk_bytes: dir_size(&self.dir),
+            vector_index: indices
+                .iter()
+                .any(|i| i.columns.iter().any(|c| c == "vector")),
+            text_index: indices
+                .iter()
+                .any(|i| i.columns.iter().any(|c| c == "text")),
+        })
+    }
+
+    /// The stored passages of one content, in order: what a citation shows and exports quote.
+    pub async fn passages_of(&self, doc_id: &str) -> Result<Vec<SearchHit>, IndexError> {
+        let batches = self
+            .collect(
+                self.passages
+                    .query()
+                    .only_if(format!("doc_id = {}", sql_string(doc_id)))
+                    .select(Select::columns(search::HIT_COLUMNS)),
+            )
+            .await?;
+        let mut hits = Vec::new();
+        {
+            let committed = self.committed();
+            let by_id = committed.by_id();
+            for b in &batches {
+                hits.extend(search::hits_from(b, &by_id, None)?);
+            }
+        }
+        hits.sort_by_key(|h| {
+            h.passage_id
+                .rsplit(':')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+        });
+        Ok(hits)
+    }
+}
+
+/// The key a path is stored under: absolute when it can be made so, as text.
+pub(crate) fn path_key(path: &Path) -> String {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    absolute.to_string_lossy().into_owned()
+}
+
+async fn collect(dir: &Path, query: impl ExecutableQuery) -> Result<Vec<RecordBatch>, IndexError> {
+    let store_err = |source| IndexError::Store {
+        path: dir.to_path_buf(),
+        source,
+    };
+    query
+        .execute()
+        .await
+        .map_err(store_err)?
+        .try_collect()
+        .await
+        .map_err(store_err)
+}
+
+fn lock_library(dir: &Path) -> Result<std::fs::File, IndexError> {
+    let path = dir.join("library.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| IndexError::Read {
+            path: path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(IndexError::Busy {
+            path: dir.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(IndexError::Read { path, source }),
+    }
+}
+
+async fn table_names(db: &lancedb::Connection, dir: &Path) -> Result<HashSet<String>, IndexError> {
+    Ok(db
+        .table_names()
+        .execute()
+        .await
+        .map_err(|source| IndexError::Store {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .into_iter()
+        .collect())
+}
+
+/// A new library gets empty tables; a schema-1 library (the walking skeleton's: documents keyed
+/// by content, no `library.json`) gets a schema-2 documents table built from its rows. Its
+/// passages are kept as they are: the passage schema did not change.
+async fn create_or_migrate(
+    db: &lancedb::Connection,
+    dir: &Path,
+    embedder: &dyn PassageEmbedder,
+) -> Result<LibraryMeta, IndexError> {
+    let store_err = |source| IndexError::Store {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let names = table_names(db, dir).await?;
+    let documents_table = "documents_v2".to_string();
+    if names.contains(&documents_table) {
+        // A migration that crashed before library.json was written: do it again.
+        db.drop_table(&documents_table, &[])
+            .await
+            .map_err(store_err)?;
+    }
+    let mut meta = LibraryMeta {
+        schema_version: SCHEMA_VERSION,
+        embedder: embedder.model_id(),
+        dim: embedder.dim(),
+        documents_table,
+        passages_table: "passages".into(),
+    };
+    let mut rows = Vec::new();
+    if names.contains("documents") && names.contains("passages") {
+        let old = db
+            .open_table("documents")
+            .execute()
+            .await
+            .map_err(store_err)?;
+        let passages = db
+            .open_table("passages")
+            .execute()
+            .await
+            .map_err(store_err)?;
+        meta.dim = vector_dim(&*passages.schema().await.map_err(store_err)?)?;
+        for b in &collect(dir, old.query()).await? {
+            let (id, path, title, emb) = (
+                string_column(b, "doc_id")?,
+                string_column(b, "path")?,
+                string_column(b, "title")?,
+                string_column(b, "embedder")?,
+            );
+            let count = column::<UInt32Array>(b, "passages")?;
+            for i in 0..b.num_rows() {
+                meta.embedder = emb.value(i).to_string();
+                rows.push(DocumentRecord {
+                    id: id.value(i).into(),
+                    path: path.value(i).into(),
+                    title: title.value(i).into(),
+                    pages: 0,
+                    passages: count.value(i),
+                    // Unknown: the next index run reads the file and compares its hash.
+                    size: 0,
+                    modified_ns: 0,
+                    indexed_at_ms: 0,
+                });
+            }
+        }
+        tracing::info!(documents = rows.len(), "migrating the library to schema 2");
+    } else {
+        for name in ["documents", "passages"] {
+            if names.contains(name) {
+                db.drop_table(name, &[]).await.map_err(store_err)?;
+            }
+        }
+        db.create_empty_table("passages", passages_schema(embedder.dim()))
+            .execute()
+            .await
+            .map_err(store_err)?;
+    }
+    let table = db
+        .create_empty_table(&meta.documents_table, documents_schema())
+        .execute()
+        .await
+        .map_err(store_err)?;
+    if !rows.is_empty() {
+        table
+            .add(schema::documents_batch(&rows)?)
+            .execute()
+            .await
+            .map_err(store_err)?;
+    }
+    meta.store(dir)?;
+    Ok(meta)
+}
+
+/// Builds a new passages table with `embedder`'s vectors of every stored passage, then points
+/// `library.json` at it. Nothing is parsed again; a crash midway leaves the old library.
+async fn reembed(
+    db: &lancedb::Connection,
+    dir: &Path,
+    meta: &LibraryMeta,
+    embedder: &dyn PassageEmbedder,
+) -> Result<LibraryMeta, IndexError> {
+    let store_err = |source| IndexError::Store {
+        path: dir.to_path_buf(),
+        source,
+    };
+    tracing::warn!(
+        from = %meta.embedder,
+        to = %embedder.model_id(),
+        "the embedder changed: re-embedding every passage"
+    );
+    let old = db
+        .open_table(&meta.passages_table)
+        .execute()
+        .await
+        .map_err(store_err)?;
+    let new_name = format!(
+        "passages_{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default()
+    );
+    let new = db
+        .create_empty_table(&new_name, passages_schema(embedder.dim()))
+        .execute()
+        .await
+        .map_err(store_err)?;
+    let columns: Vec<&str> = search::HIT_COLUMNS.to_vec();
+    let mut stream = old
+        .query()
+        .select(Select::columns(&columns))
+        .execute()
+        .await
+        .map_err(store_err)?;
+    while let Some(batch) = stream.try_next().await.map_err(store_err)? {
+        let rows = schema::PassageRows::from_batch(&batch)?;
+        let inputs = rows.embedding_inputs();
+        let mut vectors = Vec::with_capacity(inputs.len());
+        for chunk in inputs.chunks(EMBED_BATCH) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            vectors.extend(embed_blocking(embedder, &refs)?);
+        }
+        if !rows.is_empty() {
+            new.add(rows.into_batch(vectors, embedder.dim())?)
+                .execute()
+                .await
+                .map_err(store_err)?;
+        }
+    }
+    let updated = LibraryMeta {
+        embedder: embedder.model_id(),
+        dim: embedder.dim(),
+        passages_table: new_name,
+        ..meta.clone()
+    };
+    updated.store(dir)?;
+    Ok(updated)
+}
+
+/// Tables `library.json` does not name: left by a migration or re-embedding that crashed, or
+/// replaced by one that finished.
+async fn drop_stray_tables(
+    db: &lancedb::Connection,
+    dir: &Path,
+    meta: &LibraryMeta,
+) -> Result<(), IndexError> {
+    for name in table_names(db, dir).await? {
+        let ours = name.starts_with("documents") || name.starts_with("passages");
+        if ours && name != meta.documents_table && name != meta.passages_table {
+            tracing::info!(table = %name, "dropping a table the library no longer uses");
+            db.drop_table(&name, &[])
+                .await
+                .map_err(|source| IndexError::Store {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+        }
+    }
+    Ok(())
+}
+
+/// Embeds on this thread, telling the runtime it blocks (the embedder runs a model).
+pub(crate) fn embed_blocking(
+    embedder: &dyn PassageEmbedder,
+    texts: &[&str],
+) -> Result<Vec<Vec<f32>>, IndexError> {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            tokio::task::block_in_place(|| embedder.embed(texts))
+        }
+        _ => embedder.embed(texts),
+    }
+}
+
+pub(crate) fn one_batch(
+    batch: RecordBatch,
+) -> Box<dyn arrow_array::RecordBatchReader + Send + 'static> {
+    let schema = batch.schema();
+    Box::new(RecordBatchIterator::new(vec![Ok(batch)], schema))
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// Marks `n` passages as added-but-not-committed for as long as the guard lives.
+pub(crate) struct Uncommitted<'a> {
+    counter: &'a AtomicUsize,
+    n: usize,
+}
+
+impl<'a> Uncommitted<'a> {
+    fn new(counter: &'a AtomicUsize, n: usize) -> Self {
+        counter.fetch_add(n, Ordering::SeqCst);
+        Self { counter, n }
+    }
+}
+
+impl Drop for Uncommitted<'_> {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(self.n, Ordering::SeqCst);
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<Library>();
+    is::<Arc<Library>>();
+}
+
+/// Rows of the synthetic benchmark library ([`crate::bench`]), written without a file.
+#[derive(Default)]
+pub(crate) struct PassageRowsForBench(schema::PassageRows);
+
+impl PassageRowsForBench {
+    pub fn push(&mut self, doc: &str, path: &str, title: &str, text: &str) {
+        let chunk = crate::Chunk {
+            text: text.to_string(),
+            span: (0, text.chars().count()),
+            section: None,
+        };
+        self.0.push(doc, path, title, None, chunk);
+    }
+}
+
+impl Library {
+    pub(crate) async fn write_bench_rows(
+        &self,
+        rows: PassageRowsForBench,
+        vectors: Vec<Vec<f32>>,
+    ) -> Result<(), IndexError> {
+        let batch = rows.0.into_batch(vectors, self.meta.dim)?;
+        self.passages
+            .add(batch)
+            .execute()
+            .await
+            .map_err(self.store_err())?;
+        Ok(())
+    }
+
+    pub(crate) async fn commit_bench_documents(
+        &self,
+        docs: Vec<DocumentRecord>,
+    ) -> Result<(), IndexError> {
+        self.documents
+            .add(schema::documents_batch(&docs)?)
+            .execute()
+            .await
+            .map_err(self.store_err())?;
+        self.reload_committed().await
+    }
+}

@@ -1,0 +1,257 @@
+//! The Arrow schemas of the `documents` and `passages` tables and the conversions between
+//! their rows and Rust values.
+
+use std::sync::Arc;
+
+use arrow_array::types::Float32Type;
+use arrow_array::{
+    Array, FixedSizeListArray, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use crate::IndexError;
+
+/// A file in the library. One row per path; several paths may share one content (`id`), whose
+/// passages are then stored once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentRecord {
+    /// The SHA-256 of the file's bytes, hex: the same content is never parsed or embedded twice.
+    pub id: String,
+    pub path: String,
+    pub title: String,
+    /// Pages (PDF) or 1 for formats without pages.
+    pub pages: u32,
+    pub passages: u32,
+    /// File size and modification time (ns since the Unix epoch) when indexed: an unchanged
+    /// pair means the file is not even read again.
+    pub size: u64,
+    pub modified_ns: i64,
+    /// When it was indexed, ms since the Unix epoch.
+    pub indexed_at_ms: i64,
+}
+
+pub(crate) fn passages_schema(dim: usize) -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("doc_id", DataType::Utf8, false),
+        Field::new("path", DataType::Utf8, false),
+        Field::new("title", DataType::Utf8, false),
+        Field::new("page", DataType::UInt32, true),
+        Field::new("section", DataType::Utf8, true),
+        Field::new("span_start", DataType::UInt64, false),
+        Field::new("span_end", DataType::UInt64, false),
+        Field::new("text", DataType::Utf8, false),
+        Field::new(
+            "vector",
+            DataType::FixedSizeList(
+                Arc::new(Field::new("item", DataType::Float32, true)),
+                dim as i32,
+            ),
+            false,
+        ),
+    ]))
+}
+
+pub(crate) fn documents_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("path", DataType::Utf8, false),
+        Field::new("doc_id", DataType::Utf8, false),
+        Field::new("title", DataType::Utf8, false),
+        Field::new("pages", DataType::UInt32, false),
+        Field::new("passages", DataType::UInt32, false),
+        Field::new("size", DataType::UInt64, false),
+        Field::new("modified_ns", DataType::Int64, false),
+        Field::new("indexed_at_ms", DataType::Int64, false),
+    ]))
+}
+
+pub(crate) fn documents_batch(docs: &[DocumentRecord]) -> Result<RecordBatch, IndexError> {
+    let strings = |f: fn(&DocumentRecord) -> &str| {
+        Arc::new(StringArray::from_iter_values(docs.iter().map(f)))
+    };
+    RecordBatch::try_new(
+        documents_schema(),
+        vec![
+            strings(|d| &d.path),
+            strings(|d| &d.id),
+            strings(|d| &d.title),
+            Arc::new(UInt32Array::from_iter_values(docs.iter().map(|d| d.pages))),
+            Arc::new(UInt32Array::from_iter_values(
+                docs.iter().map(|d| d.passages),
+            )),
+            Arc::new(UInt64Array::from_iter_values(docs.iter().map(|d| d.size))),
+            Arc::new(Int64Array::from_iter_values(
+                docs.iter().map(|d| d.modified_ns),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                docs.iter().map(|d| d.indexed_at_ms),
+            )),
+        ],
+    )
+    .map_err(|e| IndexError::Schema(e.to_string()))
+}
+
+/// Reads document rows of schema 2.
+pub(crate) fn documents_from(batch: &RecordBatch) -> Result<Vec<DocumentRecord>, IndexError> {
+    let (path, id, title) = (
+        string_column(batch, "path")?,
+        string_column(batch, "doc_id")?,
+        string_column(batch, "title")?,
+    );
+    let (pages, passages) = (
+        column::<UInt32Array>(batch, "pages")?,
+        column::<UInt32Array>(batch, "passages")?,
+    );
+    let size = column::<UInt64Array>(batch, "size")?;
+    let (modified, indexed) = (
+        column::<Int64Array>(batch, "modified_ns")?,
+        column::<Int64Array>(batch, "indexed_at_ms")?,
+    );
+    Ok((0..batch.num_rows())
+        .map(|i| DocumentRecord {
+            id: id.value(i).into(),
+            path: path.value(i).into(),
+            title: title.value(i).into(),
+            pages: pages.value(i),
+            passages: passages.value(i),
+            size: size.value(i),
+            modified_ns: modified.value(i),
+            indexed_at_ms: indexed.value(i),
+        })
+        .collect())
+}
+
+/// Passage columns gathered before they become one Arrow batch.
+#[derive(Default)]
+pub(crate) struct PassageRows {
+    pub ids: Vec<String>,
+    pub doc_ids: Vec<String>,
+    pub paths: Vec<String>,
+    pub titles: Vec<String>,
+    pub pages: Vec<Option<u32>>,
+    pub sections: Vec<Option<String>>,
+    pub starts: Vec<u64>,
+    pub ends: Vec<u64>,
+    pub texts: Vec<String>,
+}
+
+impl PassageRows {
+    pub fn push(&mut self, doc: &str, path: &str, title: &str, page: Option<u32>, c: crate::Chunk) {
+        self.ids.push(format!("{doc}:{}", self.ids.len()));
+        self.doc_ids.push(doc.into());
+        self.paths.push(path.into());
+        self.titles.push(title.into());
+        self.pages.push(page);
+        self.sections.push(c.section);
+        self.starts.push(c.span.0 as u64);
+        self.ends.push(c.span.1 as u64);
+        self.texts.push(c.text);
+    }
+
+    /// Reads back the rows of a passages batch (all columns but the vector).
+    pub fn from_batch(batch: &RecordBatch) -> Result<Self, IndexError> {
+        let strings = |name| -> Result<Vec<String>, IndexError> {
+            let c = string_column(batch, name)?;
+            Ok((0..c.len()).map(|i| c.value(i).to_string()).collect())
+        };
+        let page = column::<UInt32Array>(batch, "page")?;
+        let section = string_column(batch, "section")?;
+        let (start, end) = (
+            column::<UInt64Array>(batch, "span_start")?,
+            column::<UInt64Array>(batch, "span_end")?,
+        );
+        let n = batch.num_rows();
+        Ok(Self {
+            ids: strings("id")?,
+            doc_ids: strings("doc_id")?,
+            paths: strings("path")?,
+            titles: strings("title")?,
+            pages: (0..n)
+                .map(|i| page.is_valid(i).then(|| page.value(i)))
+                .collect(),
+            sections: (0..n)
+                .map(|i| section.is_valid(i).then(|| section.value(i).to_string()))
+                .collect(),
+            starts: (0..n).map(|i| start.value(i)).collect(),
+            ends: (0..n).map(|i| end.value(i)).collect(),
+            texts: strings("text")?,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+
+    /// Contriever embeds `title + " " + text` (SELFRAG.md).
+    pub fn embedding_inputs(&self) -> Vec<String> {
+        self.texts
+            .iter()
+            .zip(&self.titles)
+            .map(|(t, title)| format!("{title} {t}"))
+            .collect()
+    }
+
+    pub fn into_batch(self, vectors: Vec<Vec<f32>>, dim: usize) -> Result<RecordBatch, IndexError> {
+        if vectors.len() != self.texts.len() || vectors.iter().any(|v| v.len() != dim) {
+            return Err(IndexError::Embedder(format!(
+                "expected {} vectors of length {dim}",
+                self.texts.len()
+            )));
+        }
+        let vectors = FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+            vectors.into_iter().map(|v| Some(v.into_iter().map(Some))),
+            dim as i32,
+        );
+        RecordBatch::try_new(
+            passages_schema(dim),
+            vec![
+                Arc::new(StringArray::from(self.ids)),
+                Arc::new(StringArray::from(self.doc_ids)),
+                Arc::new(StringArray::from(self.paths)),
+                Arc::new(StringArray::from(self.titles)),
+                Arc::new(UInt32Array::from(self.pages)),
+                Arc::new(StringArray::from(self.sections)),
+                Arc::new(UInt64Array::from(self.starts)),
+                Arc::new(UInt64Array::from(self.ends)),
+                Arc::new(StringArray::from(self.texts)),
+                Arc::new(vectors),
+            ],
+        )
+        .map_err(|e| IndexError::Schema(e.to_string()))
+    }
+}
+
+pub(crate) fn vector_dim(schema: &Schema) -> Result<usize, IndexError> {
+    match schema.field_with_name("vector").map(|f| f.data_type()) {
+        Ok(DataType::FixedSizeList(_, n)) => Ok(*n as usize),
+        _ => Err(IndexError::Schema(
+            "passages table has no vector column".into(),
+        )),
+    }
+}
+
+pub(crate) fn column<'a, T: 'static>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<&'a T, IndexError> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| IndexError::Schema(format!("column `{name}` is missing or mistyped")))
+}
+
+pub(crate) fn string_column<'a>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<&'a StringArray, IndexError> {
+    column::<StringArray>(batch, name)
+}
+
+/// Quotes a value for a LanceDB SQL filter.
+pub(crate) fn sql_string(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}

@@ -1,0 +1,194 @@
+//! Watched folders: file-system notifications (notify) gathered into batches once the folder has
+//! been quiet for a moment (debouncing), then applied to the library: files created, modified or
+//! renamed are indexed (a rename reuses the passages, nothing is embedded again), files and
+//! folders deleted or renamed away are removed. The watched folders are remembered in
+//! `watched.json` beside the library.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::job::{JobEvent, JobSummary, collect_files};
+use crate::library::meta::write_atomically;
+use crate::library::path_key;
+use crate::{IndexError, IndexOutcome, Library, PassageEmbedder};
+
+/// How long a folder must be quiet before a batch of changes is applied, and the longest a
+/// change waits while a folder keeps changing.
+pub const QUIET: Duration = Duration::from_millis(400);
+pub const MAX_WAIT: Duration = Duration::from_secs(3);
+
+/// Watches folders and hands out the paths that changed, in debounced batches.
+pub struct FolderWatcher {
+    watcher: notify::RecommendedWatcher,
+    changes: mpsc::UnboundedReceiver<Result<Vec<PathBuf>, String>>,
+}
+
+impl std::fmt::Debug for FolderWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FolderWatcher").finish_non_exhaustive()
+    }
+}
+
+impl FolderWatcher {
+    pub fn new() -> Result<Self, IndexError> {
+        let (tx, changes) = mpsc::unbounded_channel();
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let message = match event {
+                // Reads (access events) change nothing.
+                Ok(e) if matches!(e.kind, notify::EventKind::Access(_)) => return,
+                Ok(e) => Ok(e.paths),
+                Err(e) => Err(e.to_string()),
+            };
+            let _ = tx.send(message);
+        })
+        .map_err(|e| IndexError::Watch {
+            path: PathBuf::new(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self { watcher, changes })
+    }
+
+    /// Starts watching `folder` and everything under it.
+    pub fn watch(&mut self, folder: &Path) -> Result<(), IndexError> {
+        self.watcher
+            .watch(folder, RecursiveMode::Recursive)
+            .map_err(|e| IndexError::Watch {
+                path: folder.to_path_buf(),
+                reason: e.to_string(),
+            })
+    }
+
+    pub fn unwatch(&mut self, folder: &Path) {
+        let _ = self.watcher.unwatch(folder);
+    }
+
+    /// The next batch of changed paths: waits for a change, then gathers more until none came
+    /// for [`QUIET`] or [`MAX_WAIT`] passed. `None` when the watcher stopped.
+    pub async fn next_batch(&mut self) -> Option<Vec<PathBuf>> {
+        let mut paths = BTreeSet::new();
+        let first = self.changes.recv().await?;
+        absorb(first, &mut paths);
+        let deadline = tokio::time::Instant::now() + MAX_WAIT;
+        loop {
+            let wait = QUIET.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+            match tokio::time::timeout(wait, self.changes.recv()).await {
+                Ok(Some(more)) => absorb(more, &mut paths),
+                Ok(None) | Err(_) => break,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break;
+            }
+        }
+        Some(paths.into_iter().collect())
+    }
+}
+
+fn absorb(message: Result<Vec<PathBuf>, String>, paths: &mut BTreeSet<PathBuf>) {
+    match message {
+        Ok(changed) => paths.extend(changed),
+        // The kernel dropped events (queue overflow): the caller rescans what it watches.
+        Err(reason) => tracing::warn!(%reason, "file watcher error"),
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Watched {
+    folders: Vec<String>,
+}
+
+impl Library {
+    fn watched_file(&self) -> PathBuf {
+        self.dir().join("watched.json")
+    }
+
+    /// The folders the user asked to keep in sync with the library.
+    pub fn watched_folders(&self) -> Vec<PathBuf> {
+        std::fs::read_to_string(self.watched_file())
+            .ok()
+            .and_then(|t| serde_json::from_str::<Watched>(&t).ok())
+            .map(|w| w.folders.into_iter().map(PathBuf::from).collect())
+            .unwrap_or_default()
+    }
+
+    /// Remembers (or forgets) `folder` as watched.
+    pub fn set_watched(&self, folder: &Path, watched: bool) -> Result<(), IndexError> {
+        let key = path_key(folder);
+        let mut folders: BTreeSet<String> = self
+            .watched_folders()
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        if watched {
+            folders.insert(key);
+        } else {
+            folders.remove(&key);
+        }
+        let text = serde_json::to_string_pretty(&Watched {
+            folders: folders.into_iter().collect(),
+        })
+        .map_err(|e| IndexError::Schema(format!("cannot encode watched.json: {e}")))?;
+        write_atomically(&self.watched_file(), text.as_bytes())
+    }
+
+    /// Applies a batch of changed paths: what exists is indexed (a folder: everything under
+    /// it), what is gone is removed. Creations go first so that a rename within the batch
+    /// finds its content still in the library and reuses it.
+    pub async fn apply_changes(
+        &self,
+        changed: &[PathBuf],
+        embedder: &dyn PassageEmbedder,
+        mut on_event: impl FnMut(JobEvent),
+    ) -> Result<JobSummary, IndexError> {
+        let mut summary = JobSummary::default();
+        let relevant: Vec<&PathBuf> = changed
+            .iter()
+            .filter(|p| !p.starts_with(self.dir()) && !is_hidden(p))
+            .collect();
+        let mut files = Vec::new();
+        let mut gone = Vec::new();
+        for path in relevant {
+            if std::fs::symlink_metadata(path).is_ok() {
+                collect_files(path, &mut files);
+            } else {
+                gone.push(path.clone());
+            }
+        }
+        files.sort();
+        files.dedup();
+        for file in files {
+            let path = file.display().to_string();
+            let result = self.index_file(&file, embedder).await;
+            match &result {
+                Ok(IndexOutcome::Indexed { .. }) => summary.indexed += 1,
+                Ok(_) => summary.skipped += 1,
+                // Editors' temporary files and the like: not documents, not worth an event.
+                Err(IndexError::Unsupported { .. }) => {
+                    summary.skipped += 1;
+                    continue;
+                }
+                Err(_) => summary.failed += 1,
+            }
+            on_event(JobEvent::FileDone { path, result });
+        }
+        for path in gone {
+            for removed in self.remove(&path).await? {
+                summary.removed += 1;
+                on_event(JobEvent::Removed { path: removed });
+            }
+        }
+        Ok(summary)
+    }
+}
+
+/// Hidden files (`.foo.swp`, `.DS_Store`) are never documents; the walk of a folder skips
+/// hidden folders itself.
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}

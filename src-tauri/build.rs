@@ -19,6 +19,13 @@ const COMMANDS: &[&str] = &[
     "load_settings",
     "save_settings",
     "open_source",
+    "cancel_indexing",
+    "remove_document",
+    "reindex_document",
+    "library_stats",
+    "watched_folders",
+    "watch_folders",
+    "unwatch_folder",
 ];
 
 fn main() {

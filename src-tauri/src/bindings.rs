@@ -17,6 +17,7 @@ mod tests {
     use ts_rs::{Config, TS};
 
     use crate::commands::IpcError;
+    use crate::library::{JobSource, LibraryEvent, LibraryOverview, WatchResult};
 
     fn decl<T: TS>(cfg: &Config) -> String {
         format!("export {}\n", T::decl(cfg))
@@ -55,6 +56,10 @@ mod tests {
             decl::<DeviceChoice>(&cfg),
             decl::<AppSettings>(&cfg),
             decl::<LoadedSettings>(&cfg),
+            decl::<JobSource>(&cfg),
+            decl::<LibraryEvent>(&cfg),
+            decl::<LibraryOverview>(&cfg),
+            decl::<WatchResult>(&cfg),
             decl::<IpcError>(&cfg),
         ];
         format!(

@@ -50,16 +50,18 @@ pub async fn app_status(state: tauri::State<'_, AppState>) -> Result<AppStatus> 
 #[tauri::command]
 pub async fn index_paths(
     state: tauri::State<'_, AppState>,
+    jobs: tauri::State<'_, crate::library::LibraryJobs>,
     paths: Vec<PathBuf>,
     on_event: Channel<IndexEvent>,
 ) -> Result<IndexEvent> {
-    Ok(state
-        .engine
-        .index_paths(&paths, |e| {
+    // One job at a time, stoppable with cancel_indexing (see library.rs).
+    Ok(
+        crate::library::index_job(&state.engine, &jobs, &paths, |e| {
             // A closed channel means the window went away; indexing still finishes.
             let _ = on_event.send(e);
         })
-        .await?)
+        .await?,
+    )
 }
 
 #[tauri::command]

@@ -9,6 +9,7 @@ mod app_data;
 mod bindings;
 mod commands;
 mod downloads;
+mod library;
 mod sources;
 
 use std::sync::Mutex;
@@ -54,6 +55,7 @@ pub fn run() -> anyhow::Result<()> {
                 .build(),
         )
         .manage(downloads::Downloads::default())
+        .manage(library::LibraryJobs::default())
         .manage(AppState {
             engine,
             settings,
@@ -77,7 +79,18 @@ pub fn run() -> anyhow::Result<()> {
             app_data::load_settings,
             app_data::save_settings,
             sources::open_source,
+            library::cancel_indexing,
+            library::remove_document,
+            library::reindex_document,
+            library::library_stats,
+            library::watched_folders,
+            library::watch_folders,
+            library::unwatch_folder,
         ])
+        .setup(|app| {
+            library::start(app.handle());
+            Ok(())
+        })
         .run(tauri::generate_context!())
         .context("running the Tauri application")
 }

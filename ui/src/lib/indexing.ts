@@ -21,6 +21,14 @@ export interface IndexJob {
   failed: FileProblem[];
   /** Indexed files with something worth knowing, e.g. a page without a text layer. */
   notes: FileProblem[];
+  /** Documents removed because their files are gone. */
+  removed: number;
+  /** Files per second so far and seconds left at that rate (null before the first file). */
+  rate: number;
+  etaSeconds: number | null;
+  /** Folders of an interrupted job that this one finishes. */
+  resumed: string[];
+  cancelled: boolean;
 }
 
 export function startJob(): IndexJob {
@@ -34,13 +42,18 @@ export function startJob(): IndexJob {
     skipped: [],
     failed: [],
     notes: [],
+    removed: 0,
+    rate: 0,
+    etaSeconds: null,
+    resumed: [],
+    cancelled: false,
   };
 }
 
 export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
   switch (event.kind) {
     case "started":
-      return { ...job, total: event.total };
+      return { ...job, total: event.total, resumed: event.resumed };
     case "fileStarted":
       return { ...job, current: event.path };
     case "fileIndexed":
@@ -63,18 +76,42 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
         done: job.done + 1,
         failed: [...job.failed, { path: event.path, reason: event.error }],
       };
+    case "removed":
+      return { ...job, removed: job.removed + 1 };
+    case "progress":
+      return {
+        ...job,
+        done: event.done,
+        total: event.total,
+        rate: event.filesPerSecond,
+        etaSeconds: event.etaSeconds,
+      };
     case "finished":
-      return { ...job, running: false, current: null };
+      return { ...job, running: false, current: null, cancelled: event.cancelled };
   }
+}
+
+/** "12 s left" / "3 min left" / "1 h 5 min left"; empty until a rate is known. */
+export function etaText(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds)) return "";
+  if (seconds < 60) return `${Math.max(1, Math.round(seconds))} s left`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min left`;
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min left`;
 }
 
 /** "Indexing notes.md (2/5)…" while running, "Indexed 1 file, 3 passages" when done. */
 export function jobSummary(job: IndexJob): string {
   if (job.running) {
     const where = job.total > 0 ? ` (${Math.min(job.done + 1, job.total)}/${job.total})` : "";
-    return job.current ? `Indexing ${fileName(job.current)}${where}…` : "Indexing…";
+    const eta = etaText(job.etaSeconds);
+    const pace = job.rate > 0 ? ` · ${job.rate.toFixed(1)} files/s${eta ? `, ${eta}` : ""}` : "";
+    return job.current ? `Indexing ${fileName(job.current)}${where}…${pace}` : "Indexing…";
   }
-  const parts = [`Indexed ${plural(job.indexed, "file")}, ${plural(job.passages, "passage")}`];
+  const parts = [
+    `${job.cancelled ? "Stopped after indexing" : "Indexed"} ${plural(job.indexed, "file")}, ${plural(job.passages, "passage")}`,
+  ];
+  if (job.removed > 0) parts.push(`${job.removed} removed (files gone)`);
   if (job.skipped.length > 0) parts.push(`${job.skipped.length} skipped`);
   if (job.failed.length > 0) parts.push(`${job.failed.length} failed`);
   return parts.join(", ");

@@ -26,6 +26,11 @@ vi.mock("$lib/ipc", () => ({
   pickFiles: vi.fn(),
   openSource: vi.fn(),
   onFilesDropped: vi.fn(),
+  libraryStats: vi.fn(),
+  watchedFolders: vi.fn(),
+  onLibraryEvent: vi.fn(),
+  watchFolders: vi.fn(),
+  pickFolder: vi.fn(),
 }));
 
 const mocked = vi.mocked(ipc);
@@ -48,12 +53,28 @@ let hover: (hovering: boolean) => void = () => {};
 
 beforeEach(() => {
   vi.resetAllMocks();
+  mocked.libraryStats.mockResolvedValue({
+    documents: 0,
+    passages: 0,
+    pages: 0,
+    diskBytes: 0,
+    vectorIndex: false,
+    textIndex: false,
+  });
+  mocked.watchedFolders.mockResolvedValue([]);
+  mocked.onLibraryEvent.mockResolvedValue(() => {});
   mocked.appStatus.mockResolvedValue(status());
   mocked.loadSettings.mockResolvedValue(loadedSettings());
   mocked.saveSettings.mockResolvedValue(deviceStatus());
   mocked.listHistory.mockResolvedValue([]);
   mocked.listDocuments.mockResolvedValue([
-    { id: "d1", path: "/home/ada/papers/selfrag.pdf", title: "Self-RAG paper", passages: 12 },
+    {
+      id: "d1",
+      path: "/home/ada/papers/selfrag.pdf",
+      title: "Self-RAG paper",
+      pages: 30,
+      passages: 12,
+    },
   ]);
   mocked.onFilesDropped.mockImplementation(async (onDrop, onHover) => {
     drop = onDrop;
@@ -303,7 +324,7 @@ describe("App", () => {
       expect.any(Function),
     );
 
-    send({ kind: "started", total: 2 });
+    send({ kind: "started", total: 2, resumed: [] });
     send({ kind: "fileStarted", path: "/home/ada/new.md" });
     await tick();
     expect(screen.getByTestId("index-status")).toHaveTextContent("Indexing new.md (1/2)…");
@@ -312,10 +333,23 @@ describe("App", () => {
     send({ kind: "fileFailed", path: "/home/ada/broken.pdf", error: "the PDF parser timed out" });
 
     mocked.listDocuments.mockResolvedValue([
-      { id: "d1", path: "/home/ada/papers/selfrag.pdf", title: "Self-RAG paper", passages: 12 },
-      { id: "d2", path: "/home/ada/new.md", title: "new", passages: 3 },
+      {
+        id: "d1",
+        path: "/home/ada/papers/selfrag.pdf",
+        title: "Self-RAG paper",
+        pages: 30,
+        passages: 12,
+      },
+      { id: "d2", path: "/home/ada/new.md", title: "new", pages: 1, passages: 3 },
     ]);
-    done.resolve({ kind: "finished", indexed: 1, skipped: 0, failed: 1 });
+    done.resolve({
+      kind: "finished",
+      indexed: 1,
+      skipped: 0,
+      failed: 1,
+      removed: 0,
+      cancelled: false,
+    });
 
     await waitFor(() =>
       expect(screen.getByTestId("index-status")).toHaveTextContent(

@@ -91,8 +91,9 @@ describe("ipc", () => {
     (indexArgs.onEvent as InstanceType<typeof tauri.Channel>).onmessage({
       kind: "started",
       total: 1,
+      resumed: [],
     });
-    expect(indexed).toHaveBeenCalledWith({ kind: "started", total: 1 });
+    expect(indexed).toHaveBeenCalledWith({ kind: "started", total: 1, resumed: [] });
   });
 
   it("reports drops with their paths, and hovering while files are over the window", async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 
 import { toIpcError } from "$lib/errors";
 import { excerpt, fileName } from "$lib/format";
-import { jobSummary, nextJob, startJob } from "$lib/indexing";
+import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
 import { argmax, isUseBadge, scoreBreakdown } from "$lib/reflection";
@@ -33,7 +33,7 @@ describe("status line", () => {
 describe("indexing summary", () => {
   it("counts files and passages, and lists skipped and failed files", () => {
     const events: IndexEvent[] = [
-      { kind: "started", total: 3 },
+      { kind: "started", total: 3, resumed: [] },
       { kind: "fileIndexed", path: "/a.md", passages: 2, notes: [] },
       {
         kind: "fileIndexed",
@@ -42,7 +42,7 @@ describe("indexing summary", () => {
         notes: ["page 2 has no text layer (scanned?)"],
       },
       { kind: "fileSkipped", path: "/c.md", reason: "unchanged" },
-      { kind: "finished", indexed: 2, skipped: 1, failed: 0 },
+      { kind: "finished", indexed: 2, skipped: 1, failed: 0, removed: 0, cancelled: false },
     ];
     const job = events.reduce(nextJob, startJob());
     expect(jobSummary(job)).toBe("Indexed 2 files, 7 passages, 1 skipped");
@@ -50,6 +50,44 @@ describe("indexing summary", () => {
       { path: "C:\\docs\\b.pdf", reason: "page 2 has no text layer (scanned?)" },
     ]);
     expect(job.skipped).toEqual([{ path: "/c.md", reason: "unchanged" }]);
+  });
+});
+
+describe("indexing progress", () => {
+  it("shows the rate and the time left while running, and removals and a stop when done", () => {
+    let job = nextJob(startJob(), { kind: "started", total: 400, resumed: ["/papers"] });
+    job = nextJob(job, { kind: "fileStarted", path: "/papers/x.pdf" });
+    job = nextJob(job, {
+      kind: "progress",
+      done: 100,
+      total: 400,
+      passages: 900,
+      filesPerSecond: 2.5,
+      etaSeconds: 120,
+    });
+    expect(job.resumed).toEqual(["/papers"]);
+    expect(jobSummary(job)).toBe("Indexing x.pdf (101/400)… · 2.5 files/s, 2 min left");
+    job = nextJob(job, { kind: "fileIndexed", path: "/papers/x.pdf", passages: 3, notes: [] });
+    job = nextJob(job, { kind: "removed", path: "/papers/gone.pdf" });
+    job = nextJob(job, {
+      kind: "finished",
+      indexed: 1,
+      skipped: 0,
+      failed: 0,
+      removed: 1,
+      cancelled: true,
+    });
+    expect(jobSummary(job)).toBe(
+      "Stopped after indexing 1 file, 3 passages, 1 removed (files gone)",
+    );
+  });
+
+  it("says the time left in seconds, minutes or hours", () => {
+    expect(etaText(null)).toBe("");
+    expect(etaText(0.2)).toBe("1 s left");
+    expect(etaText(42)).toBe("42 s left");
+    expect(etaText(600)).toBe("10 min left");
+    expect(etaText(3900)).toBe("1 h 5 min left");
   });
 });
 

@@ -31,6 +31,11 @@ vi.mock("$lib/ipc", () => ({
   pickFiles: vi.fn(),
   openSource: vi.fn(),
   onFilesDropped: vi.fn(),
+  libraryStats: vi.fn(),
+  watchedFolders: vi.fn(),
+  onLibraryEvent: vi.fn(),
+  watchFolders: vi.fn(),
+  pickFolder: vi.fn(),
 }));
 
 const mocked = vi.mocked(ipc);
@@ -54,6 +59,16 @@ const HISTORY: HistoryEntry[] = [
 
 beforeEach(() => {
   vi.resetAllMocks();
+  mocked.libraryStats.mockResolvedValue({
+    documents: 0,
+    passages: 0,
+    pages: 0,
+    diskBytes: 0,
+    vectorIndex: false,
+    textIndex: false,
+  });
+  mocked.watchedFolders.mockResolvedValue([]);
+  mocked.onLibraryEvent.mockResolvedValue(() => {});
   theme.set("system");
   mocked.appStatus.mockResolvedValue(status());
   mocked.listDocuments.mockResolvedValue([]);

@@ -220,9 +220,13 @@ export type LibraryCounts = { documents: number, passages: number, };
 
 export type AppStatus = { dataDir: string, models: Array<ModelStatus>, library: LibraryCounts, device: DeviceStatus, };
 
-export type DocumentInfo = { id: string, path: string, title: string, passages: number, };
+export type DocumentInfo = { id: string, path: string, title: string, 
+/**
+ * Pages (PDF) or 1; 0 for a document indexed before pages were counted.
+ */
+pages: number, passages: number, };
 
-export type IndexEvent = { "kind": "started", total: number, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "finished", indexed: number, skipped: number, failed: number, };
+export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, cancelled: boolean, };
 
 export type AnswerRecord = { id: string, answer: Answer, rerunCouldDiffer: boolean, };
 
@@ -294,5 +298,29 @@ path: string,
  * Set when the file could not be used: what happened and where the old file is now.
  */
 notice: string | null, };
+
+export type JobSource = "resume" | "watch";
+
+export type LibraryEvent = { "kind": "index", source: JobSource, event: IndexEvent, } | { "kind": "failed", source: JobSource, message: string, };
+
+export type LibraryOverview = { documents: number, passages: number, pages: number, 
+/**
+ * Bytes the library takes on disk.
+ */
+diskBytes: number, 
+/**
+ * Whether the approximate-nearest-neighbour index exists (made past a size threshold).
+ */
+vectorIndex: boolean, textIndex: boolean, };
+
+export type WatchResult = { 
+/**
+ * The folders now watched (every one, not only the new ones).
+ */
+watched: Array<string>, 
+/**
+ * Paths that are not folders (files, or gone): the UI indexes them once instead.
+ */
+notFolders: Array<string>, };
 
 export type IpcError = { code: string, message: string, };

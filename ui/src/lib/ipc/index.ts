@@ -2,6 +2,7 @@
 // so the rest of the UI can be tested with `vi.mock("$lib/ipc")`.
 
 import { Channel, invoke } from "@tauri-apps/api/core";
+import { listen } from "@tauri-apps/api/event";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
 import { open } from "@tauri-apps/plugin-dialog";
 
@@ -16,9 +17,12 @@ import type {
   HistoryEntry,
   IndexEvent,
   IndexFinished,
+  LibraryEvent,
+  LibraryOverview,
   LoadedSettings,
   Progress,
   Settings,
+  WatchResult,
 } from "./types";
 
 import type { ModelDownloadProgress } from "./types";
@@ -181,4 +185,68 @@ export function cancelDownload(modelId: string): Promise<void> {
 /** Looks for the models again (e.g. after copying them in by hand) and returns the new status. */
 export function refreshModels(): Promise<AppStatus> {
   return invoke<AppStatus>("refresh_models");
+}
+
+// The library pane: stopping a job, removing and re-indexing documents, statistics, watched
+// folders and the background work's events (src-tauri/src/library.rs).
+
+/** Stops the running indexing job between two files; its `indexPaths` resolves as cancelled. */
+export function cancelIndexing(): Promise<void> {
+  return invoke<void>("cancel_indexing");
+}
+
+/** Removes a document from the library (the file stays on disk); resolves with the paths removed. */
+export function removeDocument(path: string): Promise<string[]> {
+  return invoke<string[]>("remove_document", { path });
+}
+
+/** Parses and embeds one document again, streaming the job's events like `indexPaths`. */
+export function reindexDocument(
+  path: string,
+  onEvent: (event: IndexEvent) => void,
+): Promise<IndexFinished> {
+  const channel = new Channel<IndexEvent>();
+  channel.onmessage = onEvent;
+  return invoke<IndexFinished>("reindex_document", { path, onEvent: channel });
+}
+
+/** Document, passage and page counts and the disk the library takes. */
+export function libraryStats(): Promise<LibraryOverview> {
+  return invoke<LibraryOverview>("library_stats");
+}
+
+/** The folders kept in sync with the library. */
+export function watchedFolders(): Promise<string[]> {
+  return invoke<string[]>("watched_folders");
+}
+
+/**
+ * Watches the folders among `paths`; they are indexed in the background (see
+ * `onLibraryEvent`). Paths that are not folders come back in `notFolders`.
+ */
+export function watchFolders(paths: string[]): Promise<WatchResult> {
+  return invoke<WatchResult>("watch_folders", { paths });
+}
+
+/** Stops watching a folder (its documents stay); resolves with the folders still watched. */
+export function unwatchFolder(folder: string): Promise<string[]> {
+  return invoke<string[]>("unwatch_folder", { folder });
+}
+
+/** Lets the user pick one folder to add; null when cancelled. */
+export async function pickFolder(): Promise<string | null> {
+  const picked = await open({
+    multiple: false,
+    directory: true,
+    title: "Add a folder to the library",
+  });
+  return Array.isArray(picked) ? (picked[0] ?? null) : picked;
+}
+
+/**
+ * Calls `onEvent` for the library work the UI did not start: the resumed job of a crash and
+ * the watched folders. Resolves with a function that stops listening.
+ */
+export function onLibraryEvent(onEvent: (event: LibraryEvent) => void): Promise<() => void> {
+  return listen<LibraryEvent>("library-event", (e) => onEvent(e.payload));
 }

@@ -1,0 +1,162 @@
+// What the library pane knows about each file from the IndexEvents it has seen: queued (asked
+// for by the user, not started), working (parsing and embedding: the engine reports both as one
+// step), indexed, skipped (with the engine's reason) or failed (with its error). Files the
+// events never named have no entry; a document without one is simply in the library.
+
+import type { DocumentInfo, IndexEvent, LibraryOverview } from "./ipc/types";
+import { formatBytes } from "./downloads";
+import { fileName, plural } from "./format";
+
+export type FileState = "queued" | "working" | "indexed" | "skipped" | "failed";
+
+export interface FileActivity {
+  state: FileState;
+  /** Why it was skipped or failed, or the notes of an indexed file; null when nothing to say. */
+  reason: string | null;
+  /** Passages made, once indexed. */
+  passages: number | null;
+}
+
+/** By path, as the engine names the file. */
+export type Activity = Record<string, FileActivity>;
+
+function entry(state: FileState, reason: string | null = null, passages: number | null = null) {
+  return { state, reason, passages };
+}
+
+/** Marks `paths` as waiting for the job the user just started (e.g. a re-index). */
+export function queue(activity: Activity, paths: string[]): Activity {
+  const next = { ...activity };
+  for (const path of paths) next[path] = entry("queued");
+  return next;
+}
+
+export function nextActivity(activity: Activity, event: IndexEvent): Activity {
+  switch (event.kind) {
+    case "started": {
+      // A new job: what earlier jobs said is history; what was queued for this one stays.
+      const next: Activity = {};
+      for (const [path, a] of Object.entries(activity)) {
+        if (a.state === "queued") next[path] = a;
+      }
+      return next;
+    }
+    case "fileStarted":
+      return { ...activity, [event.path]: entry("working") };
+    case "fileIndexed":
+      return {
+        ...activity,
+        [event.path]: entry(
+          "indexed",
+          event.notes.length > 0 ? event.notes.join("; ") : null,
+          event.passages,
+        ),
+      };
+    case "fileSkipped":
+      return { ...activity, [event.path]: entry("skipped", event.reason) };
+    case "fileFailed":
+      return { ...activity, [event.path]: entry("failed", event.error) };
+    case "removed": {
+      const next = { ...activity };
+      delete next[event.path];
+      return next;
+    }
+    case "progress":
+      return activity;
+    case "finished": {
+      // Stopped before their turn: no longer waiting.
+      const next: Activity = {};
+      for (const [path, a] of Object.entries(activity)) {
+        if (a.state !== "queued" && a.state !== "working") next[path] = a;
+      }
+      return next;
+    }
+  }
+}
+
+/** One line of the library list: a document, or a file of the running job not listed yet. */
+export interface LibraryRow {
+  path: string;
+  title: string;
+  fileName: string;
+  /** Null for a file not in the library yet. */
+  document: DocumentInfo | null;
+  state: FileState;
+  reason: string | null;
+  pages: number | null;
+  passages: number | null;
+}
+
+const PENDING_ORDER: FileState[] = ["working", "queued", "indexed"];
+
+/**
+ * The library list: files of the running job that are not documents yet (working first, then
+ * queued, then just indexed), then the documents with what the events said about them.
+ * Failed and skipped files are not documents; the pane lists them apart with their reasons.
+ */
+export function libraryRows(documents: DocumentInfo[], activity: Activity): LibraryRow[] {
+  const listed = new Set(documents.map((d) => d.path));
+  const pending: LibraryRow[] = Object.entries(activity)
+    .filter(([path, a]) => !listed.has(path) && PENDING_ORDER.includes(a.state))
+    .sort(
+      ([pa, a], [pb, b]) =>
+        PENDING_ORDER.indexOf(a.state) - PENDING_ORDER.indexOf(b.state) || pa.localeCompare(pb),
+    )
+    .map(([path, a]) => ({
+      path,
+      title: fileName(path),
+      fileName: fileName(path),
+      document: null,
+      state: a.state,
+      reason: a.reason,
+      pages: null,
+      passages: a.passages,
+    }));
+  const docs: LibraryRow[] = documents.map((d) => {
+    const a = activity[d.path];
+    // A skipped document is one the library already had: it is indexed.
+    const state = a && a.state !== "skipped" ? a.state : "indexed";
+    return {
+      path: d.path,
+      title: d.title,
+      fileName: fileName(d.path),
+      document: d,
+      state,
+      reason: a?.state === "skipped" ? null : (a?.reason ?? null),
+      pages: d.pages > 0 ? d.pages : null,
+      passages: d.passages,
+    };
+  });
+  return [...pending, ...docs];
+}
+
+/** The status word of a row, as read out and shown beside its icon. */
+export function stateLabel(state: FileState): string {
+  switch (state) {
+    case "queued":
+      return "Queued";
+    case "working":
+      return "Parsing and embedding";
+    case "indexed":
+      return "Indexed";
+    case "skipped":
+      return "Skipped";
+    case "failed":
+      return "Error";
+  }
+}
+
+/** "12 documents · 340 passages · 55 pages · 4.2 MB on disk". */
+export function statsText(stats: LibraryOverview): string {
+  return [
+    plural(stats.documents, "document"),
+    plural(stats.passages, "passage"),
+    plural(stats.pages, "page"),
+    `${formatBytes(stats.diskBytes)} on disk`,
+  ].join(" · ");
+}
+
+/** "3 of 10 files" for the progress bar's label. */
+export function progressLabel(done: number, total: number): string {
+  return `${done} of ${plural(total, "file")}`;
+}

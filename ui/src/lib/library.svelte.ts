@@ -1,0 +1,225 @@
+// The library's state in the UI and every action on it: the documents, the statistics, the
+// watched folders, the indexing job on screen (one the user started, the resumption of an
+// interrupted one, or the watched folders' catch-up) and what each file's events said. It lives
+// outside the pane so that a job keeps being followed while another panel covers the pane.
+
+import { nextActivity, queue, type Activity } from "./activity";
+import { nextJob, startJob, type IndexJob } from "./indexing";
+import {
+  cancelIndexing,
+  indexPaths,
+  libraryStats,
+  listDocuments,
+  onLibraryEvent,
+  pickFiles,
+  pickFolder,
+  reindexDocument,
+  removeDocument,
+  unwatchFolder,
+  watchedFolders,
+  watchFolders,
+} from "./ipc";
+import type {
+  DocumentInfo,
+  IndexEvent,
+  IndexFinished,
+  IpcError,
+  JobSource,
+  LibraryEvent,
+  LibraryOverview,
+} from "./ipc/types";
+
+/** Who started the job on screen. */
+export type JobOrigin = "user" | JobSource;
+
+/** How long the watcher's changes wait before the document list is read again. */
+const REFRESH_DELAY_MS = 250;
+
+export class LibraryController {
+  documents = $state<DocumentInfo[]>([]);
+  stats = $state<LibraryOverview | null>(null);
+  watched = $state<string[]>([]);
+  job = $state<IndexJob | null>(null);
+  origin = $state<JobOrigin | null>(null);
+  activity = $state<Activity>({});
+  /** Folders added or dropped are watched, not only indexed once. */
+  keepWatching = $state(false);
+  /** Stop was pressed and the job has not ended yet. */
+  stopping = $state(false);
+
+  readonly #onerror: (e: unknown) => void;
+  #refreshTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(onerror: (e: unknown) => void) {
+    this.#onerror = onerror;
+  }
+
+  get running(): boolean {
+    return this.job?.running ?? false;
+  }
+
+  /** Whether Stop can end the job on screen (the watcher's catch-up ends by unwatching). */
+  get stoppable(): boolean {
+    return this.running && this.origin !== "watch";
+  }
+
+  /** Reads the documents (rejects when that fails), then the statistics and watched folders. */
+  async refresh(): Promise<void> {
+    this.documents = await listDocuments();
+    try {
+      const [stats, watched] = await Promise.all([libraryStats(), watchedFolders()]);
+      this.stats = stats ?? null;
+      this.watched = watched ?? [];
+    } catch (e) {
+      this.#onerror(e);
+    }
+  }
+
+  /** Dropped or picked paths: folders are watched when asked, everything else indexed once. */
+  async add(paths: string[]): Promise<void> {
+    if (paths.length === 0) return;
+    if (this.#busy()) return;
+    try {
+      if (this.keepWatching) {
+        const result = await watchFolders(paths);
+        this.watched = result.watched;
+        if (result.notFolders.length > 0) await this.index(result.notFolders);
+      } else {
+        await this.index(paths);
+      }
+    } catch (e) {
+      this.#onerror(e);
+    }
+  }
+
+  async addFiles(): Promise<void> {
+    try {
+      const paths = await pickFiles();
+      // Files are never watched; only folders are.
+      if (paths) await this.index(paths);
+    } catch (e) {
+      this.#onerror(e);
+    }
+  }
+
+  async addFolder(): Promise<void> {
+    try {
+      const folder = await pickFolder();
+      if (folder) await this.add([folder]);
+    } catch (e) {
+      this.#onerror(e);
+    }
+  }
+
+  /** Indexes `paths` as one job the user can stop. */
+  async index(paths: string[]): Promise<void> {
+    if (this.#busy()) return;
+    await this.#userJob((onEvent) => indexPaths(paths, onEvent));
+  }
+
+  /** Parses and embeds the file again (the engine removes it first: see library.rs). */
+  async reindex(path: string): Promise<void> {
+    if (this.#busy()) return;
+    this.activity = queue(this.activity, [path]);
+    await this.#userJob((onEvent) => reindexDocument(path, onEvent));
+  }
+
+  async remove(path: string): Promise<void> {
+    try {
+      await removeDocument(path);
+      const next = { ...this.activity };
+      delete next[path];
+      this.activity = next;
+      await this.refresh();
+    } catch (e) {
+      this.#onerror(e);
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (!this.stoppable || this.stopping) return;
+    this.stopping = true;
+    try {
+      await cancelIndexing();
+    } catch (e) {
+      this.stopping = false;
+      this.#onerror(e);
+    }
+  }
+
+  async unwatch(folder: string): Promise<void> {
+    try {
+      this.watched = await unwatchFolder(folder);
+    } catch (e) {
+      this.#onerror(e);
+    }
+  }
+
+  /** Follows the background work (resumed job, watched folders); resolves with the unlistener. */
+  async listen(): Promise<() => void> {
+    const stop = await onLibraryEvent((event) => this.background(event));
+    return () => {
+      stop?.();
+      if (this.#refreshTimer !== null) clearTimeout(this.#refreshTimer);
+    };
+  }
+
+  /** One event of the background work. */
+  background(event: LibraryEvent): void {
+    if (event.kind === "failed") {
+      this.#onerror({ code: `library_${event.source}`, message: event.message });
+      return;
+    }
+    const e = event.event;
+    if (e.kind === "started") {
+      this.job = startJob();
+      this.origin = event.source;
+      this.stopping = false;
+    }
+    const inJob = this.running && this.origin === event.source;
+    this.#apply(e, inJob);
+    // A watched folder's change outside a job, or the end of a job: the list changed.
+    if (!inJob || e.kind === "finished") this.#refreshSoon();
+  }
+
+  #apply(event: IndexEvent, inJob = true): void {
+    if (inJob && this.job) this.job = nextJob(this.job, event);
+    this.activity = nextActivity(this.activity, event);
+    if (event.kind === "finished") this.stopping = false;
+  }
+
+  #busy(): boolean {
+    if (!this.running) return false;
+    const message =
+      this.origin === "watch"
+        ? "Catching up with the watched folders; add more when it is done."
+        : "Already indexing; add more when it is done, or stop it.";
+    this.#onerror({ code: "busy", message } satisfies IpcError);
+    return true;
+  }
+
+  async #userJob(
+    start: (onEvent: (event: IndexEvent) => void) => Promise<IndexFinished>,
+  ): Promise<void> {
+    this.job = startJob();
+    this.origin = "user";
+    this.stopping = false;
+    try {
+      const finished = await start((event) => this.#apply(event));
+      this.#apply(finished);
+      await this.refresh();
+    } catch (e) {
+      if (this.job) this.job = { ...this.job, running: false };
+      this.stopping = false;
+      this.#onerror(e);
+    }
+  }
+
+  #refreshSoon(): void {
+    if (this.#refreshTimer !== null) clearTimeout(this.#refreshTimer);
+    this.#refreshTimer = setTimeout(() => {
+      this.#refreshTimer = null;
+      this.refresh().catch((e) => this.#onerror(e));
+    }, REFRESH_DELAY_MS);
+  }
+}

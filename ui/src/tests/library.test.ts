@@ -1,0 +1,356 @@
+// The library pane with the IPC module mocked: the job's progress bar, rate and ETA, Stop,
+// per-document rows and their states, remove with its confirmation, re-index, the failed file
+// with its reason, watched folders and the background work's events.
+
+import { render, screen, waitFor, within } from "@testing-library/svelte";
+import userEvent from "@testing-library/user-event";
+import { tick } from "svelte";
+import { beforeEach, describe, expect, it, vi } from "vitest";
+
+import LibraryPane from "$lib/components/LibraryPane.svelte";
+import { libraryRows, nextActivity, statsText, type Activity } from "$lib/activity";
+import * as ipc from "$lib/ipc";
+import type {
+  DocumentInfo,
+  IndexEvent,
+  IndexFinished,
+  LibraryEvent,
+  LibraryOverview,
+} from "$lib/ipc/types";
+import { LibraryController } from "$lib/library.svelte";
+
+vi.mock("$lib/ipc", async (importOriginal) => {
+  const real = await importOriginal<Record<string, unknown>>();
+  return Object.fromEntries(Object.keys(real).map((name) => [name, vi.fn()]));
+});
+
+const mocked = vi.mocked(ipc);
+
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((res) => (resolve = res));
+  return { promise, resolve };
+}
+
+const PAPER: DocumentInfo = {
+  id: "d1",
+  path: "/home/ada/papers/selfrag.pdf",
+  title: "Self-RAG paper",
+  pages: 30,
+  passages: 120,
+};
+const NOTES: DocumentInfo = {
+  id: "d2",
+  path: "/home/ada/notes/retrieval.md",
+  title: "Notes on retrieval",
+  pages: 1,
+  passages: 4,
+};
+
+function overview(over: Partial<LibraryOverview> = {}): LibraryOverview {
+  return {
+    documents: 2,
+    passages: 124,
+    pages: 31,
+    diskBytes: 4_200_000,
+    vectorIndex: false,
+    textIndex: true,
+    ...over,
+  };
+}
+
+const FINISHED: IndexFinished = {
+  kind: "finished",
+  indexed: 1,
+  skipped: 0,
+  failed: 0,
+  removed: 0,
+  cancelled: false,
+};
+
+let errors: unknown[] = [];
+let libraryEvent: (event: LibraryEvent) => void = () => {};
+
+async function setup(documents: DocumentInfo[] = [PAPER, NOTES]) {
+  errors = [];
+  const library = new LibraryController((e) => errors.push(e));
+  mocked.listDocuments.mockResolvedValue(documents);
+  await library.refresh();
+  await library.listen();
+  render(LibraryPane, { library, dropActive: false, missingEmbedder: null });
+  return library;
+}
+
+beforeEach(() => {
+  vi.resetAllMocks();
+  mocked.libraryStats.mockResolvedValue(overview());
+  mocked.watchedFolders.mockResolvedValue([]);
+  mocked.onLibraryEvent.mockImplementation(async (onEvent) => {
+    libraryEvent = onEvent;
+    return () => {};
+  });
+});
+
+describe("library pane", () => {
+  it("lists each document with title, file name, pages, passages and state, and the stats", async () => {
+    await setup();
+    const items = screen.getAllByTestId("document-item");
+    expect(items).toHaveLength(2);
+    expect(items[0]).toHaveTextContent("Self-RAG paper");
+    expect(items[0]).toHaveTextContent("selfrag.pdf · 30 pages · 120 passages");
+    expect(items[0]).toHaveTextContent("Indexed");
+    expect(items[0]).toHaveAccessibleName("Self-RAG paper, Indexed");
+    expect(screen.getByTestId("library-counts")).toHaveTextContent(
+      "2 documents · 124 passages · 31 pages · 4.2 MB on disk",
+    );
+  });
+
+  it("shows the job's progress bar with files done, rate and ETA, and stops it", async () => {
+    const library = await setup();
+    const done = deferred<IndexFinished>();
+    let send: (event: IndexEvent) => void = () => {};
+    mocked.indexPaths.mockImplementation((_paths, onEvent) => {
+      send = onEvent;
+      return done.promise;
+    });
+    mocked.cancelIndexing.mockResolvedValue();
+    void library.add(["/home/ada/new"]);
+    await tick();
+
+    send({ kind: "started", total: 10, resumed: [] });
+    send({ kind: "fileStarted", path: "/home/ada/new/a.md" });
+    send({ kind: "fileIndexed", path: "/home/ada/new/a.md", passages: 3, notes: [] });
+    send({
+      kind: "progress",
+      done: 3,
+      total: 10,
+      passages: 9,
+      filesPerSecond: 0.5,
+      etaSeconds: 14,
+    });
+    send({ kind: "fileStarted", path: "/home/ada/new/d.md" });
+    await tick();
+
+    const bar = screen.getByTestId("index-progress") as HTMLProgressElement;
+    expect(bar.value).toBe(3);
+    expect(bar.max).toBe(10);
+    expect(bar).toHaveAttribute("aria-valuetext", "3 of 10 files");
+    expect(screen.getByTestId("index-pace")).toHaveTextContent("3 of 10 files done");
+    expect(screen.getByTestId("index-status")).toHaveTextContent(
+      "Indexing d.md (4/10)… · 0.5 files/s, 14 s left",
+    );
+    // The file being worked on and the one just indexed appear before the list is re-read.
+    const pending = screen.getAllByTestId("pending-item");
+    expect(pending.map((p) => p.getAttribute("data-state"))).toEqual(["working", "indexed"]);
+    expect(pending[0]).toHaveTextContent("Parsing and embedding");
+
+    const user = userEvent.setup();
+    await user.click(screen.getByTestId("stop-indexing"));
+    expect(mocked.cancelIndexing).toHaveBeenCalledOnce();
+    expect(screen.getByTestId("stop-indexing")).toHaveTextContent("Stopping…");
+    expect(screen.getByTestId("stop-indexing")).toBeDisabled();
+
+    mocked.listDocuments.mockResolvedValue([PAPER, NOTES]);
+    done.resolve({ ...FINISHED, indexed: 1, cancelled: true });
+    await waitFor(() =>
+      expect(screen.getByTestId("index-status")).toHaveTextContent(
+        "Stopped after indexing 1 file, 3 passages",
+      ),
+    );
+    expect(screen.queryByTestId("index-progress")).toBeNull();
+    expect(screen.queryByTestId("stop-indexing")).toBeNull();
+  });
+
+  it("asks before removing a document, and Keep or Esc keeps it", async () => {
+    await setup();
+    mocked.removeDocument.mockResolvedValue([PAPER.path]);
+    const user = userEvent.setup();
+    const row = screen.getAllByTestId("document-item")[0];
+
+    await user.click(within(row).getByRole("button", { name: "Remove Self-RAG paper" }));
+    expect(row).toHaveTextContent("Remove from the library? The file stays on disk.");
+    expect(within(row).getByTestId("cancel-remove")).toHaveFocus();
+    await user.keyboard("{Escape}");
+    expect(within(row).queryByTestId("confirm-remove")).toBeNull();
+    expect(within(row).getByTestId("remove-document")).toHaveFocus();
+    expect(mocked.removeDocument).not.toHaveBeenCalled();
+
+    await user.click(within(row).getByTestId("remove-document"));
+    await user.click(within(row).getByTestId("cancel-remove"));
+    expect(mocked.removeDocument).not.toHaveBeenCalled();
+
+    mocked.listDocuments.mockResolvedValue([NOTES]);
+    mocked.libraryStats.mockResolvedValue(overview({ documents: 1, passages: 4, pages: 1 }));
+    await user.click(within(row).getByTestId("remove-document"));
+    await user.click(within(row).getByTestId("confirm-remove"));
+    expect(mocked.removeDocument).toHaveBeenCalledWith(PAPER.path);
+    await waitFor(() => expect(screen.getAllByTestId("document-item")).toHaveLength(1));
+    expect(screen.getByTestId("library-counts")).toHaveTextContent("1 document · 4 passages");
+  });
+
+  it("re-indexes a document: queued, then parsing, then indexed", async () => {
+    await setup();
+    const done = deferred<IndexFinished>();
+    let send: (event: IndexEvent) => void = () => {};
+    mocked.reindexDocument.mockImplementation((_path, onEvent) => {
+      send = onEvent;
+      return done.promise;
+    });
+    const user = userEvent.setup();
+    await user.click(screen.getByRole("button", { name: "Re-index Notes on retrieval" }));
+    expect(mocked.reindexDocument).toHaveBeenCalledWith(NOTES.path, expect.any(Function));
+    const state = () =>
+      screen
+        .getAllByTestId("document-item")
+        .find((r) => r.textContent?.includes("Notes on retrieval"))
+        ?.getAttribute("data-state");
+    expect(state()).toBe("queued");
+    send({ kind: "started", total: 1, resumed: [] });
+    await tick();
+    expect(state()).toBe("queued");
+    send({ kind: "fileStarted", path: NOTES.path });
+    await tick();
+    expect(state()).toBe("working");
+    // No other re-index while one runs.
+    expect(screen.getByRole("button", { name: "Re-index Self-RAG paper" })).toBeDisabled();
+    send({ kind: "fileIndexed", path: NOTES.path, passages: 4, notes: [] });
+    done.resolve(FINISHED);
+    await waitFor(() => expect(state()).toBe("indexed"));
+  });
+
+  it("shows a failed file with its reason and offers to retry it", async () => {
+    const library = await setup([PAPER]);
+    mocked.indexPaths.mockImplementation(async (_paths, onEvent) => {
+      onEvent({ kind: "started", total: 1, resumed: [] });
+      onEvent({ kind: "fileStarted", path: "/home/ada/broken.pdf" });
+      onEvent({
+        kind: "fileFailed",
+        path: "/home/ada/broken.pdf",
+        error: "the PDF parser timed out after 60 s",
+      });
+      return { ...FINISHED, indexed: 0, failed: 1 };
+    });
+    await library.add(["/home/ada/broken.pdf"]);
+    await tick();
+    const failed = screen.getByTestId("failed-item");
+    expect(failed).toHaveTextContent("broken.pdf: the PDF parser timed out after 60 s");
+    // Not a document: the list holds only what is in the library.
+    expect(screen.getByTestId("library-list")).not.toHaveTextContent("broken.pdf");
+    expect(screen.getByTestId("index-status")).toHaveTextContent("1 failed");
+
+    mocked.reindexDocument.mockResolvedValue(FINISHED);
+    await userEvent
+      .setup()
+      .click(within(failed).getByRole("button", { name: "Try broken.pdf again" }));
+    expect(mocked.reindexDocument).toHaveBeenCalledWith(
+      "/home/ada/broken.pdf",
+      expect.any(Function),
+    );
+  });
+
+  it("watches dropped folders when asked, lists them and stops watching", async () => {
+    const library = await setup();
+    mocked.watchFolders.mockResolvedValue({
+      watched: ["/home/ada/inbox"],
+      notFolders: ["/home/ada/one.md"],
+    });
+    mocked.indexPaths.mockResolvedValue(FINISHED);
+    mocked.watchedFolders.mockResolvedValue(["/home/ada/inbox"]);
+    const user = userEvent.setup();
+    await user.click(screen.getByRole("checkbox", { name: "Keep watching folders I add or drop" }));
+    await library.add(["/home/ada/inbox", "/home/ada/one.md"]);
+    expect(mocked.watchFolders).toHaveBeenCalledWith(["/home/ada/inbox", "/home/ada/one.md"]);
+    // The file is indexed once; the folder is the watcher's.
+    expect(mocked.indexPaths).toHaveBeenCalledWith(["/home/ada/one.md"], expect.any(Function));
+    await tick();
+    const folders = screen.getAllByTestId("watched-folder");
+    expect(folders).toHaveLength(1);
+    expect(folders[0]).toHaveTextContent("inbox");
+
+    mocked.unwatchFolder.mockResolvedValue([]);
+    await user.click(screen.getByRole("button", { name: "Stop watching /home/ada/inbox" }));
+    expect(mocked.unwatchFolder).toHaveBeenCalledWith("/home/ada/inbox");
+    await waitFor(() => expect(screen.queryByTestId("watched-folders")).toBeNull());
+  });
+
+  it("follows the watched folders' catch-up and their changes", async () => {
+    await setup([PAPER]);
+    libraryEvent({
+      kind: "index",
+      source: "watch",
+      event: { kind: "started", total: 2, resumed: [] },
+    });
+    libraryEvent({
+      kind: "index",
+      source: "watch",
+      event: { kind: "fileStarted", path: "/home/ada/inbox/new.md" },
+    });
+    await tick();
+    expect(screen.getByTestId("index-status")).toHaveTextContent(
+      "Watched folders: Indexing new.md (1/2)…",
+    );
+    // The catch-up ends by unwatching, not with Stop.
+    expect(screen.queryByTestId("stop-indexing")).toBeNull();
+
+    mocked.listDocuments.mockResolvedValue([
+      PAPER,
+      { id: "d3", path: "/home/ada/inbox/new.md", title: "New", pages: 1, passages: 2 },
+    ]);
+    libraryEvent({
+      kind: "index",
+      source: "watch",
+      event: { kind: "fileIndexed", path: "/home/ada/inbox/new.md", passages: 2, notes: [] },
+    });
+    libraryEvent({ kind: "index", source: "watch", event: FINISHED });
+    await waitFor(() => expect(screen.getAllByTestId("document-item")).toHaveLength(2));
+
+    // A change after the catch-up: a file deleted on disk leaves the list.
+    mocked.listDocuments.mockResolvedValue([PAPER]);
+    libraryEvent({
+      kind: "index",
+      source: "watch",
+      event: { kind: "removed", path: "/home/ada/inbox/new.md" },
+    });
+    await waitFor(() => expect(screen.getAllByTestId("document-item")).toHaveLength(1));
+
+    libraryEvent({ kind: "failed", source: "watch", message: "Watching folders stopped: gone" });
+    expect(errors).toContainEqual({
+      code: "library_watch",
+      message: "Watching folders stopped: gone",
+    });
+  });
+});
+
+describe("activity", () => {
+  it("forgets the previous job's files when a new one starts, but keeps what is queued", () => {
+    let a: Activity = {};
+    a = nextActivity(a, { kind: "fileFailed", path: "/a.pdf", error: "broken" });
+    a = { ...a, "/b.md": { state: "queued", reason: null, passages: null } };
+    a = nextActivity(a, { kind: "started", total: 1, resumed: [] });
+    expect(Object.keys(a)).toEqual(["/b.md"]);
+    a = nextActivity(a, FINISHED);
+    expect(a).toEqual({});
+  });
+
+  it("orders files in progress before the documents and keeps notes as the reason", () => {
+    const a: Activity = {
+      "/x/new.md": { state: "indexed", reason: null, passages: 2 },
+      "/x/now.md": { state: "working", reason: null, passages: null },
+      [PAPER.path]: { state: "indexed", reason: "page 3 has no text layer", passages: 120 },
+    };
+    const rows = libraryRows([PAPER], a);
+    expect(rows.map((r) => [r.fileName, r.state])).toEqual([
+      ["now.md", "working"],
+      ["new.md", "indexed"],
+      ["selfrag.pdf", "indexed"],
+    ]);
+    expect(rows[2].reason).toBe("page 3 has no text layer");
+    expect(rows[2].document).toBe(PAPER);
+  });
+
+  it("writes the stats with the disk size", () => {
+    expect(statsText(overview({ documents: 1, passages: 1, pages: 1, diskBytes: 900 }))).toBe(
+      "1 document · 1 passage · 1 page · 900 B on disk",
+    );
+  });
+});

@@ -175,6 +175,7 @@ test("every export format from the real app, copy, and the history panel", async
     await session.click(await session.find('[data-testid="history-toggle"]'));
     const item = await session.waitFor('[data-testid="history-item"]', { text: (t) => t.includes(QUESTION) });
     assert.ok((await session.text(item)).includes("citation"));
+    await sleep(500); // let the webview repaint before the screenshot
     await session.screenshot("history-panel");
     await session.type(await session.find('[data-testid="history-search"]'), "zebra");
     await session.waitFor('[data-testid="history-empty"]', { text: (t) => t.includes("zebra") });

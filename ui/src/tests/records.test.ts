@@ -160,41 +160,49 @@ describe("Export and copy in the app", () => {
     );
   });
 
-  it("copies the Rust-rendered text with the Clipboard API", async () => {
+  it("copies the Rust-rendered text, rendered before the click, with the Clipboard API", async () => {
+    mocked.renderAnswer.mockResolvedValue("# md\n");
     render(App);
     const user = await askAndAnswer();
     // After user-event's setup, which installs its own clipboard.
     const writeText = vi.fn().mockResolvedValue(undefined);
     Object.defineProperty(navigator, "clipboard", { value: { writeText }, configurable: true });
-    await user.selectOptions(screen.getByTestId("export-format"), "bib");
     mocked.renderAnswer.mockResolvedValue("@misc{x,\n}\n");
+    await user.selectOptions(screen.getByTestId("export-format"), "bib");
+    // Rendered as soon as the options change, before any click.
+    await waitFor(() =>
+      expect(mocked.renderAnswer).toHaveBeenLastCalledWith("a1", {
+        format: "bib",
+        supportLabels: false,
+        onlySupported: false,
+      }),
+    );
+    const renders = mocked.renderAnswer.mock.calls.length;
     await user.click(screen.getByTestId("copy-button"));
-    expect(mocked.renderAnswer).toHaveBeenCalledWith("a1", {
-      format: "bib",
-      supportLabels: false,
-      onlySupported: false,
-    });
+    expect(mocked.renderAnswer).toHaveBeenCalledTimes(renders);
     await waitFor(() => expect(writeText).toHaveBeenCalledWith("@misc{x,\n}\n"));
     expect(screen.getByTestId("export-status")).toHaveTextContent(
       "Copied to the clipboard (11 characters)",
     );
   });
 
-  it("falls back to the copy command when the Clipboard API refuses", async () => {
+  it("uses the copy command inside the click, and says so when nothing works", async () => {
     let copied = "";
     const execCommand = vi.fn((command: string) => {
       copied = (document.activeElement as HTMLTextAreaElement).value;
       return command === "copy";
     });
     Object.defineProperty(document, "execCommand", { value: execCommand, configurable: true });
+    mocked.renderAnswer.mockResolvedValue("# Answer\n");
     render(App);
     const user = await askAndAnswer();
     const writeText = vi.fn().mockRejectedValue(new Error("NotAllowedError"));
     Object.defineProperty(navigator, "clipboard", { value: { writeText }, configurable: true });
-    mocked.renderAnswer.mockResolvedValue("# Answer\n");
+    await waitFor(() => expect(mocked.renderAnswer).toHaveBeenCalled());
     await user.click(screen.getByTestId("copy-button"));
     await waitFor(() => expect(execCommand).toHaveBeenCalledWith("copy"));
     expect(copied).toBe("# Answer\n");
+    expect(writeText).not.toHaveBeenCalled();
     expect(document.querySelector("textarea[readonly]")).toBeNull();
     expect(screen.getByTestId("export-status")).toHaveTextContent("Copied to the clipboard");
 

@@ -53,9 +53,9 @@ pub(crate) fn bundle(root: &Path, args: &[String]) -> Result<()> {
     status(&mut build, "cargo build (app)")?;
     done("build the app", t);
 
-    let tauri = root
-        .join("ui/node_modules/.bin")
-        .join(if cfg!(windows) { "tauri.cmd" } else { "tauri" });
+    let tauri =
+        root.join("ui/node_modules/.bin")
+            .join(if cfg!(windows) { "tauri.cmd" } else { "tauri" });
     if !tauri.exists() {
         bail!(
             "{} is missing: run `npm install` in ui/ (the Tauri CLI is a devDependency there)",

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+mod bench;
 mod bundle;
 
 /// Debian packages: WebKitGTK/GTK for Tauri, protoc for LanceDB, the WebDriver and Xvfb for the
@@ -46,6 +47,7 @@ fn main() -> Result<()> {
         Some("run") => run_app(&root),
         Some("test") => test(&root),
         Some("setup") => setup(&root, true),
+        Some("bench") => bench::bench(&root, &args[1..]),
         Some("bundle") => bundle::bundle(&root, &args[1..]),
         Some("fixtures") => {
             let dir = args
@@ -56,7 +58,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  setup      only install what is missing\n  fixtures D write the tiny test models to folder D"
+                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, index or all\n  setup      only install what is missing\n  fixtures D write the tiny test models to folder D"
             );
             bail!("unknown or missing command")
         }

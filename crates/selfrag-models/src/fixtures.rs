@@ -11,6 +11,9 @@
 //! token's embedding dominant, and a few hand-set successor biases make Self-RAG-looking runs
 //! likely: `\n` → `[Retrieval]` → `<paragraph>`, `</paragraph>` → `[Relevant]`,
 //! `.` → `[Fully supported]` → `[Utility:5]` → `</s>`.
+//!
+//! [`bench`] writes random models in the real shapes (Llama-2-7B Q4_K_M, BERT-base) for
+//! `cargo xtask bench`; they are far too large for tests.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -22,6 +25,8 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
 use crate::error::ModelError;
+
+pub mod bench;
 
 /// The Self-RAG added tokens, in the order of their ids in the real 7B/13B vocabulary
 /// (32000..=32015).

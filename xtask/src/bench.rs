@@ -1,0 +1,785 @@
+//! `cargo xtask bench [generator|embedder|index|all]`: the speed of the local models against
+//! their reference implementations, measured in one run on this machine with the same thread
+//! count on both sides, printed as tables and written to `docs/BENCHMARKS.md`.
+//!
+//! - **generator**: `selfrag debug generate` against llama.cpp (`llama-cpp-python`, built here
+//!   from the PyPI sdist for this CPU) on one random GGUF in the Llama-2-7B shape quantized as
+//!   Q4_K_M (written by `selfrag-bench-models`): prompt and decode tokens/s, K=5 batched decode
+//!   against single-stream, and peak RSS against the file size + 1 GB.
+//! - **embedder**: `selfrag debug embed` against PyTorch `transformers` on the same passages and
+//!   the same random BERT-base weights: passages/s, and the two sides' vectors compared.
+//! - **index**: PDF extraction against pdftotext, indexing 10,000 files, hybrid search at 10k,
+//!   100k and 1M passages (see `bench/index.rs`).
+//!
+//! Both sides run as fresh processes, alternately (ours first in even rounds, the peer first in
+//! odd ones), and each figure is the median over the rounds. Every section writes
+//! `target/bench/<section>.md`; `docs/BENCHMARKS.md` is those files joined, so running one
+//! section keeps the others' last results. Knobs: `SELFRAG_BENCH_ROUNDS` (default 5),
+//! `SELFRAG_BENCH_BLOCKS` (Llama blocks, default 8), `SELFRAG_BENCH_THREADS` (default 2),
+//! `SELFRAG_BENCH_CMAKE_ARGS` (llama.cpp's build options, default: this CPU's SIMD, AMX off).
+//!
+//! The Python side lives in a private virtual environment (`~/.cache/selfrag-desktop/
+//! bench-python`) with `torch`, `transformers` and `llama-cpp-python` from PyPI; the peers'
+//! scripts are in `scripts/bench/`. This crate depends on anyhow only, so JSON from the children
+//! is read with two small field readers rather than a parser.
+
+mod index;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{cache_dir, cargo, done, exe, status, step, target_dir};
+
+/// llama-cpp-python is pinned: its build options and Python API are checked against this version.
+const LLAMA_CPP_PYTHON: &str = "llama-cpp-python==0.3.36";
+/// Prompt length and generated tokens per row of the generator runs.
+const PROMPT_TOKENS: usize = 128;
+const GENERATED_TOKENS: usize = 65;
+/// Rows of the batched decode run.
+const BATCH_ROWS: usize = 5;
+/// Passages of the embedder runs, and passages per forward pass on both sides.
+const PASSAGES: usize = 64;
+const EMBED_BATCH: usize = 32;
+
+/// The sections, in the order of `docs/BENCHMARKS.md`.
+const SECTIONS: [&str; 3] = ["generator", "embedder", "index"];
+
+/// What every section needs: the release binaries, the Python environment, the knobs.
+struct Bench {
+    root: PathBuf,
+    /// Folder of the release binaries (`selfrag`, `selfrag-bench-models`).
+    bin: PathBuf,
+    /// Folder for the benchmark models (shared by every clone, like the build).
+    models: PathBuf,
+    /// Folder for this run's scratch files and section results.
+    out: PathBuf,
+    rounds: usize,
+    blocks: usize,
+    threads: usize,
+    /// The venv's Python, set up on first use (the index section needs none).
+    python: std::cell::OnceCell<PathBuf>,
+}
+
+/// `cargo xtask bench [SECTION...]`.
+pub fn bench(root: &Path, args: &[String]) -> Result<()> {
+    let mut wanted: Vec<&str> = Vec::new();
+    for arg in args {
+        match arg.as_str() {
+            "all" => wanted.extend(SECTIONS),
+            s if SECTIONS.contains(&s) => wanted.push(s),
+            other => bail!(
+                "unknown benchmark section `{other}`: use {} or all",
+                SECTIONS.join(", ")
+            ),
+        }
+    }
+    if wanted.is_empty() {
+        wanted.extend(SECTIONS);
+    }
+    wanted.dedup();
+
+    let env_number = |key: &str, default: usize| -> Result<usize> {
+        match std::env::var(key) {
+            Ok(v) => v
+                .parse()
+                .with_context(|| format!("{key}={v} is not a positive number")),
+            Err(_) => Ok(default),
+        }
+    };
+    let bench = Bench {
+        root: root.to_owned(),
+        bin: target_dir().join("release"),
+        models: target_dir().join("bench-models"),
+        out: root.join("target/bench"),
+        rounds: env_number("SELFRAG_BENCH_ROUNDS", 5)?.max(1),
+        blocks: env_number("SELFRAG_BENCH_BLOCKS", 8)?.max(1),
+        threads: env_number("SELFRAG_BENCH_THREADS", 2)?.max(1),
+        python: std::cell::OnceCell::new(),
+    };
+    std::fs::create_dir_all(&bench.out).context("creating target/bench")?;
+    std::fs::create_dir_all(&bench.models)
+        .with_context(|| format!("creating {}", bench.models.display()))?;
+
+    // Exactly this command: the index benchmark builds the same way, so one build serves both.
+    let t = step("release build");
+    status(
+        cargo().args([
+            "build",
+            "--release",
+            "--workspace",
+            "--exclude",
+            "selfrag-desktop",
+        ]),
+        "cargo build --release --workspace --exclude selfrag-desktop",
+    )?;
+    done("release build", t);
+
+    for section in wanted {
+        let t = step(&format!("bench {section}"));
+        let markdown = match section {
+            "generator" => generator(&bench)?,
+            "embedder" => embedder(&bench)?,
+            _ => index::index(&bench)?,
+        };
+        eprintln!("\n{markdown}");
+        let file = bench.out.join(format!("{section}.md"));
+        std::fs::write(&file, &markdown).with_context(|| format!("writing {}", file.display()))?;
+        done(&format!("bench {section}"), t);
+    }
+    write_benchmarks_md(&bench)
+}
+
+/// `docs/BENCHMARKS.md`: a short preface and every section's last results.
+fn write_benchmarks_md(bench: &Bench) -> Result<()> {
+    let mut text = String::from(
+        "# Benchmarks\n\n\
+         Written by `cargo xtask bench [generator|embedder|index|all]` (see `xtask/src/bench.rs`); \
+         each section keeps the results of its last run. Both sides of a comparison run on the \
+         same machine with the same thread count, as fresh processes taking turns, and every \
+         figure is the median of the rounds. The models are random weights in the real shapes \
+         (the values of the weights do not change the speed).\n",
+    );
+    for section in SECTIONS {
+        let file = bench.out.join(format!("{section}.md"));
+        text.push('\n');
+        match std::fs::read_to_string(&file) {
+            Ok(markdown) => text.push_str(&markdown),
+            Err(_) => text.push_str(&format!(
+                "## {}\n\nNot run yet: `cargo xtask bench {section}`.\n",
+                title(section)
+            )),
+        }
+    }
+    let path = bench.root.join("docs/BENCHMARKS.md");
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("\nwrote {}", path.display());
+    Ok(())
+}
+
+fn title(section: &str) -> &'static str {
+    match section {
+        "generator" => "Generator",
+        "embedder" => "Embedder",
+        _ => "Index",
+    }
+}
+
+impl Bench {
+    fn binary(&self, name: &str) -> PathBuf {
+        self.bin.join(exe(name))
+    }
+
+    fn python(&self) -> Result<&Path> {
+        if let Some(python) = self.python.get() {
+            return Ok(python);
+        }
+        let python = bench_python()?;
+        Ok(self.python.get_or_init(|| python))
+    }
+
+    /// Runs `cmd` with the thread count set for candle/rayon and OpenMP; its stdout.
+    fn output(&self, cmd: &mut Command, what: &str) -> Result<String> {
+        let threads = self.threads.to_string();
+        cmd.env("RAYON_NUM_THREADS", &threads)
+            .env("OMP_NUM_THREADS", &threads)
+            .stdin(Stdio::null());
+        let out = cmd.output().with_context(|| format!("starting {what}"))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!("{what} failed ({}):\n{}", out.status, tail.join("\n"));
+        }
+        String::from_utf8(out.stdout).with_context(|| format!("{what} printed invalid UTF-8"))
+    }
+
+    /// Our binary `selfrag` with `args`, under `scripts/bench/peak_rss.py`; its stdout, which
+    /// ends with the peak RSS line.
+    fn selfrag(&self, args: &[String], what: &str) -> Result<String> {
+        let mut cmd = Command::new(self.python()?);
+        cmd.arg(self.root.join("scripts/bench/peak_rss.py"))
+            .arg(self.binary("selfrag"))
+            .args(args);
+        self.output(&mut cmd, what)
+    }
+
+    fn script(&self, name: &str, args: &[String], what: &str) -> Result<String> {
+        let mut cmd = Command::new(self.python()?);
+        cmd.arg(self.root.join("scripts/bench").join(name))
+            .args(args);
+        self.output(&mut cmd, what)
+    }
+}
+
+/// The benchmark's Python: a private venv with torch, transformers and llama-cpp-python (built
+/// from the sdist for this CPU), created and filled on first use.
+fn bench_python() -> Result<PathBuf> {
+    let venv = cache_dir().join("bench-python");
+    let python = venv.join("bin").join("python3");
+    if !python.exists() {
+        let t = step("Python environment for the benchmarks");
+        status(
+            Command::new("python3").arg("-m").arg("venv").arg(&venv),
+            "python3 -m venv (install python3-venv)",
+        )?;
+        done("Python environment for the benchmarks", t);
+    }
+    let imports = |modules: &str| {
+        Command::new(&python)
+            .args(["-c", &format!("import {modules}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !imports("torch, transformers, numpy") {
+        let t = step("pip install torch transformers numpy");
+        status(
+            Command::new(&python).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "torch",
+                "transformers",
+                "numpy",
+            ]),
+            "pip install torch transformers numpy",
+        )?;
+        done("pip install torch transformers numpy", t);
+    }
+    if !imports("llama_cpp") {
+        let cmake_args = std::env::var("SELFRAG_BENCH_CMAKE_ARGS").unwrap_or_else(|_| cmake_args());
+        let t = step(&format!("build {LLAMA_CPP_PYTHON} ({cmake_args})"));
+        let jobs = std::thread::available_parallelism().map_or(1, usize::from);
+        status(
+            Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-cache-dir",
+                    "--no-binary",
+                    "llama-cpp-python",
+                    LLAMA_CPP_PYTHON,
+                ])
+                .env("CMAKE_ARGS", &cmake_args)
+                .env("FORCE_CMAKE", "1")
+                .env("CMAKE_BUILD_PARALLEL_LEVEL", jobs.to_string()),
+            "building llama-cpp-python",
+        )?;
+        done("build llama-cpp-python", t);
+    }
+    Ok(python)
+}
+
+/// llama.cpp's CPU options for this machine: every SIMD level the CPU has (not `-march=native`,
+/// which would also turn on AMX), and AMX off: AMX tiles fault in some VMs that report them.
+fn cmake_args() -> String {
+    let flags = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("flags"))
+                .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        })
+        .unwrap_or_default();
+    let has = |flag: &str| flags.iter().any(|f| f == flag);
+    let mut args = vec!["-DGGML_NATIVE=OFF".to_owned()];
+    let options = [
+        ("GGML_AVX", "avx"),
+        ("GGML_AVX2", "avx2"),
+        ("GGML_FMA", "fma"),
+        ("GGML_F16C", "f16c"),
+        ("GGML_BMI2", "bmi2"),
+        ("GGML_AVX_VNNI", "avx_vnni"),
+        ("GGML_AVX512", "avx512f"),
+        ("GGML_AVX512_VBMI", "avx512vbmi"),
+        ("GGML_AVX512_VNNI", "avx512_vnni"),
+        ("GGML_AVX512_BF16", "avx512_bf16"),
+    ];
+    for (option, flag) in options {
+        let on = if has(flag) { "ON" } else { "OFF" };
+        args.push(format!("-D{option}={on}"));
+    }
+    args.extend(["GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"].map(|o| format!("-D{o}=OFF")));
+    args.join(" ")
+}
+
+/// The value of the first `"key": number` in `json`.
+fn json_number(json: &str, key: &str) -> Result<f64> {
+    let pattern = format!("\"{key}\":");
+    let start = json
+        .find(&pattern)
+        .with_context(|| format!("no `{key}` in {}", preview(json)))?
+        + pattern.len();
+    let rest = json[start..].trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c)))
+        .unwrap_or(rest.len());
+    rest[..end]
+        .parse()
+        .with_context(|| format!("`{key}` is not a number in {}", preview(json)))
+}
+
+/// The value of the first `"key": "string"` in `json` (escapes kept as written).
+fn json_string(json: &str, key: &str) -> Option<String> {
+    let pattern = format!("\"{key}\":");
+    let start = json.find(&pattern)? + pattern.len();
+    let rest = json[start..].trim_start().strip_prefix('"')?;
+    let mut end = 0;
+    let bytes = rest.as_bytes();
+    while end < bytes.len() && bytes[end] != b'"' {
+        end += if bytes[end] == b'\\' { 2 } else { 1 };
+    }
+    Some(rest[..end.min(rest.len())].replace("\\n", "; "))
+}
+
+fn preview(text: &str) -> String {
+    let cut: String = text.chars().take(300).collect();
+    if cut.len() < text.len() {
+        format!("{cut}…")
+    } else {
+        cut
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+fn list(values: &[f64]) -> String {
+    values
+        .iter()
+        .map(|v| format!("{v:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "**not met**" }
+}
+
+/// One line of a shell command's output, or `unknown`.
+fn command_line(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The CPU model, cores and memory of this machine.
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown CPU", str::trim)
+        .to_owned();
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let memory_kb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0);
+    format!(
+        "{model}, {cores} cores, {:.0} GiB",
+        memory_kb / 1024.0 / 1024.0
+    )
+}
+
+/// The version of `package` in the workspace's Cargo.lock.
+fn locked_version(root: &Path, package: &str) -> String {
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
+    let needle = format!("name = \"{package}\"\nversion = \"");
+    lock.find(&needle)
+        .and_then(|i| {
+            let rest = &lock[i + needle.len()..];
+            rest.find('"').map(|end| rest[..end].to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The 1-minute load average: other work on the machine skews every figure, so it is recorded
+/// with them (and a warning printed when the machine is busy).
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+/// The first line of a section: when, where, and with what.
+fn preamble(bench: &Bench, load_before: f64) -> String {
+    format!(
+        "Measured {} on {}; {} threads on both sides; median of {} rounds; load average {:.2} \
+         before and {:.2} after. {}, candle-core {}.",
+        command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        machine(),
+        bench.threads,
+        bench.rounds,
+        load_before,
+        load_average(),
+        command_line("rustc", &["-V"]),
+        locked_version(&bench.root, "candle-core"),
+    )
+}
+
+/// The load average now, with a warning when other work would skew the figures.
+fn check_load() -> f64 {
+    let load = load_average();
+    if load > 0.5 {
+        eprintln!(
+            "warning: load average {load:.2}: other processes are running; the figures will be \
+             skewed (the load is written next to them)"
+        );
+    }
+    load
+}
+
+/// The generator's prompt: BOS, then ordinary pieces (no byte or Self-RAG tokens).
+fn prompt_ids() -> String {
+    std::iter::once(1)
+        .chain((1..PROMPT_TOKENS).map(|i| 300 + (i * 7919) % 31_000))
+        .map(|id| id.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn generator(bench: &Bench) -> Result<String> {
+    let gguf = bench.models.join(format!(
+        "llama2-7b-shape-{}-blocks-q4_k_m.v1.gguf",
+        bench.blocks
+    ));
+    if !gguf.exists() {
+        let t = step(&format!("write {}", gguf.display()));
+        status(
+            Command::new(bench.binary("selfrag-bench-models"))
+                .arg("llama")
+                .arg(&gguf)
+                .arg(bench.blocks.to_string()),
+            "selfrag-bench-models llama",
+        )?;
+        done("write the benchmark GGUF", t);
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let file_mb = std::fs::metadata(&gguf)
+        .with_context(|| format!("reading {}", gguf.display()))?
+        .len() as f64
+        / 1e6;
+    let ids = prompt_ids();
+    let load = check_load();
+    let gguf_arg = gguf.display().to_string();
+    let ours_args = |batch: usize| -> Vec<String> {
+        [
+            "debug",
+            "generate",
+            "--model",
+            &gguf_arg,
+            "--ids",
+            &ids,
+            "--max-tokens",
+            &GENERATED_TOKENS.to_string(),
+            "--batch",
+            &batch.to_string(),
+            "--ignore-eos",
+            "--threads",
+            &bench.threads.to_string(),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let peer_args: Vec<String> = [
+        "--model",
+        &gguf_arg,
+        "--ids",
+        &ids,
+        "--max-tokens",
+        &GENERATED_TOKENS.to_string(),
+        "--threads",
+        &bench.threads.to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+
+    #[derive(Default)]
+    struct Runs {
+        prompt: Vec<f64>,
+        decode: Vec<f64>,
+        rss_mb: Vec<f64>,
+    }
+    let record = |runs: &mut Runs, json: &str| -> Result<()> {
+        runs.prompt
+            .push(json_number(json, "prompt_tokens")? / json_number(json, "prompt_seconds")?);
+        runs.decode
+            .push(json_number(json, "decode_tokens")? / json_number(json, "decode_seconds")?);
+        runs.rss_mb.push(json_number(json, "peak_rss_kb")? / 1024.0);
+        Ok(())
+    };
+    let (mut ours, mut peer, mut batched) = (Runs::default(), Runs::default(), Runs::default());
+    let mut peer_json = String::new();
+    for round in 0..bench.rounds {
+        eprintln!("generator round {}/{}", round + 1, bench.rounds);
+        let mut jobs: [u8; 3] = [0, 1, 2];
+        jobs.rotate_left(round % 3);
+        for job in jobs {
+            match job {
+                0 => {
+                    let json = bench.selfrag(&ours_args(1), "selfrag debug generate")?;
+                    record(&mut ours, &json)?;
+                }
+                1 => {
+                    peer_json = bench.script("llama_cpp_peer.py", &peer_args, "llama.cpp")?;
+                    record(&mut peer, &peer_json)?;
+                }
+                _ => {
+                    let json =
+                        bench.selfrag(&ours_args(BATCH_ROWS), "selfrag debug generate --batch")?;
+                    record(&mut batched, &json)?;
+                }
+            }
+        }
+    }
+
+    let (prompt, prompt_peer) = (median(&ours.prompt), median(&peer.prompt));
+    let (decode, decode_peer) = (median(&ours.decode), median(&peer.decode));
+    let batch_decode = median(&batched.decode);
+    let rss = ours
+        .rss_mb
+        .iter()
+        .chain(&batched.rss_mb)
+        .copied()
+        .fold(0.0, f64::max);
+    let rss_single = ours.rss_mb.iter().copied().fold(0.0, f64::max);
+    let rss_peer = peer.rss_mb.iter().copied().fold(0.0, f64::max);
+    let rss_goal = file_mb + 1000.0;
+    let mut md = format!(
+        "## Generator\n\n{} llama-cpp-python {} built here ({}).\n\n\
+         Model: random weights in the Llama-2-7B shape (4096-d, 11008 FFN, 32 heads, \
+         32000 + 16 vocabulary) with **{} of its 32 blocks**, quantized with llama.cpp's Q4_K_M \
+         mix by `selfrag-bench-models`: {:.0} MB (the real 32-block file is 4.08 GB). \
+         Fewer blocks keep the file small; every block costs the same, so the ratios hold for \
+         the full model, except that the output layer weighs more here. Prompt: {} tokens; \
+         {} greedy tokens per row, ignoring EOS, i.e. {} decode steps.\n\n",
+        preamble(bench, load),
+        json_string(&peer_json, "llama_cpp_python").unwrap_or_default(),
+        json_string(&peer_json, "system_info").unwrap_or_default(),
+        bench.blocks,
+        file_mb,
+        PROMPT_TOKENS,
+        GENERATED_TOKENS,
+        GENERATED_TOKENS - 1,
+    );
+    md.push_str("| measure | ours (candle) | peer | ratio | goal | |\n");
+    md.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
+    md.push_str(&format!(
+        "| prompt, tokens/s | {prompt:.1} | llama.cpp {prompt_peer:.1} | {:.2}× | ≥ 0.8× llama.cpp | {} |\n",
+        prompt / prompt_peer,
+        verdict(prompt / prompt_peer >= 0.8)
+    ));
+    md.push_str(&format!(
+        "| decode, tokens/s | {decode:.2} | llama.cpp {decode_peer:.2} | {:.2}× | ≥ 1.0× llama.cpp | {} |\n",
+        decode / decode_peer,
+        verdict(decode / decode_peer >= 1.0)
+    ));
+    md.push_str(&format!(
+        "| K={BATCH_ROWS} batched decode, total tokens/s | {batch_decode:.2} | ours single-stream {decode:.2} | {:.2}× | ≥ 2.5× single-stream | {} |\n",
+        batch_decode / decode,
+        verdict(batch_decode / decode >= 2.5)
+    ));
+    md.push_str(&format!(
+        "| peak RSS while generating, MB | {rss:.0} (K=1: {rss_single:.0}) | llama.cpp {rss_peer:.0} | file + 1 GB = {rss_goal:.0} | ≤ file + 1 GB | {} |\n",
+        verdict(rss <= rss_goal)
+    ));
+    md.push_str(&format!(
+        "\nPer round, tokens/s: prompt ours [{}], llama.cpp [{}]; decode ours [{}], llama.cpp \
+         [{}]; K={BATCH_ROWS} decode [{}].\n",
+        list(&ours.prompt),
+        list(&peer.prompt),
+        list(&ours.decode),
+        list(&peer.decode),
+        list(&batched.decode),
+    ));
+    Ok(md)
+}
+
+fn embedder(bench: &Bench) -> Result<String> {
+    let dir = bench.models.join("bert-base-shape.v1");
+    if !dir.join("model.safetensors").exists() {
+        let t = step(&format!("write {}", dir.display()));
+        status(
+            Command::new(bench.binary("selfrag-bench-models"))
+                .arg("bert")
+                .arg(&dir),
+            "selfrag-bench-models bert",
+        )?;
+        done("write the benchmark BERT", t);
+    }
+    let passages_json = bench.output(
+        Command::new(bench.binary("selfrag-bench-models"))
+            .arg("passages")
+            .arg(PASSAGES.to_string()),
+        "selfrag-bench-models passages",
+    )?;
+    let passages_file = bench.out.join("passages.json");
+    std::fs::write(&passages_file, &passages_json)
+        .with_context(|| format!("writing {}", passages_file.display()))?;
+    let passages = split_json_strings(&passages_json)?;
+    let load = check_load();
+    let dir_arg = dir.display().to_string();
+    let mut ours_args: Vec<String> = vec![
+        "debug".into(),
+        "embed".into(),
+        "--model".into(),
+        dir_arg.clone(),
+    ];
+    ours_args.extend(passages);
+    let ours_file = bench.out.join("embed-ours.json");
+    let peer_args: Vec<String> = vec![
+        "--model".into(),
+        dir_arg,
+        "--passages".into(),
+        passages_file.display().to_string(),
+        "--threads".into(),
+        bench.threads.to_string(),
+        "--batch".into(),
+        EMBED_BATCH.to_string(),
+        "--compare".into(),
+        ours_file.display().to_string(),
+    ];
+
+    let (mut ours, mut peer) = (Vec::new(), Vec::new());
+    let mut peer_json = String::new();
+    let mut min_cosine = f64::INFINITY;
+    for round in 0..bench.rounds {
+        eprintln!("embedder round {}/{}", round + 1, bench.rounds);
+        // The peer compares against our last output, so ours runs first in the first round.
+        let order: [bool; 2] = if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for is_ours in order {
+            if is_ours {
+                let json = bench.selfrag(&ours_args, "selfrag debug embed")?;
+                std::fs::write(&ours_file, &json)
+                    .with_context(|| format!("writing {}", ours_file.display()))?;
+                #[allow(clippy::cast_precision_loss)]
+                ours.push(PASSAGES as f64 / json_number(&json, "seconds")?);
+            } else {
+                peer_json = bench.script("torch_peer.py", &peer_args, "PyTorch transformers")?;
+                peer.push(
+                    json_number(&peer_json, "passages")? / json_number(&peer_json, "seconds")?,
+                );
+                min_cosine = min_cosine.min(json_number(&peer_json, "min_cosine")?);
+            }
+        }
+    }
+    let (rate, rate_peer) = (median(&ours), median(&peer));
+    let mut md = format!(
+        "## Embedder\n\n{} torch {}, transformers {} (attention: {}).\n\n\
+         Model: random weights in the BERT-base shape of contriever-msmarco (768-d, 12 layers, \
+         12 heads, 3072 FFN, 30522 vocabulary), f32 safetensors. Input: {PASSAGES} passages of \
+         90 to 180 words, tokenized by each side (the same WordPiece vocabulary), batches of \
+         {EMBED_BATCH} sorted by length on the peer's side as sentence-transformers does, mean \
+         pooling; model loading not timed.\n\n",
+        preamble(bench, load),
+        json_string(&peer_json, "torch").unwrap_or_default(),
+        json_string(&peer_json, "transformers").unwrap_or_default(),
+        json_string(&peer_json, "attention").unwrap_or_default(),
+    );
+    md.push_str("| measure | ours (candle) | PyTorch transformers | ratio | goal | |\n");
+    md.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
+    md.push_str(&format!(
+        "| passages/s | {rate:.2} | {rate_peer:.2} | {:.2}× | ≥ 1.0× | {} |\n",
+        rate / rate_peer,
+        verdict(rate / rate_peer >= 1.0)
+    ));
+    md.push_str(&format!(
+        "\nPer round, passages/s: ours [{}], PyTorch [{}]. The two sides' vectors agree: \
+         smallest cosine similarity {min_cosine:.6}.\n",
+        list(&ours),
+        list(&peer),
+    ));
+    Ok(md)
+}
+
+/// The strings of a flat JSON array of strings (as `selfrag-bench-models passages` prints:
+/// plain ASCII words and punctuation, no escapes).
+fn split_json_strings(json: &str) -> Result<Vec<String>> {
+    let inner = json
+        .trim()
+        .strip_prefix('[')
+        .and_then(|s| s.strip_suffix(']'))
+        .with_context(|| format!("not a JSON array: {}", preview(json)))?;
+    if inner.contains('\\') {
+        bail!("escaped characters in the passages: {}", preview(json));
+    }
+    Ok(inner
+        .split("\",\"")
+        .map(|s| s.trim_matches('"').to_owned())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_numbers_and_strings_from_json() {
+        let json = r#"{"prompt_tokens": 128, "prompt_seconds":1.5e-1, "name":"a\"b", "x":-2}"#;
+        assert_eq!(json_number(json, "prompt_tokens").unwrap(), 128.0);
+        assert_eq!(json_number(json, "prompt_seconds").unwrap(), 0.15);
+        assert_eq!(json_number(json, "x").unwrap(), -2.0);
+        assert!(json_number(json, "missing").is_err());
+        assert_eq!(json_string(json, "name").unwrap(), "a\\\"b");
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn passages_split_back_into_strings() {
+        let v = split_json_strings("[\"One two.\",\"Three, four.\"]\n").unwrap();
+        assert_eq!(v, ["One two.", "Three, four."]);
+    }
+
+    #[test]
+    fn llama_cpp_never_gets_amx() {
+        let args = cmake_args();
+        assert!(args.contains("-DGGML_NATIVE=OFF"));
+        assert!(args.contains("-DGGML_AMX_INT8=OFF"));
+        assert!(!args.contains("AMX_TILE=ON"));
+    }
+
+    #[test]
+    fn the_prompt_has_the_planned_length_and_starts_with_bos() {
+        let ids: Vec<usize> = prompt_ids()
+            .split(',')
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(ids.len(), PROMPT_TOKENS);
+        assert_eq!(ids[0], 1);
+        assert!(ids[1..].iter().all(|&id| (300..32_000).contains(&id)));
+    }
+}

@@ -1,0 +1,248 @@
+//! The `index` section of `cargo xtask bench`: the document library.
+//!
+//! - PDF pages/s extracted by `selfrag debug extract` (pdf-extract, in one process) against
+//!   `pdftotext` (poppler-utils, a process per file, as it is used) on the same PDFs, written
+//!   here by a small PDF writer: text pages in a standard font (goal ≥ 0.5×).
+//! - passages/s embedded and peak memory of `selfrag index` over 10,000 small files, with the
+//!   real all-MiniLM-L6-v2 weights (the Contriever checkpoint is not downloaded here).
+//! - hybrid query p50/p95 and the ANN index's recall@10 against exact search on synthetic
+//!   libraries of 10k, 100k and 1M passages of 768-d vectors (`selfrag debug bench-search`);
+//!   goals p95 ≤ 30 ms at 100k and ≤ 100 ms at 1M with recall@10 ≥ 0.95. The sizes can be
+//!   chosen with `SELFRAG_BENCH_SEARCH_SIZES=10000,100000`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use super::{Bench, json_number, median, verdict};
+
+const PDF_FILES: usize = 20;
+const PDF_PAGES: usize = 20;
+const SMALL_FILES: usize = 10_000;
+
+pub(super) fn index(bench: &Bench) -> Result<String> {
+    let mut md = String::from("## Index\n\n");
+    let scratch = bench.out.join("index");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).context("creating target/bench/index")?;
+    let selfrag = bench.binary("selfrag");
+
+    // PDF extraction against pdftotext.
+    if !crate::have("pdftotext") {
+        crate::status(
+            Command::new("apt-get").args(["install", "-y", "-q", "poppler-utils"]),
+            "apt-get install poppler-utils (for pdftotext)",
+        )?;
+    }
+    let pdfs = scratch.join("pdfs");
+    std::fs::create_dir_all(&pdfs)?;
+    let mut files = Vec::new();
+    for i in 0..PDF_FILES {
+        let path = pdfs.join(format!("paper{i:02}.pdf"));
+        std::fs::write(&path, text_pdf(i, PDF_PAGES))?;
+        files.push(path);
+    }
+    let pages = (PDF_FILES * PDF_PAGES) as f64;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..bench.rounds {
+        let out = bench.output(
+            Command::new(&selfrag)
+                .arg("debug")
+                .arg("extract")
+                .args(&files),
+            "selfrag debug extract",
+        )?;
+        if json_number(&out, "failed")? > 0.0 {
+            bail!("selfrag could not extract every benchmark PDF: {out}");
+        }
+        ours.push(pages / json_number(&out, "seconds")?);
+        let t = Instant::now();
+        for f in &files {
+            crate::status(
+                Command::new("pdftotext")
+                    .arg(f)
+                    .arg(scratch.join("out.txt"))
+                    .stderr(Stdio::null()),
+                "pdftotext",
+            )?;
+        }
+        theirs.push(pages / t.elapsed().as_secs_f64());
+    }
+    let ratio = median(&ours) / median(&theirs);
+    let _ = writeln!(
+        md,
+        "### PDF text extraction\n\n{PDF_FILES} PDFs × {PDF_PAGES} pages of text (Helvetica, written by the bench), {} rounds, median.\n\n\
+         | | pages/s |\n|---|---|\n| selfrag (pdf-extract) | {:.0} |\n| pdftotext (poppler) | {:.0} |\n\n\
+         Ratio {ratio:.2}× (goal ≥ 0.5×: {}).\n",
+        bench.rounds,
+        median(&ours),
+        median(&theirs),
+        verdict(ratio >= 0.5),
+    );
+
+    // Indexing 10,000 files: passages/s and peak memory.
+    let corpus = scratch.join("corpus");
+    for i in 0..SMALL_FILES {
+        let dir = corpus.join(format!("d{:02}", i % 100));
+        std::fs::create_dir_all(&dir)?;
+        let mut text = format!("# Note {i}\n");
+        for w in 0..80 {
+            let _ = write!(text, "word{} ", (i * 31 + w * 7) % 5000);
+        }
+        std::fs::write(dir.join(format!("note{i}.md")), text)?;
+    }
+    let minilm = crate::minilm_dir()?;
+    let data = scratch.join("data");
+    let t = Instant::now();
+    let out = bench.output(
+        Command::new("python3")
+            .arg(bench.root.join("scripts/bench/peak_rss.py"))
+            .arg(&selfrag)
+            .arg("index")
+            .arg(&corpus)
+            .env("SELFRAG_DATA_DIR", &data)
+            .env("SELFRAG_EMBEDDER", &minilm)
+            .env("SELFRAG_GENERATOR", "")
+            .env("SELFRAG_DEVICE", "cpu")
+            .stderr(Stdio::null()),
+        "selfrag index (10,000 files)",
+    )?;
+    let seconds = t.elapsed().as_secs_f64();
+    let peak_mb = json_number(&out, "peak_rss_kb")? / 1024.0;
+    let stats = bench.output(
+        Command::new(&selfrag)
+            .args(["library", "stats", "--json"])
+            .env("SELFRAG_DATA_DIR", &data)
+            .env("SELFRAG_EMBEDDER", &minilm),
+        "selfrag library stats",
+    )?;
+    let passages = json_number(&stats, "passages")?;
+    let documents = json_number(&stats, "documents")?;
+    let _ = writeln!(
+        md,
+        "### Indexing {SMALL_FILES} files\n\n`selfrag index` on {documents:.0} Markdown files ({passages:.0} passages), all-MiniLM-L6-v2 on the CPU, {} threads: \
+         {seconds:.1} s, {:.1} files/s, {:.1} passages/s embedded (parsing, embedding and writing included); \
+         peak RSS {peak_mb:.0} MB (the process and its parser workers).\n",
+        bench.threads,
+        documents / seconds,
+        passages / seconds,
+    );
+
+    // Search at 10k, 100k, 1M passages.
+    let sizes: Vec<usize> = std::env::var("SELFRAG_BENCH_SEARCH_SIZES")
+        .unwrap_or_else(|_| "10000,100000,1000000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let _ = writeln!(
+        md,
+        "### Search\n\nSynthetic libraries: 768-d vectors around 256 random centres, 100 random words of a Zipf-distributed vocabulary per passage; 100 queries each. \
+         Hybrid = vector search (exact below 50,000 passages, IVF-PQ above) + BM25, fused by reciprocal rank.\n\n\
+         | passages | write s | index s | ANN | hybrid p50 ms | hybrid p95 ms | vector p95 ms | exact p50 ms | recall@10 | goal |\n\
+         |---|---|---|---|---|---|---|---|---|---|"
+    );
+    for n in sizes {
+        let dir: PathBuf = scratch.join(format!("search{n}"));
+        let t = step_line(n);
+        let out = bench.output(
+            Command::new(&selfrag).args([
+                "debug",
+                "bench-search",
+                "--dir",
+                &dir.display().to_string(),
+                "--passages",
+                &n.to_string(),
+                "--queries",
+                "100",
+            ]),
+            "selfrag debug bench-search",
+        )?;
+        eprintln!("  {n} passages: {out} ({:.0} s)", t.elapsed().as_secs_f64());
+        let p95 = json_number(&out, "hybrid_p95_ms")?;
+        let recall = json_number(&out, "recall_at_10")?;
+        let goal = match n {
+            n if n >= 1_000_000 => verdict(p95 <= 100.0 && recall >= 0.95),
+            n if n >= 100_000 => verdict(p95 <= 30.0 && recall >= 0.95),
+            _ => "—",
+        };
+        let _ = writeln!(
+            md,
+            "| {n} | {:.1} | {:.1} | {} | {:.1} | {p95:.1} | {:.1} | {:.1} | {recall:.3} | {goal} |",
+            json_number(&out, "write_seconds")?,
+            json_number(&out, "index_seconds")?,
+            if out.contains("\"ann_index\":true") {
+                "IVF-PQ"
+            } else {
+                "exact"
+            },
+            json_number(&out, "hybrid_p50_ms")?,
+            json_number(&out, "vector_p95_ms")?,
+            json_number(&out, "exact_p50_ms")?,
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(md)
+}
+
+fn step_line(n: usize) -> Instant {
+    eprintln!("  search benchmark, {n} passages…");
+    Instant::now()
+}
+
+/// A PDF of `pages` pages of plain text in Helvetica, uncompressed (both extractors parse the
+/// same content streams).
+fn text_pdf(seed: usize, pages: usize) -> Vec<u8> {
+    let mut objects: Vec<String> = Vec::new();
+    // 1: catalog, 2: pages, 3: font, then a page and a content stream per page.
+    objects.push("<< /Type /Catalog /Pages 2 0 R >>".into());
+    let kids: Vec<String> = (0..pages).map(|p| format!("{} 0 R", 4 + 2 * p)).collect();
+    objects.push(format!(
+        "<< /Type /Pages /Kids [{}] /Count {pages} >>",
+        kids.join(" ")
+    ));
+    objects.push("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".into());
+    for p in 0..pages {
+        let mut stream = String::from("BT /F1 10 Tf 12 TL 56 800 Td\n");
+        for line in 0..60 {
+            let mut text = String::new();
+            for w in 0..12 {
+                let _ = write!(
+                    text,
+                    "term{} ",
+                    (seed * 7919 + p * 613 + line * 31 + w) % 4000
+                );
+            }
+            let _ = writeln!(stream, "({}) '", text.trim_end());
+        }
+        stream.push_str("ET");
+        objects.push(format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
+            5 + 2 * p
+        ));
+        objects.push(format!(
+            "<< /Length {} >>\nstream\n{stream}\nendstream",
+            stream.len()
+        ));
+    }
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(pdf.len());
+        pdf.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = pdf.len();
+    let mut table = format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1);
+    for off in offsets {
+        let _ = writeln!(table, "{off:010} 00000 n ");
+    }
+    let _ = write!(
+        table,
+        "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+        objects.len() + 1
+    );
+    pdf.extend_from_slice(table.as_bytes());
+    pdf
+}

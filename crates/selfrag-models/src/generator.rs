@@ -26,9 +26,14 @@ use crate::error::ModelError;
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::QuantizedLlama;
 
-/// Prompt tokens per forward pass, summed over the rows of a batch: bounds the attention scores
-/// (`tokens × heads × context` floats) that a long prompt would otherwise need all at once.
-const PREFILL_TOKENS: usize = 256;
+/// Prompt tokens per forward pass, summed over the rows of a batch. It bounds the attention
+/// scores (`tokens × heads × context` floats), and it stays under 32 on purpose: on CPUs with
+/// AMX, candle multiplies 32 rows or more with AMX tiles from a second packed copy of every Q4_K
+/// matrix, 2.2 times the size of the weights, kept next to the original and the AVX-512 copy.
+/// For a 7B Q4_K_M model that is 8 GB more memory (measured: peak RSS 4.1 GB instead of 2.5 GB
+/// on an 8-block, 1.16 GB model), for prompts about 25% faster. The AVX-512 tiles read 4 rows
+/// per pass over the weights at any chunk size, so smaller chunks cost little otherwise.
+const PREFILL_TOKENS: usize = 31;
 
 /// A GGUF Llama model and its tokenizer, on one device.
 pub struct LlamaGenerator {
@@ -121,7 +126,11 @@ impl LlamaGenerator {
                 ),
             });
         }
-        let model = QuantizedLlama::from_gguf(path, &content, &mut reader, device)?;
+        let mut model = QuantizedLlama::from_gguf(path, &content, &mut reader, device)?;
+        model.warm_up().map_err(|e| ModelError::InvalidGguf {
+            path: path.to_owned(),
+            reason: format!("the first forward pass failed: {e}"),
+        })?;
         tracing::info!(
             path = %path.display(),
             vocab = tokenizer.vocab_size(),

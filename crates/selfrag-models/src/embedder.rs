@@ -184,15 +184,11 @@ impl BertEmbedder {
 
     /// One embedding per text, in order: mean of the last hidden states over the real
     /// (unpadded) tokens, not normalised. Texts longer than 512 tokens are truncated.
+    ///
+    /// Texts are batched by length (all tokenized first, then sorted), so a batch pads its rows
+    /// to about their own length rather than to the longest text of an arbitrary group; a row's
+    /// vector does not depend on the other rows of its batch.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(BATCH_SIZE) {
-            out.extend(self.embed_batch(chunk)?);
-        }
-        Ok(out)
-    }
-
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -203,11 +199,27 @@ impl BertEmbedder {
                 path: self.dir.clone(),
                 reason: format!("cannot tokenize: {e}"),
             })?;
+        let mut order: Vec<usize> = (0..encodings.len()).collect();
+        order.sort_by_key(|&i| encodings[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(BATCH_SIZE) {
+            let batch: Vec<&tokenizers::Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
+            for (&i, vector) in chunk.iter().zip(self.embed_batch(&batch)?) {
+                out[i] = vector;
+            }
+        }
+        Ok(out)
+    }
+
+    fn embed_batch(
+        &self,
+        encodings: &[&tokenizers::Encoding],
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
         let width = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
         let rows = encodings.len();
         let mut ids = Vec::with_capacity(rows * width);
         let mut mask = Vec::with_capacity(rows * width);
-        for encoding in &encodings {
+        for encoding in encodings {
             let n = encoding.len();
             ids.extend_from_slice(encoding.get_ids());
             ids.extend(std::iter::repeat_n(self.pad_id, width - n));

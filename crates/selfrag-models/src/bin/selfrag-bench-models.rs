@@ -7,7 +7,9 @@
 //! - `selfrag-bench-models passages N`: N benchmark passages, one JSON array on stdout;
 //! - `selfrag-bench-models generate FILE PROMPT_TOKENS MAX_TOKENS BATCH`: greedy decoding of a
 //!   synthetic prompt with timings, as `selfrag debug generate --ignore-eos` prints them, from a
-//!   binary that links candle only (quick to rebuild and to profile while optimising).
+//!   binary that links candle only (quick to rebuild and to profile while optimising);
+//! - `selfrag-bench-models embed DIR N`: embeds the N benchmark passages with the BERT in DIR
+//!   and prints `{"passages": N, "seconds": s}` (loading not timed), for the same reason.
 
 // A command-line tool reports on stdout and stderr.
 #![allow(clippy::print_stderr, clippy::print_stdout)]
@@ -19,10 +21,10 @@ use selfrag_core::GenerateRequest;
 use selfrag_models::fixtures::bench::{
     bench_passages, write_bert_base_shaped, write_llama2_7b_shaped_gguf,
 };
-use selfrag_models::{Device, LlamaGenerator};
+use selfrag_models::{BertEmbedder, Device, LlamaGenerator};
 
 const USAGE: &str = "usage: selfrag-bench-models llama FILE BLOCKS | bert DIR | passages N \
-                     | generate FILE PROMPT_TOKENS MAX_TOKENS BATCH";
+                     | generate FILE PROMPT_TOKENS MAX_TOKENS BATCH | embed DIR N";
 
 fn run(args: &[String]) -> Result<(), String> {
     let number = |arg: Option<&String>, what: &str| -> Result<usize, String> {
@@ -57,6 +59,21 @@ fn run(args: &[String]) -> Result<(), String> {
             let max_tokens = number(args.get(3), "MAX_TOKENS")?;
             let batch = number(args.get(4), "BATCH")?;
             generate(&file, prompt_tokens, max_tokens, batch)
+        }
+        Some("embed") => {
+            let dir = PathBuf::from(args.get(1).ok_or(USAGE)?);
+            let count = number(args.get(2), "N")?;
+            let embedder = BertEmbedder::load(&dir, &Device::Cpu).map_err(|e| e.to_string())?;
+            let passages = bench_passages(count);
+            let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+            let started = std::time::Instant::now();
+            embedder.embed(&refs).map_err(|e| e.to_string())?;
+            let seconds = started.elapsed().as_secs_f64();
+            println!(
+                "{}",
+                serde_json::json!({"passages": count, "seconds": seconds})
+            );
+            Ok(())
         }
         _ => Err(USAGE.to_owned()),
     }

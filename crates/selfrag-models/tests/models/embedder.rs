@@ -73,6 +73,25 @@ fn more_than_one_batch_keeps_order() {
 }
 
 #[test]
+fn batching_by_length_returns_every_vector_in_input_order() {
+    let (_dir, embedder) = tiny_bert();
+    // Lengths that go up and down, so sorting by length reorders them across batches.
+    let texts: Vec<String> = (0..70)
+        .map(|i| {
+            let words = 1 + (i * 37) % 23;
+            format!("text {i}: {}", "the river of paris ".repeat(words))
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let all = embedder.embed(&refs).unwrap();
+    assert_eq!(all.len(), texts.len());
+    for (i, text) in refs.iter().enumerate() {
+        let alone = embedder.embed(&[text]).unwrap().remove(0);
+        assert!(max_abs_diff(&all[i], &alone) < 1e-5, "text {i}");
+    }
+}
+
+#[test]
 fn the_vocab_txt_tokenizer_is_uncased_and_truncates_long_texts() {
     let (_dir, embedder) = tiny_bert();
     let out = embedder

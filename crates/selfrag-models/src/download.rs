@@ -808,8 +808,14 @@ pub fn check_architecture(spec: &ModelSpec, found: &Path) -> Result<(), Download
     match spec.role {
         ModelRole::Generator => {
             let mut reader = File::open(found).map_err(ModelError::io(found))?;
-            let content = candle_core::quantized::gguf_file::Content::read(&mut reader)
-                .map_err(|e| wrong(format!("not a GGUF file ({e})"), "a Llama GGUF", found))?;
+            let content = crate::gguf_header::read(&mut reader, found).map_err(|e| match e {
+                ModelError::InvalidGguf { reason, .. } => wrong(
+                    format!("not a usable GGUF file ({reason})"),
+                    "a Llama GGUF",
+                    found,
+                ),
+                other => other.into(),
+            })?;
             let architecture = content
                 .metadata
                 .get("general.architecture")

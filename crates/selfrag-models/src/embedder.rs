@@ -101,6 +101,32 @@ fn wordpiece_from_vocab(vocab: &Path, lowercase: bool) -> Result<Tokenizer, Mode
     Ok(tokenizer)
 }
 
+/// The sizes candle's BERT divides by or allocates from, checked first: a zero head count
+/// would divide by zero, and no real BERT has an empty dimension.
+fn check_config(config: &Config) -> Result<(), String> {
+    let sizes = [
+        ("hidden_size", config.hidden_size),
+        ("num_attention_heads", config.num_attention_heads),
+        ("num_hidden_layers", config.num_hidden_layers),
+        ("intermediate_size", config.intermediate_size),
+        ("max_position_embeddings", config.max_position_embeddings),
+        ("vocab_size", config.vocab_size),
+    ];
+    if let Some((key, _)) = sizes.iter().find(|(_, size)| *size == 0) {
+        return Err(format!("not a BERT config: `{key}` is 0"));
+    }
+    if !config
+        .hidden_size
+        .is_multiple_of(config.num_attention_heads)
+    {
+        return Err(format!(
+            "not a BERT config: `hidden_size` {} does not split into {} attention heads",
+            config.hidden_size, config.num_attention_heads
+        ));
+    }
+    Ok(())
+}
+
 impl BertEmbedder {
     /// Loads the model in `dir` onto `device`.
     pub fn load(dir: &Path, device: &Device) -> Result<Self, ModelError> {
@@ -119,6 +145,11 @@ impl BertEmbedder {
                 path: config_path.clone(),
                 reason: format!("not a BERT config: {e}"),
             })?;
+
+        check_config(&config).map_err(|reason| ModelError::InvalidModelFile {
+            path: config_path.clone(),
+            reason,
+        })?;
 
         let safetensors = dir.join("model.safetensors");
         let pytorch = dir.join("pytorch_model.bin");

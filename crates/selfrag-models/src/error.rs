@@ -81,6 +81,20 @@ impl ModelError {
         move |source| Self::Candle { context, source }
     }
 
+    /// Names the GGUF file a tokenizer error came from (the tokenizer is built from a parsed
+    /// header, which does not know its file).
+    pub(crate) fn in_file(self, path: &std::path::Path) -> Self {
+        match self {
+            Self::InvalidTokenizer { reason } => Self::InvalidGguf {
+                path: path.to_owned(),
+                reason: format!(
+                    "its tokenizer metadata (`tokenizer.ggml.*`) is unusable: {reason}"
+                ),
+            },
+            other => other,
+        }
+    }
+
     /// Wraps an I/O error with the path it concerns.
     pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self + use<> {
         let path = path.to_owned();

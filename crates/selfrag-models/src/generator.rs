@@ -16,7 +16,6 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device};
 use selfrag_core::{
     BackendError, GenerateRequest, GeneratedToken, Generation, Generator, StopReason, TokenId,
@@ -109,13 +108,9 @@ impl LlamaGenerator {
     pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
         let file = File::open(path).map_err(ModelError::io(path))?;
         let mut reader = BufReader::new(file);
-        let content =
-            gguf_file::Content::read(&mut reader).map_err(|e| ModelError::InvalidGguf {
-                path: path.to_owned(),
-                reason: e.to_string(),
-            })?;
+        let content = crate::gguf_header::read(&mut reader, path)?;
         let config = crate::llama::LlamaConfig::from_gguf(&content, path)?;
-        let tokenizer = GgufTokenizer::from_gguf(&content)?;
+        let tokenizer = GgufTokenizer::from_gguf(&content).map_err(|e| e.in_file(path))?;
         if config.vocab_size != tokenizer.vocab_size() {
             return Err(ModelError::InvalidGguf {
                 path: path.to_owned(),

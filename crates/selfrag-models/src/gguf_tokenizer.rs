@@ -187,14 +187,8 @@ impl GgufTokenizer {
     /// Reads only the header of the GGUF at `path` (no weights) and builds its tokenizer.
     pub fn from_gguf_file(path: &std::path::Path) -> Result<Self, ModelError> {
         let file = std::fs::File::open(path).map_err(ModelError::io(path))?;
-        let content =
-            gguf_file::Content::read(&mut std::io::BufReader::new(file)).map_err(|e| {
-                ModelError::InvalidGguf {
-                    path: path.to_owned(),
-                    reason: e.to_string(),
-                }
-            })?;
-        Self::from_gguf(&content)
+        let content = crate::gguf_header::read(&mut std::io::BufReader::new(file), path)?;
+        Self::from_gguf(&content).map_err(|e| e.in_file(path))
     }
 
     /// Builds the tokenizer from `tokenizer.ggml.*` metadata (model `llama`, i.e. SPM).

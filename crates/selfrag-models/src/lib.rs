@@ -48,6 +48,7 @@ mod embedder;
 mod error;
 pub mod fixtures;
 mod generator;
+mod gguf_header;
 mod gguf_tokenizer;
 mod llama;
 pub mod store;

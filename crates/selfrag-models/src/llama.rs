@@ -160,6 +160,16 @@ impl LlamaConfig {
                 "embedding length {embedding_length} does not split into {head_count} heads of even size"
             )));
         }
+        if !(rms_norm_eps.is_finite() && rms_norm_eps > 0.0) {
+            return Err(invalid(format!(
+                "RMS norm epsilon {rms_norm_eps} is not a small positive number"
+            )));
+        }
+        if !(rope_freq_base.is_finite() && rope_freq_base > 0.0) {
+            return Err(invalid(format!(
+                "RoPE frequency base {rope_freq_base} is not a positive number"
+            )));
+        }
         let head_dim = embedding_length / head_count;
         if head_count_kv == 0 || !head_count.is_multiple_of(head_count_kv) {
             return Err(invalid(format!(
@@ -174,6 +184,16 @@ impl LlamaConfig {
             )));
         }
 
+        // Checked against the tensors before anything is sized by it: a corrupt count must not
+        // allocate room for billions of blocks.
+        let last_block = format!("blk.{}.attn_q.weight", block_count.saturating_sub(1));
+        if block_count > content.tensor_infos.len()
+            || !content.tensor_infos.contains_key(&last_block)
+        {
+            return Err(invalid(format!(
+                "`llama.block_count` says {block_count} blocks but the file has no `{last_block}`"
+            )));
+        }
         let dims = |name: &str| {
             content
                 .tensor_infos

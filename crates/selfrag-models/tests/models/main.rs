@@ -1,8 +1,15 @@
 //! Integration tests of selfrag-models, on tiny random models written by `fixtures` at test
 //! time (no downloads). One binary, one module per component.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 
+mod allocation;
+mod corrupt;
 mod embedder;
 mod generator;
 mod llama;
@@ -11,6 +18,11 @@ mod store;
 mod tokenizer;
 
 use std::path::PathBuf;
+
+/// Every test thread's largest single allocation is recorded (see `allocation`), so the
+/// corrupt-file tests can tell an absurd count that allocated gigabytes from one that was refused.
+#[global_allocator]
+static ALLOCATOR: allocation::Tracking = allocation::Tracking;
 
 use selfrag_models::fixtures;
 use tempfile::TempDir;

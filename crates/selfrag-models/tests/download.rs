@@ -4,7 +4,12 @@
 //! Nothing here touches the internet.
 
 // Test code: a failed unwrap is a failed test, at the line that failed.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -292,6 +297,11 @@ fn embedder(hub: &Hub, repo: &str, weights: &[u8]) -> ModelSpec {
             ..Served::default()
         },
     );
+    embedder_spec(repo, weights.len())
+}
+
+/// The manifest of [`embedder`], without serving anything (for a child process).
+fn embedder_spec(repo: &str, weights_len: usize) -> ModelSpec {
     ModelSpec::from_toml(
         "test.toml",
         &format!(
@@ -317,7 +327,7 @@ name = "vocab.txt"
 name = "tokenizer_config.json"
 required = false
 "#,
-            weights.len()
+            weights_len
         ),
     )
     .unwrap()
@@ -852,4 +862,146 @@ size_bytes = 100000
     assert_eq!(locate_in(cache.path(), &sized).found, None);
     let (checks, _) = verify_model(&sized, cache.path(), &mut |_| {});
     assert_eq!(checks[1].verdict, Verdict::WrongSize, "{:?}", checks[1]);
+}
+
+/// Environment of [`kill_child_downloads_until_killed`]: the hub URL, the cache, the repo and
+/// the weights' size, separated by newlines.
+const KILL_CHILD_ENV: &str = "SELFRAG_TEST_KILL_CHILD_DOWNLOAD";
+
+/// The child process of [`a_download_killed_again_and_again_resumes_to_a_verified_file`]: a
+/// download that runs until its parent SIGKILLs it. Does nothing when run as a plain test.
+#[test]
+#[ignore = "run as a child process by a_download_killed_again_and_again_resumes_to_a_verified_file"]
+fn kill_child_downloads_until_killed() {
+    let Ok(setup) = std::env::var(KILL_CHILD_ENV) else {
+        return;
+    };
+    let fields: Vec<&str> = setup.split('\n').collect();
+    let [url, cache, repo, len] = fields[..] else {
+        panic!("{KILL_CHILD_ENV} = {setup:?}");
+    };
+    let spec = embedder_spec(repo, len.parse().unwrap());
+    let mut options = HubOptions::from_vars(|_| None, Some(PathBuf::from(cache)));
+    options.endpoint = url.to_owned();
+    options.retries = 0;
+    let _ = download_model(&spec, &options, &mut |_| {}, &AtomicBool::new(false));
+}
+
+/// Issue 7, "Faults": `selfrag models pull` killed with SIGKILL mid-download, again and again, in
+/// a real child process. After every kill the cache holds no model `locate` would accept unless
+/// it is the complete, verified file; the next download resumes from what arrived; and at the end
+/// the file is the served one, fetched about once in all, with no partial file left.
+#[cfg(unix)]
+#[test]
+fn a_download_killed_again_and_again_resumes_to_a_verified_file() {
+    use std::process::{Command, Stdio};
+
+    const KILLS: u64 = 8;
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    let weights = noise(1_500_000, 77);
+    let repo = "test-org/killed";
+    let spec = embedder(&hub, repo, &weights);
+    hub.with(|s| {
+        s.files
+            .get_mut(&format!("/{repo}/resolve/main/pytorch_model.bin"))
+            .unwrap()
+            .slow = true;
+    });
+    // 16 KiB every 5 ms: the weights take about half a second to send.
+    let mut delays = SplitDelays(0x00C0_FFEE);
+    let mut kills = Vec::new();
+    for _ in 0..KILLS {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "kill_child_downloads_until_killed",
+                "--exact",
+                "--ignored",
+                "--quiet",
+            ])
+            .env(
+                KILL_CHILD_ENV,
+                format!(
+                    "{}\n{}\n{repo}\n{}",
+                    hub.url,
+                    cache.path().display(),
+                    weights.len()
+                ),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Killed once the child has added to the partial file (its start-up takes a varying
+        // few hundred milliseconds), after a random further moment: mid-transfer every time.
+        let partial = repo_dir(cache.path(), repo)
+            .join("blobs")
+            .join(format!("{}.incomplete", sha256_hex(&weights)));
+        let size = || std::fs::metadata(&partial).map_or(0, |m| m.len());
+        let before = size();
+        let waiting = std::time::Instant::now();
+        while size() <= before && waiting.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let delay = delays.next() % 60;
+        std::thread::sleep(Duration::from_millis(delay));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let have = size();
+        kills.push((delay, have));
+        // Whatever the moment of the kill: nothing half-written is offered as the model.
+        if let Some(found) = locate_in(cache.path(), &spec).found {
+            assert_eq!(
+                std::fs::read(found.join("pytorch_model.bin")).unwrap(),
+                weights,
+                "killed after {delay} ms: locate accepted a file that is not the served one"
+            );
+        }
+    }
+
+    let (last, _) = run(&spec, &hub.options(cache.path()));
+    let report = last.unwrap();
+    let found = locate_in(cache.path(), &spec).found.unwrap();
+    assert_eq!(
+        std::fs::read(found.join("pytorch_model.bin")).unwrap(),
+        weights
+    );
+    let left: Vec<String> = leftovers(cache.path(), repo)
+        .into_iter()
+        .filter(|name| name.contains(".incomplete") || name.contains(".part"))
+        .collect();
+    assert!(left.is_empty(), "partial files left behind: {left:?}");
+    // Each killed child fetched only what was missing; the rest came with the verified last run.
+    let weights_sent: u64 = hub
+        .log()
+        .iter()
+        .filter(|l| l.method == "GET" && l.path.starts_with("/cdn/"))
+        .map(|l| l.body_bytes)
+        .sum();
+    eprintln!(
+        "download: {KILLS} SIGKILLs (ms after the partial file grew, its bytes after the kill): {kills:?}; {weights_sent} bytes of weights sent in all for {}; the last run resumed {} bytes",
+        weights.len(),
+        report.resumed_bytes
+    );
+    assert!(
+        weights_sent < 2 * weights.len() as u64,
+        "{weights_sent} bytes sent for a {}-byte file over {KILLS} kills {kills:?} (resumed {})",
+        weights.len(),
+        report.resumed_bytes
+    );
+    assert!(
+        kills.windows(2).all(|w| w[0].1 < w[1].1) && report.resumed_bytes > 0,
+        "every kill must land mid-transfer and every run resume the last: {kills:?}"
+    );
+}
+
+/// Deterministic kill delays.
+struct SplitDelays(u64);
+
+impl SplitDelays {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let z = (self.0 ^ (self.0 >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z ^ (z >> 31)
+    }
 }

@@ -66,12 +66,19 @@ export async function launch(env) {
   });
   await waitForPort(port, 15000);
   const base = `http://127.0.0.1:${port}`;
-  const res = await call(base, "POST", "/session", {
-    capabilities: {
-      alwaysMatch: { "tauri:options": { application: APP }, browserName: "wry" },
-    },
-  });
-  return new Session(base, res.sessionId, driver);
+  const capabilities = { alwaysMatch: { "tauri:options": { application: APP }, browserName: "wry" } };
+  // tauri-driver listens before WebKitWebDriver does: on a loaded machine its first forward of
+  // the new session can be refused. A refused connection is retried; any other error is not.
+  const deadline = Date.now() + 20000;
+  for (;;) {
+    try {
+      const res = await call(base, "POST", "/session", { capabilities });
+      return new Session(base, res.sessionId, driver);
+    } catch (e) {
+      if (!(e instanceof TypeError) || Date.now() > deadline) throw e;
+      await sleep(250);
+    }
+  }
 }
 
 async function call(base, method, path, body) {

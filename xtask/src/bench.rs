@@ -16,7 +16,9 @@
 //! `target/bench/<section>.md`; `docs/BENCHMARKS.md` is those files joined, so running one
 //! section keeps the others' last results. Knobs: `SELFRAG_BENCH_ROUNDS` (default 5),
 //! `SELFRAG_BENCH_BLOCKS` (Llama blocks, default 8), `SELFRAG_BENCH_THREADS` (default 2),
-//! `SELFRAG_BENCH_CMAKE_ARGS` (llama.cpp's build options, default: this CPU's SIMD, AMX off).
+//! `SELFRAG_BENCH_CMAKE_ARGS` (llama.cpp's build options, default: this CPU's SIMD, AMX off),
+//! `SELFRAG_BENCH_BIN` (a folder of release binaries to measure as they are, with no build: a
+//! saved build, while the tree changes under it).
 //!
 //! The Python side lives in a private virtual environment (`~/.cache/selfrag-desktop/
 //! bench-python`) with `torch`, `transformers` and `llama-cpp-python` from PyPI; the peers'
@@ -90,7 +92,9 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
     };
     let bench = Bench {
         root: root.to_owned(),
-        bin: target_dir().join("release"),
+        bin: std::env::var_os("SELFRAG_BENCH_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| target_dir().join("release")),
         models: target_dir().join("bench-models"),
         out: root.join("target/bench"),
         rounds: env_number("SELFRAG_BENCH_ROUNDS", 5)?.max(1),
@@ -102,19 +106,26 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&bench.models)
         .with_context(|| format!("creating {}", bench.models.display()))?;
 
-    // Exactly this command: the index benchmark builds the same way, so one build serves both.
-    let t = step("release build");
-    status(
-        cargo().args([
-            "build",
-            "--release",
-            "--workspace",
-            "--exclude",
-            "selfrag-desktop",
-        ]),
-        "cargo build --release --workspace --exclude selfrag-desktop",
-    )?;
-    done("release build", t);
+    if std::env::var_os("SELFRAG_BENCH_BIN").is_some() {
+        eprintln!(
+            "using the binaries in {} as they are (SELFRAG_BENCH_BIN): no build",
+            bench.bin.display()
+        );
+    } else {
+        // Exactly this command: the index benchmark builds the same way, so one build serves both.
+        let t = step("release build");
+        status(
+            cargo().args([
+                "build",
+                "--release",
+                "--workspace",
+                "--exclude",
+                "selfrag-desktop",
+            ]),
+            "cargo build --release --workspace --exclude selfrag-desktop",
+        )?;
+        done("release build", t);
+    }
 
     for section in wanted {
         let t = step(&format!("bench {section}"));

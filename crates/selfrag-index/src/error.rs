@@ -33,6 +33,17 @@ pub enum IndexError {
         format: String,
         reason: String,
     },
+    /// Refused before reading: a file this large is not a document anyone indexes (a disk image,
+    /// a sparse file, a log), and reading it would take the memory of the app.
+    #[error(
+        "{path} is {size_mib} MiB, more than the {limit_mib} MiB read from a .{extension} file; split it into smaller files and index those"
+    )]
+    TooLarge {
+        path: PathBuf,
+        extension: String,
+        size_mib: u64,
+        limit_mib: u64,
+    },
     /// The parser process crashed, ran out of time or memory, or answered nonsense.
     #[error("the document parser {what} on {path}; the file was skipped")]
     ParserFailed { path: PathBuf, what: String },

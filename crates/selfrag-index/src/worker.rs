@@ -78,13 +78,27 @@ enum WorkerReply {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 enum WireError {
-    Read { message: String },
-    Unsupported { reason: String },
+    Read {
+        message: String,
+    },
+    Unsupported {
+        reason: String,
+    },
     Empty,
     Encrypted,
     NoTextLayer,
-    Malformed { format: String, reason: String },
-    Other { message: String },
+    Malformed {
+        format: String,
+        reason: String,
+    },
+    TooLarge {
+        extension: String,
+        size_mib: u64,
+        limit_mib: u64,
+    },
+    Other {
+        message: String,
+    },
 }
 
 impl WireError {
@@ -102,6 +116,16 @@ impl WireError {
             IndexError::Malformed { format, reason, .. } => Self::Malformed {
                 format: format.clone(),
                 reason: reason.clone(),
+            },
+            IndexError::TooLarge {
+                extension,
+                size_mib,
+                limit_mib,
+                ..
+            } => Self::TooLarge {
+                extension: extension.clone(),
+                size_mib: *size_mib,
+                limit_mib: *limit_mib,
             },
             other => Self::Other {
                 message: other.to_string(),
@@ -124,6 +148,16 @@ impl WireError {
                 path,
                 format,
                 reason,
+            },
+            Self::TooLarge {
+                extension,
+                size_mib,
+                limit_mib,
+            } => IndexError::TooLarge {
+                path,
+                extension,
+                size_mib,
+                limit_mib,
             },
             Self::Other { message } => IndexError::ParserFailed {
                 path,
@@ -390,6 +424,12 @@ mod tests {
                 path: path.into(),
                 format: "PDF".into(),
                 reason: "bad xref".into(),
+            },
+            IndexError::TooLarge {
+                path: path.into(),
+                extension: "pdf".into(),
+                size_mib: 1024,
+                limit_mib: 512,
             },
         ];
         for e in errors {

@@ -44,7 +44,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         .and_then(|xml| core_title(&xml));
     let body = paragraphs(&body, &styles).map_err(malformed)?;
     let title = core_title.or(body.title);
-    single_page(path, title, body.text)
+    single_page(path, "DOCX", title, body.text)
 }
 
 /// The text of a part of the archive, `None` when the archive has no such part.
@@ -72,9 +72,16 @@ fn part<R: Read + std::io::Seek>(
     };
     let mut xml = String::new();
     reader
-        .take(MAX_PART_BYTES)
+        .take(MAX_PART_BYTES + 1)
         .read_to_string(&mut xml)
         .map_err(|e| format!("{name}: {e}"))?;
+    if xml.len() as u64 > MAX_PART_BYTES {
+        // Cut short, the part would parse as a document that ends early.
+        return Err(format!(
+            "{name} inflates to more than {} MiB (a zip bomb?)",
+            MAX_PART_BYTES >> 20
+        ));
+    }
     Ok(Some(xml))
 }
 

@@ -17,7 +17,7 @@ const HIDDEN: &str = "head, script, style, noscript, template, nav, svg, iframe,
 pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     let bytes = read_bytes(path)?;
     let (title, text) = visible_text(&decode(&bytes));
-    single_page(path, title, text)
+    single_page(path, "HTML", title, text)
 }
 
 /// The page as text: UTF-8 unless a byte-order mark or a `<meta charset>` near the top says

@@ -45,9 +45,40 @@ pub const SUPPORTED_EXTENSIONS: &[&str] = &[
     "pdf", "txt", "text", "md", "markdown", "html", "htm", "xhtml", "docx",
 ];
 
+/// The largest file read of each format, in bytes: a text file past 64 MiB is a log, a dump
+/// or a sparse file rather than a document, and would be millions of passages; a PDF or DOCX
+/// may be larger because images take most of it.
+pub fn max_file_bytes(extension: &str) -> u64 {
+    match extension {
+        "pdf" | "docx" => 512 << 20,
+        _ => 64 << 20,
+    }
+}
+
+/// [`IndexError::TooLarge`] when a file of `size` bytes is past [`max_file_bytes`]; decided from
+/// a `stat`, before a byte is read.
+pub fn check_size(path: &Path, extension: &str, size: u64) -> Result<(), IndexError> {
+    let limit = max_file_bytes(extension);
+    if size <= limit {
+        return Ok(());
+    }
+    Err(IndexError::TooLarge {
+        path: path.to_path_buf(),
+        extension: extension.to_string(),
+        size_mib: size.div_ceil(1 << 20),
+        limit_mib: limit >> 20,
+    })
+}
+
 /// Reads `path` and extracts its text according to its extension, in this process.
 pub fn extract_file(path: &Path) -> Result<ExtractedDocument, IndexError> {
-    match supported_extension(path)?.as_str() {
+    let extension = supported_extension(path)?;
+    let meta = std::fs::metadata(path).map_err(|source| IndexError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    check_size(path, &extension, meta.len())?;
+    match extension.as_str() {
         "md" | "markdown" => text::extract(path, true),
         "pdf" => pdf::extract(path),
         "html" | "htm" | "xhtml" => html::extract(path),
@@ -85,19 +116,68 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, IndexError> {
     })
 }
 
-/// The title of last resort: the file name without its extension.
+/// The title of last resort: the file name without its extension, control characters (a
+/// newline in a file name) shown as spaces.
 fn file_stem(path: &Path) -> String {
-    path.file_stem()
+    let stem = path
+        .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
+        .unwrap_or_else(|| path.display().to_string());
+    stem.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
-/// One page of text, or [`IndexError::Empty`] when there is nothing to index.
+/// Text with the characters no reader wants removed: NUL and the other C0 and C1 control
+/// characters but tab, newline, carriage return and form feed, and stray byte-order marks.
+/// They come from binary junk, padding and broken converters, and would otherwise reach
+/// passages, prompts and the screen.
+pub(crate) fn clean_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let unwanted =
+        |c: char| (c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\x0c')) || c == '\u{feff}';
+    if !text.contains(unwanted) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(text.chars().filter(|&c| !unwanted(c)).collect())
+}
+
+/// Share of characters that cannot be text: replacement characters (bytes that did not
+/// decode) and control characters. Above this, a "text" file is binary data.
+const MAX_JUNK_SHARE: f64 = 0.25;
+
+/// [`IndexError::Malformed`] when `text`, as decoded, is mostly binary junk.
+fn refuse_binary(path: &Path, format: &str, text: &str) -> Result<(), IndexError> {
+    let (mut junk, mut total) = (0usize, 0usize);
+    for c in text.chars().filter(|c| !c.is_whitespace()) {
+        total += 1;
+        if c == '\u{fffd}' || c.is_control() {
+            junk += 1;
+        }
+    }
+    if total == 0 || (junk as f64) <= MAX_JUNK_SHARE * total as f64 {
+        return Ok(());
+    }
+    Err(IndexError::Malformed {
+        path: path.to_path_buf(),
+        format: format.into(),
+        reason: format!(
+            "it looks like binary data, not text ({}% of its characters are not valid text)",
+            junk * 100 / total
+        ),
+    })
+}
+
+/// One page of text, or [`IndexError::Empty`] when there is nothing to index, or
+/// [`IndexError::Malformed`] when the "text" is binary junk.
 fn single_page(
     path: &Path,
+    format: &str,
     title: Option<String>,
     text: String,
 ) -> Result<ExtractedDocument, IndexError> {
+    refuse_binary(path, format, &text)?;
+    let text = clean_text(&text).into_owned();
+    let title = title.map(|t| clean_text(&t).into_owned());
     if text.trim().is_empty() {
         return Err(IndexError::Empty {
             path: path.to_path_buf(),

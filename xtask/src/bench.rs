@@ -690,7 +690,9 @@ fn embedder(bench: &Bench) -> Result<String> {
         for is_ours in order {
             if is_ours {
                 let json = bench.selfrag(&ours_args, "selfrag debug embed")?;
-                std::fs::write(&ours_file, &json)
+                // The JSON alone: `peak_rss.py` adds its line after it.
+                let vectors = json.lines().next().unwrap_or_default();
+                std::fs::write(&ours_file, vectors)
                     .with_context(|| format!("writing {}", ours_file.display()))?;
                 #[allow(clippy::cast_precision_loss)]
                 ours.push(PASSAGES as f64 / json_number(&json, "seconds")?);
@@ -702,6 +704,14 @@ fn embedder(bench: &Bench) -> Result<String> {
                 min_cosine = min_cosine.min(json_number(&peer_json, "min_cosine")?);
             }
         }
+    }
+    // A peer that computed other vectors (another tokenization, another model) measured another
+    // job: its speed is no reference.
+    if min_cosine < 0.999 {
+        bail!(
+            "the PyTorch peer's vectors differ from ours (smallest cosine {min_cosine:.4}): \
+             the two sides did not embed the same inputs, so their speeds cannot be compared"
+        );
     }
     let (rate, rate_peer) = (median(&ours), median(&peer));
     let mut md = format!(

@@ -215,7 +215,8 @@ fn text_pdf(seed: usize, pages: usize) -> Vec<u8> {
                     (seed * 7919 + p * 613 + line * 31 + w) % 4000
                 );
             }
-            let _ = writeln!(stream, "({}) '", text.trim_end());
+            // `T*` then `Tj`, as most writers do: pdf-extract 0.12 skips the `'` shorthand.
+            let _ = writeln!(stream, "T* ({}) Tj", text.trim_end());
         }
         stream.push_str("ET");
         objects.push(format!(

@@ -20,7 +20,7 @@ pub enum EngineError {
     SelfRag(#[from] selfrag_core::SelfRagError),
     #[error("no answer with id `{0}` in this session's history")]
     UnknownAnswer(String),
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {source}{}", write_advice(source))]
     Write {
         path: PathBuf,
         #[source]
@@ -55,5 +55,18 @@ impl EngineError {
             Self::ModelThreadGone => "model_thread",
             Self::Download { code, .. } => code,
         }
+    }
+}
+
+/// What to do about a failed write, for the kinds of failure a user can fix.
+fn write_advice(source: &std::io::Error) -> &'static str {
+    match source.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            "; the disk is full: free some space (or choose another folder) and try again; what was saved there before is unchanged"
+        }
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+            "; choose a folder you can write to"
+        }
+        _ => "",
     }
 }

@@ -255,6 +255,10 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// Writes `bytes` to `path` through a temporary file in the same directory, syncing the file
 /// before the rename and the directory after it: after a crash the file holds either the old or
 /// the new content, and once this returns the new content survives a power cut.
+///
+/// The temporary file is locked (an OS lock, released when its process dies) while it is
+/// written, so the temporary files of processes killed mid-write, which nothing else would
+/// remove, are told apart from those being written and deleted by the next save of `path`.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     let err = |source| EngineError::Write {
         path: path.to_path_buf(),
@@ -265,18 +269,23 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
         _ => Path::new("."),
     };
     std::fs::create_dir_all(dir).map_err(err)?;
+    let prefix = format!(
+        ".{}.tmp-",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    );
+    remove_abandoned_temp_files(dir, &prefix);
     // Unique per process and call, so two threads saving the same file never share a temp file.
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
+        "{prefix}{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
+        f.lock()?;
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
@@ -288,6 +297,42 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     }
     result.map_err(err)
 }
+
+/// Deletes the files in `dir` named `{prefix}…` that no live process holds locked: temporary
+/// files of writes killed midway. A file younger than a few seconds is left alone, as its writer
+/// may not have locked it yet. Best effort: what cannot be checked or deleted stays.
+fn remove_abandoned_temp_files(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(prefix) {
+            continue;
+        }
+        let old_enough = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| {
+                now.duration_since(modified)
+                    .is_ok_and(|age| age >= ABANDONED_AFTER)
+            });
+        if !old_enough {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// How old an unlocked temporary file must be to count as abandoned.
+const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {
@@ -431,5 +476,37 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
             .count();
         assert_eq!(leftovers, 0, "the temp file is removed");
+    }
+
+    #[test]
+    fn the_next_save_removes_temp_files_of_killed_writers_but_not_live_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("settings.json");
+        let abandoned = tmp.path().join(".settings.json.tmp-999999-0");
+        let live = tmp.path().join(".settings.json.tmp-999998-0");
+        let young = tmp.path().join(".settings.json.tmp-999997-0");
+        let other = tmp.path().join(".history.json.tmp-999999-0");
+        for p in [&abandoned, &live, &young, &other] {
+            std::fs::write(p, b"half").unwrap();
+        }
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        for p in [&abandoned, &live, &other] {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        let writer = std::fs::File::open(&live).unwrap();
+        writer.lock().unwrap();
+        write_atomically(&path, b"{}").unwrap();
+        assert!(!abandoned.exists(), "an abandoned temp file is removed");
+        assert!(live.exists(), "a temp file another writer holds is kept");
+        assert!(young.exists(), "a temp file too young to judge is kept");
+        assert!(
+            other.exists(),
+            "temp files of other targets are not this save's business"
+        );
     }
 }

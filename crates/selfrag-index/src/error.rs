@@ -73,4 +73,9 @@ pub enum IndexError {
     Busy { path: PathBuf },
     #[error("cannot watch {path} for changes: {reason}")]
     Watch { path: PathBuf, reason: String },
+    /// The disk holding the library filled up; the job stopped and resumes once there is room.
+    #[error(
+        "the disk holding the library at {path} is full ({reason}); free some space and index again: the job resumes where it stopped, and what was indexed before is kept"
+    )]
+    DiskFull { path: PathBuf, reason: String },
 }

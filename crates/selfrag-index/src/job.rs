@@ -152,6 +152,18 @@ impl Library {
                 Err(IndexError::Unsupported { .. }) => summary.skipped += 1,
                 Err(_) => summary.failed += 1,
             }
+            // A full disk fails every file after this one too, each after its parsing and
+            // embedding: stop now and keep `job.json`, so the job resumes once there is room.
+            if let Err(e) = &result
+                && is_disk_full(e)
+            {
+                let error = IndexError::DiskFull {
+                    path: self.dir().to_path_buf(),
+                    reason: e.to_string(),
+                };
+                on_event(JobEvent::FileDone { path, result });
+                return Err(error);
+            }
             on_event(JobEvent::FileDone { path, result });
             progress.done += 1;
             let seconds = started.elapsed().as_secs_f64().max(1e-6);
@@ -190,6 +202,26 @@ impl Library {
             .filter(|p| !Path::new(p).exists())
             .collect()
     }
+}
+
+/// Whether `error` (or what caused it) is a write to a full disk. LanceDB passes the I/O error
+/// on as text, so the operating system's message is looked for too.
+pub fn is_disk_full(error: &IndexError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            )
+        }) {
+            return true;
+        }
+        source = e.source();
+    }
+    let text = error.to_string();
+    // ENOSPC on Linux and macOS; ERROR_DISK_FULL on Windows.
+    text.contains("No space left on device") || text.contains("not enough space on the disk")
 }
 
 /// The files under `path` (itself if it is a file), skipping hidden files and folders

@@ -1,4 +1,4 @@
-//! Developer entry points: `cargo xtask run | test | bundle | fixtures | setup`.
+//! Developer entry points: `cargo xtask run | test | bundle | fixtures | fuzz | setup`.
 //!
 //! Everything a fresh Debian/Ubuntu machine needs is installed here, idempotently, so that the
 //! README's two commands are the whole set-up. Builds go to a persistent `CARGO_TARGET_DIR`
@@ -17,6 +17,7 @@ use anyhow::{Context, Result, bail};
 
 mod bench;
 mod bundle;
+mod fuzz;
 
 /// Debian packages: WebKitGTK/GTK for Tauri, protoc for LanceDB, the WebDriver and Xvfb for the
 /// end-to-end tests, xdotool to answer the native save dialog in those tests.
@@ -49,6 +50,7 @@ fn main() -> Result<()> {
         Some("setup") => setup(&root, true),
         Some("bench") => bench::bench(&root, &args[1..]),
         Some("bundle") => bundle::bundle(&root, &args[1..]),
+        Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         Some("fixtures") => {
             let dir = args
                 .get(1)
@@ -58,7 +60,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, index or all\n  setup      only install what is missing\n  fixtures D write the tiny test models to folder D"
+                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, index or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  setup      only install what is missing\n  fixtures D write the tiny test models to folder D"
             );
             bail!("unknown or missing command")
         }

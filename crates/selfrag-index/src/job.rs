@@ -15,6 +15,10 @@ use crate::library::meta::write_atomically;
 use crate::library::path_key;
 use crate::{IndexError, IndexOutcome, Library, PassageEmbedder};
 
+/// Files between two compactions of a job's tables, at least (the interval grows to a quarter
+/// of the files done, so a large job compacts a logarithmic number of times).
+const COMPACT_EVERY: usize = 256;
+
 /// What a job reports as it goes.
 #[derive(Debug)]
 pub enum JobEvent {
@@ -133,6 +137,7 @@ impl Library {
             total,
             ..JobProgress::default()
         };
+        let mut since_compaction = 0;
         for file in &files {
             if cancel.load(Ordering::SeqCst) {
                 summary.cancelled = true;
@@ -166,6 +171,15 @@ impl Library {
             }
             on_event(JobEvent::FileDone { path, result });
             progress.done += 1;
+            // Every commit's manifest lists every fragment: compact now and then, at a growing
+            // interval, so neither the manifests nor the rewriting grow quadratically.
+            since_compaction += 1;
+            if since_compaction >= COMPACT_EVERY.max(progress.done / 4) {
+                since_compaction = 0;
+                if let Err(e) = self.compact().await {
+                    tracing::warn!("compacting the library during the job: {e}");
+                }
+            }
             let seconds = started.elapsed().as_secs_f64().max(1e-6);
             progress.files_per_second = progress.done as f64 / seconds;
             progress.eta_seconds = Some((total - progress.done) as f64 / progress.files_per_second);

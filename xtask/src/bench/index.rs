@@ -3,8 +3,9 @@
 //! - PDF pages/s extracted by `selfrag debug extract` (pdf-extract, in one process) against
 //!   `pdftotext` (poppler-utils, a process per file, as it is used) on the same PDFs, written
 //!   here by a small PDF writer: text pages in a standard font (goal ≥ 0.5×).
-//! - passages/s embedded and peak memory of `selfrag index` over 10,000 small files, with the
-//!   real all-MiniLM-L6-v2 weights (the Contriever checkpoint is not downloaded here).
+//! - passages/s embedded and peak memory of `selfrag index` over 10,000 small files (or
+//!   `SELFRAG_BENCH_INDEX_FILES`), with the real all-MiniLM-L6-v2 weights (the Contriever
+//!   checkpoint is not downloaded here).
 //! - hybrid query p50/p95 and the ANN index's recall@10 against exact search on synthetic
 //!   libraries of 10k, 100k and 1M passages of 768-d vectors (`selfrag debug bench-search`);
 //!   goals p95 ≤ 30 ms at 100k and ≤ 100 ms at 1M with recall@10 ≥ 0.95. The sizes can be
@@ -83,9 +84,13 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
         verdict(ratio >= 0.5),
     );
 
-    // Indexing 10,000 files: passages/s and peak memory.
+    // Indexing 10,000 files (`SELFRAG_BENCH_INDEX_FILES`): passages/s and peak memory.
+    let small_files = std::env::var("SELFRAG_BENCH_INDEX_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(SMALL_FILES);
     let corpus = scratch.join("corpus");
-    for i in 0..SMALL_FILES {
+    for i in 0..small_files {
         let dir = corpus.join(format!("d{:02}", i % 100));
         std::fs::create_dir_all(&dir)?;
         let mut text = format!("# Note {i}\n");
@@ -108,7 +113,7 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
             .env("SELFRAG_GENERATOR", "")
             .env("SELFRAG_DEVICE", "cpu")
             .stderr(Stdio::null()),
-        "selfrag index (10,000 files)",
+        "selfrag index (the small files)",
     )?;
     let seconds = t.elapsed().as_secs_f64();
     let peak_mb = json_number(&out, "peak_rss_kb")? / 1024.0;
@@ -123,7 +128,7 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
     let documents = json_number(&stats, "documents")?;
     let _ = writeln!(
         md,
-        "### Indexing {SMALL_FILES} files\n\n`selfrag index` on {documents:.0} Markdown files ({passages:.0} passages), all-MiniLM-L6-v2 on the CPU, {} threads: \
+        "### Indexing {small_files} files\n\n`selfrag index` on {documents:.0} Markdown files ({passages:.0} passages), all-MiniLM-L6-v2 on the CPU, {} threads: \
          {seconds:.1} s, {:.1} files/s, {:.1} passages/s embedded (parsing, embedding and writing included); \
          peak RSS {peak_mb:.0} MB (the process and its parser workers).\n",
         bench.threads,

@@ -3,25 +3,13 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { askQuestion, dropAndIndex, launchWithTestModels, setControl, writeDocs } from "./helpers.mjs";
-
-// Many passages and a long answer: K candidates per segment and several segments, so the run
-// lasts long enough to be stopped in the middle.
-const DOCS = Object.fromEntries(
-  Array.from({ length: 12 }, (_, i) => [
-    `note-${i + 1}.md`,
-    `# Note ${i + 1}\n\nSelf-RAG note number ${i + 1}: the retriever reads passages, the critic judges relevance, support and usefulness, and the generator writes one candidate per passage.\n`,
-  ]),
-);
+import { askQuestion, launchWithTestModels, prepareLongAnswer, setControl } from "./helpers.mjs";
 
 test("Esc stops a streaming answer", async () => {
   const session = await launchWithTestModels();
   try {
     await session.waitFor('[data-testid="question-input"]');
-    await dropAndIndex(session, writeDocs(DOCS));
-    await setControl(session, "mode-select", "always");
-    await setControl(session, "k-input", 12);
-    await setControl(session, "long-form", true);
+    await prepareLongAnswer(session);
 
     // The page itself presses Esc the moment candidates are being written: no WebDriver round
     // trip between seeing the step and stopping it.

@@ -62,3 +62,20 @@ export async function askQuestion(session, question) {
 export function setWindowSize(session, width, height) {
   return session.cmd("POST", "/window/rect", { width, height });
 }
+
+/**
+ * Indexes twelve short notes and sets the controls for a long run (always retrieve, K = 12,
+ * long form): K candidates per segment and several segments, so an answer streams for a while.
+ */
+export async function prepareLongAnswer(session) {
+  const notes = Object.fromEntries(
+    Array.from({ length: 12 }, (_, i) => [
+      `note-${i + 1}.md`,
+      `# Note ${i + 1}\n\nSelf-RAG note number ${i + 1}: the retriever reads passages, the critic judges relevance, support and usefulness, and the generator writes one candidate per passage.\n`,
+    ]),
+  );
+  await dropAndIndex(session, writeDocs(notes));
+  await setControl(session, "mode-select", "always");
+  await setControl(session, "k-input", 12);
+  await setControl(session, "long-form", true);
+}

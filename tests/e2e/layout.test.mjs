@@ -4,14 +4,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { askQuestion, dropAndIndex, launchWithTestModels, setControl, writeDocs } from "./helpers.mjs";
-
-const DOCS = Object.fromEntries(
-  Array.from({ length: 12 }, (_, i) => [
-    `paper-${i + 1}.md`,
-    `# Paper ${i + 1}\n\nFinding ${i + 1}: the retriever reads passages, the critic judges relevance, support and usefulness, and the generator writes one candidate per passage.\n`,
-  ]),
-);
+import { askQuestion, dropAndIndex, launchWithTestModels, prepareLongAnswer, writeDocs } from "./helpers.mjs";
 
 /** The page records where the fixed parts of the window are at every change of the stream. */
 const RECORD_POSITIONS = `
@@ -45,10 +38,7 @@ test("nothing moves while the answer streams", async () => {
   const session = await launchWithTestModels();
   try {
     await session.waitFor('[data-testid="question-input"]');
-    await dropAndIndex(session, writeDocs(DOCS));
-    await setControl(session, "mode-select", "always");
-    await setControl(session, "k-input", 12);
-    await setControl(session, "long-form", true);
+    await prepareLongAnswer(session);
     await session.movePointer(5, 5);
 
     await session.exec(RECORD_POSITIONS);

@@ -1,0 +1,56 @@
+// What a script running in the webview could reach, tried from inside the real page as an
+// injected script would: no file system, shell, HTTP or opener plugin; "Open source" opens only
+// files an answer cites; history and exports take ids, never paths; a path-like id is refused.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { launchWithTestModels } from "./helpers.mjs";
+
+/** Invokes `cmd` with `args` from the page; resolves to "ok: …" or "denied: <the error>". */
+const TRY = `
+  const [cmd, args, done] = arguments;
+  window.__TAURI_INTERNALS__.invoke(cmd, args).then(
+    (v) => done("ok: " + JSON.stringify(v)),
+    (e) => done("denied: " + (typeof e === "string" ? e : JSON.stringify(e))),
+  );`;
+
+test("the webview cannot read, write or open files through the IPC", async () => {
+  const session = await launchWithTestModels();
+  try {
+    await session.waitFor('[data-testid="question-input"]');
+    const attempt = (cmd, args = {}) => session.execAsync(TRY, cmd, args);
+
+    // Plugins the app does not grant, with what an attacker would ask of them.
+    const forbidden = [
+      ["plugin:fs|read_text_file", { path: "/etc/passwd" }],
+      ["plugin:fs|read_file", { path: "/etc/passwd" }],
+      ["plugin:fs|write_text_file", { path: "/tmp/selfrag-pwned", data: "x" }],
+      ["plugin:shell|execute", { program: "sh", args: ["-c", "touch /tmp/selfrag-pwned"] }],
+      ["plugin:opener|open_path", { path: "/etc/passwd" }],
+      ["plugin:opener|open_url", { url: "file:///etc/passwd" }],
+      ["plugin:http|fetch", { clientConfig: { url: "http://example.com", method: "GET" } }],
+      ["plugin:dialog|save", { options: {} }],
+      ["plugin:webview|create_webview_window", { options: { label: "x", url: "https://example.com" } }],
+    ];
+    for (const [cmd, args] of forbidden) {
+      const result = await attempt(cmd, args);
+      assert.match(result, /^denied: /, `${cmd} must be refused, got ${result}`);
+    }
+
+    // The app's own commands take ids, never paths: a path in their place is an unknown id.
+    for (const [cmd, args] of [
+      ["open_source", { answerId: "../../../../etc/passwd", citation: 1 }],
+      ["open_answer", { answerId: "../../../../etc/passwd" }],
+      ["delete_answer", { answerId: "../settings" }],
+      ["render_answer", { answerId: "/etc/passwd", options: { format: "md", supportLabels: false, onlySupported: false } }],
+    ]) {
+      const result = await attempt(cmd, args);
+      // Refused for the id (no such answer), not for a malformed call: the path reached the
+      // command and was not taken as one.
+      assert.match(result, /^denied: .*(unknown|no answer|not found|invalid)/i, `${cmd} with a path for an id must be refused, got ${result}`);
+      assert.doesNotMatch(result, /root:x:0:0/, `${cmd} leaked /etc/passwd`);
+    }
+  } finally {
+    await session.close();
+  }
+});

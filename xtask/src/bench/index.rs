@@ -145,7 +145,7 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
     let _ = writeln!(
         md,
         "### Search\n\nSynthetic libraries: 768-d vectors around 256 random centres, 100 random words of a Zipf-distributed vocabulary per passage; 100 queries each. \
-         Hybrid = vector search (exact below 50,000 passages, IVF-PQ above) + BM25, fused by reciprocal rank.\n\n\
+         Hybrid = vector search (exact below 50,000 passages, IVF-SQ above) + BM25, fused by reciprocal rank.\n\n\
          | passages | write s | index s | ANN | hybrid p50 ms | hybrid p95 ms | vector p95 ms | exact p50 ms | recall@10 | goal |\n\
          |---|---|---|---|---|---|---|---|---|---|"
     );
@@ -179,7 +179,7 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
             json_number(&out, "write_seconds")?,
             json_number(&out, "index_seconds")?,
             if out.contains("\"ann_index\":true") {
-                "IVF-PQ"
+                "IVF-SQ"
             } else {
                 "exact"
             },

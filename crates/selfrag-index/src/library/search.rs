@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use arrow_array::{Array, Float32Array, RecordBatch, UInt32Array, UInt64Array};
 use lancedb::DistanceType;
 use lancedb::index::Index;
-use lancedb::index::vector::IvfPqIndexBuilder;
+use lancedb::index::vector::IvfSqIndexBuilder;
 use lancedb::query::{QueryBase, Select};
 use lancedb::table::optimize::Duration;
 use lancedb::table::{CompactionOptions, OptimizeAction};
@@ -381,22 +381,18 @@ impl Library {
         Ok(())
     }
 
-    /// IVF-PQ with about √n partitions and 16-dimension sub-vectors, trained for dot product.
+    /// IVF with about √n partitions and 8-bit scalar quantisation, trained for dot product.
+    /// Not PQ: on the benchmark's clustered 768-d vectors (pylance 14.0.2, the same Lance, 100k
+    /// passages, 32 probes, refine ×4) PQ with 48 sub-vectors found 17% of the exact top 10,
+    /// SQ 100% (p95 10 ms), and SQ trains in 5 s instead of 29.
     async fn create_vector_index(&self, rows: usize) -> Result<(), IndexError> {
         let partitions = ((rows as f64).sqrt() as u32).clamp(16, 4096);
-        let sub_vectors = (self.meta.dim / 16).max(1) as u32;
-        tracing::info!(
-            rows,
-            partitions,
-            sub_vectors,
-            "creating the passages' vector index"
-        );
-        let builder = IvfPqIndexBuilder::default()
+        tracing::info!(rows, partitions, "creating the passages' vector index");
+        let builder = IvfSqIndexBuilder::default()
             .distance_type(DistanceType::Dot)
-            .num_partitions(partitions)
-            .num_sub_vectors(sub_vectors);
+            .num_partitions(partitions);
         self.passages
-            .create_index(&["vector"], Index::IvfPq(builder))
+            .create_index(&["vector"], Index::IvfSq(builder))
             .execute()
             .await
             .map_err(self.store_err())?;
@@ -489,15 +485,17 @@ mod tests {
         }
     }
 
-    /// Vectors are written directly; nothing is embedded.
-    struct TwoDimensions;
+    /// Vectors of this many dimensions are written directly; nothing is embedded.
+    struct Dimensions(usize);
 
-    impl crate::PassageEmbedder for TwoDimensions {
+    const TWO_DIMENSIONS: Dimensions = Dimensions(2);
+
+    impl crate::PassageEmbedder for Dimensions {
         fn model_id(&self) -> String {
-            "two-dimensions".into()
+            format!("dimensions-{}", self.0)
         }
         fn dim(&self) -> usize {
-            2
+            self.0
         }
         fn embed(&self, _: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
             Err(IndexError::Embedder("not used".into()))
@@ -520,7 +518,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn compaction_merges_fragments_and_drops_old_versions_keeping_every_row() {
         let dir = tempfile::tempdir().unwrap();
-        let lib = Library::open(dir.path(), &TwoDimensions).await.unwrap();
+        let lib = Library::open(dir.path(), &TWO_DIMENSIONS).await.unwrap();
         for i in 0..12 {
             let mut rows = crate::library::PassageRowsForBench::default();
             let doc = format!("doc{i}");
@@ -549,6 +547,73 @@ mod tests {
             manifests(dir.path())
         );
         assert_eq!(lib.passages.count_rows(None).await.unwrap(), 12);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_vector_index_finds_what_exact_search_finds() {
+        // Clustered vectors, as embeddings are: 2,000 passages around 20 centres.
+        let (dim, rows, docs) = (32, 2000, 20);
+        let mut seed = 7u64;
+        let mut gauss = move || {
+            let mut unit = || {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((seed >> 11) as f64 / (1u64 << 53) as f64).max(1e-12)
+            };
+            let (u, v) = (unit(), unit());
+            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+        };
+        let centres: Vec<Vec<f32>> = (0..20)
+            .map(|_| (0..dim).map(|_| gauss()).collect())
+            .collect();
+        let mut point =
+            |i: usize| -> Vec<f32> { centres[i % 20].iter().map(|c| c + 0.3 * gauss()).collect() };
+        let dir = tempfile::tempdir().unwrap();
+        let lib = Library::open(dir.path(), &Dimensions(dim)).await.unwrap();
+        let mut passages = crate::library::PassageRowsForBench::default();
+        for i in 0..rows {
+            let doc = format!("doc{}", i % docs);
+            passages.push(
+                &doc,
+                &format!("/notes/{doc}.txt"),
+                &doc,
+                &format!("passage {i}"),
+            );
+        }
+        let vectors = (0..rows).map(&mut point).collect();
+        lib.write_bench_rows(passages, vectors).await.unwrap();
+        let records = (0..docs)
+            .map(|d| DocumentRecord {
+                id: format!("doc{d}"),
+                path: format!("/notes/doc{d}.txt"),
+                title: format!("doc{d}"),
+                pages: 1,
+                passages: (rows / docs) as u32,
+                size: 0,
+                modified_ns: 0,
+                indexed_at_ms: 0,
+            })
+            .collect();
+        lib.commit_bench_documents(records).await.unwrap();
+
+        lib.create_vector_index(rows).await.unwrap();
+        let mut found = 0;
+        for i in 0..20 {
+            let query = point(i * 7);
+            let ids = |hits: Vec<SearchHit>| -> Vec<String> {
+                hits.into_iter().map(|h| h.passage_id).collect()
+            };
+            let truth = ids(lib.vector_search(&query, 10, None, true).await.unwrap());
+            let approx = ids(lib.vector_search(&query, 10, None, false).await.unwrap());
+            assert_eq!(truth.len(), 10);
+            found += truth.iter().filter(|id| approx.contains(id)).count();
+        }
+        assert!(
+            found >= 190,
+            "recall@10 {:.3} (exact top 10s found)",
+            found as f64 / 200.0
+        );
     }
 
     #[test]

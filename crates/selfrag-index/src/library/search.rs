@@ -12,7 +12,7 @@ use arrow_array::{Array, Float32Array, RecordBatch, UInt32Array, UInt64Array};
 use lancedb::DistanceType;
 use lancedb::index::Index;
 use lancedb::index::vector::IvfSqIndexBuilder;
-use lancedb::query::{QueryBase, Select};
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use lancedb::table::optimize::Duration;
 use lancedb::table::{CompactionOptions, OptimizeAction};
 
@@ -235,18 +235,8 @@ impl Library {
         if let Some(f) = filter {
             query = query.only_if(f);
         }
-        let batches = self.collect(query).await?;
-        let committed = self.committed();
-        let by_id = committed.by_id();
-        let mut hits = Vec::new();
-        for b in &batches {
-            let distance = column::<Float32Array>(b, "_distance")?;
-            // LanceDB's dot "distance" is 1 - dot.
-            let scores: Vec<f32> = (0..b.num_rows()).map(|i| 1.0 - distance.value(i)).collect();
-            hits.extend(hits_from(b, &by_id, Some(&scores))?);
-        }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        Ok(hits)
+        // LanceDB's dot "distance" is 1 - dot.
+        self.scored_hits(query, "_distance", |d| 1.0 - d).await
     }
 
     async fn text_hits(
@@ -269,13 +259,24 @@ impl Library {
         if let Some(f) = filter {
             query = query.only_if(f);
         }
+        self.scored_hits(query, "_score", |s| s).await
+    }
+
+    /// Runs `query` and turns its rows into hits of committed documents, scored by `score` of
+    /// the `column` LanceDB added, best first.
+    async fn scored_hits(
+        &self,
+        query: impl ExecutableQuery,
+        column_name: &str,
+        score: impl Fn(f32) -> f32,
+    ) -> Result<Vec<SearchHit>, IndexError> {
         let batches = self.collect(query).await?;
         let committed = self.committed();
         let by_id = committed.by_id();
         let mut hits = Vec::new();
         for b in &batches {
-            let score = column::<Float32Array>(b, "_score")?;
-            let scores: Vec<f32> = (0..b.num_rows()).map(|i| score.value(i)).collect();
+            let values = column::<Float32Array>(b, column_name)?;
+            let scores: Vec<f32> = (0..b.num_rows()).map(|i| score(values.value(i))).collect();
             hits.extend(hits_from(b, &by_id, Some(&scores))?);
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));

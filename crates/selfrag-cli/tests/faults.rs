@@ -163,7 +163,9 @@ fn export_killed_mid_write_leaves_the_old_or_the_new_file_whole() {
             {
                 std::thread::sleep(Duration::from_micros(200));
             }
-            let extra = Duration::from_millis(next(&mut seed) % 15);
+            // A few ms at most: the whole write, fsync and rename of this small file take
+            // about that, so a longer pause mostly lands after the rename.
+            let extra = Duration::from_micros(next(&mut seed) % 3_000);
             std::thread::sleep(extra);
             waiting.elapsed()
         };

@@ -26,6 +26,8 @@ const COMMANDS: &[&str] = &[
     "watched_folders",
     "watch_folders",
     "unwatch_folder",
+    "pick_files",
+    "pick_folder",
 ];
 
 fn main() {

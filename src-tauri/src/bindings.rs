@@ -70,8 +70,11 @@ mod tests {
 
     #[test]
     fn bindings_ts_matches_the_rust_types() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ui/src/lib/ipc/bindings.ts");
+        // The run's CARGO_MANIFEST_DIR follows the checkout even when the binary was built
+        // in another one sharing the target dir.
+        let dir = std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+        let path = std::path::Path::new(&dir).join("../ui/src/lib/ipc/bindings.ts");
         let fresh = generate();
         if std::env::var_os("UPDATE_BINDINGS").is_some() {
             std::fs::write(&path, &fresh).unwrap();

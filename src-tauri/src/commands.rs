@@ -17,8 +17,8 @@ use crate::AppState;
 /// The one error shape the UI receives: a stable code and a message for people.
 #[derive(Debug, Serialize, ts_rs::TS)]
 pub struct IpcError {
-    code: String,
-    message: String,
+    pub(crate) code: String,
+    pub(crate) message: String,
 }
 
 impl From<EngineError> for IpcError {
@@ -51,9 +51,12 @@ pub async fn app_status(state: tauri::State<'_, AppState>) -> Result<AppStatus> 
 pub async fn index_paths(
     state: tauri::State<'_, AppState>,
     jobs: tauri::State<'_, crate::library::LibraryJobs>,
+    grants: tauri::State<'_, crate::grants::GrantedPaths>,
     paths: Vec<PathBuf>,
     on_event: Channel<IndexEvent>,
 ) -> Result<IndexEvent> {
+    // Only what the user dropped or picked (see grants.rs).
+    grants.require(&paths)?;
     // One job at a time, stoppable with cancel_indexing (see library.rs).
     Ok(
         crate::library::index_job(&state.engine, &jobs, &paths, |e| {

@@ -9,6 +9,7 @@ mod app_data;
 mod bindings;
 mod commands;
 mod downloads;
+mod grants;
 mod library;
 mod sources;
 
@@ -16,6 +17,7 @@ use std::sync::Mutex;
 
 use anyhow::Context;
 use selfrag_engine::{Engine, EngineConfig, SettingsStore};
+use tauri::Manager;
 
 /// What every command can reach.
 pub struct AppState {
@@ -56,6 +58,7 @@ pub fn run() -> anyhow::Result<()> {
         )
         .manage(downloads::Downloads::default())
         .manage(library::LibraryJobs::default())
+        .manage(grants::GrantedPaths::default())
         .manage(AppState {
             engine,
             settings,
@@ -86,7 +89,17 @@ pub fn run() -> anyhow::Result<()> {
             library::watched_folders,
             library::watch_folders,
             library::unwatch_folder,
+            grants::pick_files,
+            grants::pick_folder,
         ])
+        // A native drop grants its paths to index_paths and watch_folders. Tauri calls this on
+        // the main thread right after it forwards the drop to the page, and the page's
+        // index_paths call is served on that thread too, so the grant is always there first.
+        .on_window_event(|window, event| {
+            if let tauri::WindowEvent::DragDrop(tauri::DragDropEvent::Drop { paths, .. }) = event {
+                window.state::<grants::GrantedPaths>().grant(paths);
+            }
+        })
         .setup(|app| {
             library::start(app.handle());
             Ok(())

@@ -5,7 +5,7 @@
 //! that restarts whenever the set of folders changes. Work the UI did not start itself streams
 //! to it as the app event [`LIBRARY_EVENT`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -158,9 +158,9 @@ pub async fn remove_document(
     Ok(state.engine.remove_documents(&path).await?)
 }
 
-/// Parses and embeds the file at `path` again. The library skips a file whose size, time and
-/// content are unchanged, so the document is removed first; its passages then come from a
-/// fresh parse (or from another path with the same content, which the job reports).
+/// Parses and embeds the library's document at `path` again. The library skips a file whose
+/// size, time and content are unchanged, so the document is removed first; its passages then
+/// come from a fresh parse (or from another path with the same content, which the job reports).
 #[tauri::command]
 pub async fn reindex_document(
     state: tauri::State<'_, AppState>,
@@ -169,6 +169,17 @@ pub async fn reindex_document(
     on_event: Channel<IndexEvent>,
 ) -> Result<IndexEvent, IpcError> {
     let engine = &state.engine;
+    // Only a document the library holds: a path from the page is not read otherwise.
+    let held = engine.documents().await?;
+    if !held.iter().any(|d| Path::new(&d.path) == path) {
+        return Err(IpcError::new(
+            "not_in_library",
+            format!(
+                "{} is not a document in the library; add it by dropping it on the window or with Add files",
+                path.display()
+            ),
+        ));
+    }
     let _job = jobs.lock.lock().await;
     let cancel = Arc::new(AtomicBool::new(false));
     jobs.set_cancel(Some(cancel.clone()));
@@ -212,8 +223,11 @@ pub async fn watched_folders(state: tauri::State<'_, AppState>) -> Result<Vec<St
 pub async fn watch_folders(
     state: tauri::State<'_, AppState>,
     jobs: tauri::State<'_, LibraryJobs>,
+    grants: tauri::State<'_, crate::grants::GrantedPaths>,
     paths: Vec<PathBuf>,
 ) -> Result<WatchResult, IpcError> {
+    // Only folders the user dropped or picked (see grants.rs).
+    grants.require(&paths)?;
     let mut not_folders = Vec::new();
     let mut added = false;
     for path in &paths {

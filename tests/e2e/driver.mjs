@@ -5,7 +5,8 @@
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import net from "node:net";
 
 const ELEMENT = "element-6066-11e4-a52e-4f735466cecf";
@@ -182,16 +183,14 @@ export class Session {
     return path;
   }
 
-  /** Delivers a drop of `paths` exactly as Tauri does for a real drag-and-drop. */
+  /**
+   * Drags `paths` onto the window from a native drag source (tests/e2e/drag-source.py) with
+   * real pointer events, so the app gets the same XDND drop a file manager gives it. The app
+   * indexes only paths that reach it this way or through its own open dialogs. Resolves to
+   * "ok" once the app has taken the paths, or to "error: …".
+   */
   dropFiles(paths) {
-    return this.execAsync(
-      `const done = arguments[arguments.length - 1];
-       window.__TAURI_INTERNALS__.invoke("plugin:event|emit", {
-         event: "tauri://drag-drop",
-         payload: { paths: arguments[0], position: { x: 40, y: 40 } },
-       }).then(() => done("ok"), (e) => done("error: " + e));`,
-      paths,
-    );
+    return dragOntoApp(paths);
   }
 
   async close() {
@@ -234,4 +233,63 @@ export async function answerSaveDialog(title, path, timeout = 15000) {
     await sleep(200);
   }
   throw new Error(`no save dialog titled "${title}" appeared within ${timeout} ms`);
+}
+
+/** The geometry of the first visible X window named `name`, or null. */
+function windowGeometry(name) {
+  try {
+    const ids = execFileSync("xdotool", ["search", "--onlyvisible", "--name", name], { encoding: "utf8" })
+      .trim()
+      .split("\n")
+      .filter(Boolean);
+    if (ids.length === 0) return null;
+    const shell = execFileSync("xdotool", ["getwindowgeometry", "--shell", ids[0]], { encoding: "utf8" });
+    const field = (key) => Number(new RegExp(`^${key}=(-?\\d+)$`, "m").exec(shell)?.[1]);
+    return { x: field("X"), y: field("Y"), width: field("WIDTH"), height: field("HEIGHT") };
+  } catch {
+    return null; // xdotool exits non-zero while no window matches
+  }
+}
+
+let drags = 0;
+
+/** See `Session.dropFiles`. */
+async function dragOntoApp(paths) {
+  const title = `selfrag-e2e-drag-${process.pid}-${drags++}`;
+  const script = join(dirname(fileURLToPath(import.meta.url)), "drag-source.py");
+  // Debian's Python: python3-gi comes from apt, not from any virtual environment on PATH.
+  const source = spawn("/usr/bin/python3", [script, title, ...paths], { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  let errors = "";
+  source.stdout.on("data", (d) => (output += d));
+  source.stderr.on("data", (d) => (errors += d));
+  const exited = new Promise((resolve) => source.on("exit", resolve));
+  try {
+    const deadline = Date.now() + 15000;
+    let from = null;
+    let to = null;
+    while (Date.now() < deadline && !(output.includes("ready") && (from = windowGeometry(title)) && (to = windowGeometry("Self-RAG Desktop")))) {
+      if (source.exitCode !== null) return `error: the drag source exited: ${errors.trim()}`;
+      await sleep(100);
+    }
+    if (!from || !to) return `error: the drag source or the app window did not show within 15 s ${errors.trim()}`;
+    const start = [from.x + Math.floor(from.width / 2), from.y + Math.floor(from.height / 2)];
+    const end = [to.x + Math.floor(to.width / 2), to.y + Math.floor(to.height / 2)];
+    const move = ([x, y]) => execFileSync("xdotool", ["mousemove", "--sync", String(x), String(y)]);
+    move(start);
+    execFileSync("xdotool", ["mousedown", "1"]);
+    // Past GTK's drag threshold first, then across in steps: each motion is one XDND position.
+    for (let i = 1; i <= 12; i++) {
+      const t = i / 12;
+      move([Math.round(start[0] - 20 + (end[0] - start[0] + 20) * t), Math.round(start[1] - 20 + (end[1] - start[1] + 20) * t)]);
+      await sleep(40);
+    }
+    await sleep(300);
+    execFileSync("xdotool", ["mouseup", "1"]);
+    const ended = await Promise.race([exited.then(() => true), sleep(10000).then(() => false)]);
+    if (!output.includes("sent")) return `error: the app did not take the drop ${ended ? "" : "within 10 s "}${errors.trim()}`;
+    return "ok";
+  } finally {
+    if (source.exitCode === null) source.kill();
+  }
 }

@@ -1,14 +1,21 @@
 // What a script running in the webview could reach, tried from inside the real page as an
 // injected script would: no file system, shell, HTTP or opener plugin; "Open source" opens only
-// files an answer cites; history and exports take ids, never paths; a path-like id is refused.
+// files an answer cites; history and exports take ids, never paths; a path-like id is refused;
+// indexing and watching take only paths the user dropped natively or picked in a native dialog.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { launchWithTestModels } from "./helpers.mjs";
 
-/** Invokes `cmd` with `args` from the page; resolves to "ok: …" or "denied: <the error>". */
+/**
+ * Invokes `cmd` with `args` from the page; resolves to "ok: …" or "denied: <the error>". An
+ * `onEvent` of "channel" becomes a real IPC channel, as `Channel` from @tauri-apps/api sends it.
+ */
 const TRY = `
   const [cmd, args, done] = arguments;
+  if (args.onEvent === "channel") {
+    args.onEvent = "__CHANNEL__:" + window.__TAURI_INTERNALS__.transformCallback(() => {});
+  }
   window.__TAURI_INTERNALS__.invoke(cmd, args).then(
     (v) => done("ok: " + JSON.stringify(v)),
     (e) => done("denied: " + (typeof e === "string" ? e : JSON.stringify(e))),
@@ -30,6 +37,9 @@ test("the webview cannot read, write or open files through the IPC", async () =>
       ["plugin:opener|open_url", { url: "file:///etc/passwd" }],
       ["plugin:http|fetch", { clientConfig: { url: "http://example.com", method: "GET" } }],
       ["plugin:dialog|save", { options: {} }],
+      ["plugin:dialog|open", { options: { directory: true } }],
+      // A page that could emit this would fake a drop; the app listens to native drops only.
+      ["plugin:event|emit", { event: "tauri://drag-drop", payload: { paths: ["/etc"], position: { x: 1, y: 1 } } }],
       ["plugin:webview|create_webview_window", { options: { label: "x", url: "https://example.com" } }],
     ];
     for (const [cmd, args] of forbidden) {
@@ -50,6 +60,20 @@ test("the webview cannot read, write or open files through the IPC", async () =>
       assert.match(result, /^denied: .*(unknown|no answer|not found|invalid)/i, `${cmd} with a path for an id must be refused, got ${result}`);
       assert.doesNotMatch(result, /root:x:0:0/, `${cmd} leaked /etc/passwd`);
     }
+
+    // The commands that read new files take only paths the user dropped or picked natively.
+    for (const [cmd, args] of [
+      ["index_paths", { paths: ["/etc/passwd"], onEvent: "channel" }],
+      ["index_paths", { paths: ["/etc"], onEvent: "channel" }],
+      ["watch_folders", { paths: ["/etc"] }],
+    ]) {
+      const result = await attempt(cmd, args);
+      assert.match(result, /^denied: .*path_not_granted/, `${cmd} with a path the user never gave must be refused, got ${result}`);
+    }
+    const reindex = await attempt("reindex_document", { path: "/etc/passwd", onEvent: "channel" });
+    assert.match(reindex, /^denied: .*not_in_library/, `reindex_document outside the library must be refused, got ${reindex}`);
+    const stats = await attempt("library_stats");
+    assert.match(stats, /"documents":0/, `nothing was indexed: ${stats}`);
   } finally {
     await session.close();
   }

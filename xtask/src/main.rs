@@ -20,7 +20,7 @@ mod bundle;
 mod fuzz;
 
 /// Debian packages: WebKitGTK/GTK for Tauri, protoc for LanceDB, the WebDriver and Xvfb for the
-/// end-to-end tests, xdotool to answer the native save dialog in those tests.
+/// end-to-end tests, xdotool to answer the native dialogs and drag files in those tests.
 const APT_BUILD: &[&str] = &[
     "build-essential",
     "pkg-config",
@@ -38,6 +38,9 @@ const APT_TEST: &[&str] = &[
     "xauth",
     "xdotool",
     "python3-venv",
+    // The native drag source of the end-to-end tests (tests/e2e/drag-source.py).
+    "python3-gi",
+    "gir1.2-gtk-3.0",
 ];
 
 fn main() -> Result<()> {

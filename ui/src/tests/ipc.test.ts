@@ -22,7 +22,6 @@ vi.mock("@tauri-apps/api/webview", () => ({
     },
   }),
 }));
-vi.mock("@tauri-apps/plugin-dialog", () => ({ open: vi.fn() }));
 
 import * as ipc from "$lib/ipc";
 import { defaultSettings } from "$lib/settings";
@@ -53,6 +52,14 @@ describe("ipc", () => {
     expect(tauri.invoke).toHaveBeenLastCalledWith("render_answer", { answerId: "a1", options });
     await ipc.listHistory("self rag");
     expect(tauri.invoke).toHaveBeenLastCalledWith("list_history", { query: "self rag" });
+    tauri.invoke.mockResolvedValueOnce(["/papers/a.pdf"]);
+    expect(await ipc.pickFiles()).toEqual(["/papers/a.pdf"]);
+    expect(tauri.invoke).toHaveBeenLastCalledWith("pick_files");
+    tauri.invoke.mockResolvedValueOnce([]);
+    expect(await ipc.pickFiles()).toBeNull();
+    tauri.invoke.mockResolvedValueOnce(null);
+    expect(await ipc.pickFolder()).toBeNull();
+    expect(tauri.invoke).toHaveBeenLastCalledWith("pick_folder");
     await ipc.openAnswer("a1");
     expect(tauri.invoke).toHaveBeenLastCalledWith("open_answer", { answerId: "a1" });
     await ipc.deleteAnswer("a1");

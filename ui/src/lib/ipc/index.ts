@@ -4,7 +4,6 @@
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
-import { open } from "@tauri-apps/plugin-dialog";
 
 import type {
   AnswerRecord,
@@ -115,15 +114,13 @@ export function saveSettings(settings: AppSettings): Promise<DeviceStatus> {
   return invoke<DeviceStatus>("save_settings", { settings });
 }
 
-/** Lets the user pick documents to index without drag and drop; null when cancelled. */
+/**
+ * Lets the user pick documents to index without drag and drop; null when cancelled. The Rust
+ * side shows the native dialog, so the paths it returns are ones `indexPaths` accepts.
+ */
 export async function pickFiles(): Promise<string[] | null> {
-  const picked = await open({
-    multiple: true,
-    directory: false,
-    title: "Add documents to the library",
-  });
-  if (picked === null) return null;
-  return Array.isArray(picked) ? picked : [picked];
+  const picked = await invoke<string[]>("pick_files");
+  return picked.length > 0 ? picked : null;
 }
 
 /**
@@ -233,14 +230,9 @@ export function unwatchFolder(folder: string): Promise<string[]> {
   return invoke<string[]>("unwatch_folder", { folder });
 }
 
-/** Lets the user pick one folder to add; null when cancelled. */
-export async function pickFolder(): Promise<string | null> {
-  const picked = await open({
-    multiple: false,
-    directory: true,
-    title: "Add a folder to the library",
-  });
-  return Array.isArray(picked) ? (picked[0] ?? null) : picked;
+/** Lets the user pick one folder to add (a native dialog shown by the Rust side); null when cancelled. */
+export function pickFolder(): Promise<string | null> {
+  return invoke<string | null>("pick_folder");
 }
 
 /**

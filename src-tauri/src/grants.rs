@@ -1,0 +1,119 @@
+//! The paths the user handed to the app: files and folders dropped on the window (the native
+//! drag-and-drop event, seen here before the page hears of it) and those picked in the native
+//! open dialogs that the `pick_files` and `pick_folder` commands show.
+//!
+//! The commands that read files the library does not hold yet (`index_paths`, `watch_folders`)
+//! take only such paths. A script running in the page can name any path, but it cannot fake a
+//! native drop or answer a native dialog, so it cannot make the app read `~/.ssh` into a library
+//! whose passages it could then search.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use tauri_plugin_dialog::{DialogExt, FilePath};
+
+use crate::commands::IpcError;
+
+/// Every path the user dropped on the window or picked in a dialog since the app started.
+#[derive(Default)]
+pub struct GrantedPaths {
+    paths: Mutex<HashSet<PathBuf>>,
+}
+
+impl GrantedPaths {
+    /// Records paths the user handed over natively.
+    pub fn grant<'a>(&self, paths: impl IntoIterator<Item = &'a PathBuf>) {
+        let mut granted = self.paths.lock().unwrap_or_else(|p| p.into_inner());
+        granted.extend(paths.into_iter().cloned());
+    }
+
+    /// Ok when the user handed over every one of `paths` (exactly those paths: a file inside a
+    /// dropped folder is reached by indexing the folder, and a `..` cannot climb out of it).
+    pub fn require(&self, paths: &[PathBuf]) -> Result<(), IpcError> {
+        let granted = self.paths.lock().unwrap_or_else(|p| p.into_inner());
+        match paths.iter().find(|p| !granted.contains(p.as_path())) {
+            None => Ok(()),
+            Some(path) => Err(not_granted(path)),
+        }
+    }
+}
+
+fn not_granted(path: &Path) -> IpcError {
+    IpcError::new(
+        "path_not_granted",
+        format!(
+            "{} was not dropped on the window or chosen in Add files/Add folder; drop it on the window or pick it there to add it",
+            path.display()
+        ),
+    )
+}
+
+fn local_paths(picked: Vec<FilePath>) -> Vec<PathBuf> {
+    picked
+        .into_iter()
+        .filter_map(|p| p.into_path().ok())
+        .collect()
+}
+
+/// Shows the native open dialog for documents; the files chosen are granted and returned
+/// (empty when the dialog is cancelled).
+#[tauri::command]
+pub async fn pick_files(
+    app: tauri::AppHandle,
+    grants: tauri::State<'_, GrantedPaths>,
+) -> Result<Vec<PathBuf>, IpcError> {
+    let picked = app
+        .dialog()
+        .file()
+        .set_title("Add documents to the library")
+        .blocking_pick_files()
+        .map(local_paths)
+        .unwrap_or_default();
+    grants.grant(&picked);
+    Ok(picked)
+}
+
+/// Shows the native open dialog for one folder; the folder chosen is granted and returned.
+#[tauri::command]
+pub async fn pick_folder(
+    app: tauri::AppHandle,
+    grants: tauri::State<'_, GrantedPaths>,
+) -> Result<Option<PathBuf>, IpcError> {
+    let picked = app
+        .dialog()
+        .file()
+        .set_title("Add a folder to the library")
+        .blocking_pick_folder()
+        .and_then(|p| p.into_path().ok());
+    grants.grant(&picked);
+    Ok(picked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_paths_handed_over_pass() {
+        let grants = GrantedPaths::default();
+        let dropped = PathBuf::from("/home/ada/papers");
+        assert_eq!(
+            grants
+                .require(std::slice::from_ref(&dropped))
+                .unwrap_err()
+                .code,
+            "path_not_granted"
+        );
+        grants.grant([&dropped]);
+        assert!(grants.require(std::slice::from_ref(&dropped)).is_ok());
+        // Not a path inside it, not one that climbs out of it, not a mix with an ungranted one.
+        for sneaky in ["/home/ada/papers/../.ssh", "/home/ada/.ssh", "/home/ada"] {
+            let error = grants
+                .require(&[dropped.clone(), PathBuf::from(sneaky)])
+                .unwrap_err();
+            assert_eq!(error.code, "path_not_granted");
+            assert!(error.message.contains(sneaky), "{}", error.message);
+        }
+    }
+}

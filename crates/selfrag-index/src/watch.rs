@@ -163,6 +163,12 @@ impl Library {
         for file in files {
             let path = file.display().to_string();
             let result = self.index_file(&file, embedder).await;
+            if result.is_err() && std::fs::symlink_metadata(&file).is_err() {
+                // Deleted or renamed while this batch waited its turn (a busy library): not a
+                // failure, a removal; the new name, if any, comes in the next batch.
+                gone.push(file);
+                continue;
+            }
             match &result {
                 Ok(IndexOutcome::Indexed { .. }) => summary.indexed += 1,
                 Ok(_) => summary.skipped += 1,

@@ -163,3 +163,61 @@ async fn a_burst_of_a_thousand_changes_ends_with_the_library_equal_to_the_disk()
     // Every content is stored once: 500 files, no leftovers of replaced or deleted content.
     assert_eq!(stats.passages, stats.contents);
 }
+
+/// Deletes a file the first time it embeds: the file a busy library gets to after a user
+/// deleted or renamed it, between the change being seen and the file being read.
+struct DeletesOnEmbed {
+    inner: BagOfWords,
+    victim: PathBuf,
+}
+
+impl PassageEmbedder for DeletesOnEmbed {
+    fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, selfrag_index::IndexError> {
+        let _ = std::fs::remove_file(&self.victim);
+        self.inner.embed(texts)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_deleted_before_its_batch_reaches_it_is_a_removal_not_an_error() {
+    // Found by tests/load.rs in selfrag-cli: with the library busy, a watched folder that
+    // churned reported "cannot read new16.md: No such file or directory" for files created and
+    // deleted (or renamed) while their batch waited.
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join("watched");
+    std::fs::create_dir_all(&folder).unwrap();
+    let (first, second) = (folder.join("a.md"), folder.join("b.md"));
+    std::fs::write(&first, "# A\nAlbatrosses glide.").unwrap();
+    std::fs::write(&second, "# B\nPenguins swim.").unwrap();
+    let embedder = DeletesOnEmbed {
+        inner: BAG_OF_WORDS,
+        victim: second.clone(),
+    };
+    let lib = Library::open(&tmp.path().join("lib"), &embedder)
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    let summary = lib
+        .apply_changes(&[first.clone(), second.clone()], &embedder, |e| {
+            events.push(format!("{e:?}"))
+        })
+        .await
+        .unwrap();
+    assert!(
+        !second.exists(),
+        "the double deleted b.md while a.md was embedded"
+    );
+    assert_eq!(summary.failed, 0, "{events:?}");
+    assert!(
+        events.iter().all(|e| !e.contains("b.md")),
+        "b.md was never in the library, so nothing is said about it: {events:?}"
+    );
+    assert!(has(&lib, &first));
+    assert!(!has(&lib, &second));
+}

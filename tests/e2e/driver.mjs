@@ -207,7 +207,20 @@ export class Session {
 }
 
 /** Answers the native save dialog titled `title` with `path` (GTK under Xvfb, via xdotool). */
-export async function answerSaveDialog(title, path, timeout = 15000) {
+export function answerSaveDialog(title, path, timeout = 15000) {
+  // Ctrl+A selects the suggested name; the file chooser accepts an absolute path there.
+  return answerFileDialog(title, path, ["ctrl+a"], timeout);
+}
+
+/**
+ * Answers the native open dialog titled `title` (a file, or a folder in folder mode) with
+ * `path`: typing "/" opens the chooser's location field, and Return picks what it names.
+ */
+export function answerOpenDialog(title, path, timeout = 15000) {
+  return answerFileDialog(title, path, [], timeout);
+}
+
+async function answerFileDialog(title, path, firstKeys, timeout) {
   const deadline = Date.now() + timeout;
   while (Date.now() < deadline) {
     try {
@@ -221,9 +234,10 @@ export async function answerSaveDialog(title, path, timeout = 15000) {
         const win = ids[ids.length - 1];
         await sleep(400);
         // Xvfb runs no window manager, so focus the dialog directly rather than "activate" it.
-        // Ctrl+A selects the suggested name; the file chooser accepts an absolute path there.
-        execFileSync("xdotool", ["windowfocus", "--sync", win, "key", "--clearmodifiers", "ctrl+a"]);
+        execFileSync("xdotool", ["windowfocus", "--sync", win]);
+        for (const key of firstKeys) execFileSync("xdotool", ["key", "--clearmodifiers", key]);
         execFileSync("xdotool", ["type", "--delay", "5", path]);
+        await sleep(300);
         execFileSync("xdotool", ["key", "Return"]);
         return;
       }
@@ -232,7 +246,7 @@ export async function answerSaveDialog(title, path, timeout = 15000) {
     }
     await sleep(200);
   }
-  throw new Error(`no save dialog titled "${title}" appeared within ${timeout} ms`);
+  throw new Error(`no dialog titled "${title}" appeared within ${timeout} ms`);
 }
 
 /** The geometry of the first visible X window named `name`, or null. */

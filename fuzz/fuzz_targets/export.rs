@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use selfrag_core::{
     Answer, Candidate, IsSupDistribution, Passage, RetrieveDecision, Segment, Settings,
 };
-use selfrag_engine::{ExportFormat, ExportOptions, render_with};
+use selfrag_export::{ExportFormat, ExportOptions, render_with};
 
 /// Reads fields off the input: strings up to a 0xFF byte, numbers from single bytes.
 struct Fields<'a>(std::slice::Iter<'a, u8>);

@@ -1,9 +1,9 @@
 //! Fuzzes the GGUF tokenizer two ways, chosen by the first byte: (even) the rest is a GGUF file,
-//! read as `selfrag debug tokenize` reads one (no panic, errors only; libFuzzer's panic hook
-//! aborts even on the candle panics that `gguf_header::read` catches, so check a crash found
-//! here against that boundary before calling it a bug); (odd)
-//! the rest is text, encoded by the tiny Self-RAG tokenizer with and without special tokens
-//! (no panic; without special tokens no reflection token comes out; decode gives the text back).
+//! read as `selfrag debug tokenize` reads one (no panic, errors only; a candle panic that
+//! `gguf_header::read` catches is an error here as in the app, see
+//! [`selfrag_fuzz::as_the_app_runs_it`]); (odd) the rest is text, encoded by the tiny Self-RAG
+//! tokenizer with and without special tokens (no panic; without special tokens no reflection
+//! token comes out; decode gives the text back).
 
 #![no_main]
 
@@ -33,7 +33,8 @@ fuzz_target!(|data: &[u8]| {
         };
         let path = dir.path().join("fuzzed.gguf");
         if std::fs::write(&path, rest).is_ok()
-            && let Ok(tokenizer) = GgufTokenizer::from_gguf_file(&path)
+            && let Ok(tokenizer) =
+                selfrag_fuzz::as_the_app_runs_it(|| GgufTokenizer::from_gguf_file(&path))
         {
             let ids = tokenizer.encode("Hello <paragraph> [Retrieval] world", true);
             let _ = tokenizer.decode(&ids);

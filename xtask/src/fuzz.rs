@@ -5,8 +5,10 @@
 //! The fuzz crate is its own workspace (the root excludes it) built with nightly into its own
 //! target directory, `~/.cache/selfrag-desktop/target-fuzz`, so it never invalidates the stable
 //! build. Builds are `--dev` (opt-level 1 with overflow checks, see `fuzz/Cargo.toml`) and
-//! without a sanitizer: the code is safe Rust, the bugs worth finding are panics, hangs and
-//! huge allocations, and an optimised LanceDB build would take longer than the fuzzing.
+//! without a sanitizer: the code is safe Rust, and the bugs worth finding are panics, hangs and
+//! huge allocations. The targets link selfrag-index without its `store` feature and
+//! selfrag-export rather than the engine, so LanceDB is never built here (a nightly LanceDB
+//! build on two cores takes longer than the fuzzing).
 //! Corpora live in `~/.cache/selfrag-desktop/fuzz-corpus/TARGET`; crashes land in
 //! `fuzz/artifacts/TARGET/` and each one becomes a regression test named after the bug.
 

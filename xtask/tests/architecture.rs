@@ -27,13 +27,32 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "selfrag-models",
         ],
     ),
+    (
+        "selfrag-export",
+        "selfrag-core",
+        &[
+            "candle",
+            "tokio",
+            "lance",
+            "arrow",
+            "tauri",
+            "selfrag-models",
+            "selfrag-index",
+            "selfrag-engine",
+        ],
+    ),
     ("selfrag-engine", "selfrag-core", &["tauri", "clap"]),
 ];
 
-/// Every normal (non-dev, non-build) dependency of `package`, transitively, by name.
-fn dependencies(package: &str) -> Vec<String> {
+/// Every normal (non-dev, non-build) dependency of `package` built with `features` (cargo's
+/// feature flags, e.g. `--no-default-features`), transitively, by name.
+fn dependencies(package: &str, features: &[&str]) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+    // Cargo sets CARGO_MANIFEST_DIR when it runs the test too; that one follows the checkout
+    // even when the binary was built in another one sharing the target dir.
+    let dir =
+        std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+    let manifest = format!("{dir}/../Cargo.toml");
     let out = std::process::Command::new(cargo)
         .args([
             "tree",
@@ -45,7 +64,8 @@ fn dependencies(package: &str) -> Vec<String> {
             "--format",
             "{p}",
         ])
-        .args(["-p", package, "--manifest-path", manifest])
+        .args(["-p", package, "--manifest-path", &manifest])
+        .args(features)
         .output()
         .unwrap();
     assert!(
@@ -63,7 +83,7 @@ fn dependencies(package: &str) -> Vec<String> {
 #[test]
 fn every_crate_stays_in_its_layer() {
     for (package, expected, forbidden) in RULES {
-        let deps = dependencies(package);
+        let deps = dependencies(package, &[]);
         assert!(
             deps.iter().any(|d| d == expected),
             "{package}: the tree was not read: {deps:?}"
@@ -76,4 +96,26 @@ fn every_crate_stays_in_its_layer() {
             );
         }
     }
+}
+
+#[test]
+fn the_index_without_its_store_links_no_lancedb_nor_tokio() {
+    // What the fuzz targets link (fuzz/Cargo.toml): a LanceDB build there takes over an hour.
+    let deps = dependencies("selfrag-index", &["--no-default-features"]);
+    assert!(
+        deps.iter().any(|d| d == "pdf-extract"),
+        "the tree was not read: {deps:?}"
+    );
+    let found: Vec<&String> = deps
+        .iter()
+        .filter(|d| {
+            ["lance", "arrow", "datafusion", "tokio"]
+                .iter()
+                .any(|p| d.starts_with(p))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "selfrag-index without `store` reaches {found:?}"
+    );
 }

@@ -338,11 +338,32 @@ const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 mod tests {
     use super::*;
 
+    /// An answer of one segment citing one passage.
     fn record(id: &str, question: &str, answer: &str) -> AnswerRecord {
-        let mut a = crate::export::test_answer::answer();
-        a.question = question.into();
-        a.segments.truncate(1);
-        a.segments[0].text = answer.into();
+        use selfrag_core::{Passage, RetrieveDecision, Segment, Settings};
+        let a = Answer {
+            question: question.into(),
+            settings: Settings::default(),
+            retrieve: RetrieveDecision {
+                p_retrieve: 0.9,
+                retrieved: true,
+            },
+            passages: vec![Passage {
+                id: "p1".into(),
+                title: "Notes".into(),
+                path: "/docs/notes.md".into(),
+                page: None,
+                text: "Self-RAG critiques itself.".into(),
+            }],
+            segments: vec![Segment {
+                text: answer.into(),
+                citation: Some(1),
+                chosen: 0,
+                candidates: Vec::new(),
+                retrieve: None,
+            }],
+            answer: format!("{answer} [1]"),
+        };
         AnswerRecord {
             id: id.into(),
             answer: a,

@@ -1,10 +1,11 @@
 //! # selfrag-engine: the application API
 //!
 //! One API for both front ends (the Tauri app and the `selfrag` CLI): it owns the model thread,
-//! the document library, the answer history and the exports. [`Engine::ask`] runs Self-RAG
-//! (selfrag-core) with the GGUF generator and the BERT embedder (selfrag-models) over the
-//! LanceDB library (selfrag-index), streaming [`selfrag_core::Progress`] events;
-//! [`Engine::rerank`] re-chooses among stored candidates without the model.
+//! the document library, the answer history and the exports ([`export`], rendered by
+//! selfrag-export). [`Engine::ask`] runs Self-RAG (selfrag-core) with the GGUF generator and the
+//! BERT embedder (selfrag-models) over the LanceDB library (selfrag-index), streaming
+//! [`selfrag_core::Progress`] events; [`Engine::rerank`] re-chooses among stored candidates
+//! without the model.
 //!
 //! It knows nothing of Tauri or the terminal: no `tauri`, no printing, no argument parsing.
 
@@ -12,13 +13,15 @@ mod config;
 mod downloads;
 mod engine;
 mod error;
-pub mod export;
 mod history;
 mod indexing;
 mod model_thread;
 mod retriever;
 pub mod settings;
 mod status;
+
+/// The export renderers (Markdown, HTML, JSON, BibTeX), from selfrag-export.
+pub use selfrag_export as export;
 
 pub use config::EngineConfig;
 pub use downloads::{DownloadStage, ModelDownloadProgress, ModelOffer};

@@ -47,6 +47,7 @@ pub enum IndexError {
     /// The parser process crashed, ran out of time or memory, or answered nonsense.
     #[error("the document parser {what} on {path}; the file was skipped")]
     ParserFailed { path: PathBuf, what: String },
+    #[cfg(feature = "store")]
     #[error("the library at {path} could not be used: {source}")]
     Store {
         path: PathBuf,

@@ -10,6 +10,10 @@
 //! It must not depend on candle, Tauri or the Self-RAG algorithm: embeddings arrive through the
 //! [`PassageEmbedder`] trait, which selfrag-engine implements with selfrag-models.
 //!
+//! The store (the library, jobs, watched folders, the benchmark, and [`Extractor::extract`] on
+//! tokio) is the default feature `store`; without it the crate is extraction, chunking and the
+//! worker only, with no LanceDB and no tokio, which is how the fuzz targets link it.
+//!
 //! ```no_run
 //! # async fn demo(embedder: &dyn selfrag_index::PassageEmbedder) -> Result<(), selfrag_index::IndexError> {
 //! let library = selfrag_index::Library::open(std::path::Path::new("/tmp/lib"), embedder).await?;
@@ -20,23 +24,30 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "store")]
 pub mod bench;
 pub mod chunk;
 mod error;
 pub mod extract;
+#[cfg(feature = "store")]
 pub mod job;
+#[cfg(feature = "store")]
 mod library;
+#[cfg(feature = "store")]
 pub mod watch;
 pub mod worker;
 
 pub use chunk::{Chunk, chunk_text};
 pub use error::IndexError;
 pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
+#[cfg(feature = "store")]
 pub use job::{JobEvent, JobProgress, JobSummary};
+#[cfg(feature = "store")]
 pub use library::{
     DocumentRecord, IndexOutcome, Library, LibraryStats, SearchFilter, SearchHit, SearchMode,
     SearchRequest,
 };
+#[cfg(feature = "store")]
 pub use watch::FolderWatcher;
 pub use worker::Extractor;
 

@@ -227,6 +227,7 @@ impl Extractor {
     }
 
     /// Extracts `path` on a blocking thread.
+    #[cfg(feature = "store")]
     pub async fn extract(&self, path: &Path) -> Result<ExtractedDocument, IndexError> {
         let (this, owned) = (self.clone(), path.to_path_buf());
         tokio::task::spawn_blocking(move || this.extract_blocking(&owned))

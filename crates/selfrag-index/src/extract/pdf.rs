@@ -156,3 +156,60 @@ fn info_title(doc: &Document) -> Option<String> {
     let title = title.trim();
     (!title.is_empty()).then(|| title.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `extractors` fuzz target (2026-11-22): the page's font `5 0 R` does not
+    /// parse (`/Type 'Font`, and `e~dobj` before it), so pdf-extract unwraps a missing object
+    /// while reading the page. Inside the page boundary that is one unreadable page, and with no
+    /// other page the file is malformed; never a panic out of `extract`.
+    #[test]
+    fn a_page_whose_font_object_is_broken_is_unreadable_not_a_crash() {
+        let pdf = concat!(
+            "%PDF-1.4\n",
+            "1 0 obj\n",
+            "<< /Type /Catalog /Pages 2 0 R >>\n",
+            "endobj\n",
+            "2 0 obj\n",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>\n",
+            "endobj\n",
+            "3 0 obj\n",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R ",
+            "/Resources << /Font << /F1 5 0 R >> >> >>\n",
+            "endobj\n",
+            "4 0 obj\n",
+            "<< /Length 48 >>\n",
+            "stream\n",
+            "BT /F1 12 Tf 20 100 Td (Hello PDF world.) Tj ET\n",
+            "endstream\n",
+            "e~dobj\n",
+            "5 0 obj\n",
+            "<< /Type 'Font /Subtype /Type1 /BaseFont /Helvetica >>\n",
+            "endobj\n",
+            "xref\n",
+            "0 6\n",
+            "0000000000 65535 f \n",
+            "0000000009 00000 n \n",
+            "0000000058 00000 n \n",
+            "0000000115 00000 n \n",
+            "0000000241 00000 n \n",
+            "0000000338 00000 n \n",
+            "trailer\n",
+            "<< /Size 6 /Root 1 0 R >>\n",
+            "startxref\n",
+            "408\n",
+            "%%EOF\n",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broken-font.pdf");
+        std::fs::write(&path, pdf).unwrap();
+        let err = extract(&path).unwrap_err();
+        assert!(
+            matches!(&err, IndexError::Malformed { reason, .. }
+                if reason.contains("page 1 could not be read")),
+            "{err}"
+        );
+    }
+}

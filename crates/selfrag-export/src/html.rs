@@ -112,8 +112,8 @@ fn escape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_answer::{self, XSS_IMG, XSS_SCRIPT};
     use super::*;
+    use crate::test_answer::{self, XSS_IMG, XSS_SCRIPT};
 
     /// The tag names that appear in the page: only the ones the renderer writes itself.
     fn tags(page: &str) -> Vec<String> {

@@ -90,8 +90,8 @@ fn code_span(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_answer::{self, XSS_IMG, XSS_SCRIPT};
     use super::*;
+    use crate::test_answer::{self, XSS_IMG, XSS_SCRIPT};
 
     #[test]
     fn footnotes_quote_title_file_page_and_passage() {

@@ -127,8 +127,8 @@ fn escape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_answer;
     use super::*;
+    use crate::test_answer;
 
     /// Every brace group closes: what BibTeX checks of a braced value.
     fn balanced(s: &str) -> bool {

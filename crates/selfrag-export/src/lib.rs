@@ -1,15 +1,34 @@
-//! Renders an answer for people and for other tools: Markdown with the citations as footnotes,
-//! a self-contained HTML page (inline CSS, no script, everything escaped), the JSON trace, and
-//! a BibTeX list of the cited documents.
+//! # selfrag-export: an answer as Markdown, HTML, JSON or BibTeX
+//!
+//! Renders an answer for people and for other tools: Markdown with the citations as footnotes
+//! ([`markdown()`]), a self-contained HTML page with inline CSS, no script and everything escaped
+//! ([`html()`]), the JSON trace, and a BibTeX list of the cited documents ([`bibtex()`]).
+//! [`render_with`] picks the renderer from [`ExportOptions`].
 //!
 //! [`ExportOptions`] adds IsSup labels after each segment and the "only supported" filter.
 //! The filter keeps the segments whose chosen candidate's most probable IsSup token is
-//! `[Fully supported]`. Partially supported segments are left out too (a partial support is
-//! a claim the passage does not fully carry), and so are segments without any IsSup judgement
-//! (written without a passage). Every gap is marked `[…]` in the text and a note under the
-//! question counts what was left out and why, so a filtered export never passes for the whole
-//! answer. The JSON export is the full trace and ignores both options: it is the record of what
-//! the model did, not a rendering of it.
+//! `[Fully supported]` ([`Support`]). Partially supported segments are left out too (a partial
+//! support is a claim the passage does not fully carry), and so are segments without any IsSup
+//! judgement (written without a passage). Every gap is marked `[…]` in the text and a note under
+//! the question counts what was left out and why, so a filtered export never passes for the
+//! whole answer. The JSON export is the full trace and ignores both options: it is the record of
+//! what the model did, not a rendering of it.
+//!
+//! It reads only [`selfrag_core::Answer`] and must not depend on the models, the library
+//! (LanceDB) or the engine: the export fuzz target links it without them.
+//!
+//! ```
+//! use selfrag_export::{ExportFormat, ExportOptions, render_with};
+//!
+//! fn supported_only_html(answer: &selfrag_core::Answer) -> String {
+//!     let options = ExportOptions {
+//!         format: ExportFormat::Html,
+//!         support_labels: true,
+//!         only_supported: true,
+//!     };
+//!     render_with(answer, &options)
+//! }
+//! ```
 
 mod bibtex;
 mod html;

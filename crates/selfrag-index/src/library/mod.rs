@@ -31,6 +31,11 @@ use crate::{Extractor, IndexError, PassageEmbedder};
 
 /// Texts embedded per call; bounds memory on large documents.
 pub(crate) const EMBED_BATCH: usize = 32;
+/// The most LanceDB keeps of search indexes in memory: the 8-bit vector index of a
+/// million 768-d passages (about 0.8 GB) and a large full-text index still fit.
+const INDEX_CACHE_BYTES: usize = 1 << 30;
+/// The most LanceDB keeps of manifests, fragment and file metadata in memory.
+const METADATA_CACHE_BYTES: usize = 256 << 20;
 
 /// Counts shown in the library pane and by `selfrag library stats`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -110,7 +115,15 @@ impl Library {
             path: dir.to_path_buf(),
             source,
         };
+        // LanceDB's default caches may grow to 6 GiB of index and 1 GiB of metadata, and every
+        // optimize leaves the previous index version cached: bounded here for a desktop app.
+        let session = lancedb::Session::new(
+            INDEX_CACHE_BYTES,
+            METADATA_CACHE_BYTES,
+            Arc::new(lancedb::ObjectStoreRegistry::default()),
+        );
         let db = lancedb::connect(&dir.to_string_lossy())
+            .session(Arc::new(session))
             .execute()
             .await
             .map_err(store_err)?;

@@ -154,12 +154,11 @@ impl Library {
                 Ok(truncate(hits, request.k))
             }
             SearchMode::Hybrid => {
-                let dense = self
-                    .vector_hits(vector()?, fused_depth, filter.as_deref())
-                    .await?;
-                let sparse = self
-                    .text_hits(&request.text, fused_depth, filter.as_deref())
-                    .await?;
+                // The two halves at once: the slower one sets the latency, not their sum.
+                let (dense, sparse) = futures::try_join!(
+                    self.vector_hits(vector()?, fused_depth, filter.as_deref()),
+                    self.text_hits(&request.text, fused_depth, filter.as_deref()),
+                )?;
                 Ok(truncate(
                     reciprocal_rank_fusion(&[dense, sparse], request.rrf_k),
                     request.k,

@@ -133,6 +133,12 @@ impl Engine {
         }
         self.index_paths_cancellable(&folders, &stop, &on_event)
             .await?;
+        // Searches see new rows before the indexes include them (LanceDB scans what is not
+        // indexed yet), so the indexes are brought up to date at most every
+        // `OPTIMIZE_EVERY`: a folder that changes all the time would otherwise spend most of
+        // its time re-optimizing.
+        let mut last_optimized = std::time::Instant::now();
+        let mut stale = false;
         while !stop.load(Ordering::SeqCst) {
             // Only `stop` may cancel a batch being gathered: cancelling it on a timer would
             // drop the changes it already took from the watcher (it waits for a quiet spell
@@ -149,13 +155,21 @@ impl Engine {
                     }
                 })
                 .await?;
-            if summary.indexed + summary.removed > 0 {
+            stale |= summary.indexed + summary.removed > 0;
+            if stale && last_optimized.elapsed() >= OPTIMIZE_EVERY {
                 library.optimize().await?;
+                (stale, last_optimized) = (false, std::time::Instant::now());
             }
+        }
+        if stale {
+            library.optimize().await?;
         }
         Ok(())
     }
 }
+
+/// The shortest time between two optimizations of the library by [`Engine::watch`].
+const OPTIMIZE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Resolves once `stop` is set (polled every 250 ms).
 async fn stopped(stop: &AtomicBool) {

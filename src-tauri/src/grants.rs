@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use tauri::Manager;
 use tauri_plugin_dialog::{DialogExt, FilePath};
 
 use crate::commands::IpcError;
@@ -80,10 +81,12 @@ pub async fn pick_folder(
     app: tauri::AppHandle,
     grants: tauri::State<'_, GrantedPaths>,
 ) -> Result<Option<PathBuf>, IpcError> {
-    let picked = app
-        .dialog()
-        .file()
-        .set_title("Add a folder to the library")
+    let mut dialog = app.dialog().file().set_title("Add a folder to the library");
+    // GTK would open on its "Recent" view, where a typed folder path cannot be chosen.
+    if let Ok(home) = app.path().home_dir() {
+        dialog = dialog.set_directory(home);
+    }
+    let picked = dialog
         .blocking_pick_folder()
         .and_then(|p| p.into_path().ok());
     grants.grant(&picked);

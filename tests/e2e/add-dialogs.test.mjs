@@ -39,7 +39,7 @@ test("Add files… and Add folder… index what the native open dialog picked", 
     assert.ok(one.some((t) => t.includes("Picked file")), JSON.stringify(one));
 
     await session.click(await session.find('[data-testid="add-folder"]'));
-    await answerOpenDialog("Add a folder to the library", folder);
+    await answerOpenDialog("Add a folder to the library", folder, { folder: true });
     const three = await documentTitles(session, 3);
     assert.ok(three.some((t) => t.includes("Inside the folder")), JSON.stringify(three));
     assert.equal(three.length, 3, JSON.stringify(three));

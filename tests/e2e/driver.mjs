@@ -59,7 +59,9 @@ export async function launch(env) {
   const nativePort = await freePort();
   const driver = spawn("tauri-driver", ["--port", String(port), "--native-port", String(nativePort)], {
     // A fresh config dir unless the test names one: no test reads or writes the user's settings.
-    env: { ...process.env, SELFRAG_CONFIG_DIR: tempDir("config"), ...env },
+    // A fresh XDG data dir too: GTK's list of recent files, which decides where the native
+    // dialogs open (the "Recent" view cannot pick a folder by its typed path), starts empty.
+    env: { ...process.env, SELFRAG_CONFIG_DIR: tempDir("config"), XDG_DATA_HOME: tempDir("xdg-data"), ...env },
     stdio: ["ignore", "inherit", "inherit"],
     // Its own process group, which WebKitWebDriver and the app join: close() ends them all,
     // so no app outlives its test holding the runner's output open.
@@ -209,18 +211,20 @@ export class Session {
 /** Answers the native save dialog titled `title` with `path` (GTK under Xvfb, via xdotool). */
 export function answerSaveDialog(title, path, timeout = 15000) {
   // Ctrl+A selects the suggested name; the file chooser accepts an absolute path there.
-  return answerFileDialog(title, path, ["ctrl+a"], timeout);
+  return answerFileDialog(title, path, ["ctrl+a"], [], timeout);
 }
 
 /**
- * Answers the native open dialog titled `title` (a file, or a folder in folder mode) with
- * `path`: typing "/" opens the chooser's location field, and Return picks what it names.
+ * Answers the native open dialog titled `title` with `path`: Ctrl+L opens the chooser's
+ * location field, and Return picks the file or folder it names. In folder mode the field
+ * completes a folder's name with a selected "/", which Return would merely accept: Delete
+ * drops it first.
  */
-export function answerOpenDialog(title, path, timeout = 15000) {
-  return answerFileDialog(title, path, [], timeout);
+export function answerOpenDialog(title, path, { folder = false } = {}, timeout = 15000) {
+  return answerFileDialog(title, path, ["ctrl+l"], folder ? ["Delete"] : [], timeout);
 }
 
-async function answerFileDialog(title, path, firstKeys, timeout) {
+async function answerFileDialog(title, path, firstKeys, keysBeforeReturn, timeout) {
   const deadline = Date.now() + timeout;
   while (Date.now() < deadline) {
     try {
@@ -235,9 +239,17 @@ async function answerFileDialog(title, path, firstKeys, timeout) {
         await sleep(400);
         // Xvfb runs no window manager, so focus the dialog directly rather than "activate" it.
         execFileSync("xdotool", ["windowfocus", "--sync", win]);
-        for (const key of firstKeys) execFileSync("xdotool", ["key", "--clearmodifiers", key]);
+        for (const key of firstKeys) {
+          execFileSync("xdotool", ["key", "--clearmodifiers", key]);
+          await sleep(300);
+        }
         execFileSync("xdotool", ["type", "--delay", "5", path]);
-        await sleep(300);
+        // The location field completes as it is typed; let it settle before Return.
+        await sleep(800);
+        for (const key of keysBeforeReturn) {
+          execFileSync("xdotool", ["key", key]);
+          await sleep(300);
+        }
         execFileSync("xdotool", ["key", "Return"]);
         return;
       }

@@ -143,6 +143,26 @@ fn minilm_dir() -> Result<PathBuf> {
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.env("CARGO_TARGET_DIR", target_dir());
+    // `cargo xtask` is `cargo run`, which gives this process xtask's own package variables.
+    // Build scripts (ring's, among others) rerun when those change, so passing them on made
+    // every switch between `cargo xtask test` and a plain `cargo test` rebuild ring, rustls
+    // and all of LanceDB.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || matches!(
+                name.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+            )
+        {
+            c.env_remove(name.as_ref());
+        }
+    }
     c
 }
 

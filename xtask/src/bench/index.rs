@@ -179,9 +179,13 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
             json_number(&out, "write_seconds")?,
             json_number(&out, "index_seconds")?,
             if out.contains("\"ann_index\":true") {
-                "IVF-SQ"
+                format!(
+                    "IVF-SQ, {} partitions, {} probed",
+                    json_number(&out, "ann_partitions")?,
+                    json_number(&out, "ann_probes")?
+                )
             } else {
-                "exact"
+                "exact".to_string()
             },
             json_number(&out, "hybrid_p50_ms")?,
             json_number(&out, "vector_p95_ms")?,

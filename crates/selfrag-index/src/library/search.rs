@@ -23,9 +23,10 @@ use crate::IndexError;
 /// Below this many passages an exact scan is fast enough (about 10 ms at 768-d on one core)
 /// and needs no index that must be trained and kept fresh.
 pub const ANN_THRESHOLD: usize = 50_000;
-/// IVF partitions probed per query and the refine factor (candidates re-scored exactly):
-/// chosen in `cargo xtask bench index` for recall@10 >= 0.95 against exact search.
-const NPROBES: usize = 32;
+/// IVF partitions probed per query in an index of √n partitions, and the refine factor
+/// (candidates re-scored exactly): chosen in `cargo xtask bench index` for recall@10 >= 0.95
+/// against exact search. See [`probes_for`] for an index whose partitions have split since.
+pub(crate) const NPROBES: usize = 32;
 /// Seconds an old table version is kept after a newer one exists: long enough for a search
 /// that started on it to finish; only this process writes the library (`library.lock`).
 const KEEP_VERSIONS_FOR: i64 = 60;
@@ -227,7 +228,7 @@ impl Library {
             query = query.bypass_vector_index();
         } else if self.vector_indexed.load(Ordering::SeqCst) {
             query = query
-                .nprobes(NPROBES)
+                .nprobes(self.vector_probes.load(Ordering::SeqCst))
                 .map_err(self.store_err())?
                 .refine_factor(REFINE_FACTOR);
         }
@@ -296,6 +297,16 @@ impl Library {
         };
         self.vector_indexed.store(on("vector"), Ordering::SeqCst);
         self.text_indexed.store(on("text"), Ordering::SeqCst);
+        if let Some(partitions) = self.vector_index_partitions().await? {
+            let rows = self
+                .passages
+                .count_rows(None)
+                .await
+                .map_err(self.store_err())?;
+            let probes = probes_for(partitions, rows);
+            tracing::debug!(partitions, rows, probes, "vector index partitioning");
+            self.vector_probes.store(probes, Ordering::SeqCst);
+        }
         Ok(())
     }
 
@@ -385,12 +396,23 @@ impl Library {
     /// Not PQ: on the benchmark's clustered 768-d vectors (pylance 14.0.2, the same Lance, 100k
     /// passages, 32 probes, refine ×4) PQ with 48 sub-vectors found 17% of the exact top 10,
     /// SQ 100% (p95 10 ms), and SQ trains in 5 s instead of 29.
+    ///
+    /// The partitioning is given as a target partition size, not as a partition count: Lance
+    /// records the target in the index and every `optimize` rebalances towards it, splitting
+    /// partitions past 4× the target and joining those under a quarter of it. Given only a
+    /// count, Lance assumes its own target (8,192 rows for IVF-SQ) and the first optimize joins
+    /// all √n partitions of a 100k library into 4, turning every query into a scan of a quarter
+    /// of the library (55 ms instead of 10).
     async fn create_vector_index(&self, rows: usize) -> Result<(), IndexError> {
-        let partitions = ((rows as f64).sqrt() as u32).clamp(16, 4096);
-        tracing::info!(rows, partitions, "creating the passages' vector index");
+        let target = vector_partition_size(rows);
+        tracing::info!(
+            rows,
+            partitions = rows / target as usize,
+            "creating the passages' vector index"
+        );
         let builder = IvfSqIndexBuilder::default()
             .distance_type(DistanceType::Dot)
-            .num_partitions(partitions);
+            .target_partition_size(target);
         self.passages
             .create_index(&["vector"], Index::IvfSq(builder))
             .execute()
@@ -398,6 +420,57 @@ impl Library {
             .map_err(self.store_err())?;
         Ok(())
     }
+
+    /// IVF partitions a vector search probes now.
+    pub(crate) fn vector_probes(&self) -> usize {
+        self.vector_probes.load(Ordering::SeqCst)
+    }
+
+    /// How many partitions the vector index has (`None` without one): the benchmark reports
+    /// it, and it shows whether optimizing kept the partitioning.
+    pub(crate) async fn vector_index_partitions(&self) -> Result<Option<usize>, IndexError> {
+        use lance::index::DatasetIndexExt;
+        if !self.vector_indexed.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
+        let Some(dataset) = self.passages.dataset() else {
+            return Ok(None);
+        };
+        let dataset = dataset.get().await.map_err(self.store_err())?;
+        let stats = dataset
+            .index_statistics(VECTOR_INDEX)
+            .await
+            .map_err(|e| self.store_err()(e.into()))?;
+        let stats: serde_json::Value = serde_json::from_str(&stats).map_err(|e| {
+            IndexError::Schema(format!("the vector index statistics are unreadable: {e}"))
+        })?;
+        Ok(stats["indices"]
+            .as_array()
+            .and_then(|segments| segments.iter().map(|s| s["num_partitions"].as_u64()).max())
+            .flatten()
+            .map(|n| n as usize))
+    }
+}
+
+/// IVF partitions to probe in an index of `partitions` over `rows` passages: [`NPROBES`] when
+/// there are √rows of them, as the index is built, and proportionally more when optimizing has
+/// split partitions as the library grew, so that a search scans the same share of the library.
+/// (Grown from 50k to 400k passages, an index had 1,323 partitions where a new one has 632;
+/// 32 probes found 92% of the exact top 10 there, against 100% in the new index.)
+fn probes_for(partitions: usize, rows: usize) -> usize {
+    let built_with = (rows as f64).sqrt().max(1.0);
+    let scaled = (NPROBES as f64 * partitions as f64 / built_with).ceil() as usize;
+    scaled.max(NPROBES).min(partitions.max(1))
+}
+
+/// The name LanceDB gives the index on the `vector` column.
+const VECTOR_INDEX: &str = "vector_idx";
+
+/// Rows per IVF partition for a library of `rows` passages: √rows, so that there are about √rows
+/// partitions (16 to 4,096).
+fn vector_partition_size(rows: usize) -> u32 {
+    let partitions = ((rows as f64).sqrt() as usize).clamp(16, 4096);
+    (rows / partitions).max(1) as u32
 }
 
 /// Hits of a batch whose document is committed, with `scores` (or 0) as their score and the
@@ -550,7 +623,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_vector_index_finds_what_exact_search_finds() {
+    async fn the_vector_index_keeps_its_partitions_and_finds_what_exact_search_finds() {
         // Clustered vectors, as embeddings are: 2,000 passages around 20 centres.
         let (dim, rows, docs) = (32, 2000, 20);
         let mut seed = 7u64;
@@ -598,6 +671,15 @@ mod tests {
         lib.commit_bench_documents(records).await.unwrap();
 
         lib.create_vector_index(rows).await.unwrap();
+        lib.refresh_index_flags().await.unwrap();
+        let partitions = lib.vector_index_partitions().await.unwrap();
+        assert_eq!(partitions, Some(44), "√2,000 partitions");
+        // Optimizing (after every job) must keep them: Lance rebalances towards the target
+        // size recorded in the index, and with no target recorded it joined all 44 into one,
+        // which makes every search a scan.
+        lib.optimize().await.unwrap();
+        let partitions = lib.vector_index_partitions().await.unwrap().unwrap();
+        assert!(partitions >= 40, "{partitions} partitions after optimize");
         let mut found = 0;
         for i in 0..20 {
             let query = point(i * 7);
@@ -614,6 +696,18 @@ mod tests {
             "recall@10 {:.3} (exact top 10s found)",
             found as f64 / 200.0
         );
+    }
+
+    #[test]
+    fn a_grown_index_is_probed_in_proportion_to_its_partitions() {
+        // As built: √rows partitions.
+        assert_eq!(probes_for(316, 100_000), NPROBES);
+        assert_eq!(probes_for(1_000, 1_000_000), NPROBES);
+        // Split as the library grew from 50k to 400k passages: the same share is scanned.
+        assert_eq!(probes_for(1_323, 400_000), 67);
+        // Joined (after deletions): never fewer than NPROBES, never more than there are.
+        assert_eq!(probes_for(200, 400_000), NPROBES);
+        assert_eq!(probes_for(20, 2_000), 20);
     }
 
     #[test]

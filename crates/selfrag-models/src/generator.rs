@@ -24,6 +24,7 @@ use selfrag_core::{
 use crate::error::ModelError;
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::QuantizedLlama;
+use crate::mapped::MappedGguf;
 
 /// Prompt tokens per forward pass, summed over the rows of a batch. It bounds the attention
 /// scores (`tokens × heads × context` floats), and it stays under 32 on purpose: on CPUs with
@@ -121,7 +122,21 @@ impl LlamaGenerator {
                 ),
             });
         }
-        let mut model = QuantizedLlama::from_gguf(path, &content, &mut reader, device)?;
+        // On the CPU the quantized weights are used in place from a map of the file (see
+        // `mapped`); where the file cannot be mapped they are read into memory instead.
+        let mapped = if device.is_cpu() {
+            match MappedGguf::open(reader.get_ref(), path, &content) {
+                Ok(mapped) => Some(mapped),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot map the model file; reading it into memory");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut model =
+            QuantizedLlama::from_gguf(path, &content, &mut reader, mapped.as_ref(), device)?;
         model.warm_up().map_err(|e| ModelError::InvalidGguf {
             path: path.to_owned(),
             reason: format!("the first forward pass failed: {e}"),

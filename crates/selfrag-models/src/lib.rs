@@ -51,6 +51,7 @@ mod generator;
 mod gguf_header;
 mod gguf_tokenizer;
 mod llama;
+mod mapped;
 pub mod store;
 
 pub use candle_core::Device;
@@ -60,4 +61,5 @@ pub use error::ModelError;
 pub use generator::{LlamaGenerator, TimedGeneration};
 pub use gguf_tokenizer::{GgufTokenizer, TokenType};
 pub use llama::{LlamaConfig, QuantizedLlama};
+pub use mapped::MappedGguf;
 pub use store::{ModelLocation, ModelRole, ModelSpec, find_in_hf_cache, hf_hub_cache_dir, locate};

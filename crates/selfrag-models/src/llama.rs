@@ -27,6 +27,7 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
 
 use crate::error::ModelError;
+use crate::mapped::MappedGguf;
 
 /// The id run at pad columns. Nothing real attends to a pad column, so any valid id will do;
 /// it only has to give finite values.
@@ -480,34 +481,72 @@ impl std::fmt::Debug for QuantizedLlama {
     }
 }
 
-/// Reads tensor `name` and checks its shape against what the metadata implies.
-fn read_tensor<R: Read + Seek>(
-    content: &gguf_file::Content,
-    reader: &mut R,
-    name: &str,
-    shape: &[usize],
-    device: &Device,
-) -> Result<QTensor> {
-    let tensor = content.tensor(reader, name, device)?;
-    if tensor.shape().dims() != shape {
-        candle_core::bail!(
-            "tensor `{name}` has shape {:?}, the metadata implies {shape:?}",
-            tensor.shape().dims()
-        );
+/// Where the weights come from: the GGUF's reader, and on the CPU a map of the same file whose
+/// quantized tensors are used in place ([`MappedGguf`]).
+struct WeightSource<'a, R> {
+    content: &'a gguf_file::Content,
+    reader: &'a mut R,
+    mapped: Option<&'a MappedGguf>,
+    device: &'a Device,
+}
+
+impl<R: Read + Seek> WeightSource<'_, R> {
+    /// Reads tensor `name` and checks its shape against what the metadata implies.
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<QTensor> {
+        let in_map = match (self.mapped, self.content.tensor_infos.get(name)) {
+            (Some(mapped), Some(info)) => mapped.tensor(info)?,
+            _ => None,
+        };
+        let tensor = match in_map {
+            Some(tensor) => tensor,
+            None => self.content.tensor(self.reader, name, self.device)?,
+        };
+        if tensor.shape().dims() != shape {
+            candle_core::bail!(
+                "tensor `{name}` has shape {:?}, the metadata implies {shape:?}",
+                tensor.shape().dims()
+            );
+        }
+        Ok(tensor)
     }
-    Ok(tensor)
+
+    /// Weight matrix `name` (`[n, k]`). From the map it is multiplied once now, so that candle
+    /// packs it into its SIMD tiles, and then its blocks are released from memory.
+    fn matmul(&mut self, name: &str, shape: &[usize]) -> Result<QLinear> {
+        let linear = QLinear::new(
+            QMatMul::from_qtensor(self.tensor(name, shape)?)?,
+            self.device,
+        );
+        if let (Some(mapped), Some(info), [_, k]) =
+            (self.mapped, self.content.tensor_infos.get(name), shape)
+        {
+            linear
+                .matmul
+                .forward(&Tensor::zeros((2, *k), DType::F32, self.device)?)?;
+            mapped.release(info);
+        }
+        Ok(linear)
+    }
 }
 
 impl QuantizedLlama {
-    /// Loads the model from the GGUF at `path`, whose header is `content`, onto `device`.
+    /// Loads the model from the GGUF at `path`, whose header is `content`, onto `device`; on the
+    /// CPU from `mapped`, a map of the same file, where it can.
     pub fn from_gguf<R: Read + Seek>(
         path: &Path,
         content: &gguf_file::Content,
         reader: &mut R,
+        mapped: Option<&MappedGguf>,
         device: &Device,
     ) -> std::result::Result<Self, ModelError> {
         let config = LlamaConfig::from_gguf(content, path)?;
-        Self::from_config(config, content, reader, device).map_err(|e| ModelError::InvalidGguf {
+        let source = WeightSource {
+            content,
+            reader,
+            mapped: mapped.filter(|_| device.is_cpu()),
+            device,
+        };
+        Self::from_config(config, source).map_err(|e| ModelError::InvalidGguf {
             path: path.to_owned(),
             reason: e.to_string(),
         })
@@ -515,52 +554,44 @@ impl QuantizedLlama {
 
     fn from_config<R: Read + Seek>(
         config: LlamaConfig,
-        content: &gguf_file::Content,
-        reader: &mut R,
-        device: &Device,
+        mut source: WeightSource<'_, R>,
     ) -> Result<Self> {
         let c = &config;
+        let device = source.device;
         let embd = c.embedding_length;
         let kv_dim = c.head_count_kv * c.head_dim;
-        let mut tensor = |name: &str, shape: &[usize]| -> Result<QTensor> {
-            read_tensor(content, reader, name, shape, device)
-        };
         let norm =
             |t: QTensor| -> Result<RmsNorm> { RmsNorm::from_qtensor(t, config.rms_norm_eps) };
 
-        let embeddings = Arc::new(tensor("token_embd.weight", &[c.vocab_size, embd])?);
-        let final_norm = norm(tensor("output_norm.weight", &[embd])?)?;
+        let embeddings = Arc::new(source.tensor("token_embd.weight", &[c.vocab_size, embd])?);
+        let final_norm = norm(source.tensor("output_norm.weight", &[embd])?)?;
         // Models with tied embeddings have no `output.weight`.
-        let output = if content.tensor_infos.contains_key("output.weight") {
-            QMatMul::from_qtensor(tensor("output.weight", &[c.vocab_size, embd])?)?
+        let output = if source.content.tensor_infos.contains_key("output.weight") {
+            source.matmul("output.weight", &[c.vocab_size, embd])?
         } else {
-            QMatMul::from_arc(embeddings.clone())?
+            QLinear::new(QMatMul::from_arc(embeddings.clone())?, device)
         };
-        let output = QLinear::new(output, device);
         let mut blocks = Vec::with_capacity(c.block_count);
         for i in 0..c.block_count {
-            let mut matmul = |name: &str, shape: &[usize]| -> Result<QLinear> {
-                let weights = tensor(&format!("blk.{i}.{name}.weight"), shape)?;
-                Ok(QLinear::new(QMatMul::from_qtensor(weights)?, device))
-            };
+            let name = |part: &str| format!("blk.{i}.{part}.weight");
             let attention = Attention {
-                wq: matmul("attn_q", &[embd, embd])?,
-                wk: matmul("attn_k", &[kv_dim, embd])?,
-                wv: matmul("attn_v", &[kv_dim, embd])?,
-                wo: matmul("attn_output", &[embd, embd])?,
+                wq: source.matmul(&name("attn_q"), &[embd, embd])?,
+                wk: source.matmul(&name("attn_k"), &[kv_dim, embd])?,
+                wv: source.matmul(&name("attn_v"), &[kv_dim, embd])?,
+                wo: source.matmul(&name("attn_output"), &[embd, embd])?,
                 head_count: c.head_count,
                 head_count_kv: c.head_count_kv,
                 head_dim: c.head_dim,
             };
             let feed_forward = FeedForward {
-                gate: matmul("ffn_gate", &[c.feed_forward_length, embd])?,
-                up: matmul("ffn_up", &[c.feed_forward_length, embd])?,
-                down: matmul("ffn_down", &[embd, c.feed_forward_length])?,
+                gate: source.matmul(&name("ffn_gate"), &[c.feed_forward_length, embd])?,
+                up: source.matmul(&name("ffn_up"), &[c.feed_forward_length, embd])?,
+                down: source.matmul(&name("ffn_down"), &[embd, c.feed_forward_length])?,
             };
             blocks.push(Block {
-                attention_norm: norm(tensor(&format!("blk.{i}.attn_norm.weight"), &[embd])?)?,
+                attention_norm: norm(source.tensor(&name("attn_norm"), &[embd])?)?,
                 attention,
-                ffn_norm: norm(tensor(&format!("blk.{i}.ffn_norm.weight"), &[embd])?)?,
+                ffn_norm: norm(source.tensor(&name("ffn_norm"), &[embd])?)?,
                 feed_forward,
             });
         }

@@ -1,6 +1,7 @@
-//! A global allocator for this test binary that records the largest single allocation each
-//! thread makes, so a test can assert that loading a corrupt file never asked for gigabytes:
-//! with overcommit, such an allocation can succeed and go unnoticed until it is touched.
+//! A global allocator for this test binary that records, per thread, the largest single
+//! allocation and the bytes held (allocated minus freed). So a test can assert that loading a
+//! corrupt file never asked for gigabytes (with overcommit, such an allocation can succeed and
+//! go unnoticed until it is touched), and how much memory a loaded model holds.
 
 #![allow(unsafe_code)]
 
@@ -11,6 +12,7 @@ thread_local! {
     // `const` and `Cell<usize>`: no lazy initialisation and no destructor, so the allocator can
     // touch it at any time, also while the thread is being set up or torn down.
     static LARGEST: Cell<usize> = const { Cell::new(0) };
+    static HELD: Cell<isize> = const { Cell::new(0) };
 }
 
 fn note(size: usize) {
@@ -19,6 +21,11 @@ fn note(size: usize) {
             largest.set(size);
         }
     });
+    held(size as isize);
+}
+
+fn held(delta: isize) {
+    let _ = HELD.try_with(|held| held.set(held.get() + delta));
 }
 
 /// The system allocator, plus the per-thread record of the largest request.
@@ -41,11 +48,13 @@ unsafe impl GlobalAlloc for Tracking {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note(new_size);
+        held(-(layout.size() as isize));
         // SAFETY: forwarded with the caller's pointer, layout and size.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        held(-(layout.size() as isize));
         // SAFETY: forwarded with the caller's pointer and layout.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -57,4 +66,12 @@ pub fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
     let value = f();
     let during = LARGEST.with(|largest| largest.replace(before.max(largest.get())));
     (value, during)
+}
+
+/// Runs `f` and returns its result with the bytes this thread allocated during `f` and had not
+/// freed when it returned (what the result holds, if `f` allocates only on this thread).
+pub fn bytes_held<T>(f: impl FnOnce() -> T) -> (T, isize) {
+    let before = HELD.with(Cell::get);
+    let value = f();
+    (value, HELD.with(Cell::get) - before)
 }

@@ -9,7 +9,7 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use selfrag_core::{GenerateRequest, Generation, Generator, StopReason};
 use selfrag_models::fixtures::SELFRAG_SPECIAL_TOKENS;
-use selfrag_models::{LlamaGenerator, QuantizedLlama};
+use selfrag_models::{LlamaGenerator, MappedGguf, QuantizedLlama};
 
 use crate::tiny_gguf;
 
@@ -206,11 +206,60 @@ fn greedy_decoding_matches_candles_quantized_llama() {
 }
 
 #[test]
+fn a_model_mapped_from_its_file_holds_no_copy_of_its_quantized_weights() {
+    use candle_core::quantized::GgmlDType;
+    let (_dir, path) = tiny_gguf();
+    let load = |mapped: bool| {
+        let mut file = File::open(&path).unwrap();
+        let content = gguf_file::Content::read(&mut file).unwrap();
+        let map = mapped.then(|| MappedGguf::open(&file, &path, &content).unwrap());
+        let mut model =
+            QuantizedLlama::from_gguf(&path, &content, &mut file, map.as_ref(), &Device::Cpu)
+                .unwrap();
+        // Packs every matrix for candle's SIMD kernels where the CPU has them.
+        model.warm_up().unwrap();
+        model
+    };
+    let content = gguf_file::Content::read(&mut File::open(&path).unwrap()).unwrap();
+    let quantized: usize = content
+        .tensor_infos
+        .values()
+        .filter(|i| {
+            !matches!(
+                i.ggml_dtype,
+                GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16
+            )
+        })
+        .map(|i| i.shape.elem_count() / i.ggml_dtype.block_size() * i.ggml_dtype.type_size())
+        .sum();
+    assert!(
+        quantized > 100_000,
+        "the tiny model has {quantized} quantized bytes"
+    );
+
+    let (read, read_bytes) = crate::allocation::bytes_held(|| load(false));
+    let (mapped, mapped_bytes) = crate::allocation::bytes_held(|| load(true));
+    // Whatever candle packs, it packs in both; read into memory, the blocks are held as well.
+    assert!(
+        read_bytes - mapped_bytes >= quantized as isize * 9 / 10,
+        "read into memory the model holds {read_bytes} bytes, mapped {mapped_bytes}; the quantized weights are {quantized}"
+    );
+    // And the two compute the same thing.
+    let (mut read, mut mapped) = (read, mapped);
+    let ids: Vec<u32> = (0..12).map(|i| 300 + 11 * i).collect();
+    let a = read.forward(&[&ids]).unwrap().flatten_all().unwrap();
+    let b = mapped.forward(&[&ids]).unwrap().flatten_all().unwrap();
+    assert_eq!(a.to_vec1::<f32>().unwrap(), b.to_vec1::<f32>().unwrap());
+}
+
+#[test]
 fn forward_in_pieces_with_a_growing_cache_matches_candle() {
     let (_dir, path) = tiny_gguf();
     let mut file = File::open(&path).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
-    let mut ours = QuantizedLlama::from_gguf(&path, &content, &mut file, &Device::Cpu).unwrap();
+    // Read into memory (`LlamaGenerator::load`, which the other tests use, maps the file).
+    let mut ours =
+        QuantizedLlama::from_gguf(&path, &content, &mut file, None, &Device::Cpu).unwrap();
     let ids: Vec<u32> = (0..40).map(|i| 300 + 7 * i).collect();
     let pieces: Vec<&[u32]> = vec![&ids[..5], &ids[5..6], &ids[6..9], &ids[9..30], &ids[30..]];
     let expected = candle_logprobs(&path, &pieces);

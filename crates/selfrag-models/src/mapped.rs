@@ -1,0 +1,237 @@
+//! GGUF weights read in place. On the CPU the generator's quantized matrices are slices of a
+//! read-only memory map of the model file instead of copies on the heap.
+//!
+//! Why: on AVX-512 VNNI (and NEON) CPUs candle repacks every Q4_K, Q6_K and Q8_0 matrix into
+//! its own SIMD tiles on first use, 1.3–1.5× the bytes of the file's blocks, and keeps the
+//! blocks as well. Read into the heap, a model then takes its file size plus the tiles (2.3×
+//! the file for Q4_K_M). Mapped, each matrix is packed at load ([`crate::llama`] multiplies it
+//! once) and its blocks are handed back to the kernel ([`MappedGguf::release`]): they stay in
+//! the file and the page cache, and a later read of them (a path candle does not pack) simply
+//! faults them in again. Memory is then the tiles, not the tiles plus a copy of the file.
+//!
+//! This is the workspace's one module with `unsafe` code: mapping a file, viewing its bytes as
+//! candle's block structs, and `madvise(MADV_DONTNEED)`. Each block says why it is sound.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file::{Content, TensorInfo};
+use candle_core::quantized::k_quants::{self, GgmlType};
+use candle_core::quantized::{GgmlDType, QStorage, QTensor, QuantizedType};
+use candle_core::{CpuStorage, Result};
+use memmap2::Mmap;
+
+/// A GGUF file mapped read-only, and where its tensor data starts.
+#[derive(Clone)]
+pub struct MappedGguf {
+    map: Arc<Mmap>,
+    tensor_data_offset: u64,
+}
+
+impl MappedGguf {
+    /// Maps `file` (the GGUF at `path`, whose header is `content`).
+    pub fn open(file: &File, path: &Path, content: &Content) -> std::io::Result<Self> {
+        // SAFETY: the map is only read. Mapping is unsound only if another process truncates
+        // or rewrites the model file while it is mapped; model files are written once by the
+        // downloader (to a temporary name, then renamed), never in place, as llama.cpp and
+        // candle's own safetensors loader also assume.
+        let map = unsafe { Mmap::map(file)? };
+        tracing::debug!(path = %path.display(), bytes = map.len(), "mapped the GGUF file");
+        Ok(Self {
+            map: Arc::new(map),
+            tensor_data_offset: content.tensor_data_offset,
+        })
+    }
+
+    /// Tensor `info` as a CPU tensor backed by the map, or `None` for a type that is read into
+    /// memory instead (floats: small norms, or unquantized models that candle never repacks).
+    pub(crate) fn tensor(&self, info: &TensorInfo) -> Result<Option<QTensor>> {
+        let dims = info.shape.dims().to_vec();
+        let storage: Box<dyn QuantizedType> = match info.ggml_dtype {
+            GgmlDType::Q4_0 => Box::new(self.blocks::<k_quants::BlockQ4_0>(info)?),
+            GgmlDType::Q4_1 => Box::new(self.blocks::<k_quants::BlockQ4_1>(info)?),
+            GgmlDType::Q5_0 => Box::new(self.blocks::<k_quants::BlockQ5_0>(info)?),
+            GgmlDType::Q5_1 => Box::new(self.blocks::<k_quants::BlockQ5_1>(info)?),
+            GgmlDType::Q8_0 => Box::new(self.blocks::<k_quants::BlockQ8_0>(info)?),
+            GgmlDType::Q2K => Box::new(self.blocks::<k_quants::BlockQ2K>(info)?),
+            GgmlDType::Q3K => Box::new(self.blocks::<k_quants::BlockQ3K>(info)?),
+            GgmlDType::Q4K => Box::new(self.blocks::<k_quants::BlockQ4K>(info)?),
+            GgmlDType::Q5K => Box::new(self.blocks::<k_quants::BlockQ5K>(info)?),
+            GgmlDType::Q6K => Box::new(self.blocks::<k_quants::BlockQ6K>(info)?),
+            _ => return Ok(None),
+        };
+        QTensor::new(QStorage::Cpu(storage), dims).map(Some)
+    }
+
+    /// The byte range of tensor `info` in the file, checked against the file's length.
+    fn range(&self, info: &TensorInfo) -> Result<(usize, usize)> {
+        let elements = info.shape.elem_count();
+        let block = info.ggml_dtype.block_size();
+        if block == 0 || !elements.is_multiple_of(block) {
+            candle_core::bail!("{elements} elements are not whole blocks of {block}");
+        }
+        let bytes = elements / block * info.ggml_dtype.type_size();
+        let start = self.tensor_data_offset.saturating_add(info.offset);
+        let end = start.saturating_add(bytes as u64);
+        if end > self.map.len() as u64 {
+            candle_core::bail!(
+                "the tensor needs bytes {start}..{end} but the file has {}",
+                self.map.len()
+            );
+        }
+        Ok((start as usize, bytes))
+    }
+
+    fn blocks<T: GgmlType>(&self, info: &TensorInfo) -> Result<Blocks<T>> {
+        let (start, bytes) = self.range(info)?;
+        let size = std::mem::size_of::<T>();
+        if size == 0 || bytes % size != 0 || start % std::mem::align_of::<T>() != 0 {
+            candle_core::bail!(
+                "the tensor at byte {start} is not aligned for {:?} blocks",
+                T::DTYPE
+            );
+        }
+        Ok(Blocks {
+            mapped: Some((self.map.clone(), start)),
+            count: bytes / size,
+            owned: Vec::new(),
+        })
+    }
+
+    /// Hands the pages of tensor `info` back to the kernel: they leave this process's memory and
+    /// are read from the file again if anything reads them. Called once a matrix is packed.
+    /// A no-op where the OS has no such advice (Windows).
+    pub(crate) fn release(&self, info: &TensorInfo) {
+        let Ok((start, bytes)) = self.range(info) else {
+            return;
+        };
+        // Whole pages inside the tensor only (16 KiB, the largest page size of the platforms
+        // built for): a page it shares with a neighbour stays.
+        let page = 16 << 10;
+        let first = start.div_ceil(page) * page;
+        let last = (start + bytes) / page * page;
+        if last <= first {
+            return;
+        }
+        #[cfg(unix)]
+        {
+            // SAFETY: the map is a read-only shared mapping of a file, so MADV_DONTNEED only
+            // drops resident pages; the next read of any byte faults the same file contents in
+            // again. No `&mut` into the map exists, and every `&[T]` into it stays valid.
+            let advised = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    first,
+                    last - first,
+                )
+            };
+            if let Err(e) = advised {
+                tracing::debug!(error = %e, "madvise(DONTNEED) on a packed tensor failed");
+            }
+        }
+    }
+}
+
+/// A quantized tensor's blocks: in the map, or owned once candle overwrites them
+/// (`from_float`, which loading never calls).
+struct Blocks<T> {
+    mapped: Option<(Arc<Mmap>, usize)>,
+    count: usize,
+    owned: Vec<T>,
+}
+
+impl<T: GgmlType> Blocks<T> {
+    fn as_slice(&self) -> &[T] {
+        match &self.mapped {
+            Some((map, start)) => {
+                let bytes = &map[*start..*start + self.count * std::mem::size_of::<T>()];
+                // SAFETY: `blocks` checked that the range lies in the map, is a whole number of
+                // `T`s and is aligned for `T`; candle's block types are `repr(C)` structs of
+                // integers and f16s, valid for every bit pattern, exactly as candle itself
+                // reinterprets the bytes it reads from a GGUF file.
+                unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), self.count) }
+            }
+            None => &self.owned,
+        }
+    }
+
+    fn make_owned(&mut self) -> &mut Vec<T> {
+        if self.mapped.is_some() {
+            self.owned = self.as_slice().to_vec();
+            self.mapped = None;
+        }
+        &mut self.owned
+    }
+}
+
+impl<T: GgmlType> QuantizedType for Blocks<T> {
+    fn dtype(&self) -> GgmlDType {
+        T::DTYPE
+    }
+
+    fn matmul_t(&self, mkn: (usize, usize, usize), lhs: &[f32], dst: &mut [f32]) -> Result<()> {
+        k_quants::matmul(mkn, lhs, self.as_slice(), dst)
+    }
+
+    fn matmul_t_f16(
+        &self,
+        mkn: (usize, usize, usize),
+        lhs: &[half::f16],
+        dst: &mut [half::f16],
+    ) -> Result<()> {
+        k_quants::matmul_f16(mkn, lhs, self.as_slice(), dst)
+    }
+
+    fn embedding(&self, ids: &[u32], rows: usize, hidden: usize) -> Result<CpuStorage> {
+        let blocks = self.as_slice();
+        if !hidden.is_multiple_of(T::BLCK_SIZE) || blocks.len() != rows * (hidden / T::BLCK_SIZE) {
+            candle_core::bail!(
+                "{} blocks of {} are not {rows} rows of {hidden}",
+                blocks.len(),
+                T::BLCK_SIZE
+            );
+        }
+        let per_row = hidden / T::BLCK_SIZE;
+        let mut out = vec![0f32; ids.len() * hidden];
+        for (dst, &id) in out.chunks_exact_mut(hidden).zip(ids) {
+            let row = id as usize;
+            if row >= rows {
+                candle_core::bail!("embedding id {row} is out of range for {rows} rows");
+            }
+            T::to_float(&blocks[row * per_row..(row + 1) * per_row], dst);
+        }
+        Ok(CpuStorage::F32(out))
+    }
+
+    fn dequantize(&self, elem_count: usize) -> Result<CpuStorage> {
+        let mut out = vec![0f32; elem_count];
+        T::to_float(self.as_slice(), &mut out);
+        Ok(CpuStorage::F32(out))
+    }
+
+    fn storage_size_in_bytes(&self) -> usize {
+        std::mem::size_of_val(self.as_slice())
+    }
+
+    fn as_ptr(&self) -> *const u8 {
+        self.as_slice().as_ptr().cast()
+    }
+
+    fn block_size(&self) -> usize {
+        T::BLCK_SIZE
+    }
+
+    fn from_float(&mut self, xs: &[f32]) {
+        T::from_float(xs, self.make_owned())
+    }
+
+    fn from_float_imatrix(&mut self, xs: &[f32], imatrix_weights: &[f32], n_per_row: usize) {
+        T::from_float_imatrix(xs, self.make_owned(), imatrix_weights, n_per_row)
+    }
+
+    fn size(&self) -> usize {
+        self.storage_size_in_bytes()
+    }
+}

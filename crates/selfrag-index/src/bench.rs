@@ -22,9 +22,8 @@ pub struct SearchBenchReport {
     pub write_seconds: f64,
     pub index_seconds: f64,
     pub ann_index: bool,
-    /// IVF partitions of the ANN index after the library's optimize, and how many a query probes.
+    /// IVF partitions of the ANN index after the library's optimize (a query probes 32).
     pub ann_partitions: Option<usize>,
-    pub ann_probes: usize,
     pub hybrid_p50_ms: f64,
     pub hybrid_p95_ms: f64,
     pub vector_p50_ms: f64,
@@ -199,7 +198,6 @@ pub async fn search_benchmark(
         index_seconds,
         ann_index: stats.vector_index,
         ann_partitions: library.vector_index_partitions().await?,
-        ann_probes: library.vector_probes(),
         hybrid_p50_ms: percentile(&mut hybrid, 0.50),
         hybrid_p95_ms: percentile(&mut hybrid, 0.95),
         vector_p50_ms: percentile(&mut vector, 0.50),

@@ -154,7 +154,9 @@ impl BertEmbedder {
         let safetensors = dir.join("model.safetensors");
         let pytorch = dir.join("pytorch_model.bin");
         let (weights_path, vb) = if safetensors.is_file() {
-            // Buffered, not mmapped: mapping a file needs `unsafe`, which this workspace denies.
+            // Buffered, not mapped: every tensor is copied into a device tensor anyway and the
+            // buffer is dropped after loading, so a map would save nothing but would need
+            // `unsafe`, which the workspace keeps to the generator's `mapped`.
             let bytes = std::fs::read(&safetensors).map_err(ModelError::io(&safetensors))?;
             let vb = VarBuilder::from_buffered_safetensors(bytes, DTYPE, device);
             (safetensors, vb)

@@ -103,6 +103,7 @@ impl MappedGguf {
     /// Hands the pages of tensor `info` back to the kernel: they leave this process's memory and
     /// are read from the file again if anything reads them. Called once a matrix is packed.
     /// A no-op where the OS has no such advice (Windows).
+    #[cfg(unix)]
     pub(crate) fn release(&self, info: &TensorInfo) {
         let Ok((start, bytes)) = self.range(info) else {
             return;
@@ -115,23 +116,20 @@ impl MappedGguf {
         if last <= first {
             return;
         }
-        #[cfg(unix)]
-        {
-            // SAFETY: the map is a read-only shared mapping of a file, so MADV_DONTNEED only
-            // drops resident pages; the next read of any byte faults the same file contents in
-            // again. No `&mut` into the map exists, and every `&[T]` into it stays valid.
-            let advised = unsafe {
-                self.map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    first,
-                    last - first,
-                )
-            };
-            if let Err(e) = advised {
-                tracing::debug!(error = %e, "madvise(DONTNEED) on a packed tensor failed");
-            }
+        // SAFETY: the map is a read-only shared mapping of a file, so MADV_DONTNEED only drops
+        // resident pages; the next read of any byte faults the same file contents in again. No
+        // `&mut` into the map exists, and every `&[T]` into it stays valid.
+        let advised = unsafe {
+            self.map
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first)
+        };
+        if let Err(e) = advised {
+            tracing::debug!(error = %e, "madvise(DONTNEED) on a packed tensor failed");
         }
     }
+
+    #[cfg(not(unix))]
+    pub(crate) fn release(&self, _info: &TensorInfo) {}
 }
 
 /// A quantized tensor's blocks: in the map, or owned once candle overwrites them

@@ -180,9 +180,8 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
             json_number(&out, "index_seconds")?,
             if out.contains("\"ann_index\":true") {
                 format!(
-                    "IVF-SQ, {} partitions, {} probed",
-                    json_number(&out, "ann_partitions")?,
-                    json_number(&out, "ann_probes")?
+                    "IVF-SQ, {} partitions",
+                    json_number(&out, "ann_partitions")?
                 )
             } else {
                 "exact".to_string()

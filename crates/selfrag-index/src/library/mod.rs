@@ -91,9 +91,6 @@ pub struct Library {
     /// search, so kept here rather than asked of LanceDB each time.
     vector_indexed: AtomicBool,
     text_indexed: AtomicBool,
-    /// IVF partitions a vector search probes, set from the index's partitioning whenever the
-    /// indexes change.
-    vector_probes: AtomicUsize,
     /// Held for the library's lifetime: one process writes a library at a time.
     _lock: std::fs::File,
 }
@@ -158,7 +155,6 @@ impl Library {
             write: tokio::sync::Mutex::new(()),
             uncommitted: AtomicUsize::new(0),
             vector_indexed: AtomicBool::new(false),
-            vector_probes: AtomicUsize::new(search::NPROBES),
             text_indexed: AtomicBool::new(false),
             _lock: lock,
         };

@@ -145,7 +145,7 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
     let _ = writeln!(
         md,
         "### Search\n\nSynthetic libraries: 768-d vectors around 256 random centres, 100 random words of a Zipf-distributed vocabulary per passage; 100 queries each. \
-         Hybrid = vector search (exact below 50,000 passages, IVF-SQ above) + BM25, fused by reciprocal rank.\n\n\
+         Hybrid = vector search (exact below 10,000 passages, IVF-SQ from there) + BM25, fused by reciprocal rank.\n\n\
          | passages | write s | index s | ANN | hybrid p50 ms | hybrid p95 ms | vector p95 ms | exact p50 ms | recall@10 | goal |\n\
          |---|---|---|---|---|---|---|---|---|---|"
     );

@@ -493,10 +493,16 @@ struct WeightSource<'a, R> {
 impl<R: Read + Seek> WeightSource<'_, R> {
     /// Reads tensor `name` and checks its shape against what the metadata implies.
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<QTensor> {
+        Ok(self.tensor_and_origin(name, shape)?.0)
+    }
+
+    /// Tensor `name`, and whether it is backed by the map.
+    fn tensor_and_origin(&mut self, name: &str, shape: &[usize]) -> Result<(QTensor, bool)> {
         let in_map = match (self.mapped, self.content.tensor_infos.get(name)) {
             (Some(mapped), Some(info)) => mapped.tensor(info)?,
             _ => None,
         };
+        let mapped = in_map.is_some();
         let tensor = match in_map {
             Some(tensor) => tensor,
             None => self.content.tensor(self.reader, name, self.device)?,
@@ -507,23 +513,24 @@ impl<R: Read + Seek> WeightSource<'_, R> {
                 tensor.shape().dims()
             );
         }
-        Ok(tensor)
+        Ok((tensor, mapped))
     }
 
     /// Weight matrix `name` (`[n, k]`). From the map it is multiplied once now, so that candle
     /// packs it into its SIMD tiles, and then its blocks are released from memory.
     fn matmul(&mut self, name: &str, shape: &[usize]) -> Result<QLinear> {
-        let linear = QLinear::new(
-            QMatMul::from_qtensor(self.tensor(name, shape)?)?,
-            self.device,
-        );
-        if let (Some(mapped), Some(info), [_, k]) =
-            (self.mapped, self.content.tensor_infos.get(name), shape)
-        {
+        let (weights, mapped) = self.tensor_and_origin(name, shape)?;
+        let linear = QLinear::new(QMatMul::from_qtensor(weights)?, self.device);
+        if let (true, Some(map), Some(info), [_, k]) = (
+            mapped,
+            self.mapped,
+            self.content.tensor_infos.get(name),
+            shape,
+        ) {
             linear
                 .matmul
                 .forward(&Tensor::zeros((2, *k), DType::F32, self.device)?)?;
-            mapped.release(info);
+            map.release(info);
         }
         Ok(linear)
     }

@@ -453,16 +453,15 @@ impl Library {
     }
 }
 
-/// Whether an index of `partitions` over `rows` passages is too far from the √rows partitions it
-/// is built with, so that it should be trained again. Lance keeps partitions between a quarter
-/// of and 4× the size the index was created for, splitting and joining them, but it does not
-/// train new centroids: grown from 50k to 400k passages, an index had 1,308 partitions where a
-/// new one has 632, and 32 probes found 90% of the exact top 10 there (67 probes, the same
-/// share of the library, 93%), against 100% in a new index (pylance 14.0.2, the benchmark's
-/// clustered vectors). Lance keeps partitions near the size they were built with, so their
-/// count grows with the library (a test index built on 500 passages had 578 partitions at
-/// 12,500, where √ is 112). Past 1.5× √rows (about 2.25× growth) or below half of it the index
-/// is trained again: about 10 s at 100k passages and 2.5 minutes at 1M, on this machine.
+/// Whether an index of `partitions` over `rows` passages is so far from the √rows partitions it
+/// is built with that it should be trained again. Lance keeps partitions near the size they were
+/// built with (splitting past 4× it, joining below a quarter) but trains no new centroids, so as
+/// a library grows its partition count grows with it and 32 probes cover ever less of it: a test
+/// index built on 500 passages had 578 partitions at 12,500 (√ is 112); built at 50k and grown to
+/// 400k, an index had 1,308 partitions where a new one has 632, and found 90% of the exact top 10
+/// (67 probes, the same share of the library: 93%) where a new one finds 100% (pylance 14.0.2,
+/// the benchmark's clustered vectors). Past 1.5× √rows (about 2.25× growth) or below half of it
+/// the index is trained again: about 10 s at 100k passages and 2.5 minutes at 1M here.
 fn partitioning_is_stale(partitions: usize, rows: usize) -> bool {
     let built_with = ((rows as f64).sqrt()).clamp(16.0, 4096.0);
     let partitions = partitions as f64;
@@ -628,8 +627,8 @@ mod tests {
         assert_eq!(lib.passages.count_rows(None).await.unwrap(), 12);
     }
 
-    /// Clustered vectors, as embeddings are: points around 20 centres in `DIM` dimensions,
-    /// reproducible from `i`.
+    /// Clustered vectors, as embeddings are: points around 20 centres in `DIM` dimensions, the
+    /// same sequence on every run.
     struct Clusters {
         centres: Vec<Vec<f32>>,
         seed: u64,

@@ -208,8 +208,12 @@ export class Session {
   }
 }
 
-/** Answers the native save dialog titled `title` with `path` (GTK under Xvfb, via xdotool). */
-export function answerSaveDialog(title, path, timeout = 15000) {
+/**
+ * Answers the native save dialog titled `title` with `path` (GTK under Xvfb, via xdotool). The
+ * 45 s allow for the first GTK file chooser of a cold machine: once, in a full run right after
+ * the app was rebuilt, the first dialog (and the app's model loading) took more than 15 s.
+ */
+export function answerSaveDialog(title, path, timeout = 45000) {
   // Ctrl+A selects the suggested name; the file chooser accepts an absolute path there.
   return answerFileDialog(title, path, ["ctrl+a"], [], timeout);
 }
@@ -220,7 +224,7 @@ export function answerSaveDialog(title, path, timeout = 15000) {
  * completes a folder's name with a selected "/", which Return would merely accept: Delete
  * drops it first.
  */
-export function answerOpenDialog(title, path, { folder = false } = {}, timeout = 15000) {
+export function answerOpenDialog(title, path, { folder = false } = {}, timeout = 45000) {
   return answerFileDialog(title, path, ["ctrl+l"], folder ? ["Delete"] : [], timeout);
 }
 

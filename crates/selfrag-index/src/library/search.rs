@@ -711,16 +711,24 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_vector_index_keeps_its_partitions_and_finds_what_exact_search_finds() {
+    /// A library of `rows` clustered passages with a vector index built on them, and the
+    /// index's partition count.
+    async fn library_indexed_at(
+        rows: usize,
+    ) -> (tempfile::TempDir, Library, Clusters, Option<usize>) {
         let dir = tempfile::tempdir().unwrap();
         let lib = Library::open(dir.path(), &Dimensions(DIM)).await.unwrap();
         let mut clusters = Clusters::new();
-        clusters.write(&lib, 0..2000).await;
-
-        lib.create_vector_index(2000).await.unwrap();
+        clusters.write(&lib, 0..rows).await;
+        lib.create_vector_index(rows).await.unwrap();
         lib.refresh_index_flags().await.unwrap();
         let partitions = lib.vector_index_partitions().await.unwrap();
+        (dir, lib, clusters, partitions)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_vector_index_keeps_its_partitions_and_finds_what_exact_search_finds() {
+        let (_dir, lib, mut clusters, partitions) = library_indexed_at(2000).await;
         assert_eq!(partitions, Some(44), "√2,000 partitions");
         // Optimizing (after every job) must keep them: Lance rebalances towards the target
         // size recorded in the index, and with no target recorded it joined all 44 into one,
@@ -734,13 +742,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_index_trained_on_a_small_library_is_trained_again_when_it_has_grown() {
-        let dir = tempfile::tempdir().unwrap();
-        let lib = Library::open(dir.path(), &Dimensions(DIM)).await.unwrap();
-        let mut clusters = Clusters::new();
-        clusters.write(&lib, 0..500).await;
-        lib.create_vector_index(500).await.unwrap();
-        lib.refresh_index_flags().await.unwrap();
-        assert_eq!(lib.vector_index_partitions().await.unwrap(), Some(22));
+        let (_dir, lib, mut clusters, partitions) = library_indexed_at(500).await;
+        assert_eq!(partitions, Some(22), "√500 partitions");
 
         // 25× the passages: Lance splits the partitions it has but trains no new centroids.
         clusters.write(&lib, 500..12_500).await;

@@ -42,6 +42,7 @@
 //! # }
 //! ```
 
+mod bert;
 mod device;
 pub mod download;
 mod embedder;

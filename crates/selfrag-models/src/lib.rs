@@ -16,7 +16,8 @@
 //!   attention masks), in candle's style.
 //! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
 //!   never yields a reflection token.
-//! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe).
+//! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe); on the CPU
+//!   through `bert`, BERT with the element-wise passes fused between candle's matmuls.
 //! - [`pick_device`]: `auto | cpu | cuda | metal`, falling back to the CPU.
 //! - [`store`]: model manifests and the hub cache lookup.
 //! - [`download`]: fetching models into the hub cache (resume, cancel, progress, SHA-256) and

@@ -92,6 +92,27 @@ fn batching_by_length_returns_every_vector_in_input_order() {
 }
 
 #[test]
+fn long_texts_fill_passes_by_token_budget_and_each_matches_its_vector_alone() {
+    let (_dir, embedder) = tiny_bert();
+    // From about 150 tokens to past the 512-token limit: a pass of 2048 padded tokens holds
+    // from 13 of the shortest down to 4 of the longest, so the texts go through several passes
+    // of different widths, some full of truncated rows.
+    let texts: Vec<String> = (0..14)
+        .map(|i| {
+            let words = "the history of paris and its river ".repeat(20 + (i * 29) % 70);
+            format!("book {i}: {words}")
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let all = embedder.embed(&refs).unwrap();
+    assert_eq!(all.len(), texts.len());
+    for (i, text) in refs.iter().enumerate() {
+        let alone = embedder.embed(&[text]).unwrap().remove(0);
+        assert!(max_abs_diff(&all[i], &alone) < 1e-5, "text {i}");
+    }
+}
+
+#[test]
 fn the_vocab_txt_tokenizer_is_uncased_and_truncates_long_texts() {
     let (_dir, embedder) = tiny_bert();
     let out = embedder

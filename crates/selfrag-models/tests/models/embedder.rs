@@ -22,6 +22,17 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// Embeds `texts` together, then each alone: same count, same order, the same vectors.
+fn assert_batched_vectors_match_each_alone(embedder: &BertEmbedder, texts: &[String]) {
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let all = embedder.embed(&refs).unwrap();
+    assert_eq!(all.len(), texts.len());
+    for (i, text) in refs.iter().enumerate() {
+        let alone = embedder.embed(&[text]).unwrap().remove(0);
+        assert!(max_abs_diff(&all[i], &alone) < 1e-5, "text {i}");
+    }
+}
+
 #[test]
 fn embeddings_are_deterministic_and_tell_texts_apart() {
     let (dir, embedder) = tiny_bert();
@@ -82,13 +93,7 @@ fn batching_by_length_returns_every_vector_in_input_order() {
             format!("text {i}: {}", "the river of paris ".repeat(words))
         })
         .collect();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let all = embedder.embed(&refs).unwrap();
-    assert_eq!(all.len(), texts.len());
-    for (i, text) in refs.iter().enumerate() {
-        let alone = embedder.embed(&[text]).unwrap().remove(0);
-        assert!(max_abs_diff(&all[i], &alone) < 1e-5, "text {i}");
-    }
+    assert_batched_vectors_match_each_alone(&embedder, &texts);
 }
 
 #[test]
@@ -103,13 +108,7 @@ fn long_texts_fill_passes_by_token_budget_and_each_matches_its_vector_alone() {
             format!("book {i}: {words}")
         })
         .collect();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let all = embedder.embed(&refs).unwrap();
-    assert_eq!(all.len(), texts.len());
-    for (i, text) in refs.iter().enumerate() {
-        let alone = embedder.embed(&[text]).unwrap().remove(0);
-        assert!(max_abs_diff(&all[i], &alone) < 1e-5, "text {i}");
-    }
+    assert_batched_vectors_match_each_alone(&embedder, &texts);
 }
 
 #[test]

@@ -85,11 +85,18 @@ impl FusedLayer {
             weights.push(weight);
             qkv_bias.extend(bias);
         }
-        let (attention_output_weight, bias) = load_linear(&vb.pp("attention.output.dense"), h, h)?;
-        let attention_norm = load_norm(&vb.pp("attention.output.LayerNorm"), h, eps, bias)?;
-        let (intermediate_weight, bias) = load_linear(&vb.pp("intermediate.dense"), h, i)?;
-        let (output_weight, bias_out) = load_linear(&vb.pp("output.dense"), i, h)?;
-        let output_norm = load_norm(&vb.pp("output.LayerNorm"), h, eps, bias_out)?;
+        let (attention_output_weight, attention_output_bias) =
+            load_linear(&vb.pp("attention.output.dense"), h, h)?;
+        let attention_norm = load_norm(
+            &vb.pp("attention.output.LayerNorm"),
+            h,
+            eps,
+            attention_output_bias,
+        )?;
+        let (intermediate_weight, intermediate_bias) =
+            load_linear(&vb.pp("intermediate.dense"), h, i)?;
+        let (output_weight, output_bias) = load_linear(&vb.pp("output.dense"), i, h)?;
+        let output_norm = load_norm(&vb.pp("output.LayerNorm"), h, eps, output_bias)?;
         Ok(Self {
             qkv_weight: Tensor::cat(&weights, 0)?,
             qkv_bias,
@@ -97,7 +104,7 @@ impl FusedLayer {
             attention_norm,
             intermediate_weight,
             intermediate_activation: BiasActivation {
-                bias,
+                bias: intermediate_bias,
                 activation: config.hidden_act,
             },
             output_weight,

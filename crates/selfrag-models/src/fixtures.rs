@@ -321,15 +321,73 @@ fn llama_vocab() -> Vec<(String, f32, i32)> {
     vocab
 }
 
-/// Writes a random-weight Llama GGUF (64-d, 2 blocks, 4 heads / 2 KV heads, context 512) with
-/// the tokenizer metadata and tensor names of the real `selfrag_llama2_7b` conversion.
+/// The shape and weight types of a fixture Llama.
+struct LlamaFixture {
+    embd: usize,
+    ff: usize,
+    heads: usize,
+    kv_heads: usize,
+    blocks: usize,
+    /// Type of every weight matrix, from its name (`attn_q`, ..., `output`) and block.
+    matrix_type: fn(&str, usize) -> GgmlDType,
+    /// `general.file_type`, as llama.cpp numbers them.
+    file_type: u32,
+}
+
+/// Writes a random-weight Llama GGUF (64-d, 2 blocks, 4 heads / 2 KV heads, context 512, Q8_0
+/// matrices) with the tokenizer metadata and tensor names of the real `selfrag_llama2_7b`
+/// conversion.
 pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), ModelError> {
-    const EMBD: usize = 64;
-    const FF: usize = 128;
-    const HEADS: usize = 4;
-    const KV_HEADS: usize = 2;
-    const BLOCKS: usize = 2;
-    const HEAD_DIM: usize = EMBD / HEADS;
+    write_llama(
+        path,
+        &LlamaFixture {
+            embd: 64,
+            ff: 128,
+            heads: 4,
+            kv_heads: 2,
+            blocks: 2,
+            matrix_type: |_, _| GgmlDType::Q8_0,
+            file_type: 7,
+        },
+    )
+}
+
+/// The same model as [`write_tiny_llama_gguf`] at 256-d (feed-forward 512, 4 heads of 64,
+/// 2 KV heads) in llama.cpp's Q4_K_M mix, the type of the published Self-RAG file: Q4_K
+/// matrices, with Q6_K for the output and for `attn_v` and `ffn_down` in every other block.
+/// Every dimension is a whole number of 256-value superblocks and 16-row tiles, so on CPUs
+/// with AVX-512 VNNI each matrix but the output (its rows are the vocabulary) runs on the
+/// crate's packed tiles, as the real model's do.
+pub fn write_tiny_q4_k_m_llama_gguf(path: &Path) -> Result<(), ModelError> {
+    write_llama(
+        path,
+        &LlamaFixture {
+            embd: 256,
+            ff: 512,
+            heads: 4,
+            kv_heads: 2,
+            blocks: 2,
+            matrix_type: |name, block| match name {
+                "output" => GgmlDType::Q6K,
+                "attn_v" | "ffn_down" if block % 2 == 0 => GgmlDType::Q6K,
+                _ => GgmlDType::Q4K,
+            },
+            file_type: 15,
+        },
+    )
+}
+
+fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
+    let &LlamaFixture {
+        embd,
+        ff,
+        heads,
+        kv_heads,
+        blocks,
+        matrix_type,
+        file_type,
+    } = shape;
+    let head_dim = embd / heads;
 
     let vocab = llama_vocab();
     let n_vocab = vocab.len();
@@ -338,8 +396,8 @@ pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), ModelError> {
     let mut rng = SplitMix64(LLAMA_SEED);
     let err = |what: &str| candle_err(what, path);
 
-    let embeddings = rng.normals(n_vocab * EMBD, 1.0);
-    let mut output = rng.normals(n_vocab * EMBD, 0.25);
+    let embeddings = rng.normals(n_vocab * embd, 1.0);
+    let mut output = rng.normals(n_vocab * embd, 0.25);
     // Successor biases: row `to` of the output leans towards the embedding of `from`.
     let successors = [
         ("<0x0A>", "[Retrieval]"),
@@ -353,9 +411,9 @@ pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), ModelError> {
     ];
     for (from, to) in successors {
         if let (Some(from), Some(to)) = (id_of(from), id_of(to)) {
-            let source = &embeddings[from * EMBD..(from + 1) * EMBD];
+            let source = &embeddings[from * embd..(from + 1) * embd];
             let norm = source.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
-            for (o, s) in output[to * EMBD..(to + 1) * EMBD].iter_mut().zip(source) {
+            for (o, s) in output[to * embd..(to + 1) * embd].iter_mut().zip(source) {
                 *o += 1.5 * s / norm;
             }
         }
@@ -370,37 +428,37 @@ pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), ModelError> {
     let mut tensors: Vec<(String, QTensor)> = vec![
         (
             "token_embd.weight".to_owned(),
-            tensor(embeddings, &[n_vocab, EMBD], GgmlDType::F32, "token_embd")?,
+            tensor(embeddings, &[n_vocab, embd], GgmlDType::F32, "token_embd")?,
         ),
         (
             "output_norm.weight".to_owned(),
-            tensor(vec![1.0; EMBD], &[EMBD], GgmlDType::F32, "output_norm")?,
+            tensor(vec![1.0; embd], &[embd], GgmlDType::F32, "output_norm")?,
         ),
         (
             "output.weight".to_owned(),
-            tensor(output, &[n_vocab, EMBD], GgmlDType::Q8_0, "output")?,
+            tensor(output, &[n_vocab, embd], matrix_type("output", 0), "output")?,
         ),
     ];
     let std = 0.05;
-    for block in 0..BLOCKS {
+    for block in 0..blocks {
         let matrices: [(&str, usize, usize); 7] = [
-            ("attn_q", EMBD, EMBD),
-            ("attn_k", KV_HEADS * HEAD_DIM, EMBD),
-            ("attn_v", KV_HEADS * HEAD_DIM, EMBD),
-            ("attn_output", EMBD, EMBD),
-            ("ffn_gate", FF, EMBD),
-            ("ffn_up", FF, EMBD),
-            ("ffn_down", EMBD, FF),
+            ("attn_q", embd, embd),
+            ("attn_k", kv_heads * head_dim, embd),
+            ("attn_v", kv_heads * head_dim, embd),
+            ("attn_output", embd, embd),
+            ("ffn_gate", ff, embd),
+            ("ffn_up", ff, embd),
+            ("ffn_down", embd, ff),
         ];
         for name in ["attn_norm", "ffn_norm"] {
             let full = format!("blk.{block}.{name}.weight");
-            let t = tensor(vec![1.0; EMBD], &[EMBD], GgmlDType::F32, &full)?;
+            let t = tensor(vec![1.0; embd], &[embd], GgmlDType::F32, &full)?;
             tensors.push((full, t));
         }
         for (name, rows, cols) in matrices {
             let full = format!("blk.{block}.{name}.weight");
             let data = rng.normals(rows * cols, std);
-            let t = tensor(data, &[rows, cols], GgmlDType::Q8_0, &full)?;
+            let t = tensor(data, &[rows, cols], matrix_type(name, block), &full)?;
             tensors.push((full, t));
         }
     }
@@ -412,15 +470,15 @@ pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), ModelError> {
             "general.name",
             Value::String("selfrag_llama2_7b (tiny random fixture)".to_owned()),
         ),
-        ("general.file_type", Value::U32(7)),
+        ("general.file_type", Value::U32(file_type)),
         ("general.quantization_version", Value::U32(2)),
         ("llama.context_length", u32_value(TINY_LLAMA_CONTEXT)),
-        ("llama.embedding_length", u32_value(EMBD)),
-        ("llama.block_count", u32_value(BLOCKS)),
-        ("llama.feed_forward_length", u32_value(FF)),
-        ("llama.rope.dimension_count", u32_value(HEAD_DIM)),
-        ("llama.attention.head_count", u32_value(HEADS)),
-        ("llama.attention.head_count_kv", u32_value(KV_HEADS)),
+        ("llama.embedding_length", u32_value(embd)),
+        ("llama.block_count", u32_value(blocks)),
+        ("llama.feed_forward_length", u32_value(ff)),
+        ("llama.rope.dimension_count", u32_value(head_dim)),
+        ("llama.attention.head_count", u32_value(heads)),
+        ("llama.attention.head_count_kv", u32_value(kv_heads)),
         ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
         ("llama.rope.freq_base", Value::F32(10000.0)),
         ("tokenizer.ggml.model", Value::String("llama".to_owned())),

@@ -148,6 +148,7 @@ impl LlamaGenerator {
             blocks = config.block_count,
             heads = config.head_count,
             kv_heads = config.head_count_kv,
+            packed_matrices = model.packed_matrices(),
             "loaded GGUF Llama generator"
         );
         Ok(Self {
@@ -156,6 +157,12 @@ impl LlamaGenerator {
             device: device.clone(),
             path: path.to_owned(),
         })
+    }
+
+    /// How many weight matrices run on this crate's packed AVX-512 tiles rather than candle's
+    /// kernels (see [`QuantizedLlama::packed_matrices`]).
+    pub fn packed_matrices(&self) -> usize {
+        self.model.packed_matrices()
     }
 
     /// The tokenizer read from the GGUF metadata.

@@ -13,7 +13,8 @@
 //!   probabilities of watched ids (the reflection tokens), greedy decoding with stop rules, all
 //!   rows of a batch decoded together with their shared prompt prefix run once.
 //! - [`QuantizedLlama`]: the batched quantized Llama under it (per-row KV cache, positions and
-//!   attention masks), in candle's style.
+//!   attention masks), in candle's style; on AVX-512 VNNI CPUs its Q4_K and Q6_K matrices are
+//!   multiplied in `packed`, compact SIMD tiles of this crate, and everything else by candle.
 //! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
 //!   never yields a reflection token.
 //! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe); on the CPU
@@ -54,6 +55,7 @@ mod gguf_header;
 mod gguf_tokenizer;
 mod llama;
 mod mapped;
+mod packed;
 pub mod store;
 
 pub use candle_core::Device;
@@ -64,4 +66,5 @@ pub use generator::{LlamaGenerator, TimedGeneration};
 pub use gguf_tokenizer::{GgufTokenizer, TokenType};
 pub use llama::{LlamaConfig, QuantizedLlama};
 pub use mapped::MappedGguf;
+pub use packed::cpu_supported as packed_kernels_available;
 pub use store::{ModelLocation, ModelRole, ModelSpec, find_in_hf_cache, hf_hub_cache_dir, locate};

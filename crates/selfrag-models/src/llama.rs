@@ -28,6 +28,7 @@ use candle_transformers::quantized_nn::RmsNorm;
 
 use crate::error::ModelError;
 use crate::mapped::MappedGguf;
+use crate::packed::PackedMatrix;
 
 /// The id run at pad columns. Nothing real attends to a pad column, so any valid id will do;
 /// it only has to give finite values.
@@ -233,27 +234,43 @@ impl LlamaConfig {
     }
 }
 
-/// A quantized weight matrix, applied as `x · Wᵀ` with candle's quantized matmul.
+/// A quantized weight matrix, applied as `x · Wᵀ`.
 ///
-/// On x86 CPUs with AVX2, candle repacks Q4_K and Q6_K weights into SIMD tiles the first time
-/// they multiply, keeps the packed copy, and uses it for every later product, except Q6_K times a
-/// single row, which it computes on the compact blocks with a slower dot product. The packed
-/// Q6_K copy exists anyway (prompts are several rows), so a single row is multiplied as two
-/// copies of itself to stay on the tiled kernel: twice the rows cost about the same, because
-/// reading the weights is the work. (Profile of a decode step on a 7B-shaped Q4_K_M model:
-/// the single-row Q6_K dot product took 20% of the time for 22% of the weights.)
+/// On CPUs with AVX-512 VNNI, Q4_K and Q6_K matrices (all of a Q4_K_M model's) are packed at
+/// load into this crate's compact tiles ([`PackedMatrix`]): 4.6 and 6.6 bits per weight, where
+/// candle's own tiles take 6 and 10, and decoding is the time it takes to read the weights.
+/// Everything else goes through candle's quantized matmul.
 #[derive(Debug, Clone)]
-struct QLinear {
-    matmul: QMatMul,
-    /// Whether a single row is multiplied as two (Q6_K weights on the CPU).
-    pad_single_row: bool,
+enum QLinear {
+    Packed(Arc<PackedMatrix>),
+    Candle {
+        matmul: QMatMul,
+        /// Whether a single row is multiplied as two, see [`QLinear::candle`].
+        pad_single_row: bool,
+    },
 }
 
 impl QLinear {
-    fn new(matmul: QMatMul, device: &Device) -> Self {
+    /// `weights` packed into tiles where this CPU and their type allow, else for candle.
+    fn new(weights: Arc<QTensor>, device: &Device) -> Result<Self> {
+        if device.is_cpu()
+            && let Some(packed) = PackedMatrix::pack(&weights)?
+        {
+            return Ok(Self::Packed(Arc::new(packed)));
+        }
+        Ok(Self::candle(QMatMul::from_arc(weights)?, device))
+    }
+
+    /// Candle's matmul. On x86 CPUs with AVX2, candle repacks Q4_K and Q6_K weights into SIMD
+    /// tiles the first time they multiply and uses them for every later product, except Q6_K
+    /// times a single row, which it computes on the compact blocks with a slower dot product.
+    /// The packed Q6_K copy exists anyway (prompts are several rows), so a single row is
+    /// multiplied as two copies of itself to stay on the tiled kernel: twice the rows cost
+    /// about the same, because reading the weights is the work.
+    fn candle(matmul: QMatMul, device: &Device) -> Self {
         let pad_single_row = device.is_cpu()
             && matches!(&matmul, QMatMul::QTensor(t) if t.dtype() == GgmlDType::Q6K);
-        Self {
+        Self::Candle {
             matmul,
             pad_single_row,
         }
@@ -262,14 +279,20 @@ impl QLinear {
 
 impl Module for QLinear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (matmul, pad_single_row) = match self {
+            Self::Packed(packed) => return packed.forward(x),
+            Self::Candle {
+                matmul,
+                pad_single_row,
+            } => (matmul, *pad_single_row),
+        };
         let dims = x.dims();
         let k = dims.last().copied().unwrap_or(0);
-        if !self.pad_single_row || k == 0 || x.elem_count() != k {
-            return self.matmul.forward(x);
+        if !pad_single_row || k == 0 || x.elem_count() != k {
+            return matmul.forward(x);
         }
         let row = x.reshape((1, k))?;
-        let y = self
-            .matmul
+        let y = matmul
             .forward(&Tensor::cat(&[&row, &row], 0)?)?
             .narrow(0, 0, 1)?;
         let mut out = dims.to_vec();
@@ -516,20 +539,21 @@ impl<R: Read + Seek> WeightSource<'_, R> {
         Ok((tensor, mapped))
     }
 
-    /// Weight matrix `name` (`[n, k]`). From the map it is multiplied once now, so that candle
-    /// packs it into its SIMD tiles, and then its blocks are released from memory.
+    /// Weight matrix `name` (`[n, k]`). Once packed (here into tiles, or by candle on its first
+    /// product, which a throw-away product of two rows triggers now), a matrix read from the
+    /// map has its blocks released from memory.
     fn matmul(&mut self, name: &str, shape: &[usize]) -> Result<QLinear> {
         let (weights, mapped) = self.tensor_and_origin(name, shape)?;
-        let linear = QLinear::new(QMatMul::from_qtensor(weights)?, self.device);
+        let linear = QLinear::new(Arc::new(weights), self.device)?;
         if let (true, Some(map), Some(info), [_, k]) = (
             mapped,
             self.mapped,
             self.content.tensor_infos.get(name),
             shape,
         ) {
-            linear
-                .matmul
-                .forward(&Tensor::zeros((2, *k), DType::F32, self.device)?)?;
+            if let QLinear::Candle { matmul, .. } = &linear {
+                matmul.forward(&Tensor::zeros((2, *k), DType::F32, self.device)?)?;
+            }
             map.release(info);
         }
         Ok(linear)
@@ -576,7 +600,7 @@ impl QuantizedLlama {
         let output = if source.content.tensor_infos.contains_key("output.weight") {
             source.matmul("output.weight", &[c.vocab_size, embd])?
         } else {
-            QLinear::new(QMatMul::from_arc(embeddings.clone())?, device)
+            QLinear::new(embeddings.clone(), device)?
         };
         let mut blocks = Vec::with_capacity(c.block_count);
         for i in 0..c.block_count {
@@ -625,6 +649,24 @@ impl QuantizedLlama {
     /// The hyper-parameters read from the GGUF metadata.
     pub fn config(&self) -> &LlamaConfig {
         &self.config
+    }
+
+    /// How many weight matrices are multiplied on this crate's packed tiles (Q4_K and Q6_K on
+    /// CPUs with AVX-512 VNNI); the others go through candle's kernels.
+    pub fn packed_matrices(&self) -> usize {
+        let packed = |linear: &QLinear| usize::from(matches!(linear, QLinear::Packed(_)));
+        packed(&self.output)
+            + self
+                .blocks
+                .iter()
+                .map(|b| {
+                    let (a, f) = (&b.attention, &b.feed_forward);
+                    [&a.wq, &a.wk, &a.wv, &a.wo, &f.gate, &f.up, &f.down]
+                        .into_iter()
+                        .map(packed)
+                        .sum::<usize>()
+                })
+                .sum::<usize>()
     }
 
     /// Rows in the KV cache (0 before the first forward pass).
@@ -864,8 +906,14 @@ mod tests {
             .collect();
         let w = Tensor::from_vec(w, (n, k), &device).unwrap();
         let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q6K).unwrap());
-        let linear = QLinear::new(QMatMul::from_arc(q.clone()).unwrap(), &device);
-        assert!(linear.pad_single_row);
+        let linear = QLinear::candle(QMatMul::from_arc(q.clone()).unwrap(), &device);
+        assert!(matches!(
+            linear,
+            QLinear::Candle {
+                pad_single_row: true,
+                ..
+            }
+        ));
         let plain = QMatMul::from_arc(q).unwrap();
         let x: Vec<f32> = (0..3 * k)
             .map(|i| ((i * 13 % 29) as f32 - 14.0) / 10.0)
@@ -898,7 +946,13 @@ mod tests {
         }
         // Other types and several rows go straight through.
         let q8 = QTensor::quantize(&w, GgmlDType::Q8_0).unwrap();
-        assert!(!QLinear::new(QMatMul::from_qtensor(q8).unwrap(), &device).pad_single_row);
+        assert!(matches!(
+            QLinear::candle(QMatMul::from_qtensor(q8).unwrap(), &device),
+            QLinear::Candle {
+                pad_single_row: false,
+                ..
+            }
+        ));
         let rows: Vec<f32> = linear
             .forward(&x)
             .unwrap()
@@ -938,7 +992,7 @@ mod tests {
         let embeddings = Arc::new(weights(4).unwrap());
         let mut model = QuantizedLlama {
             config,
-            output: QLinear::new(QMatMul::from_arc(embeddings.clone()).unwrap(), &device),
+            output: QLinear::candle(QMatMul::from_arc(embeddings.clone()).unwrap(), &device),
             embeddings,
             blocks: Vec::new(),
             norm: RmsNorm::from_qtensor(

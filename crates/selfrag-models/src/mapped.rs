@@ -1,16 +1,16 @@
 //! GGUF weights read in place. On the CPU the generator's quantized matrices are slices of a
 //! read-only memory map of the model file instead of copies on the heap.
 //!
-//! Why: on AVX-512 VNNI (and NEON) CPUs candle repacks every Q4_K, Q6_K and Q8_0 matrix into
-//! its own SIMD tiles on first use, 1.3–1.5× the bytes of the file's blocks, and keeps the
-//! blocks as well. Read into the heap, a model then takes its file size plus the tiles (2.3×
-//! the file for Q4_K_M). Mapped, each matrix is packed at load ([`crate::llama`] multiplies it
-//! once) and its blocks are handed back to the kernel ([`MappedGguf::release`]): they stay in
-//! the file and the page cache, and a later read of them (a path candle does not pack) simply
-//! faults them in again. Memory is then the tiles, not the tiles plus a copy of the file.
+//! Why: on the CPU every quantized matrix is repacked into SIMD tiles at load, by
+//! [`crate::packed`] (Q4_K and Q6_K on AVX-512 VNNI CPUs) or by candle on first use (Q8_0 there,
+//! and more types on NEON), and the packed copy is what multiplies. Read into the heap, a model
+//! would hold the file's blocks next to the tiles. Mapped, each matrix is packed at load
+//! ([`crate::llama`]) and its blocks are handed back to the kernel ([`MappedGguf::release`]):
+//! they stay in the file and the page cache, and a later read of them (a path nothing packs)
+//! simply faults them in again. Memory is then the tiles, not the tiles plus a copy of the file.
 //!
-//! This is the workspace's one module with `unsafe` code: mapping a file, viewing its bytes as
-//! candle's block structs, and `madvise(MADV_DONTNEED)`. Each block says why it is sound.
+//! This module and `packed` are the workspace's `unsafe` code; here: mapping a file, viewing its
+//! bytes as candle's block structs, and `madvise(MADV_DONTNEED)`. Each block says why it is sound.
 #![allow(unsafe_code)]
 
 use std::fs::File;

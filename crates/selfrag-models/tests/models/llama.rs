@@ -165,27 +165,20 @@ const PASSAGES: [&str; 5] = [
     "Who knows? The history of the president and the state of France is long, and the paper says it is known to many people in the world.",
 ];
 
-#[test]
-fn greedy_decoding_matches_candles_quantized_llama() {
-    let (_dir, path, mut model) = load();
-    let the = model.token_id("\u{2581}the").unwrap();
-    let mut long = prompt(&model, INSTRUCTION);
-    // Longer than one prefill chunk (256 tokens): the prompt is read in two passes.
-    while long.len() < 300 {
-        long.extend(model.tokenize(" the river of the city was known").unwrap());
-    }
-    assert!(long.contains(&the));
-    for p in [
-        prompt(&model, INSTRUCTION),
-        prompt(&model, "The city of Paris"),
-        selfrag_prompts(&model, &PASSAGES[2..3]).remove(0),
-        long,
-    ] {
+/// Greedy decoding of each prompt gives candle's ids, and its log-probs and first distribution
+/// within `tolerance`.
+fn assert_greedy_matches_candle(
+    path: &std::path::Path,
+    model: &mut LlamaGenerator,
+    prompts: &[Vec<u32>],
+    tolerance: f32,
+) {
+    for p in prompts {
         let steps = 12;
-        let (ids, logprobs, first) = candle_greedy(&path, &p, steps);
+        let (ids, logprobs, first) = candle_greedy(path, p, steps);
         let ours = model
             .generate_timed(
-                std::slice::from_ref(&p),
+                std::slice::from_ref(p),
                 &request(steps, vec![], vec![]),
                 false,
             )
@@ -193,15 +186,94 @@ fn greedy_decoding_matches_candles_quantized_llama() {
         let row = &ours.rows[0];
         assert_eq!(row.tokens.iter().map(|t| t.id).collect::<Vec<_>>(), ids);
         for (t, lp) in row.tokens.iter().zip(&logprobs) {
-            assert!((t.logprob - lp).abs() < 1e-4, "{} vs {lp}", t.logprob);
+            assert!(
+                (t.logprob - lp).abs() < tolerance,
+                "prompt of {} tokens: {} vs {lp}",
+                p.len(),
+                t.logprob
+            );
         }
         // The whole first distribution, not just the argmax.
         let vocab = model.tokenizer().vocab_size();
         let mut top = vec![0.0; vocab];
-        for (id, lp) in model.top_logprobs(&p, vocab).unwrap() {
+        for (id, lp) in model.top_logprobs(p, vocab).unwrap() {
             top[id as usize] = lp;
         }
-        assert!(max_abs_diff(&top, &first) < 1e-4);
+        let diff = max_abs_diff(&top, &first);
+        assert!(
+            diff < tolerance,
+            "prompt of {} tokens: first distribution off by {diff}",
+            p.len()
+        );
+    }
+}
+
+/// A prompt longer than one prefill chunk (256 tokens), so it is read in two passes.
+fn long_prompt(model: &LlamaGenerator) -> Vec<u32> {
+    let mut long = prompt(model, INSTRUCTION);
+    while long.len() < 300 {
+        long.extend(model.tokenize(" the river of the city was known").unwrap());
+    }
+    long
+}
+
+#[test]
+fn greedy_decoding_matches_candles_quantized_llama() {
+    let (_dir, path, mut model) = load();
+    let prompts = [
+        prompt(&model, INSTRUCTION),
+        prompt(&model, "The city of Paris"),
+        selfrag_prompts(&model, &PASSAGES[2..3]).remove(0),
+        long_prompt(&model),
+    ];
+    assert!(prompts[3].contains(&model.token_id("\u{2581}the").unwrap()));
+    assert_greedy_matches_candle(&path, &mut model, &prompts, 1e-4);
+}
+
+/// The published model is Q4_K_M. Its Q4_K and Q6_K matrices run on the crate's packed tiles
+/// where the CPU has AVX-512 VNNI, and must still decode as candle's reference does, alone and
+/// in a batch.
+#[test]
+fn a_q4_k_m_model_decodes_as_candles_quantized_llama() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("selfrag_llama2_7b.tiny.q4_k_m.gguf");
+    selfrag_models::fixtures::write_tiny_q4_k_m_llama_gguf(&path).unwrap();
+    let mut model = LlamaGenerator::load(&path, &Device::Cpu).unwrap();
+    if selfrag_models::packed_kernels_available() {
+        // 7 matrices in each of 2 blocks; the output's rows are the vocabulary, which need
+        // not be a whole number of tiles.
+        assert!(
+            model.packed_matrices() >= 14,
+            "only {} matrices packed",
+            model.packed_matrices()
+        );
+    } else {
+        eprintln!("NOTE: this CPU has no AVX-512 VNNI: the Q4_K_M model ran on candle's kernels");
+        assert_eq!(model.packed_matrices(), 0);
+    }
+    // Prompts our prefill reads in one pass, as candle's reference does: with 8-bit
+    // activations, sums grouped differently can round an activation one step apart, and a
+    // long prompt read in chunks drifts from candle's one pass by up to 0.13 in a tail
+    // log-prob, with candle's kernels as with ours (the Q8_0 model covers chunked prompts).
+    let prompts = [
+        prompt(&model, INSTRUCTION),
+        selfrag_prompts(&model, &PASSAGES[0..1]).remove(0),
+    ];
+    assert!(prompts.iter().all(|p| p.len() <= 31));
+    assert_greedy_matches_candle(&path, &mut model, &prompts, 1e-4);
+
+    // A batch reads its prompts in smaller chunks than one row alone does, so the same
+    // rounding applies and grows over the steps: 0.03 here, the same with candle's kernels.
+    // The ids must agree.
+    let prompts = selfrag_prompts(&model, &PASSAGES);
+    let req = request(8, vec![], reflection_ids(&model));
+    let batch = model.generate_batch(&prompts, &req).unwrap();
+    for (p, row) in prompts.iter().zip(&batch) {
+        let alone = model
+            .generate_batch(std::slice::from_ref(p), &req)
+            .unwrap()
+            .remove(0);
+        assert_generations_close(row, &alone, 0.1, 0.1);
     }
 }
 

@@ -1,0 +1,717 @@
+//! Q4_K and Q6_K weight matrices repacked for x86-64 CPUs with AVX-512 VNNI, in tiles about as
+//! compact as the file's own blocks, and their products with f32 activations.
+//!
+//! Why not candle's tiles: candle 0.11 repacks these types for the same instructions, but
+//! unpacks every scale to an f32 and every Q6_K value to a whole byte, so its tiles are 6 bits
+//! per weight for Q4_K (the file has 4.5) and 10 for Q6_K (the file has 6.56). A decode step
+//! reads every weight once, and on the machines we measure that reading is the work: profiled on
+//! the 7B-shaped benchmark model, candle's two tile kernels were 80% of decoding and streamed
+//! about 25 GB/s of a measured 32 GB/s. Here a tile keeps the 6-bit scales and 4-bit nibbles
+//! as bytes and the block scales as f16: 4.63 bits per weight for Q4_K and 6.63 for Q6_K, with
+//! the same integer arithmetic as candle and ggml (activations quantized to Q8_K, `vpdpbusd`
+//! products, the Q4_K minimum and the Q6_K offset of 32 corrected through the activations'
+//! 16-value sums).
+//!
+//! Layout: the matrix (`n` output rows of `k` inputs, row-major, as the GGUF stores it) is cut
+//! into strips of 16 output rows; a strip is `k / 256` tiles, one per superblock, stored one
+//! after the other, so a strip is read front to back. Inside a tile the 16 rows are the 16
+//! lanes of a vector, so one scale vector serves all rows at once.
+//!
+//! Work is split by strips over candle's thread pool (the one its own kernels use), so decoding
+//! does not wake a second set of threads.
+//!
+//! This module and `mapped` are the workspace's `unsafe` code: here the SIMD loads and the
+//! calls into functions compiled for AVX-512, made only after the CPU was checked for it. Each
+//! block says why it is sound.
+#![allow(unsafe_code)]
+
+use std::sync::Mutex;
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Result, Tensor};
+
+/// Output rows per tile: the 16 f32 lanes of one AVX-512 vector.
+const TILE_ROWS: usize = 16;
+/// Values per Q4_K / Q6_K / Q8_K superblock.
+const QK_K: usize = 256;
+/// Activation rows multiplied against one tile at a time (registers for the accumulators).
+const MAX_ACTIVATION_ROWS: usize = 4;
+
+/// Bytes of a Q4_K block in the file: `d`, `dmin` (f16), 12 bytes of 6-bit scales and minimums,
+/// 128 bytes of nibbles.
+const Q4K_BLOCK_BYTES: usize = 144;
+/// Bytes of a Q6_K block in the file: 128 bytes of low nibbles, 64 of high bit pairs, 16 signed
+/// 8-bit scales, `d` (f16).
+const Q6K_BLOCK_BYTES: usize = 210;
+
+/// One Q4_K superblock (256 inputs) of 16 output rows.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct TileQ4K {
+    /// `[8-value group (32)][row (16)][4 bytes]`: byte `j` of group `g` holds value `8g + j` in
+    /// its low nibble and `8g + j + 4` in its high one.
+    qs: [u8; QK_K / 2 * TILE_ROWS],
+    /// The 6-bit scale of each 32-value sub-block (8) and row.
+    scales: [[u8; TILE_ROWS]; 8],
+    /// The 6-bit minimum of each sub-block and row.
+    mins: [[u8; TILE_ROWS]; 8],
+    /// Each row's block scale and minimum scale, f16 bits.
+    d: [u16; TILE_ROWS],
+    dmin: [u16; TILE_ROWS],
+}
+
+/// One Q6_K superblock of 16 output rows. Values are `0..64`, meaning `value - 32`.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct TileQ6K {
+    /// Low 4 bits, laid out as [`TileQ4K::qs`].
+    ql: [u8; QK_K / 2 * TILE_ROWS],
+    /// `[16-value sub-block (16)][row (16)][4 bytes]`: the high 2 bits of the four values in the
+    /// matching `ql` byte of the sub-block's two groups: bits 0–1 and 2–3 for the low and high
+    /// nibble of its first group, bits 4–5 and 6–7 for its second.
+    qh: [u8; QK_K / 4 * TILE_ROWS],
+    /// The signed scale of each 16-value sub-block (16) and row.
+    scales: [[i8; TILE_ROWS]; 16],
+    /// Each row's block scale, f16 bits.
+    d: [u16; TILE_ROWS],
+}
+
+/// A block of 256 activations quantized as ggml's Q8_K: `value ≈ d · qs`, with the sums of each
+/// 16 values for the minimum/offset corrections.
+#[derive(Clone, Copy)]
+struct BlockQ8K {
+    d: f32,
+    qs: [i8; QK_K],
+    bsums: [i16; QK_K / 16],
+}
+
+impl BlockQ8K {
+    const ZERO: Self = Self {
+        d: 0.0,
+        qs: [0; QK_K],
+        bsums: [0; QK_K / 16],
+    };
+
+    /// Quantizes 256 values exactly as candle's and ggml's `quantize_row_q8_K`: the value of
+    /// largest magnitude maps to -127, the others are rounded to nearest.
+    fn quantize(xs: &[f32], out: &mut Self) {
+        let mut max = 0f32;
+        let mut amax = 0f32;
+        for &x in xs {
+            if amax < x.abs() {
+                amax = x.abs();
+                max = x;
+            }
+        }
+        if amax == 0.0 {
+            *out = Self::ZERO;
+            return;
+        }
+        let iscale = -127f32 / max;
+        for (q, &x) in out.qs.iter_mut().zip(xs) {
+            // In range by construction: |iscale · x| ≤ 127.
+            #[allow(clippy::cast_possible_truncation)]
+            let v = (iscale * x).round().clamp(-128.0, 127.0) as i8;
+            *q = v;
+        }
+        for (sum, group) in out.bsums.iter_mut().zip(out.qs.chunks_exact(16)) {
+            // At most 16 · 128: fits.
+            #[allow(clippy::cast_possible_truncation)]
+            let s = group.iter().map(|&q| i32::from(q)).sum::<i32>() as i16;
+            *sum = s;
+        }
+        out.d = 1.0 / iscale;
+    }
+}
+
+enum Tiles {
+    Q4K(Vec<TileQ4K>),
+    Q6K(Vec<TileQ6K>),
+}
+
+/// A Q4_K or Q6_K matrix `[n, k]` in tiles, multiplied as `x · Wᵀ`.
+pub(crate) struct PackedMatrix {
+    tiles: Tiles,
+    n: usize,
+    k: usize,
+}
+
+impl std::fmt::Debug for PackedMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dtype = match self.tiles {
+            Tiles::Q4K(_) => "Q4K",
+            Tiles::Q6K(_) => "Q6K",
+        };
+        f.debug_struct("PackedMatrix")
+            .field("dtype", &dtype)
+            .field("n", &self.n)
+            .field("k", &self.k)
+            .finish()
+    }
+}
+
+/// Whether this CPU has the instructions the packed tiles are multiplied with (AVX-512 F, BW
+/// and VNNI, and F16C); without them every matrix goes through candle's kernels.
+pub fn cpu_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+            && std::arch::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn f16_bits(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([bytes[at], bytes[at + 1]])
+}
+
+/// ggml's unpacking of the 6-bit scale and minimum of Q4_K sub-block `j`.
+fn q4k_scale_min(j: usize, scales: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (scales[j] & 63, scales[j + 4] & 63)
+    } else {
+        (
+            (scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4),
+            (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4),
+        )
+    }
+}
+
+impl PackedMatrix {
+    /// Packs `weights` (`[n, k]`) when this CPU, its type and its shape allow it; `None` means
+    /// "multiply it with candle".
+    pub(crate) fn pack(weights: &QTensor) -> Result<Option<Self>> {
+        let Ok((n, k)) = weights.shape().dims2() else {
+            return Ok(None);
+        };
+        let dtype = weights.dtype();
+        if !matches!(dtype, GgmlDType::Q4K | GgmlDType::Q6K)
+            || n == 0
+            || k == 0
+            || !n.is_multiple_of(TILE_ROWS)
+            || !k.is_multiple_of(QK_K)
+            || !cpu_supported()
+        {
+            return Ok(None);
+        }
+        let data = weights.data()?;
+        let block_bytes = if dtype == GgmlDType::Q4K {
+            Q4K_BLOCK_BYTES
+        } else {
+            Q6K_BLOCK_BYTES
+        };
+        let blocks_per_row = k / QK_K;
+        if data.len() != n * blocks_per_row * block_bytes {
+            candle_core::bail!(
+                "a {dtype:?} matrix of {n}×{k} has {} bytes, expected {}",
+                data.len(),
+                n * blocks_per_row * block_bytes
+            );
+        }
+        let block = |row: usize, b: usize| {
+            let at = (row * blocks_per_row + b) * block_bytes;
+            &data[at..at + block_bytes]
+        };
+        let tiles = if dtype == GgmlDType::Q4K {
+            Tiles::Q4K(pack_tiles(n, blocks_per_row, |t, b| {
+                pack_q4k_tile(|r| block(t * TILE_ROWS + r, b))
+            }))
+        } else {
+            Tiles::Q6K(pack_tiles(n, blocks_per_row, |t, b| {
+                pack_q6k_tile(|r| block(t * TILE_ROWS + r, b))
+            }))
+        };
+        Ok(Some(Self { tiles, n, k }))
+    }
+
+    /// `x · Wᵀ` for `x` of shape `[..., k]`; the result has shape `[..., n]`.
+    pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let dims = x.dims();
+        let Some((&k, batch)) = dims.split_last() else {
+            candle_core::bail!("a matrix product needs at least one dimension");
+        };
+        if k != self.k {
+            candle_core::bail!(
+                "an input of {k} values given to a {}×{} matrix",
+                self.n,
+                self.k
+            );
+        }
+        let m: usize = batch.iter().product();
+        let x = x
+            .to_dtype(candle_core::DType::F32)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        let out = self.matmul(&x, m);
+        let mut out_dims = dims.to_vec();
+        if let Some(last) = out_dims.last_mut() {
+            *last = self.n;
+        }
+        Tensor::from_vec(out, out_dims, &candle_core::Device::Cpu)
+    }
+
+    /// `x · Wᵀ` for `m` rows of `k` values, row-major; returns `m` rows of `n`.
+    fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        let blocks_per_row = self.k / QK_K;
+        let mut activations = vec![BlockQ8K::ZERO; m * blocks_per_row];
+        for_each_chunk(&mut activations, blocks_per_row, |row, blocks| {
+            for (b, block) in blocks.iter_mut().enumerate() {
+                let at = row * self.k + b * QK_K;
+                BlockQ8K::quantize(&x[at..at + QK_K], block);
+            }
+        });
+
+        // Each strip of 16 outputs writes `[m][16]` of its own: one slice per strip, so threads
+        // never share a destination; for one row that is already the output's layout.
+        let strips = self.n / TILE_ROWS;
+        let mut by_strip = vec![0f32; m * self.n];
+        for_each_chunk(&mut by_strip, m * TILE_ROWS, |strip, out| {
+            self.strip_product(strip, &activations, m, out);
+        });
+        if m == 1 {
+            return by_strip;
+        }
+        let mut out = vec![0f32; m * self.n];
+        for (strip, values) in by_strip.chunks_exact(m * TILE_ROWS).enumerate() {
+            for (row, lane) in values.chunks_exact(TILE_ROWS).enumerate() {
+                out[row * self.n + strip * TILE_ROWS..][..TILE_ROWS].copy_from_slice(lane);
+            }
+        }
+        debug_assert_eq!(strips * TILE_ROWS, self.n);
+        out
+    }
+
+    /// Output columns `16·strip .. 16·strip + 16` of all `m` rows into `out` (`[m][16]`).
+    fn strip_product(&self, strip: usize, activations: &[BlockQ8K], m: usize, out: &mut [f32]) {
+        let blocks_per_row = self.k / QK_K;
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: a `PackedMatrix` exists only where `cpu_supported()` was true (see `pack`),
+            // i.e. this CPU has every feature `avx512::strip_product` is compiled for; the
+            // slices it indexes are sized by `matmul` from the same `n`, `k` and `m`.
+            unsafe {
+                avx512::strip_product(&self.tiles, strip, blocks_per_row, activations, m, out);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (strip, activations, m, out, blocks_per_row);
+            unreachable!("`pack` builds no PackedMatrix off x86-64");
+        }
+    }
+}
+
+/// Tiles of `n / 16` strips of `blocks_per_row` each, strip by strip.
+fn pack_tiles<T>(n: usize, blocks_per_row: usize, tile: impl Fn(usize, usize) -> T) -> Vec<T> {
+    let strips = n / TILE_ROWS;
+    let mut tiles = Vec::with_capacity(strips * blocks_per_row);
+    for t in 0..strips {
+        for b in 0..blocks_per_row {
+            tiles.push(tile(t, b));
+        }
+    }
+    tiles
+}
+
+/// One Q4_K tile from the 16 file blocks `block(row)`.
+fn pack_q4k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ4K {
+    let mut tile = TileQ4K {
+        qs: [0; QK_K / 2 * TILE_ROWS],
+        scales: [[0; TILE_ROWS]; 8],
+        mins: [[0; TILE_ROWS]; 8],
+        d: [0; TILE_ROWS],
+        dmin: [0; TILE_ROWS],
+    };
+    for r in 0..TILE_ROWS {
+        let blk = block(r);
+        tile.d[r] = f16_bits(blk, 0);
+        tile.dmin[r] = f16_bits(blk, 2);
+        let scales = &blk[4..16];
+        for sub in 0..8 {
+            let (scale, min) = q4k_scale_min(sub, scales);
+            tile.scales[sub][r] = scale;
+            tile.mins[sub][r] = min;
+        }
+        // The file's nibbles: byte `j` of 32-byte chunk `c` holds value `64c + j` low and
+        // `64c + 32 + j` high.
+        let qs = &blk[16..Q4K_BLOCK_BYTES];
+        let mut values = [0u8; QK_K];
+        for (c, chunk) in qs.chunks_exact(32).enumerate() {
+            for (j, &byte) in chunk.iter().enumerate() {
+                values[c * 64 + j] = byte & 0x0F;
+                values[c * 64 + 32 + j] = byte >> 4;
+            }
+        }
+        for g in 0..QK_K / 8 {
+            for j in 0..4 {
+                tile.qs[(g * TILE_ROWS + r) * 4 + j] =
+                    values[g * 8 + j] | (values[g * 8 + j + 4] << 4);
+            }
+        }
+    }
+    tile
+}
+
+/// One Q6_K tile from the 16 file blocks `block(row)`.
+fn pack_q6k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ6K {
+    let mut tile = TileQ6K {
+        ql: [0; QK_K / 2 * TILE_ROWS],
+        qh: [0; QK_K / 4 * TILE_ROWS],
+        scales: [[0; TILE_ROWS]; 16],
+        d: [0; TILE_ROWS],
+    };
+    for r in 0..TILE_ROWS {
+        let blk = block(r);
+        let (ql, rest) = blk.split_at(128);
+        let (qh, rest) = rest.split_at(64);
+        for (sub, &scale) in rest[..16].iter().enumerate() {
+            tile.scales[sub][r] = scale.cast_signed();
+        }
+        tile.d[r] = f16_bits(rest, 16);
+        // The file's layout, in two halves of 128 values: `ql` holds the low 4 bits of values
+        // `j` and `j + 32` (low and high nibble of byte `j`) and of `j + 64`, `j + 96`
+        // (byte `j + 32`); `qh` byte `j` holds their high 2 bits, in that order.
+        let mut values = [0u8; QK_K];
+        for h in 0..2 {
+            let ql = &ql[h * 64..];
+            let qh = &qh[h * 32..];
+            for j in 0..32 {
+                values[h * 128 + j] = (ql[j] & 0x0F) | ((qh[j] & 3) << 4);
+                values[h * 128 + j + 32] = (ql[j + 32] & 0x0F) | (((qh[j] >> 2) & 3) << 4);
+                values[h * 128 + j + 64] = (ql[j] >> 4) | (((qh[j] >> 4) & 3) << 4);
+                values[h * 128 + j + 96] = (ql[j + 32] >> 4) | (((qh[j] >> 6) & 3) << 4);
+            }
+        }
+        for g in 0..QK_K / 8 {
+            for j in 0..4 {
+                let (low, high) = (values[g * 8 + j], values[g * 8 + j + 4]);
+                tile.ql[(g * TILE_ROWS + r) * 4 + j] = (low & 0x0F) | ((high & 0x0F) << 4);
+                let high_bits = ((low >> 4) | ((high >> 4) << 2)) << (4 * (g % 2));
+                tile.qh[((g / 2) * TILE_ROWS + r) * 4 + j] |= high_bits;
+            }
+        }
+    }
+    tile
+}
+
+/// Runs `work(i, chunk)` for every `chunk_len`-long chunk of `data` on candle's thread pool.
+/// Each chunk is behind its own lock, taken once by the one thread that claims it.
+fn for_each_chunk<T: Send>(
+    data: &mut [T],
+    chunk_len: usize,
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if chunk_len == 0 || data.is_empty() {
+        return;
+    }
+    if data.len() <= chunk_len {
+        work(0, data);
+        return;
+    }
+    let chunks: Vec<Mutex<&mut [T]>> = data.chunks_mut(chunk_len).map(Mutex::new).collect();
+    candle_core::utils::barrier_pool().execute_chunked(chunks.len(), |range| {
+        for i in range {
+            // A poisoned lock means another chunk's work panicked; its own data is still whole.
+            let mut chunk = chunks[i]
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            work(i, &mut chunk);
+        }
+    });
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    //! The kernels. Every function here is compiled for AVX-512 F/BW/VNNI and F16C and may be
+    //! called only after `cpu_supported()` returned true.
+    use super::{BlockQ8K, MAX_ACTIVATION_ROWS, QK_K, TILE_ROWS, TileQ4K, TileQ6K, Tiles};
+    use core::arch::x86_64::*;
+
+    /// Broadcasts 4 activation bytes starting at `at` to every 32-bit lane.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn broadcast4(qs: &[i8; QK_K], at: usize) -> __m512i {
+        let bytes = [qs[at], qs[at + 1], qs[at + 2], qs[at + 3]];
+        _mm512_set1_epi32(i32::from_le_bytes(bytes.map(i8::cast_unsigned)))
+    }
+
+    /// Loads 64 bytes starting at `at`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load64(bytes: &[u8], at: usize) -> __m512i {
+        let chunk = &bytes[at..at + 64];
+        // SAFETY: `chunk` is 64 readable bytes; the load has no alignment requirement.
+        unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) }
+    }
+
+    /// Loads 16 bytes as 16 lanes, zero- or sign-extended.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load16_u8(bytes: &[u8; TILE_ROWS]) -> __m512i {
+        // SAFETY: 16 readable bytes; no alignment requirement.
+        _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) })
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load16_i8(bytes: &[i8; TILE_ROWS]) -> __m512i {
+        // SAFETY: 16 readable bytes; no alignment requirement.
+        _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) })
+    }
+
+    /// 16 f16 values (as bits) to f32 lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f,f16c")]
+    fn load16_f16(bits: &[u16; TILE_ROWS]) -> __m512 {
+        // SAFETY: 32 readable bytes; no alignment requirement.
+        _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(bits.as_ptr().cast()) })
+    }
+
+    /// Adds one Q4_K tile times the activation blocks `acts` (up to 4 rows) into `acc`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    fn q4k_tile<const M: usize>(tile: &TileQ4K, acts: &[&BlockQ8K; M], acc: &mut [__m512; M]) {
+        let nibble = _mm512_set1_epi8(0x0F);
+        let d = load16_f16(&tile.d);
+        let dmin = load16_f16(&tile.dmin);
+        // Sub-blocks in pairs: two independent integer sums keep `vpdpbusd`'s latency hidden
+        // when there is a single activation row.
+        for pair in 0..4 {
+            let (sa, sb) = (2 * pair, 2 * pair + 1);
+            let mut sum_a = [_mm512_setzero_si512(); M];
+            let mut sum_b = [_mm512_setzero_si512(); M];
+            for g in 0..4 {
+                let (ga, gb) = (sa * 4 + g, sb * 4 + g);
+                let wa = load64(&tile.qs, ga * TILE_ROWS * 4);
+                let wb = load64(&tile.qs, gb * TILE_ROWS * 4);
+                let lo_a = _mm512_and_si512(wa, nibble);
+                let hi_a = _mm512_and_si512(_mm512_srli_epi16(wa, 4), nibble);
+                let lo_b = _mm512_and_si512(wb, nibble);
+                let hi_b = _mm512_and_si512(_mm512_srli_epi16(wb, 4), nibble);
+                for (m, act) in acts.iter().enumerate() {
+                    sum_a[m] = _mm512_dpbusd_epi32(sum_a[m], lo_a, broadcast4(&act.qs, ga * 8));
+                    sum_a[m] = _mm512_dpbusd_epi32(sum_a[m], hi_a, broadcast4(&act.qs, ga * 8 + 4));
+                    sum_b[m] = _mm512_dpbusd_epi32(sum_b[m], lo_b, broadcast4(&act.qs, gb * 8));
+                    sum_b[m] = _mm512_dpbusd_epi32(sum_b[m], hi_b, broadcast4(&act.qs, gb * 8 + 4));
+                }
+            }
+            for (sub, sums) in [(sa, &sum_a), (sb, &sum_b)] {
+                let scale = _mm512_mul_ps(_mm512_cvtepi32_ps(load16_u8(&tile.scales[sub])), d);
+                let min = _mm512_mul_ps(_mm512_cvtepi32_ps(load16_u8(&tile.mins[sub])), dmin);
+                for (m, act) in acts.iter().enumerate() {
+                    let bsum = f32::from(act.bsums[2 * sub]) + f32::from(act.bsums[2 * sub + 1]);
+                    let products = _mm512_cvtepi32_ps(sums[m]);
+                    acc[m] = _mm512_fmadd_ps(
+                        products,
+                        _mm512_mul_ps(scale, _mm512_set1_ps(act.d)),
+                        acc[m],
+                    );
+                    acc[m] = _mm512_fnmadd_ps(min, _mm512_set1_ps(act.d * bsum), acc[m]);
+                }
+            }
+        }
+    }
+
+    /// A 6-bit value per byte: the low nibble of `low`, and bits 4–5 of `bits`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn with_high(low: __m512i, bits: __m512i) -> __m512i {
+        _mm512_or_si512(
+            _mm512_and_si512(low, _mm512_set1_epi8(0x0F)),
+            _mm512_and_si512(bits, _mm512_set1_epi8(0x30)),
+        )
+    }
+
+    /// Adds one Q6_K tile times the activation blocks `acts` (up to 4 rows) into `acc`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    fn q6k_tile<const M: usize>(tile: &TileQ6K, acts: &[&BlockQ8K; M], acc: &mut [__m512; M]) {
+        let d = load16_f16(&tile.d);
+        for sub in 0..16 {
+            let (g0, g1) = (2 * sub, 2 * sub + 1);
+            let qh = load64(&tile.qh, sub * TILE_ROWS * 4);
+            let w0 = load64(&tile.ql, g0 * TILE_ROWS * 4);
+            let w1 = load64(&tile.ql, g1 * TILE_ROWS * 4);
+            let lo0 = with_high(w0, _mm512_slli_epi16(qh, 4));
+            let hi0 = with_high(_mm512_srli_epi16(w0, 4), _mm512_slli_epi16(qh, 2));
+            let lo1 = with_high(w1, qh);
+            let hi1 = with_high(_mm512_srli_epi16(w1, 4), _mm512_srli_epi16(qh, 2));
+            let scale = _mm512_mul_ps(_mm512_cvtepi32_ps(load16_i8(&tile.scales[sub])), d);
+            for (m, act) in acts.iter().enumerate() {
+                let at = sub * 16;
+                let mut sum =
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo0, broadcast4(&act.qs, at));
+                sum = _mm512_dpbusd_epi32(sum, hi0, broadcast4(&act.qs, at + 4));
+                sum = _mm512_dpbusd_epi32(sum, lo1, broadcast4(&act.qs, at + 8));
+                sum = _mm512_dpbusd_epi32(sum, hi1, broadcast4(&act.qs, at + 12));
+                // The stored values are offset by 32: subtract 32 · (sum of the activations).
+                let offset = 32.0 * f32::from(act.bsums[sub]);
+                let products = _mm512_sub_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(offset));
+                acc[m] = _mm512_fmadd_ps(
+                    products,
+                    _mm512_mul_ps(scale, _mm512_set1_ps(act.d)),
+                    acc[m],
+                );
+            }
+        }
+    }
+
+    /// How many tiles ahead of the one being multiplied are asked into the cache. Tiles are
+    /// read front to back, strip after strip; with one activation row a tile is multiplied in
+    /// about the time memory takes to deliver it, so without asking early each tile waits.
+    const PREFETCH_TILES: usize = 8;
+
+    /// Asks for every cache line of `tiles[index]` (when there is one) without waiting for it.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn prefetch<T>(tiles: &[T], index: usize) {
+        let Some(tile) = tiles.get(index) else {
+            return;
+        };
+        let start: *const i8 = (tile as *const T).cast();
+        for line in (0..std::mem::size_of::<T>()).step_by(64) {
+            // SAFETY: `start + line` lies inside `tile`; a prefetch reads nothing into the
+            // program and cannot fault.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line)) };
+        }
+    }
+
+    /// Outputs `16·strip .. 16·strip + 16` of all `m` activation rows into `out` (`[m][16]`).
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW and VNNI and F16C. `activations` holds `m` rows of
+    /// `blocks_per_row` blocks, the tiles `strip + 1` strips of `blocks_per_row`, and `out`
+    /// `m · 16` values; otherwise this panics (it never reads out of bounds).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    pub(super) unsafe fn strip_product(
+        tiles: &Tiles,
+        strip: usize,
+        blocks_per_row: usize,
+        activations: &[BlockQ8K],
+        m: usize,
+        out: &mut [f32],
+    ) {
+        for m0 in (0..m).step_by(MAX_ACTIVATION_ROWS) {
+            let rows = (m - m0).min(MAX_ACTIVATION_ROWS);
+            let acts = &activations[m0 * blocks_per_row..(m0 + rows) * blocks_per_row];
+            let out = &mut out[m0 * TILE_ROWS..(m0 + rows) * TILE_ROWS];
+            let first = strip * blocks_per_row;
+            match rows {
+                1 => rows_product::<1>(tiles, first, blocks_per_row, acts, out),
+                2 => rows_product::<2>(tiles, first, blocks_per_row, acts, out),
+                3 => rows_product::<3>(tiles, first, blocks_per_row, acts, out),
+                _ => rows_product::<4>(tiles, first, blocks_per_row, acts, out),
+            }
+        }
+    }
+
+    /// `M` activation rows (`acts`, `M · blocks_per_row` blocks) times the strip whose first
+    /// tile is `first`, into `out` (`[M][16]`). `M` is a constant so that the accumulators
+    /// stay in registers.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    fn rows_product<const M: usize>(
+        tiles: &Tiles,
+        first: usize,
+        blocks_per_row: usize,
+        acts: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
+        let mut acc = [_mm512_setzero_ps(); M];
+        let blocks =
+            |b: usize| -> [&BlockQ8K; M] { std::array::from_fn(|i| &acts[i * blocks_per_row + b]) };
+        match tiles {
+            Tiles::Q4K(tiles) => {
+                for b in 0..blocks_per_row {
+                    prefetch(tiles, first + b + PREFETCH_TILES);
+                    q4k_tile(&tiles[first + b], &blocks(b), &mut acc);
+                }
+            }
+            Tiles::Q6K(tiles) => {
+                for b in 0..blocks_per_row {
+                    prefetch(tiles, first + b + PREFETCH_TILES);
+                    q6k_tile(&tiles[first + b], &blocks(b), &mut acc);
+                }
+            }
+        }
+        for (lanes, row) in acc.iter().zip(out.chunks_exact_mut(TILE_ROWS)) {
+            // SAFETY: `row` is 16 writable f32s; no alignment requirement.
+            unsafe { _mm512_storeu_ps(row.as_mut_ptr(), *lanes) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::QMatMul;
+    use candle_core::{Device, Module};
+
+    /// Deterministic values of both signs and a spread of magnitudes, per row.
+    fn values(count: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (0..count)
+            .map(|i| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let unit = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                unit * (1.0 + (i % 7) as f32)
+            })
+            .collect()
+    }
+
+    fn product_against_candle(dtype: GgmlDType) {
+        if !cpu_supported() {
+            eprintln!("SKIPPED: this CPU has no AVX-512 VNNI, so nothing is packed");
+            return;
+        }
+        let device = Device::Cpu;
+        let (n, k) = (48, 768);
+        let w = Tensor::from_vec(values(n * k, 1), (n, k), &device).unwrap();
+        let q = QTensor::quantize(&w, dtype).unwrap();
+        let packed = PackedMatrix::pack(&q).unwrap().unwrap();
+        let candle = QMatMul::from_qtensor(q).unwrap();
+        // One row (decoding), four (a full register tile) and seven (a remainder).
+        for m in [1, 4, 7] {
+            let x = Tensor::from_vec(values(m * k, 7 + m as u64), (m, 1, k), &device).unwrap();
+            let ours: Vec<f32> = packed
+                .forward(&x)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            let theirs: Vec<f32> = candle
+                .forward(&x)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            assert_eq!(ours.len(), m * n);
+            let scale = theirs.iter().map(|v| v.abs()).fold(0f32, f32::max);
+            for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-5 * scale,
+                    "{dtype:?}, {m} rows: output {i} is {a}, candle says {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn q4k_products_match_candle() {
+        product_against_candle(GgmlDType::Q4K);
+    }
+
+    #[test]
+    fn q6k_products_match_candle() {
+        product_against_candle(GgmlDType::Q6K);
+    }
+}

@@ -130,13 +130,17 @@ pub async fn export_answer(
     options: ExportOptions,
 ) -> Result<Option<String>> {
     let ext = options.format.extension();
-    let chosen = app
-        .dialog()
+    // Answered through a callback, not by blocking a runtime thread (see `pick_files`).
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    app.dialog()
         .file()
         .set_title("Export answer")
         .set_file_name(format!("answer.{ext}"))
         .add_filter(options.format.label(), &[ext])
-        .blocking_save_file();
+        .save_file(move |chosen| {
+            let _ = answer.send(chosen);
+        });
+    let chosen = answered.await.ok().flatten();
     let Some(path) = chosen.and_then(|p| p.into_path().ok()) else {
         return Ok(None);
     };

@@ -59,16 +59,26 @@ fn local_paths(picked: Vec<FilePath>) -> Vec<PathBuf> {
 
 /// Shows the native open dialog for documents; the files chosen are granted and returned
 /// (empty when the dialog is cancelled).
+///
+/// The dialog answers through a callback: an async command that blocked on it would hold one
+/// of the async runtime's threads (two on a two-core machine) for as long as the person takes
+/// to choose, and every other command would queue behind the rest.
 #[tauri::command]
 pub async fn pick_files(
     app: tauri::AppHandle,
     grants: tauri::State<'_, GrantedPaths>,
 ) -> Result<Vec<PathBuf>, IpcError> {
-    let picked = app
-        .dialog()
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    app.dialog()
         .file()
         .set_title("Add documents to the library")
-        .blocking_pick_files()
+        .pick_files(move |files| {
+            let _ = answer.send(files);
+        });
+    let picked = answered
+        .await
+        .ok()
+        .flatten()
         .map(local_paths)
         .unwrap_or_default();
     grants.grant(&picked);
@@ -86,8 +96,14 @@ pub async fn pick_folder(
     if let Ok(home) = app.path().home_dir() {
         dialog = dialog.set_directory(home);
     }
-    let picked = dialog
-        .blocking_pick_folder()
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    dialog.pick_folder(move |folder| {
+        let _ = answer.send(folder);
+    });
+    let picked = answered
+        .await
+        .ok()
+        .flatten()
         .and_then(|p| p.into_path().ok());
     grants.grant(&picked);
     Ok(picked)

@@ -262,7 +262,22 @@ async function answerFileDialog(title, path, firstKeys, keysBeforeReturn, timeou
     }
     await sleep(200);
   }
-  throw new Error(`no dialog titled "${title}" appeared within ${timeout} ms`);
+  throw new Error(
+    `no dialog titled "${title}" appeared within ${timeout} ms; visible windows: ${JSON.stringify(visibleWindowNames())}`,
+  );
+}
+
+/** The names of the visible X windows, for a failure message. */
+function visibleWindowNames() {
+  try {
+    return execFileSync("xdotool", ["search", "--onlyvisible", "--name", "."], { encoding: "utf8" })
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((id) => execFileSync("xdotool", ["getwindowname", id], { encoding: "utf8" }).trim());
+  } catch (e) {
+    return [`(xdotool failed: ${e.message})`];
+  }
 }
 
 /** The geometry of the first visible X window named `name`, or null. */

@@ -71,14 +71,16 @@ const FINISHED: IndexFinished = {
 let errors: unknown[] = [];
 let libraryEvent: (event: LibraryEvent) => void = () => {};
 
-async function setup(documents: DocumentInfo[] = [PAPER, NOTES]) {
+async function setup(documents: DocumentInfo[] = [PAPER, NOTES], ready = true) {
   errors = [];
   const library = new LibraryController((e) => errors.push(e));
   mocked.listDocuments.mockResolvedValue(documents);
   await library.refresh();
   await library.listen();
-  render(LibraryPane, { library, dropActive: false, missingEmbedder: null });
-  return library;
+  return {
+    library,
+    view: render(LibraryPane, { library, dropActive: false, missingEmbedder: null, ready }),
+  };
 }
 
 beforeEach(() => {
@@ -106,7 +108,7 @@ describe("library pane", () => {
   });
 
   it("shows the job's progress bar with files done, rate and ETA, and stops it", async () => {
-    const library = await setup();
+    const { library } = await setup();
     const done = deferred<IndexFinished>();
     let send: (event: IndexEvent) => void = () => {};
     mocked.indexPaths.mockImplementation((_paths, onEvent) => {
@@ -219,7 +221,7 @@ describe("library pane", () => {
   });
 
   it("shows a failed file with its reason and offers to retry it", async () => {
-    const library = await setup([PAPER]);
+    const { library } = await setup([PAPER]);
     mocked.indexPaths.mockImplementation(async (_paths, onEvent) => {
       onEvent({ kind: "started", total: 1, resumed: [] });
       onEvent({ kind: "fileStarted", path: "/home/ada/broken.pdf" });
@@ -249,7 +251,7 @@ describe("library pane", () => {
   });
 
   it("watches dropped folders when asked, lists them and stops watching", async () => {
-    const library = await setup();
+    const { library } = await setup();
     mocked.watchFolders.mockResolvedValue({
       watched: ["/home/ada/inbox"],
       notFolders: ["/home/ada/one.md"],
@@ -318,6 +320,15 @@ describe("library pane", () => {
       code: "library_watch",
       message: "Watching folders stopped: gone",
     });
+  });
+
+  it("keeps Add files and Add folder off until the app's status has arrived", async () => {
+    const { library, view } = await setup([PAPER], false);
+    expect(screen.getByTestId("add-files")).toBeDisabled();
+    expect(screen.getByTestId("add-folder")).toBeDisabled();
+    await view.rerender({ library, dropActive: false, missingEmbedder: null, ready: true });
+    expect(screen.getByTestId("add-files")).toBeEnabled();
+    expect(screen.getByTestId("add-folder")).toBeEnabled();
   });
 });
 

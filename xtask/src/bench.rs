@@ -598,7 +598,7 @@ fn generator(bench: &Bench) -> Result<String> {
         GENERATED_TOKENS,
         GENERATED_TOKENS - 1,
     );
-    md.push_str("| measure | ours (candle) | peer | ratio | goal | |\n");
+    md.push_str("| measure | ours | peer | ratio | goal | |\n");
     md.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
     md.push_str(&format!(
         "| prompt, tokens/s | {prompt:.1} | llama.cpp {prompt_peer:.1} | {:.2}× | ≥ 0.8× llama.cpp | {} |\n",
@@ -726,7 +726,7 @@ fn embedder(bench: &Bench) -> Result<String> {
         json_string(&peer_json, "transformers").unwrap_or_default(),
         json_string(&peer_json, "attention").unwrap_or_default(),
     );
-    md.push_str("| measure | ours (candle) | PyTorch transformers | ratio | goal | |\n");
+    md.push_str("| measure | ours | PyTorch transformers | ratio | goal | |\n");
     md.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
     md.push_str(&format!(
         "| passages/s | {rate:.2} | {rate_peer:.2} | {:.2}× | ≥ 1.0× | {} |\n",

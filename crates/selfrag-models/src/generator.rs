@@ -32,7 +32,9 @@ use crate::mapped::MappedGguf;
 /// matrix, 2.2 times the size of the weights, kept next to the original and the AVX-512 copy.
 /// For a 7B Q4_K_M model that is 8 GB more memory (measured: peak RSS 4.1 GB instead of 2.5 GB
 /// on an 8-block, 1.16 GB model), for prompts about 25% faster. The AVX-512 tiles read 4 rows
-/// per pass over the weights at any chunk size, so smaller chunks cost little otherwise.
+/// per pass over the weights at any chunk size, so smaller chunks cost little otherwise. (Every
+/// CPU with AMX has AVX-512 VNNI, where Q4_K and Q6_K matrices now run on `packed`, which uses
+/// no AMX; the limit still holds for what it cannot pack, and larger passes are not measured.)
 const PREFILL_TOKENS: usize = 31;
 
 /// A GGUF Llama model and its tokenizer, on one device.

@@ -70,8 +70,8 @@ struct TileQ6K {
     /// matching `ql` byte of the sub-block's two groups: bits 0–1 and 2–3 for the low and high
     /// nibble of its first group, bits 4–5 and 6–7 for its second.
     qh: [u8; QK_K / 4 * TILE_ROWS],
-    /// The signed scale of each 16-value sub-block (16) and row.
-    scales: [[i8; TILE_ROWS]; 16],
+    /// The signed 8-bit scale of each 16-value sub-block (16) and row, as its byte.
+    scales: [[u8; TILE_ROWS]; 16],
     /// Each row's block scale, f16 bits.
     d: [u16; TILE_ROWS],
 }
@@ -370,7 +370,7 @@ fn pack_q6k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ6K {
         let (ql, rest) = blk.split_at(128);
         let (qh, rest) = rest.split_at(64);
         for (sub, &scale) in rest[..16].iter().enumerate() {
-            tile.scales[sub][r] = scale.cast_signed();
+            tile.scales[sub][r] = scale;
         }
         tile.d[r] = f16_bits(rest, 16);
         // The file's layout, in two halves of 128 values: `ql` holds the low 4 bits of values
@@ -449,19 +449,12 @@ mod avx512 {
         unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) }
     }
 
-    /// Loads 16 bytes as 16 lanes, zero- or sign-extended.
+    /// Loads 16 bytes, for widening to 16 lanes.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn load16_u8(bytes: &[u8; TILE_ROWS]) -> __m512i {
+    fn load16(bytes: &[u8; TILE_ROWS]) -> __m128i {
         // SAFETY: 16 readable bytes; no alignment requirement.
-        _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) })
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn load16_i8(bytes: &[i8; TILE_ROWS]) -> __m512i {
-        // SAFETY: 16 readable bytes; no alignment requirement.
-        _mm512_cvtepi8_epi32(unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) })
+        unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) }
     }
 
     /// 16 f16 values (as bits) to f32 lanes.
@@ -501,8 +494,14 @@ mod avx512 {
                 }
             }
             for (sub, sums) in [(sa, &sum_a), (sb, &sum_b)] {
-                let scale = _mm512_mul_ps(_mm512_cvtepi32_ps(load16_u8(&tile.scales[sub])), d);
-                let min = _mm512_mul_ps(_mm512_cvtepi32_ps(load16_u8(&tile.mins[sub])), dmin);
+                let scale = _mm512_mul_ps(
+                    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(&tile.scales[sub]))),
+                    d,
+                );
+                let min = _mm512_mul_ps(
+                    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(&tile.mins[sub]))),
+                    dmin,
+                );
                 for (m, act) in acts.iter().enumerate() {
                     let bsum = f32::from(act.bsums[2 * sub]) + f32::from(act.bsums[2 * sub + 1]);
                     let products = _mm512_cvtepi32_ps(sums[m]);
@@ -541,7 +540,10 @@ mod avx512 {
             let hi0 = with_high(_mm512_srli_epi16(w0, 4), _mm512_slli_epi16(qh, 2));
             let lo1 = with_high(w1, qh);
             let hi1 = with_high(_mm512_srli_epi16(w1, 4), _mm512_srli_epi16(qh, 2));
-            let scale = _mm512_mul_ps(_mm512_cvtepi32_ps(load16_i8(&tile.scales[sub])), d);
+            let scale = _mm512_mul_ps(
+                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(&tile.scales[sub]))),
+                d,
+            );
             for (m, act) in acts.iter().enumerate() {
                 let at = sub * 16;
                 let mut sum =
@@ -680,20 +682,10 @@ mod tests {
         // One row (decoding), four (a full register tile) and seven (a remainder).
         for m in [1, 4, 7] {
             let x = Tensor::from_vec(values(m * k, 7 + m as u64), (m, 1, k), &device).unwrap();
-            let ours: Vec<f32> = packed
-                .forward(&x)
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .to_vec1()
-                .unwrap();
-            let theirs: Vec<f32> = candle
-                .forward(&x)
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .to_vec1()
-                .unwrap();
+            let flat = |t: Result<Tensor>| -> Vec<f32> {
+                t.and_then(|t| t.flatten_all()?.to_vec1()).unwrap()
+            };
+            let (ours, theirs) = (flat(packed.forward(&x)), flat(candle.forward(&x)));
             assert_eq!(ours.len(), m * n);
             let scale = theirs.iter().map(|v| v.abs()).fold(0f32, f32::max);
             for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {

@@ -18,30 +18,8 @@ use anyhow::{Context, Result, bail};
 mod bench;
 mod bundle;
 mod fuzz;
-
-/// Debian packages: WebKitGTK/GTK for Tauri, protoc for LanceDB, the WebDriver and Xvfb for the
-/// end-to-end tests, xdotool to answer the native dialogs and drag files in those tests.
-const APT_BUILD: &[&str] = &[
-    "build-essential",
-    "pkg-config",
-    "libssl-dev",
-    "libwebkit2gtk-4.1-dev",
-    "libgtk-3-dev",
-    "libayatana-appindicator3-dev",
-    "librsvg2-dev",
-    "libsoup-3.0-dev",
-    "protobuf-compiler",
-];
-const APT_TEST: &[&str] = &[
-    "webkit2gtk-driver",
-    "xvfb",
-    "xauth",
-    "xdotool",
-    "python3-venv",
-    // The native drag source of the end-to-end tests (tests/e2e/drag-source.py).
-    "python3-gi",
-    "gir1.2-gtk-3.0",
-];
+mod machine;
+mod skips;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -51,6 +29,7 @@ fn main() -> Result<()> {
         Some("run") => run_app(&root),
         Some("test") => test(&root),
         Some("setup") => setup(&root, true),
+        Some("env") => print_env(),
         Some("bench") => bench::bench(&root, &args[1..]),
         Some("bundle") => bundle::bundle(&root, &args[1..]),
         Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
@@ -63,7 +42,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, index or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  setup      only install what is missing\n  fixtures D write the tiny test models to folder D"
+                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, index or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  fixtures D write the tiny test models to folder D"
             );
             bail!("unknown or missing command")
         }
@@ -143,6 +122,10 @@ fn minilm_dir() -> Result<PathBuf> {
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.env("CARGO_TARGET_DIR", target_dir());
+    // Where there is none, `machine::verify` says so before any build.
+    if let Ok(protoc) = machine::protoc_env() {
+        c.envs(protoc);
+    }
     // `cargo xtask` is `cargo run`, which gives this process xtask's own package variables.
     // Build scripts (ring's, among others) rerun when those change, so passing them on made
     // every switch between `cargo xtask test` and a plain `cargo test` rebuild ring, rustls
@@ -164,6 +147,18 @@ fn cargo() -> Command {
         }
     }
     c
+}
+
+/// `export` lines for a shell, so that a plain `cargo build` or an editor's rust-analyzer
+/// builds with the same protoc and target folder as `cargo xtask`.
+#[allow(clippy::print_stdout)]
+fn print_env() -> Result<()> {
+    let quote = |p: &Path| format!("'{}'", p.display().to_string().replace('\'', r"'\''"));
+    println!("export CARGO_TARGET_DIR={}", quote(&target_dir()));
+    for (name, value) in machine::protoc_env()? {
+        println!("export {name}={}", quote(&value));
+    }
+    Ok(())
 }
 
 fn step(name: &str) -> Instant {
@@ -191,49 +186,11 @@ fn have(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn missing_apt(packages: &[&str]) -> Vec<String> {
-    packages
-        .iter()
-        .filter(|p| {
-            let out = Command::new("dpkg-query")
-                .args(["-W", "-f=${Status}", p])
-                .output();
-            !out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
-        })
-        .map(|p| p.to_string())
-        .collect()
-}
-
-/// Installs what is missing: Debian packages, the UI's npm packages, tauri-driver (tests).
+/// Installs what is missing (Debian packages, the UI's npm packages, tauri-driver for the
+/// tests), then checks that the machine has everything the build and the tests probe.
 fn setup(root: &Path, for_tests: bool) -> Result<()> {
     let t = step("setup");
-    if cfg!(target_os = "linux") && have("apt-get") {
-        let mut wanted: Vec<&str> = APT_BUILD.to_vec();
-        if for_tests {
-            wanted.extend_from_slice(APT_TEST);
-        }
-        let missing = missing_apt(&wanted);
-        if !missing.is_empty() {
-            eprintln!("installing Debian packages: {}", missing.join(" "));
-            let sudo = !is_root() && have("sudo");
-            let apt = |args: &[&str]| {
-                let mut c = if sudo {
-                    Command::new("sudo")
-                } else {
-                    Command::new("apt-get")
-                };
-                if sudo {
-                    c.arg("apt-get");
-                }
-                c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-                c
-            };
-            status(&mut apt(&["update", "-qq"]), "apt-get update")?;
-            let mut install = apt(&["install", "-y", "-qq", "--no-install-recommends"]);
-            install.args(&missing);
-            status(&mut install, "apt-get install")?;
-        }
-    }
+    machine::install(for_tests)?;
     let ui = root.join("ui");
     if !ui.join("node_modules/.package-lock.json").exists()
         || modified(&ui.join("package-lock.json"))
@@ -255,15 +212,9 @@ fn setup(root: &Path, for_tests: bool) -> Result<()> {
             "cargo install tauri-driver",
         )?;
     }
+    machine::verify(for_tests)?;
     done("setup", t);
     Ok(())
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 fn modified(path: &Path) -> Option<std::time::SystemTime> {
@@ -335,18 +286,56 @@ fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf)> {
 
 fn test(root: &Path) -> Result<()> {
     let total = Instant::now();
+    // The project's own gates come first, from the cheapest: formatting, then clippy with
+    // warnings as errors (the lints that keep unwrap, expect and panic out of library code).
+    let t = step("cargo fmt --check");
+    status(
+        cargo().args(["fmt", "--all", "--", "--check"]),
+        "cargo fmt --check (run `cargo fmt --all` to fix)",
+    )?;
+    done("cargo fmt --check", t);
     setup(root, true)?;
 
     // The Tauri crate embeds ui/dist at compile time, so the UI is built before any Rust.
     build_ui(root)?;
+    let t = step("clippy");
+    status(
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--quiet",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+        "cargo clippy --workspace --all-targets -- -D warnings",
+    )?;
+    done("clippy", t);
     let t = step("Python environment with the real MiniLM weights");
     let minilm = minilm_dir()?;
     done("Python environment with the real MiniLM weights", t);
+    // Every test that cannot run here says why in this log, and the run ends with the list.
+    let skips = skips::Log::fresh(&target_dir())?;
+    let result = run_tests(root, &minilm, &skips);
+    skips.report();
+    result?;
+    eprintln!(
+        "\nall tests passed in {:.0}s (screenshots in {})",
+        total.elapsed().as_secs_f64(),
+        root.join("target/e2e").display()
+    );
+    Ok(())
+}
+
+/// The Rust tests, the UI's lint and tests, and the end-to-end tests, in that order.
+fn run_tests(root: &Path, minilm: &Path, skips: &skips::Log) -> Result<()> {
     let t = step("Rust tests");
     status(
         cargo()
             .args(["test", "--workspace", "--no-fail-fast"])
-            .env("SELFRAG_MINILM_DIR", &minilm),
+            .env("SELFRAG_MINILM_DIR", minilm)
+            .env(skips::ENV, skips.path()),
         "cargo test",
     )?;
     done("Rust tests", t);
@@ -380,6 +369,7 @@ fn test(root: &Path) -> Result<()> {
             .env("SELFRAG_TEST_GENERATOR", &gguf)
             .env("SELFRAG_TEST_EMBEDDER", &bert)
             .env("SELFRAG_E2E_OUT", &out)
+            .env(skips::ENV, skips.path())
             // GTK's file chooser saves its settings; with no session bus, keep them in memory.
             .env("GSETTINGS_BACKEND", "memory")
             .envs(xvfb.as_ref().map(|x| ("DISPLAY", x.display.clone()))),
@@ -388,11 +378,6 @@ fn test(root: &Path) -> Result<()> {
     drop(xvfb);
     result?;
     done("end-to-end tests", t);
-    eprintln!(
-        "\nall tests passed in {:.0}s (screenshots in {})",
-        total.elapsed().as_secs_f64(),
-        out.display()
-    );
     Ok(())
 }
 

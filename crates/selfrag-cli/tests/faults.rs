@@ -320,15 +320,19 @@ impl SmallDisk {
                 dir: dir.to_path_buf(),
             }),
             Ok(o) => {
-                eprintln!(
-                    "\n*** SKIPPED: the disk-full test needs a {size} tmpfs and `mount` refused ({}): run it as root (or in a container with CAP_SYS_ADMIN) to check disk-full behaviour ***\n",
-                    String::from_utf8_lossy(&o.stderr).trim()
+                selfrag_testkit::skip(
+                    selfrag_testkit::Lack::Root,
+                    &format!(
+                        "the disk-full test needs a {size} tmpfs and `mount` refused ({}): run it as root (or in a container with CAP_SYS_ADMIN)",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ),
                 );
                 None
             }
             Err(e) => {
-                eprintln!(
-                    "\n*** SKIPPED: the disk-full test needs `mount` ({e}); run it on Linux as root to check disk-full behaviour ***\n"
+                selfrag_testkit::skip(
+                    selfrag_testkit::Lack::Platform,
+                    &format!("the disk-full test needs `mount` ({e}): run it on Linux as root"),
                 );
                 None
             }

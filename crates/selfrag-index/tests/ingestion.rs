@@ -725,8 +725,18 @@ async fn a_parser_that_crashes_or_babbles_costs_one_file_not_the_app() {
 fn a_parser_that_exceeds_the_memory_limit_is_stopped() {
     let has_prlimit = std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("prlimit").is_file()));
-    if !cfg!(target_os = "linux") || !has_prlimit {
-        eprintln!("skipped: the memory limit needs Linux and util-linux prlimit");
+    if !cfg!(target_os = "linux") {
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::Platform,
+            "the worker's memory limit is set through Linux's prlimit",
+        );
+        return;
+    }
+    if !has_prlimit {
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::SetUp,
+            "util-linux's prlimit is not on PATH (apt-get install util-linux)",
+        );
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -670,7 +670,10 @@ mod tests {
 
     fn product_against_candle(dtype: GgmlDType) {
         if !cpu_supported() {
-            eprintln!("SKIPPED: this CPU has no AVX-512 VNNI, so nothing is packed");
+            selfrag_testkit::skip(
+                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
+                "this CPU lacks AVX-512 F/BW/VNNI or F16C, so nothing is packed",
+            );
             return;
         }
         let device = Device::Cpu;

@@ -88,6 +88,7 @@ const LINUX_NEEDS: &[Need] = &[
     need(Cmd(&["/usr/bin/python3", "-c", "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"]),
          "python3-gi gir1.2-gtk-3.0", "tests/e2e/drag-source.py", Test),
     need(Cmd(&["python3", "-c", "import ensurepip, venv"]), "python3-venv", "the MiniLM weights' virtual environment", Test),
+    need(Program("cmake"), "cmake", "building llama-server for the server-generator tests", Test),
     need(Program("prlimit"), "util-linux", "the parsing worker's memory limit and its test", Test),
     need(Program("mount"), "mount", "the disk-full test's tmpfs", Test),
 ];

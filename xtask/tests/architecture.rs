@@ -42,6 +42,11 @@ const RULES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     ("selfrag-engine", "selfrag-core", &["tauri", "clap"]),
+    (
+        "selfrag-remote",
+        "selfrag-core",
+        &["tokio", "lance", "tauri", "selfrag-engine", "selfrag-index"],
+    ),
 ];
 
 /// Every normal (non-dev, non-build) dependency of `package` built with `features` (cargo's

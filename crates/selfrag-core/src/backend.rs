@@ -17,7 +17,8 @@ pub struct GenerateRequest {
     pub max_new_tokens: usize,
     /// Decoding of a row stops right after it emits one of these ids (EOS is always a stop).
     pub stop_ids: Vec<TokenId>,
-    /// Ids whose probabilities are recorded at every generated position (see `GeneratedToken::watched`).
+    /// Ids whose probabilities are recorded (see `GeneratedToken::watched`): at least at the
+    /// first generated position and at every position whose chosen token is one of them.
     pub watch_ids: Vec<TokenId>,
 }
 
@@ -40,7 +41,9 @@ pub struct GeneratedToken {
     /// Natural log of the chosen token's probability (softmax over the whole vocabulary).
     pub logprob: f32,
     /// Probabilities (softmax over the whole vocabulary, not renormalised) of
-    /// `GenerateRequest::watch_ids` at this position, in the same order.
+    /// `GenerateRequest::watch_ids` at this position, in the same order. Required at the first
+    /// position and where `id` is itself watched (the positions the critique reads); a backend
+    /// that cannot give them exactly elsewhere leaves it empty there, never estimated.
     pub watched: Vec<f32>,
 }
 

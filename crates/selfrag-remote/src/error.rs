@@ -1,0 +1,76 @@
+//! What can go wrong with a generator server, each case naming the server's URL and what to do.
+
+/// An error of the server generator.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error(
+        "could not reach the generator server at {url}: {message}. Start the server, or check \
+         the generator URL in the settings"
+    )]
+    Unreachable { url: String, message: String },
+
+    #[error(
+        "the generator server at {url} refused the request ({status}): check the API key in the \
+         settings"
+    )]
+    Unauthorized { url: String, status: u16 },
+
+    #[error("the generator server at {url} failed ({status}): {body}")]
+    Failed {
+        url: String,
+        status: u16,
+        body: String,
+    },
+
+    #[error(
+        "the generator server at {url} is not a llama.cpp server ({what}): Self-RAG needs \
+         llama.cpp's llama-server, which takes prompts as token ids and returns token probabilities"
+    )]
+    NotLlamaServer { url: String, what: String },
+
+    #[error(
+        "the generator server at {url} returned no token probabilities ({what}): Self-RAG reads \
+         its reflection tokens' probabilities; use a llama-server build that supports `n_probs`"
+    )]
+    NoProbabilities { url: String, what: String },
+
+    #[error(
+        "the model served at {url} does not have the Self-RAG token {token} as one token of its \
+         vocabulary ({found}): serve a Self-RAG model (e.g. selfrag_llama2_7b)"
+    )]
+    MissingReflectionToken {
+        url: String,
+        token: String,
+        found: String,
+    },
+
+    #[error(
+        "the model served at {url} tokenizes differently from {tokenizer}: {detail}. Point the \
+         app at the GGUF file the server loaded"
+    )]
+    VocabularyMismatch {
+        url: String,
+        tokenizer: String,
+        detail: String,
+    },
+
+    #[error(
+        "the generator server at {url} stopped answering in the middle of an answer ({message}); \
+         what had arrived is kept. Check that the server is still running"
+    )]
+    Interrupted { url: String, message: String },
+
+    #[error(
+        "the prompt has {prompt_tokens} tokens and {max_new_tokens} more were asked for, but the \
+         server at {url} holds {context_length} per request: start it with a larger context (-c)"
+    )]
+    ContextOverflow {
+        url: String,
+        prompt_tokens: usize,
+        max_new_tokens: usize,
+        context_length: usize,
+    },
+
+    #[error("the GGUF file {path} could not be read for its tokenizer: {message}")]
+    Tokenizer { path: String, message: String },
+}

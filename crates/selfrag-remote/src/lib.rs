@@ -1,0 +1,360 @@
+//! The Self-RAG generator on an inference server: llama.cpp's `llama-server`, which runs the
+//! model on whatever the user's machine or lab has (CUDA, Metal, Vulkan, ROCm, CPU).
+//!
+//! [`ServerGenerator`] is a peer of the local candle generator behind selfrag-core's
+//! `Generator` trait. Three rules make its traces equal to the local ones:
+//! - **Prompts travel as token ids** built by the local GGUF tokenizer with special tokens off.
+//!   A server given text turns `[Fully supported]` written in a document into the reflection
+//!   token: llama.cpp matches a GGUF's user-defined tokens even with `parse_special` off (the
+//!   tests show it). Given ids, it reads exactly what the local model reads.
+//! - **Probabilities are exact.** Every generated position comes with the server's `top_n` most
+//!   likely tokens, from a softmax of the raw logits over the whole vocabulary. Where the
+//!   algorithm reads the watched ids (the first position, and every position whose token is
+//!   itself watched) and one of them is not among those `top_n`, the position is asked again
+//!   with the whole vocabulary (one token of work: the prefix is in the server's cache). No
+//!   value is ever estimated or made up.
+//! - **Checked before use.** [`ServerGenerator::connect`] asks the server for each of the 16
+//!   reflection tokens and requires each to be one token with the local tokenizer's id, and
+//!   compares a plain sentence's ids, so a server running another model fails at once, naming
+//!   the URL.
+//!
+//! The K candidates of a step are sent at once, one streamed request each; the server decodes
+//! them together (start it with `-np K` or more) and keeps each prompt's prefix in its cache.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use selfrag_core::{
+    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, REFLECTION_TOKENS,
+    StopReason, TokenId,
+};
+use selfrag_models::{GgufTokenizer, TokenType};
+
+mod error;
+mod llama_server;
+
+pub use error::RemoteError;
+use llama_server::{Client, StreamEnd, TokenProbs};
+
+/// Where the server is and how to ask it.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// The server's base URL, e.g. `http://127.0.0.1:8080`.
+    pub url: String,
+    /// Sent as `Authorization: Bearer …` (llama-server's `--api-key`); never logged.
+    pub api_key: Option<String>,
+    /// Alternatives asked for at every generated position.
+    pub top_n: usize,
+    /// How long a reply may stay silent.
+    pub timeout: Duration,
+}
+
+impl ServerConfig {
+    /// A server at `url`, no key, 20 alternatives per position, 5 minutes of silence at most.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            api_key: None,
+            top_n: 20,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerConfig {
+    /// The key is redacted.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("url", &self.url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("top_n", &self.top_n)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// What the server said about itself when it was checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerInfo {
+    pub url: String,
+    /// The model file or alias it serves.
+    pub model: String,
+    /// llama.cpp's build.
+    pub build: String,
+    /// Tokens of context per request.
+    pub context_length: usize,
+    /// Requests it decodes at once.
+    pub slots: usize,
+    /// How long the check's first request took, in milliseconds.
+    pub round_trip_ms: f64,
+}
+
+/// The generator on a llama-server; see the module documentation.
+pub struct ServerGenerator {
+    client: Client,
+    tokenizer: GgufTokenizer,
+    /// The vocabulary's byte tokens (see `Client::next_position`).
+    byte_ids: Vec<TokenId>,
+    top_n: usize,
+    info: ServerInfo,
+}
+
+impl std::fmt::Debug for ServerGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerGenerator")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A plain sentence whose ids must be the same on both sides: words, digits, punctuation and
+/// non-ASCII text. No reflection token written as text: llama.cpp's tokenizer turns the
+/// Self-RAG tokens (user-defined tokens of the GGUF) into their ids even with `parse_special`
+/// off, which is exactly why prompts are sent as ids.
+const TOKENIZER_PROBE: &str = "Self-RAG cites 3 sources, naïvely — écrit \"as plain text\".";
+
+impl ServerGenerator {
+    /// Connects to the server in `config` and checks that it serves the model whose
+    /// vocabulary is in the GGUF file `tokenizer_gguf` (only its header is read).
+    pub fn connect(config: &ServerConfig, tokenizer_gguf: &Path) -> Result<Self, RemoteError> {
+        let tokenizer =
+            GgufTokenizer::from_gguf_file(tokenizer_gguf).map_err(|e| RemoteError::Tokenizer {
+                path: tokenizer_gguf.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let client = Client::new(&config.url, config.api_key.clone(), config.timeout);
+        let started = Instant::now();
+        let props = client.props()?;
+        let round_trip_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let url = client.url().to_owned();
+        for token in REFLECTION_TOKENS {
+            let ours = tokenizer.token_to_id(token);
+            let theirs = client.tokenize(token, true)?;
+            if theirs.len() != 1 {
+                return Err(RemoteError::MissingReflectionToken {
+                    url,
+                    token: token.to_owned(),
+                    found: format!("the server splits it into ids {theirs:?}"),
+                });
+            }
+            if ours != Some(theirs[0]) {
+                return Err(RemoteError::VocabularyMismatch {
+                    url,
+                    tokenizer: tokenizer_gguf.display().to_string(),
+                    detail: format!(
+                        "{token} is id {} on the server and {} here",
+                        theirs[0],
+                        ours.map_or("missing".to_owned(), |id| id.to_string())
+                    ),
+                });
+            }
+        }
+        let ours = tokenizer.encode(TOKENIZER_PROBE, false);
+        let theirs = client.tokenize(TOKENIZER_PROBE, false)?;
+        if ours != theirs {
+            return Err(RemoteError::VocabularyMismatch {
+                url,
+                tokenizer: tokenizer_gguf.display().to_string(),
+                detail: format!("{TOKENIZER_PROBE:?} is {theirs:?} there and {ours:?} here"),
+            });
+        }
+        tracing::info!(%url, model = %props.model, build = %props.build, "generator server checked");
+        let byte_ids = (0..tokenizer.vocab_size())
+            .filter_map(|id| TokenId::try_from(id).ok())
+            .filter(|&id| tokenizer.token_type(id) == Some(TokenType::Byte))
+            .collect();
+        Ok(Self {
+            byte_ids,
+            info: ServerInfo {
+                url,
+                model: props.model,
+                build: props.build,
+                context_length: props.n_ctx,
+                slots: props.slots,
+                round_trip_ms,
+            },
+            client,
+            tokenizer,
+            top_n: config.top_n.max(1),
+        })
+    }
+
+    /// What the server said about itself.
+    pub fn info(&self) -> &ServerInfo {
+        &self.info
+    }
+
+    fn check_prompt(&self, prompt: &[TokenId], max_new_tokens: usize) -> Result<(), RemoteError> {
+        if prompt.len().saturating_add(max_new_tokens) > self.info.context_length {
+            return Err(RemoteError::ContextOverflow {
+                url: self.info.url.clone(),
+                prompt_tokens: prompt.len(),
+                max_new_tokens,
+                context_length: self.info.context_length,
+            });
+        }
+        Ok(())
+    }
+
+    /// Exact probabilities of `ids` after `prefix`: from the top `top_n` when all are there,
+    /// else from the whole vocabulary.
+    fn probabilities_after(
+        &self,
+        prefix: &[TokenId],
+        ids: &[TokenId],
+    ) -> Result<Vec<f32>, RemoteError> {
+        let position = self
+            .client
+            .next_position(prefix, self.top_n, &self.byte_ids)?;
+        if let Some(found) = lookup(&position, ids) {
+            return Ok(found);
+        }
+        let whole =
+            self.client
+                .next_position(prefix, self.tokenizer.vocab_size(), &self.byte_ids)?;
+        lookup(&whole, ids).ok_or_else(|| RemoteError::NoProbabilities {
+            url: self.info.url.clone(),
+            what: format!(
+                "asked for all {} tokens' probabilities, it left out some of {ids:?}",
+                self.tokenizer.vocab_size()
+            ),
+        })
+    }
+
+    /// One row of a batch, streamed.
+    fn generate_row(
+        &self,
+        prompt: &[TokenId],
+        request: &GenerateRequest,
+    ) -> Result<Generation, RemoteError> {
+        self.check_prompt(prompt, request.max_new_tokens)?;
+        let eos = self.tokenizer.eos_id();
+        let mut positions: Vec<TokenProbs> = Vec::new();
+        let mut stop = StopReason::Length;
+        if request.max_new_tokens > 0 {
+            let end = self.client.stream(
+                prompt,
+                request.max_new_tokens,
+                self.top_n,
+                &self.byte_ids,
+                |position: TokenProbs| {
+                    let id = position.id;
+                    positions.push(position);
+                    if id == eos {
+                        stop = StopReason::EndOfSequence;
+                        false
+                    } else if request.stop_ids.contains(&id) {
+                        stop = StopReason::StopToken;
+                        false
+                    } else {
+                        positions.len() < request.max_new_tokens
+                    }
+                },
+            )?;
+            // llama-server ends a sequence at EOS without always sending the EOS position:
+            // read it, so the row ends with its EOS token as the local generator's does.
+            if end == StreamEnd::Eos && positions.last().is_none_or(|p| p.id != eos) {
+                let mut prefix = prompt.to_vec();
+                prefix.extend(positions.iter().map(|p| p.id));
+                positions.push(
+                    self.client
+                        .next_position(&prefix, self.top_n, &self.byte_ids)?,
+                );
+                stop = StopReason::EndOfSequence;
+            }
+        }
+        let mut tokens = Vec::with_capacity(positions.len());
+        let mut prefix = prompt.to_vec();
+        for (i, position) in positions.iter().enumerate() {
+            // Read where the algorithm reads: the first position (IsRel) and every watched
+            // token's own position (the IsSup and IsUse groups).
+            let needed = i == 0 || request.watch_ids.contains(&position.id);
+            let watched = match lookup(position, &request.watch_ids) {
+                Some(found) => found,
+                None if needed => self.probabilities_after(&prefix, &request.watch_ids)?,
+                None => Vec::new(),
+            };
+            tokens.push(GeneratedToken {
+                id: position.id,
+                logprob: position.logprob,
+                watched,
+            });
+            prefix.push(position.id);
+        }
+        Ok(Generation { tokens, stop })
+    }
+}
+
+/// The probabilities of `ids` at `position`, if all of them are among its alternatives.
+fn lookup(position: &TokenProbs, ids: &[TokenId]) -> Option<Vec<f32>> {
+    ids.iter()
+        .map(|&id| {
+            position
+                .top_logprobs
+                .iter()
+                .find(|a| a.id == id)
+                .map(|a| a.logprob.exp())
+        })
+        .collect()
+}
+
+impl Generator for ServerGenerator {
+    fn token_id(&self, token: &str) -> Option<TokenId> {
+        self.tokenizer.token_to_id(token)
+    }
+
+    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        Ok(self.tokenizer.encode(text, false))
+    }
+
+    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
+        Ok(self.tokenizer.decode(ids))
+    }
+
+    fn bos_id(&self) -> TokenId {
+        self.tokenizer.bos_id()
+    }
+
+    fn eos_id(&self) -> TokenId {
+        self.tokenizer.eos_id()
+    }
+
+    fn context_length(&self) -> usize {
+        self.info.context_length
+    }
+
+    fn next_token_probs(
+        &mut self,
+        prompt: &[TokenId],
+        watch_ids: &[TokenId],
+    ) -> Result<Vec<f32>, BackendError> {
+        self.check_prompt(prompt, 1)?;
+        Ok(self.probabilities_after(prompt, watch_ids)?)
+    }
+
+    fn generate_batch(
+        &mut self,
+        prompts: &[Vec<TokenId>],
+        request: &GenerateRequest,
+    ) -> Result<Vec<Generation>, BackendError> {
+        let this = &*self;
+        let rows: Vec<Result<Generation, RemoteError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = prompts
+                .iter()
+                .map(|prompt| scope.spawn(move || this.generate_row(prompt, request)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(RemoteError::Interrupted {
+                            url: this.info.url.clone(),
+                            message: "a request thread panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        });
+        Ok(rows.into_iter().collect::<Result<Vec<_>, _>>()?)
+    }
+}

@@ -1,0 +1,365 @@
+//! The server generator against a real llama-server (built by `cargo xtask test`, path in
+//! `SELFRAG_LLAMA_SERVER`) on the tiny Self-RAG GGUF, compared with the local candle
+//! generator on the same file: same tokens, same stops, probabilities within 1e-3, and the
+//! same Self-RAG answers. Then the failures, each provoked for real.
+
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use selfrag_core::{
+    GenerateRequest, Generation, Generator, Passage, ReflectionVocab, RetrieveMode, Retriever,
+    Settings,
+};
+use selfrag_models::{Device, LlamaGenerator};
+use selfrag_remote::{RemoteError, ServerConfig, ServerGenerator};
+
+const TOLERANCE: f32 = 1e-3;
+
+/// A llama-server child process, killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn llama_server_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("SELFRAG_LLAMA_SERVER").map(PathBuf::from);
+    if path.as_ref().is_none_or(|p| !p.is_file()) {
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::SetUp,
+            "SELFRAG_LLAMA_SERVER names no llama-server binary (cargo xtask test builds one)",
+        );
+        return None;
+    }
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts llama-server on `model` with `slots` parallel requests of the tiny model's context
+/// each, and waits until it answers.
+fn start(binary: &Path, model: &Path, dir: &Path, slots: usize) -> Server {
+    let port = free_port();
+    let log = dir.join(format!("llama-server-{port}.log"));
+    let context = selfrag_models::fixtures::TINY_LLAMA_CONTEXT * slots;
+    let child = Command::new(binary)
+        .arg("-m")
+        .arg(model)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["-c", &context.to_string(), "-np", &slots.to_string()])
+        // The local generator keeps its cache in f32 and attends without flash attention: so
+        // does the server here. With llama-server's defaults (f16 cache, flash attention on
+        // the CPU) decode probabilities drift from the local ones by about 1e-3 on this model.
+        .args([
+            "-t", "2", "-ngl", "0", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
+        ])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
+        .spawn()
+        .unwrap();
+    let server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    let started = Instant::now();
+    loop {
+        let health = ureq::get(&format!("{}/health", server.url))
+            .timeout(Duration::from_secs(2))
+            .call();
+        if health.is_ok() {
+            return server;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "llama-server did not start within 60 s; its log: {}",
+            std::fs::read_to_string(server.log.with_extension("err")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    model: PathBuf,
+    server: Server,
+}
+
+fn fixture(slots: usize) -> Option<Fixture> {
+    let binary = llama_server_binary()?;
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny-selfrag.gguf");
+    selfrag_models::fixtures::write_tiny_llama_gguf(&model).unwrap();
+    let server = start(&binary, &model, dir.path(), slots);
+    Some(Fixture {
+        model,
+        server,
+        _dir: dir,
+    })
+}
+
+fn close(a: f32, b: f32) -> bool {
+    (a - b).abs() <= TOLERANCE
+}
+
+/// Same tokens and stops; probabilities (not log-probabilities) within the tolerance; the
+/// server's watched values wherever it gives them, and always where the critique reads them.
+fn assert_same_rows(local: &[Generation], remote: &[Generation], watch_ids: &[u32]) {
+    assert_eq!(local.len(), remote.len());
+    for (row, (l, r)) in local.iter().zip(remote).enumerate() {
+        let ids = |g: &Generation| g.tokens.iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(l), ids(r), "row {row}: the greedy tokens differ");
+        assert_eq!(l.stop, r.stop, "row {row}");
+        for (i, (lt, rt)) in l.tokens.iter().zip(&r.tokens).enumerate() {
+            assert!(
+                close(lt.logprob.exp(), rt.logprob.exp()),
+                "row {row} position {i}: p {} here, {} on the server",
+                lt.logprob.exp(),
+                rt.logprob.exp()
+            );
+            let read_by_critique = i == 0 || watch_ids.contains(&rt.id);
+            if read_by_critique {
+                assert_eq!(rt.watched.len(), watch_ids.len(), "row {row} position {i}");
+            }
+            for (w, (a, b)) in lt.watched.iter().zip(&rt.watched).enumerate() {
+                assert!(
+                    close(*a, *b),
+                    "row {row} position {i} watched {w}: {a} here, {b} on the server"
+                );
+            }
+        }
+    }
+}
+
+fn prompts(local: &LlamaGenerator) -> Vec<Vec<u32>> {
+    let tok = local.tokenizer();
+    let passage = local.token_id("<paragraph>").unwrap();
+    let passage_end = local.token_id("</paragraph>").unwrap();
+    let retrieval = local.token_id("[Retrieval]").unwrap();
+    let mut rows = Vec::new();
+    for (question, evidence) in [
+        (
+            "What is the capital of France?",
+            "Paris is the capital of France.",
+        ),
+        ("Who wrote the book?", "The book was written by a team."),
+        ("Why is the sky blue?", "Light is scattered by the air."),
+    ] {
+        let mut ids = vec![local.bos_id()];
+        ids.extend(tok.encode(
+            &format!("### Instruction:\n{question}\n\n### Response:\n"),
+            false,
+        ));
+        ids.push(retrieval);
+        ids.push(passage);
+        ids.extend(tok.encode(evidence, false));
+        ids.push(passage_end);
+        rows.push(ids);
+    }
+    rows
+}
+
+#[test]
+fn the_server_continues_prompts_as_the_local_generator_does() {
+    let Some(f) = fixture(3) else { return };
+    let mut local = LlamaGenerator::load(&f.model, &Device::Cpu).unwrap();
+    let mut remote = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &f.model).unwrap();
+    let vocab = ReflectionVocab::resolve(&local).unwrap();
+    let request = GenerateRequest {
+        max_new_tokens: 40,
+        stop_ids: Vec::new(),
+        watch_ids: vocab.critique_watch_ids(),
+    };
+    let prompts = prompts(&local);
+    let here = local.generate_batch(&prompts, &request).unwrap();
+    let there = remote.generate_batch(&prompts, &request).unwrap();
+    assert_same_rows(&here, &there, &request.watch_ids);
+    // Long form's stop at a Retrieve token, ended by the client mid-stream.
+    let stopping = GenerateRequest {
+        stop_ids: vocab.retrieve_ids().to_vec(),
+        ..request.clone()
+    };
+    let here = local.generate_batch(&prompts, &stopping).unwrap();
+    let there = remote.generate_batch(&prompts, &stopping).unwrap();
+    assert_same_rows(&here, &there, &stopping.watch_ids);
+    // The retrieve decision's pair after the prompt.
+    let pair = [vocab.retrieval, vocab.no_retrieval];
+    for prompt in &prompts {
+        let a = local.next_token_probs(prompt, &pair).unwrap();
+        let b = remote.next_token_probs(prompt, &pair).unwrap();
+        assert!(a.iter().zip(&b).all(|(x, y)| close(*x, *y)), "{a:?} {b:?}");
+    }
+}
+
+#[test]
+fn watched_tokens_outside_the_top_alternatives_are_read_exactly() {
+    let Some(f) = fixture(1) else { return };
+    let mut local = LlamaGenerator::load(&f.model, &Device::Cpu).unwrap();
+    // One alternative per position: every other watched id is outside it, so each position
+    // the critique reads is asked again over the whole vocabulary.
+    let config = ServerConfig {
+        top_n: 1,
+        ..ServerConfig::new(&f.server.url)
+    };
+    let mut remote = ServerGenerator::connect(&config, &f.model).unwrap();
+    let vocab = ReflectionVocab::resolve(&local).unwrap();
+    let request = GenerateRequest {
+        max_new_tokens: 30,
+        stop_ids: Vec::new(),
+        watch_ids: vocab.critique_watch_ids(),
+    };
+    let prompts = prompts(&local);
+    let here = local.generate_batch(&prompts[..1], &request).unwrap();
+    let there = remote.generate_batch(&prompts[..1], &request).unwrap();
+    assert_same_rows(&here, &there, &request.watch_ids);
+    let tiny: Vec<f32> = there[0].tokens[0].watched.clone();
+    assert!(
+        tiny.iter().any(|&p| p < 1e-2),
+        "the test needs a watched id far below the top: {tiny:?}"
+    );
+}
+
+/// A fixed list of passages: the boundary double, so that both runs read the same evidence.
+struct Fixed(Vec<Passage>);
+
+impl Retriever for Fixed {
+    fn search(
+        &mut self,
+        _query: &str,
+        k: usize,
+    ) -> Result<Vec<Passage>, selfrag_core::BackendError> {
+        Ok(self.0.iter().take(k).cloned().collect())
+    }
+}
+
+fn passages() -> Fixed {
+    let passage = |id: &str, text: &str| Passage {
+        id: id.into(),
+        title: format!("Doc {id}"),
+        path: format!("/docs/{id}.txt"),
+        page: None,
+        text: text.into(),
+    };
+    Fixed(vec![
+        passage("a", "Paris is the capital and largest city of France."),
+        passage("b", "The Seine flows through Paris."),
+        passage("c", "France is a country in Western Europe."),
+    ])
+}
+
+/// Two traces as JSON, equal but for numbers, which may differ by the tolerance.
+fn assert_same_trace(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= f64::from(TOLERANCE), "{at}: {x} and {y}");
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{at}: lengths");
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                assert_same_trace(x, y, &format!("{at}[{i}]"));
+            }
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            assert_eq!(
+                x.keys().collect::<Vec<_>>(),
+                y.keys().collect::<Vec<_>>(),
+                "{at}"
+            );
+            for (key, x) in x {
+                assert_same_trace(x, &y[key], &format!("{at}.{key}"));
+            }
+        }
+        _ => assert_eq!(a, b, "{at}"),
+    }
+}
+
+#[test]
+fn self_rag_answers_through_the_server_as_it_does_locally() {
+    let Some(f) = fixture(3) else { return };
+    let mut local = LlamaGenerator::load(&f.model, &Device::Cpu).unwrap();
+    let mut remote = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &f.model).unwrap();
+    for (mode, long_form) in [
+        (RetrieveMode::Always, false),
+        (RetrieveMode::Adaptive, false),
+        (RetrieveMode::Never, false),
+        (RetrieveMode::Always, true),
+    ] {
+        let settings = Settings {
+            mode,
+            long_form,
+            k: 3,
+            beam_width: 2,
+            max_segments: 3,
+            max_new_tokens: 60,
+            max_segment_tokens: 30,
+            ..Settings::default()
+        };
+        let run = |g: &mut dyn Generator| {
+            let answer = selfrag_core::answer(
+                "What is the capital of France?",
+                &settings,
+                g,
+                &mut passages(),
+                &mut |_| {},
+                &AtomicBool::new(false),
+            )
+            .unwrap();
+            serde_json::to_value(answer).unwrap()
+        };
+        let here = run(&mut local);
+        let there = run(&mut remote);
+        assert_same_trace(&here, &there, &format!("{mode:?} long_form={long_form}"));
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_named_with_what_to_do() {
+    let Some(f) = fixture(1) else { return };
+    let url = format!("http://127.0.0.1:{}", free_port());
+    let err = ServerGenerator::connect(&ServerConfig::new(&url), &f.model).unwrap_err();
+    assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&url) && message.contains("Start the server"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_server_killed_mid_answer_is_an_error_naming_it() {
+    let Some(mut f) = fixture(1) else { return };
+    let mut remote = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &f.model).unwrap();
+    let local = LlamaGenerator::load(&f.model, &Device::Cpu).unwrap();
+    let prompts = prompts(&local);
+    f.server.child.kill().unwrap();
+    f.server.child.wait().unwrap();
+    let request = GenerateRequest {
+        max_new_tokens: 20,
+        stop_ids: Vec::new(),
+        watch_ids: Vec::new(),
+    };
+    let err = remote.generate_batch(&prompts, &request).unwrap_err();
+    assert!(err.to_string().contains(&f.server.url), "{err}");
+}

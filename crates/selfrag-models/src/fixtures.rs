@@ -332,22 +332,37 @@ struct LlamaFixture {
     matrix_type: fn(&str, usize) -> GgmlDType,
     /// `general.file_type`, as llama.cpp numbers them.
     file_type: u32,
+    /// Whether the vocabulary ends with the 16 Self-RAG tokens (a base Llama has none).
+    reflection_tokens: bool,
 }
+
+/// The tiny Self-RAG Llama: 64-d, 2 blocks, 4 heads / 2 KV heads, Q8_0 matrices.
+const TINY_LLAMA: LlamaFixture = LlamaFixture {
+    embd: 64,
+    ff: 128,
+    heads: 4,
+    kv_heads: 2,
+    blocks: 2,
+    matrix_type: |_, _| GgmlDType::Q8_0,
+    file_type: 7,
+    reflection_tokens: true,
+};
 
 /// Writes a random-weight Llama GGUF (64-d, 2 blocks, 4 heads / 2 KV heads, context 512, Q8_0
 /// matrices) with the tokenizer metadata and tensor names of the real `selfrag_llama2_7b`
 /// conversion.
 pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), ModelError> {
+    write_llama(path, &TINY_LLAMA)
+}
+
+/// [`write_tiny_llama_gguf`] without the 16 Self-RAG tokens: a base Llama, not a Self-RAG
+/// model, for the checks that refuse one.
+pub fn write_tiny_base_llama_gguf(path: &Path) -> Result<(), ModelError> {
     write_llama(
         path,
         &LlamaFixture {
-            embd: 64,
-            ff: 128,
-            heads: 4,
-            kv_heads: 2,
-            blocks: 2,
-            matrix_type: |_, _| GgmlDType::Q8_0,
-            file_type: 7,
+            reflection_tokens: false,
+            ..TINY_LLAMA
         },
     )
 }
@@ -373,6 +388,7 @@ pub fn write_tiny_q4_k_m_llama_gguf(path: &Path) -> Result<(), ModelError> {
                 _ => GgmlDType::Q4K,
             },
             file_type: 15,
+            reflection_tokens: true,
         },
     )
 }
@@ -386,10 +402,14 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
         blocks,
         matrix_type,
         file_type,
+        reflection_tokens,
     } = shape;
     let head_dim = embd / heads;
 
-    let vocab = llama_vocab();
+    let mut vocab = llama_vocab();
+    if !reflection_tokens {
+        vocab.truncate(vocab.len() - SELFRAG_SPECIAL_TOKENS.len());
+    }
     let n_vocab = vocab.len();
     let id_of = |piece: &str| vocab.iter().position(|(p, _, _)| p == piece);
     let pad_id = id_of("<pad>").unwrap_or(0);

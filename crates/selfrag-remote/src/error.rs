@@ -4,8 +4,8 @@
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     #[error(
-        "could not reach the generator server at {url}: {message}. Start the server, or check \
-         the generator URL in the settings"
+        "could not reach the generator server at {url}, or it did not answer in time: {message}. \
+         Start the server, or check the generator URL in the settings"
     )]
     Unreachable { url: String, message: String },
 

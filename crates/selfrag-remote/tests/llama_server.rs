@@ -57,7 +57,7 @@ fn free_port() -> u16 {
 
 /// Starts llama-server on `model` with `slots` parallel requests of the tiny model's context
 /// each, and waits until it answers.
-fn start(binary: &Path, model: &Path, dir: &Path, slots: usize) -> Server {
+fn start(binary: &Path, model: &Path, dir: &Path, slots: usize, extra: &[&str]) -> Server {
     let port = free_port();
     let log = dir.join(format!("llama-server-{port}.log"));
     let context = selfrag_models::fixtures::TINY_LLAMA_CONTEXT * slots;
@@ -72,6 +72,7 @@ fn start(binary: &Path, model: &Path, dir: &Path, slots: usize) -> Server {
         .args([
             "-t", "2", "-ngl", "0", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
         ])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
@@ -106,11 +107,20 @@ struct Fixture {
 }
 
 fn fixture(slots: usize) -> Option<Fixture> {
+    serving(slots, selfrag_models::fixtures::write_tiny_llama_gguf, &[])
+}
+
+/// A server on the model `write` makes, started with `extra` arguments.
+fn serving(
+    slots: usize,
+    write: fn(&Path) -> Result<(), selfrag_models::ModelError>,
+    extra: &[&str],
+) -> Option<Fixture> {
     let binary = llama_server_binary()?;
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("tiny-selfrag.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&model).unwrap();
-    let server = start(&binary, &model, dir.path(), slots);
+    let model = dir.path().join("tiny.gguf");
+    write(&model).unwrap();
+    let server = start(&binary, &model, dir.path(), slots, extra);
     Some(Fixture {
         model,
         server,
@@ -362,4 +372,84 @@ fn a_server_killed_mid_answer_is_an_error_naming_it() {
     };
     let err = remote.generate_batch(&prompts, &request).unwrap_err();
     assert!(err.to_string().contains(&f.server.url), "{err}");
+}
+
+#[test]
+fn a_model_without_the_reflection_tokens_is_refused_before_use() {
+    let Some(f) = serving(1, selfrag_models::fixtures::write_tiny_base_llama_gguf, &[]) else {
+        return;
+    };
+    let err = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &f.model).unwrap_err();
+    assert!(
+        matches!(&err, RemoteError::MissingReflectionToken { token, .. } if token == "[No Retrieval]"),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(&f.server.url) && message.contains("serve a Self-RAG model"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_served_model_other_than_the_local_file_is_refused() {
+    // The server runs the Self-RAG model; the app's tokenizer comes from a base Llama.
+    let Some(f) = fixture(1) else { return };
+    let base = f.model.with_file_name("base.gguf");
+    selfrag_models::fixtures::write_tiny_base_llama_gguf(&base).unwrap();
+    let err = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &base).unwrap_err();
+    assert!(
+        matches!(err, RemoteError::VocabularyMismatch { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("base.gguf"), "{err}");
+}
+
+#[test]
+fn a_server_with_an_api_key_refuses_a_missing_or_wrong_key_and_takes_the_right_one() {
+    let Some(f) = serving(
+        1,
+        selfrag_models::fixtures::write_tiny_llama_gguf,
+        &["--api-key", "sesame"],
+    ) else {
+        return;
+    };
+    for key in [None, Some("wrong")] {
+        let config = ServerConfig {
+            api_key: key.map(str::to_owned),
+            ..ServerConfig::new(&f.server.url)
+        };
+        let err = ServerGenerator::connect(&config, &f.model).unwrap_err();
+        assert!(
+            matches!(err, RemoteError::Unauthorized { status: 401, .. }),
+            "{key:?}: {err:?}"
+        );
+        assert!(err.to_string().contains("API key"), "{err}");
+        assert!(
+            !format!("{config:?}").contains("wrong"),
+            "the key is redacted"
+        );
+    }
+    let config = ServerConfig {
+        api_key: Some("sesame".into()),
+        ..ServerConfig::new(&f.server.url)
+    };
+    ServerGenerator::connect(&config, &f.model).unwrap();
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_naming_it() {
+    let Some(f) = fixture(1) else { return };
+    // A listening socket that accepts and never replies.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let config = ServerConfig {
+        timeout: Duration::from_millis(500),
+        ..ServerConfig::new(&url)
+    };
+    let started = Instant::now();
+    let err = ServerGenerator::connect(&config, &f.model).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
+    assert!(err.to_string().contains(&url), "{err}");
 }

@@ -73,6 +73,12 @@ enum Command {
         /// Drop unsupported or irrelevant candidates unless none would be left.
         #[arg(long)]
         hard_constraints: bool,
+        /// Generate on this llama.cpp server (llama-server) instead of this computer; the GGUF
+        /// file it serves must be here too, for its tokenizer (SELFRAG_GENERATOR or the HF
+        /// cache). The API key, if any, comes from SELFRAG_GENERATOR_API_KEY. Default:
+        /// SELFRAG_GENERATOR_URL.
+        #[arg(long, value_name = "URL")]
+        generator_url: Option<String>,
     },
     /// Re-rank a saved trace with new weights, without running the model.
     Rerank {
@@ -359,6 +365,7 @@ fn run(cli: Cli) -> Result<()> {
                 k,
                 weights,
                 hard_constraints,
+                generator_url,
             } => {
                 let defaults = Settings::default();
                 let settings = Settings {
@@ -369,7 +376,7 @@ fn run(cli: Cli) -> Result<()> {
                     hard_constraints,
                     ..defaults
                 };
-                ask(question, settings, json).await
+                ask(question, settings, generator_url, json).await
             }
             Command::Rerank {
                 trace,
@@ -575,8 +582,21 @@ fn debug(command: DebugCommand) -> Result<()> {
     write_stdout(&format!("{json}\n"))
 }
 
-async fn ask(question: String, settings: Settings, json: bool) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env())?;
+async fn ask(
+    question: String,
+    settings: Settings,
+    generator_url: Option<String>,
+    json: bool,
+) -> Result<()> {
+    let mut config = EngineConfig::from_env();
+    if let Some(url) = generator_url {
+        let api_key = config.generator_server.and_then(|s| s.api_key);
+        config.generator_server = Some(selfrag_remote::ServerConfig {
+            api_key,
+            ..selfrag_remote::ServerConfig::new(url)
+        });
+    }
+    let engine = Engine::new(config)?;
     let record = engine
         .ask(question, settings, |_| {}, Arc::new(AtomicBool::new(false)))
         .await?;

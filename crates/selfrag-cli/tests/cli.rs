@@ -163,3 +163,65 @@ fn models_list_and_path_read_the_hugging_face_cache_layout() {
     let unknown = run(&["models", "path", "gpt-7"]);
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("selfrag models list"));
 }
+
+#[test]
+fn ask_through_a_llama_server_gives_the_local_trace() {
+    let Some(binary) = selfrag_testkit::llama_server::binary() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, models) = (tmp.path().join("data"), tmp.path().join("models"));
+    std::fs::create_dir_all(&models).unwrap();
+    selfrag_models::fixtures::write_tiny_llama_gguf(&models.join("tiny.gguf")).unwrap();
+    selfrag_models::fixtures::write_tiny_bert(&models.join("tiny-bert")).unwrap();
+    let doc = tmp.path().join("notes.md");
+    std::fs::write(
+        &doc,
+        "# Notes\nSelf-RAG critiques its own generations with reflection tokens.\n",
+    )
+    .unwrap();
+    ok(selfrag(&data, &models, &["index", doc.to_str().unwrap()]));
+    let server = selfrag_testkit::llama_server::LlamaServer::start(
+        &binary,
+        &models.join("tiny.gguf"),
+        tmp.path(),
+        2,
+        selfrag_models::fixtures::TINY_LLAMA_CONTEXT,
+        &[],
+    )
+    .unwrap();
+    let ask = [
+        "ask",
+        "What are reflection tokens?",
+        "--json",
+        "--mode",
+        "always",
+        "--k",
+        "2",
+    ];
+    let local = ok(selfrag(&data, &models, &ask));
+    let mut remote_args = ask.to_vec();
+    remote_args.extend(["--generator-url", server.url.as_str()]);
+    let remote = ok(selfrag(&data, &models, &remote_args));
+    let (local, remote): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&local).unwrap(),
+        serde_json::from_str(&remote).unwrap(),
+    );
+    assert_eq!(remote["retrieve"]["retrieved"], true);
+    selfrag_testkit::assert_same_json(&local, &remote, 1e-3, "trace");
+
+    // A server that is not there: the command fails naming the URL and what to do.
+    let gone = format!(
+        "http://127.0.0.1:{}",
+        selfrag_testkit::llama_server::free_port().unwrap()
+    );
+    let mut gone_args = ask.to_vec();
+    gone_args.extend(["--generator-url", gone.as_str()]);
+    let out = selfrag(&data, &models, &gone_args);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&gone) && stderr.contains("Start the server"),
+        "{stderr}"
+    );
+}

@@ -417,6 +417,7 @@ fn documents(data: &Path, models: &Path) -> Vec<String> {
             embedder: Some(models.join("tiny-bert")),
             device: "cpu".into(),
             extract_worker: None,
+            generator_server: None,
         })
         .unwrap();
         let mut paths: Vec<String> = engine

@@ -57,6 +57,7 @@ fn consistent_view(data: &Path, models: &Path, corpus: &Path) -> View {
             embedder: Some(models.join("tiny-bert")),
             device: "cpu".into(),
             extract_worker: None,
+            generator_server: None,
         })
         .unwrap();
         let mut documents = BTreeMap::new();

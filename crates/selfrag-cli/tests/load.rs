@@ -143,6 +143,7 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
         device: "cpu".into(),
         // The real worker process, as in the app.
         extract_worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_selfrag"))),
+        generator_server: None,
     })
     .unwrap();
 

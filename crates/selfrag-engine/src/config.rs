@@ -1,5 +1,6 @@
 //! Where the engine keeps its data and finds its models: platform directories by default,
-//! overridden by `SELFRAG_DATA_DIR`, `SELFRAG_GENERATOR` and `SELFRAG_EMBEDDER`.
+//! overridden by `SELFRAG_DATA_DIR`, `SELFRAG_GENERATOR` and `SELFRAG_EMBEDDER`; a generator
+//! server by `SELFRAG_GENERATOR_URL` (with `SELFRAG_GENERATOR_API_KEY`).
 
 use std::path::PathBuf;
 
@@ -18,6 +19,9 @@ pub struct EngineConfig {
     /// `selfrag_index::worker`); by default this very program. `None` parses in this process,
     /// where a parser crash takes the process down: only for tests.
     pub extract_worker: Option<PathBuf>,
+    /// Answer through this llama.cpp server instead of the local generator. The GGUF file
+    /// (`generator`, or the default one found in the HF cache) still gives the tokenizer.
+    pub generator_server: Option<selfrag_remote::ServerConfig>,
 }
 
 impl EngineConfig {
@@ -40,6 +44,13 @@ impl EngineConfig {
                 .unwrap_or_else(|| "auto".into()),
             // Both binaries (the app and `selfrag`) start as a worker when asked to.
             extract_worker: std::env::current_exe().ok(),
+            generator_server: non_empty_var("SELFRAG_GENERATOR_URL").map(|url| {
+                selfrag_remote::ServerConfig {
+                    api_key: non_empty_var("SELFRAG_GENERATOR_API_KEY")
+                        .map(|k| k.to_string_lossy().into_owned()),
+                    ..selfrag_remote::ServerConfig::new(url.to_string_lossy())
+                }
+            }),
         }
     }
 

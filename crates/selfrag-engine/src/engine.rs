@@ -42,6 +42,7 @@ impl Engine {
             generator: generator.found.clone(),
             embedder: embedder.found.clone(),
             device: config.device.clone(),
+            server: config.generator_server.clone(),
         })?;
         Ok(Self {
             history: History::new(config.history_dir()),

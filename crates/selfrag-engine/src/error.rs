@@ -18,6 +18,9 @@ pub enum EngineError {
     Index(#[from] selfrag_index::IndexError),
     #[error(transparent)]
     SelfRag(#[from] selfrag_core::SelfRagError),
+    /// The generator server could not be used; the message names its URL and the fix.
+    #[error(transparent)]
+    GeneratorServer(#[from] selfrag_remote::RemoteError),
     #[error("no answer with id `{0}` in this session's history")]
     UnknownAnswer(String),
     #[error("cannot write {path}: {source}{}", write_advice(source))]
@@ -49,6 +52,7 @@ impl EngineError {
             Self::SelfRag(selfrag_core::SelfRagError::Cancelled) => "cancelled",
             Self::SelfRag(selfrag_core::SelfRagError::EmptyQuestion) => "empty_question",
             Self::SelfRag(_) => "selfrag",
+            Self::GeneratorServer(_) => "generator_server",
             Self::UnknownAnswer(_) => "unknown_answer",
             Self::Write { .. } => "write",
             Self::ReadTrace { .. } => "read_trace",

@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, mpsc};
 
+use selfrag_core::Generator;
 use selfrag_models::{BertEmbedder, LlamaGenerator};
+use selfrag_remote::{ServerConfig, ServerGenerator};
 
 use crate::EngineError;
 
@@ -27,6 +29,8 @@ pub struct ModelPaths {
     pub generator: Option<PathBuf>,
     pub embedder: Option<PathBuf>,
     pub device: String,
+    /// A llama.cpp server that generates instead of the local model.
+    pub server: Option<ServerConfig>,
 }
 
 /// The models, loaded lazily on the model thread.
@@ -35,6 +39,8 @@ pub struct LoadedModels {
     in_use: Arc<Mutex<Option<&'static str>>>,
     device: Option<selfrag_models::Device>,
     generator: Option<LlamaGenerator>,
+    /// The server generator, connected and checked on first use.
+    remote: Option<ServerGenerator>,
     embedder: Option<BertEmbedder>,
 }
 
@@ -75,6 +81,7 @@ impl LoadedModels {
         if self.paths.generator != generator {
             self.paths.generator = generator;
             self.generator = None;
+            self.remote = None;
         }
         if self.paths.embedder != embedder {
             self.paths.embedder = embedder;
@@ -113,6 +120,27 @@ impl LoadedModels {
         Ok(())
     }
 
+    /// Connects to the generator server if one is configured and not yet checked.
+    fn ensure_remote(&mut self, config: &ServerConfig) -> Result<(), EngineError> {
+        if self.remote.is_some() {
+            return Ok(());
+        }
+        let tokenizer = self
+            .paths
+            .generator
+            .clone()
+            .ok_or(EngineError::ModelMissing {
+                role: "generator",
+                message: format!(
+                    "answering through {} needs the GGUF file the server loaded, for its tokenizer \
+                 (set SELFRAG_GENERATOR or download the model on the start screen)",
+                    config.url
+                ),
+            })?;
+        self.remote = Some(ServerGenerator::connect(config, &tokenizer)?);
+        Ok(())
+    }
+
     /// Loads the embedder if needed.
     pub fn ensure_embedder(&mut self) -> Result<(), EngineError> {
         if self.embedder.is_some() {
@@ -147,13 +175,17 @@ impl LoadedModels {
     /// one Self-RAG run, which owns the thread while it runs.
     pub fn generator_and_embedder(
         &mut self,
-    ) -> Result<(&mut LlamaGenerator, Result<&BertEmbedder, EngineError>), EngineError> {
-        self.ensure_generator()?;
+    ) -> Result<(&mut dyn Generator, Result<&BertEmbedder, EngineError>), EngineError> {
+        match self.paths.server.clone() {
+            Some(config) => self.ensure_remote(&config)?,
+            None => self.ensure_generator()?,
+        }
         let embedder = self.ensure_embedder();
-        let generator = self
-            .generator
-            .as_mut()
-            .ok_or(EngineError::ModelThreadGone)?;
+        let generator: &mut dyn Generator = match (&mut self.remote, &mut self.generator) {
+            (Some(remote), _) => remote,
+            (None, Some(local)) => local,
+            (None, None) => return Err(EngineError::ModelThreadGone),
+        };
         let embedder =
             embedder.and_then(|()| self.embedder.as_ref().ok_or(EngineError::ModelThreadGone));
         Ok((generator, embedder))
@@ -174,6 +206,7 @@ impl ModelThread {
                     in_use: thread_in_use,
                     device: None,
                     generator: None,
+                    remote: None,
                     embedder: None,
                 };
                 for job in rx {
@@ -255,6 +288,7 @@ mod tests {
             generator: Some(gguf),
             embedder: None,
             device: "cpu".into(),
+            server: None,
         })
         .unwrap();
         assert_eq!(

@@ -33,6 +33,7 @@ fn fixture() -> Fixture {
         embedder: Some(bert),
         device: "cpu".into(),
         extract_worker: None,
+        generator_server: None,
     };
     Fixture {
         _tmp: tmp,
@@ -190,6 +191,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         embedder: Some(tmp.path().join("no-bert")),
         device: "cpu".into(),
         extract_worker: None,
+        generator_server: None,
     };
     let engine = Engine::new(config).unwrap();
     let status = engine.status().await;

@@ -80,6 +80,7 @@ async fn app() -> App {
         embedder: Some(bert),
         device: "cpu".into(),
         extract_worker: None,
+        generator_server: None,
     })
     .unwrap();
     engine.index_paths(&[docs], |_| {}).await.unwrap();

@@ -30,6 +30,7 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
         embedder: Some(bert),
         device: "cpu".into(),
         extract_worker: None,
+        generator_server: None,
     };
     let engine = Engine::new(config.clone()).unwrap();
     engine.index_paths(&[docs], |_| {}).await.unwrap();

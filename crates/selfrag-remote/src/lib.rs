@@ -37,7 +37,7 @@ pub use error::RemoteError;
 use llama_server::{Client, StreamEnd, TokenProbs};
 
 /// Where the server is and how to ask it.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct ServerConfig {
     /// The server's base URL, e.g. `http://127.0.0.1:8080`.
     pub url: String,

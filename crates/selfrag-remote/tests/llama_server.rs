@@ -8,7 +8,6 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -18,92 +17,14 @@ use selfrag_core::{
 };
 use selfrag_models::{Device, LlamaGenerator};
 use selfrag_remote::{RemoteError, ServerConfig, ServerGenerator};
+use selfrag_testkit::llama_server::{self, LlamaServer, free_port};
 
 const TOLERANCE: f32 = 1e-3;
-
-/// A llama-server child process, killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn llama_server_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("SELFRAG_LLAMA_SERVER").map(PathBuf::from);
-    if path.as_ref().is_none_or(|p| !p.is_file()) {
-        selfrag_testkit::skip(
-            selfrag_testkit::Lack::SetUp,
-            "SELFRAG_LLAMA_SERVER names no llama-server binary (cargo xtask test builds one)",
-        );
-        return None;
-    }
-    path
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts llama-server on `model` with `slots` parallel requests of the tiny model's context
-/// each, and waits until it answers.
-fn start(binary: &Path, model: &Path, dir: &Path, slots: usize, extra: &[&str]) -> Server {
-    let port = free_port();
-    let log = dir.join(format!("llama-server-{port}.log"));
-    let context = selfrag_models::fixtures::TINY_LLAMA_CONTEXT * slots;
-    let child = Command::new(binary)
-        .arg("-m")
-        .arg(model)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["-c", &context.to_string(), "-np", &slots.to_string()])
-        // The local generator keeps its cache in f32 and attends without flash attention: so
-        // does the server here. With llama-server's defaults (f16 cache, flash attention on
-        // the CPU) decode probabilities drift from the local ones by about 1e-3 on this model.
-        .args([
-            "-t", "2", "-ngl", "0", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
-        .spawn()
-        .unwrap();
-    let server = Server {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        log,
-    };
-    let started = Instant::now();
-    loop {
-        let health = ureq::get(&format!("{}/health", server.url))
-            .timeout(Duration::from_secs(2))
-            .call();
-        if health.is_ok() {
-            return server;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "llama-server did not start within 60 s; its log: {}",
-            std::fs::read_to_string(server.log.with_extension("err")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 struct Fixture {
     _dir: tempfile::TempDir,
     model: PathBuf,
-    server: Server,
+    server: LlamaServer,
 }
 
 fn fixture(slots: usize) -> Option<Fixture> {
@@ -116,11 +37,12 @@ fn serving(
     write: fn(&Path) -> Result<(), selfrag_models::ModelError>,
     extra: &[&str],
 ) -> Option<Fixture> {
-    let binary = llama_server_binary()?;
+    let binary = llama_server::binary()?;
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("tiny.gguf");
     write(&model).unwrap();
-    let server = start(&binary, &model, dir.path(), slots, extra);
+    let context = selfrag_models::fixtures::TINY_LLAMA_CONTEXT;
+    let server = LlamaServer::start(&binary, &model, dir.path(), slots, context, extra).unwrap();
     Some(Fixture {
         model,
         server,
@@ -277,34 +199,6 @@ fn passages() -> Fixed {
     ])
 }
 
-/// Two traces as JSON, equal but for numbers, which may differ by the tolerance.
-fn assert_same_trace(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
-    use serde_json::Value;
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
-            assert!((x - y).abs() <= f64::from(TOLERANCE), "{at}: {x} and {y}");
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            assert_eq!(x.len(), y.len(), "{at}: lengths");
-            for (i, (x, y)) in x.iter().zip(y).enumerate() {
-                assert_same_trace(x, y, &format!("{at}[{i}]"));
-            }
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            assert_eq!(
-                x.keys().collect::<Vec<_>>(),
-                y.keys().collect::<Vec<_>>(),
-                "{at}"
-            );
-            for (key, x) in x {
-                assert_same_trace(x, &y[key], &format!("{at}.{key}"));
-            }
-        }
-        _ => assert_eq!(a, b, "{at}"),
-    }
-}
-
 #[test]
 fn self_rag_answers_through_the_server_as_it_does_locally() {
     let Some(f) = fixture(3) else { return };
@@ -340,14 +234,19 @@ fn self_rag_answers_through_the_server_as_it_does_locally() {
         };
         let here = run(&mut local);
         let there = run(&mut remote);
-        assert_same_trace(&here, &there, &format!("{mode:?} long_form={long_form}"));
+        selfrag_testkit::assert_same_json(
+            &here,
+            &there,
+            f64::from(TOLERANCE),
+            &format!("{mode:?} long_form={long_form}"),
+        );
     }
 }
 
 #[test]
 fn an_unreachable_server_is_named_with_what_to_do() {
     let Some(f) = fixture(1) else { return };
-    let url = format!("http://127.0.0.1:{}", free_port());
+    let url = format!("http://127.0.0.1:{}", free_port().unwrap());
     let err = ServerGenerator::connect(&ServerConfig::new(&url), &f.model).unwrap_err();
     assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
     let message = err.to_string();

@@ -8,8 +8,49 @@
 //! - otherwise it prints the reason and appends `test<TAB>reason` to the file named by
 //!   `SELFRAG_TEST_SKIP_LOG`, which `cargo xtask test` empties at its start and lists at its
 //!   end, so a reader sees how many tests did not run and why.
+//!
+//! [`llama_server`] starts the real llama.cpp server that the server-generator tests talk to.
 
 use std::io::Write;
+
+pub mod llama_server;
+
+/// Asserts that two JSON documents (e.g. two Self-RAG traces) are equal but for numbers, which
+/// may differ by `tolerance`; `at` names the root in the message, which gives the path.
+#[allow(clippy::panic)]
+pub fn assert_same_json(a: &serde_json::Value, b: &serde_json::Value, tolerance: f64, at: &str) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (
+                x.as_f64().unwrap_or(f64::NAN),
+                y.as_f64().unwrap_or(f64::NAN),
+            );
+            if (x - y).abs() > tolerance || x.is_nan() || y.is_nan() {
+                panic!("{at}: {x} and {y} differ by more than {tolerance}");
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                panic!("{at}: {} and {} elements", x.len(), y.len());
+            }
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                assert_same_json(x, y, tolerance, &format!("{at}[{i}]"));
+            }
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            let keys = |o: &serde_json::Map<String, Value>| o.keys().cloned().collect::<Vec<_>>();
+            if keys(x) != keys(y) {
+                panic!("{at}: keys {:?} and {:?}", keys(x), keys(y));
+            }
+            for (key, x) in x {
+                assert_same_json(x, &y[key], tolerance, &format!("{at}.{key}"));
+            }
+        }
+        _ if a == b => {}
+        _ => panic!("{at}: {a} and {b}"),
+    }
+}
 
 /// The variable naming the skip log (set by `cargo xtask test`).
 pub const SKIP_LOG_ENV: &str = "SELFRAG_TEST_SKIP_LOG";

@@ -203,11 +203,17 @@ fn ask_through_a_llama_server_gives_the_local_trace() {
     let mut remote_args = ask.to_vec();
     remote_args.extend(["--generator-url", server.url.as_str()]);
     let remote = ok(selfrag(&data, &models, &remote_args));
-    let (local, remote): (serde_json::Value, serde_json::Value) = (
+    let (mut local, mut remote): (serde_json::Value, serde_json::Value) = (
         serde_json::from_str(&local).unwrap(),
         serde_json::from_str(&remote).unwrap(),
     );
     assert_eq!(remote["retrieve"]["retrieved"], true);
+    // The trace says which generator wrote it; everything else is the same.
+    assert_eq!(local["generator"]["kind"], "local");
+    assert_eq!(remote["generator"]["kind"], "server");
+    assert_eq!(remote["generator"]["url"], server.url.as_str());
+    local["generator"].take();
+    remote["generator"].take();
     selfrag_testkit::assert_same_json(&local, &remote, 1e-3, "trace");
 
     // A server that is not there: the command fails naming the URL and what to do.

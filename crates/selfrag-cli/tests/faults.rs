@@ -93,6 +93,7 @@ fn answer(tag: &str, segments: usize) -> Answer {
             })
             .collect(),
         answer: String::new(),
+        generator: None,
     }
 }
 

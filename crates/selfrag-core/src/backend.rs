@@ -78,6 +78,10 @@ pub trait Generator {
         prompt: &[TokenId],
         watch_ids: &[TokenId],
     ) -> Result<Vec<f32>, BackendError>;
+    /// Which generator this is, for the trace; `None` for a test double.
+    fn describe(&self) -> Option<crate::GeneratorInfo> {
+        None
+    }
     /// Greedy continuation of every prompt, decoded together as one batch. Returns one
     /// `Generation` per prompt, in order.
     fn generate_batch(

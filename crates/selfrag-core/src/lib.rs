@@ -39,8 +39,8 @@ pub use prompt::PromptBuilder;
 pub use rerank::{Reranked, rerank};
 pub use settings::{CritiqueWeights, RetrieveMode, Settings};
 pub use trace::{
-    Answer, Candidate, IsRelDistribution, IsSupDistribution, IsUseDistribution, RetrieveDecision,
-    Segment,
+    Answer, Candidate, GeneratorInfo, GeneratorKind, IsRelDistribution, IsSupDistribution,
+    IsUseDistribution, RetrieveDecision, Segment,
 };
 pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};
 

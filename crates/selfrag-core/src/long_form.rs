@@ -73,6 +73,7 @@ pub(crate) fn run(
     let question = validate(question)?;
     progress::check(cancel)?;
     let vocab = ReflectionVocab::resolve(&*generator)?;
+    let described = generator.describe();
     let prompts = PromptBuilder::new(&*generator, &vocab, question, settings.max_segment_tokens)?;
     let request = GenerateRequest {
         max_new_tokens: settings.max_segment_tokens,
@@ -135,6 +136,7 @@ pub(crate) fn run(
         passages: Vec::new(),
         segments: best.segments,
         answer: String::new(),
+        generator: described,
     };
     answer.passages = keep_used_passages(run.pool, &mut answer.segments);
     answer.assemble();

@@ -87,6 +87,7 @@ pub(crate) fn run(
             retrieve: Some(retrieve),
         }],
         answer: String::new(),
+        generator: generator.describe(),
     };
     answer.assemble();
     announce_segments(&answer, on_progress);

@@ -95,6 +95,34 @@ pub struct Segment {
     pub retrieve: Option<RetrieveDecision>,
 }
 
+/// Where the generator that wrote an answer ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum GeneratorKind {
+    /// In this process, on this computer's CPU or GPU.
+    Local,
+    /// On an inference server (llama.cpp's llama-server).
+    Server,
+}
+
+/// Which generator wrote an answer: recorded in its trace, so that a saved answer says where
+/// its probabilities came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct GeneratorInfo {
+    pub kind: GeneratorKind,
+    /// The model: the GGUF file's name locally, the server's model path or alias there.
+    pub model: String,
+    /// The device locally (`cpu`, `cuda`, `metal`); the server's software and build there
+    /// (e.g. `llama.cpp b6800-abc1234`).
+    pub runtime: String,
+    /// The server's URL; `None` locally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub url: Option<String>,
+}
+
 /// A complete answer and its trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
@@ -107,4 +135,8 @@ pub struct Answer {
     pub segments: Vec<Segment>,
     /// The final answer text with `[n]` citation markers.
     pub answer: String,
+    /// The generator that wrote it; absent in traces saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub generator: Option<GeneratorInfo>,
 }

@@ -363,6 +363,7 @@ mod tests {
                 retrieve: None,
             }],
             answer: format!("{answer} [1]"),
+            generator: None,
         };
         AnswerRecord {
             id: id.into(),

@@ -378,6 +378,7 @@ pub(crate) mod test_answer {
                 segment("Hope this helps.", None, None),
             ],
             answer: String::new(),
+            generator: None,
         }
     }
 }

@@ -425,6 +425,18 @@ impl Generator for LlamaGenerator {
         self.model.config().context_length
     }
 
+    fn describe(&self) -> Option<selfrag_core::GeneratorInfo> {
+        Some(selfrag_core::GeneratorInfo {
+            kind: selfrag_core::GeneratorKind::Local,
+            model: self.path.file_name().map_or_else(
+                || self.path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            runtime: crate::device_kind(&self.device).to_owned(),
+            url: None,
+        })
+    }
+
     fn next_token_probs(
         &mut self,
         prompt: &[TokenId],

@@ -25,8 +25,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use selfrag_core::{
-    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, REFLECTION_TOKENS,
-    StopReason, TokenId,
+    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, GeneratorInfo,
+    GeneratorKind, REFLECTION_TOKENS, StopReason, TokenId,
 };
 use selfrag_models::{GgufTokenizer, TokenType};
 
@@ -321,6 +321,15 @@ impl Generator for ServerGenerator {
 
     fn context_length(&self) -> usize {
         self.info.context_length
+    }
+
+    fn describe(&self) -> Option<GeneratorInfo> {
+        Some(GeneratorInfo {
+            kind: GeneratorKind::Server,
+            model: self.info.model.clone(),
+            runtime: format!("llama.cpp {}", self.info.build),
+            url: Some(self.info.url.clone()),
+        })
     }
 
     fn next_token_probs(

@@ -232,8 +232,22 @@ fn self_rag_answers_through_the_server_as_it_does_locally() {
             .unwrap();
             serde_json::to_value(answer).unwrap()
         };
-        let here = run(&mut local);
-        let there = run(&mut remote);
+        let mut here = run(&mut local);
+        let mut there = run(&mut remote);
+        assert_eq!(here["generator"]["kind"], "local");
+        assert_eq!(here["generator"]["model"], "tiny.gguf");
+        assert_eq!(there["generator"]["kind"], "server");
+        assert_eq!(there["generator"]["url"], f.server.url.as_str());
+        assert!(
+            there["generator"]["runtime"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("llama.cpp ")),
+            "{}",
+            there["generator"]
+        );
+        // Everything else is the same.
+        here["generator"].take();
+        there["generator"].take();
         selfrag_testkit::assert_same_json(
             &here,
             &there,

@@ -134,6 +134,23 @@ chosen: number, candidates: Array<Candidate>,
  */
 retrieve: RetrieveDecision | null, };
 
+export type GeneratorKind = "local" | "server";
+
+export type GeneratorInfo = { kind: GeneratorKind, 
+/**
+ * The model: the GGUF file's name locally, the server's model path or alias there.
+ */
+model: string, 
+/**
+ * The device locally (`cpu`, `cuda`, `metal`); the server's software and build there
+ * (e.g. `llama.cpp b6800-abc1234`).
+ */
+runtime: string, 
+/**
+ * The server's URL; `None` locally.
+ */
+url?: string, };
+
 export type Answer = { question: string, settings: Settings, retrieve: RetrieveDecision, 
 /**
  * The passages the answer read, in citation order first, then the unused ones.
@@ -142,7 +159,11 @@ passages: Array<Passage>, segments: Array<Segment>,
 /**
  * The final answer text with `[n]` citation markers.
  */
-answer: string, };
+answer: string, 
+/**
+ * The generator that wrote it; absent in traces saved before it was recorded.
+ */
+generator?: GeneratorInfo, };
 
 export type Progress = { "kind": "retrieve_decided", p_retrieve: number, threshold: number, mode: RetrieveMode, retrieved: boolean, } | { "kind": "passages_retrieved", segment: number, count: number, } | { "kind": "candidates_started", segment: number, count: number, } | { "kind": "candidate_finished", segment: number, index: number, count: number, } | { "kind": "segment_chosen", segment: number, text: string, citation: number | null, };
 

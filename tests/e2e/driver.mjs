@@ -24,7 +24,7 @@ export function tempDir(prefix) {
   return mkdtempSync(join(tmpdir(), `selfrag-${prefix}-`));
 }
 
-async function freePort() {
+export async function freePort() {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.listen(0, "127.0.0.1", () => {

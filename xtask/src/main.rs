@@ -399,6 +399,7 @@ fn run_tests(root: &Path, minilm: &Path, llama_server: &Path, skips: &skips::Log
             .env("SELFRAG_TEST_EMBEDDER", &bert)
             .env("SELFRAG_E2E_OUT", &out)
             .env(skips::ENV, skips.path())
+            .env("SELFRAG_LLAMA_SERVER", llama_server)
             // GTK's file chooser saves its settings; with no session bus, keep them in memory.
             .env("GSETTINGS_BACKEND", "memory")
             .envs(xvfb.as_ref().map(|x| ("DISPLAY", x.display.clone()))),

@@ -1,3 +1,5 @@
+import type { GeneratorInfo } from "$lib/ipc/types";
+
 /** A probability or score with two decimals, as shown in labels. */
 export function fixed2(x: number): string {
   return x.toFixed(2);
@@ -26,4 +28,14 @@ export function excerpt(text: string, max = 200): string {
   const cut = flat.slice(0, max);
   const space = cut.lastIndexOf(" ");
   return `${space > max * 0.6 ? cut.slice(0, space) : cut}…`;
+}
+
+/** Where the answer was written, from its trace; null for traces saved before it was recorded. */
+export function generatorLine(info: GeneratorInfo | undefined): string | null {
+  if (!info) return null;
+  const model = fileName(info.model) || "the model";
+  if (info.kind === "local") {
+    return `Written on this computer (${info.runtime.toUpperCase()}) by ${model}`;
+  }
+  return `Written on the server ${info.url ?? "(unknown address)"} (${info.runtime}) by ${model}`;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 
 import { toIpcError } from "$lib/errors";
-import { excerpt, fileName } from "$lib/format";
+import { excerpt, fileName, generatorLine } from "$lib/format";
 import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
@@ -151,5 +151,24 @@ describe("isCommand", () => {
   it("uses the physical key on a layout without Latin letters", () => {
     expect(isCommand(key({ key: "у", code: "KeyE", ctrlKey: true }), "e")).toBe(true);
     expect(isCommand(key({ key: "л", code: "KeyK", ctrlKey: true }), "e")).toBe(false);
+  });
+});
+
+describe("which generator wrote the answer", () => {
+  it("names this computer's device or the server's address and build", () => {
+    expect(generatorLine(undefined)).toBeNull();
+    expect(
+      generatorLine({ kind: "local", model: "selfrag_llama2_7b.q4_k_m.gguf", runtime: "cpu" }),
+    ).toBe("Written on this computer (CPU) by selfrag_llama2_7b.q4_k_m.gguf");
+    expect(
+      generatorLine({
+        kind: "server",
+        model: "/models/selfrag_llama2_13b.Q4_K_M.gguf",
+        runtime: "llama.cpp b6800-abc1234",
+        url: "http://gpu-box:8080",
+      }),
+    ).toBe(
+      "Written on the server http://gpu-box:8080 (llama.cpp b6800-abc1234) by selfrag_llama2_13b.Q4_K_M.gguf",
+    );
   });
 });

@@ -1,0 +1,71 @@
+// The app answering through a real llama.cpp server: llama-server (built by `cargo xtask test`)
+// serves the same tiny GGUF, the app is pointed at it with SELFRAG_GENERATOR_URL, and the
+// answer says where it was written. That the server's trace equals the local one is held by
+// crates/selfrag-remote/tests/llama_server.rs and the CLI's tests.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { openSync } from "node:fs";
+import { join } from "node:path";
+import { freePort, launch, sleep, tempDir } from "./driver.mjs";
+import { askQuestion, dropAndIndex, setControl, writeDocs } from "./helpers.mjs";
+
+/** Starts llama-server on the test GGUF, as the Rust tests do; resolves once it is healthy. */
+async function startLlamaServer() {
+  const binary = process.env.SELFRAG_LLAMA_SERVER;
+  assert.ok(binary, "SELFRAG_LLAMA_SERVER names no llama-server (cargo xtask test builds one)");
+  const port = await freePort();
+  const logs = tempDir("llama-server");
+  const server = spawn(
+    binary,
+    [
+      "-m", process.env.SELFRAG_TEST_GENERATOR,
+      "--host", "127.0.0.1", "--port", String(port),
+      "-c", "1024", "-np", "2", "-t", "2", "-ngl", "0",
+      "-ctk", "f32", "-ctv", "f32", "-fa", "off",
+    ],
+    { stdio: ["ignore", openSync(join(logs, "out.log"), "w"), openSync(join(logs, "err.log"), "w")] },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; i++) {
+    if (server.exitCode !== null) throw new Error(`llama-server exited (${server.exitCode}); logs in ${logs}`);
+    try {
+      if ((await fetch(`${url}/health`)).ok) return { server, url };
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(100);
+  }
+  server.kill();
+  throw new Error(`llama-server did not answer within 60 s; logs in ${logs}`);
+}
+
+test("the app answers through a llama.cpp server and says so", async () => {
+  const { server, url } = await startLlamaServer();
+  const session = await launch({
+    SELFRAG_DATA_DIR: tempDir("data"),
+    SELFRAG_GENERATOR: process.env.SELFRAG_TEST_GENERATOR,
+    SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
+    SELFRAG_GENERATOR_URL: url,
+    HF_HOME: tempDir("hf"),
+  });
+  try {
+    await session.waitFor('[data-testid="question-input"]');
+    const [file] = writeDocs({
+      "server-notes.md": "# Server notes\n\nA llama.cpp server runs the model on a GPU for every laptop in the lab.\n",
+    });
+    await dropAndIndex(session, [file]);
+    await setControl(session, "mode-select", "always");
+    await askQuestion(session, "Where does the model run?");
+    await session.waitFor('[data-testid="answer"]', { timeout: 120000 });
+    const line = await session.waitFor('[data-testid="answer-generator"]');
+    const text = await session.text(line);
+    assert.ok(text.includes(url) && text.includes("llama.cpp"), `generator line: ${text}`);
+    await session.movePointer(600, 700);
+    await session.screenshot("answer-from-server");
+  } finally {
+    await session.close();
+    server.kill();
+  }
+});

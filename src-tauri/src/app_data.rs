@@ -49,8 +49,10 @@ pub fn load_settings(state: tauri::State<'_, AppState>) -> LoadedSettings {
 #[tauri::command]
 pub fn save_settings(
     state: tauri::State<'_, AppState>,
-    settings: AppSettings,
+    mut settings: AppSettings,
 ) -> Result<DeviceStatus> {
+    // The generator server is chosen through `use_generator_server` alone.
+    settings.generator_url = state.settings.get().generator_url;
     let device = settings.device;
     state.settings.save(settings)?;
     if !selfrag_engine::settings::device_fixed_by_env() {

@@ -11,8 +11,8 @@ mod tests {
     };
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceStatus, DocumentInfo,
-        ExportFormat, ExportOptions, HistoryEntry, IndexEvent, LibraryCounts, LoadedSettings,
-        ModelRole, ModelStatus, Theme,
+        ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent, LibraryCounts,
+        LoadedSettings, ModelRole, ModelStatus, ServerCheck, Theme,
     };
     use selfrag_engine::{DownloadStage, ModelDownloadProgress, ModelOffer};
     use ts_rs::{Config, TS};
@@ -58,6 +58,8 @@ mod tests {
             decl::<Theme>(&cfg),
             decl::<DeviceChoice>(&cfg),
             decl::<AppSettings>(&cfg),
+            decl::<GeneratorState>(&cfg),
+            decl::<ServerCheck>(&cfg),
             decl::<LoadedSettings>(&cfg),
             decl::<JobSource>(&cfg),
             decl::<LibraryEvent>(&cfg),

@@ -9,6 +9,7 @@ mod app_data;
 mod bindings;
 mod commands;
 mod downloads;
+mod generator;
 mod grants;
 mod library;
 mod sources;
@@ -35,6 +36,17 @@ pub fn run() -> anyhow::Result<()> {
     // The saved device choice, unless SELFRAG_DEVICE fixes it for this run.
     if !selfrag_engine::settings::device_fixed_by_env() {
         config.device = settings.get().device.as_str().to_string();
+    }
+    // The saved generator server, unless SELFRAG_GENERATOR_URL fixes it for this run.
+    if !selfrag_engine::generator_server::generator_fixed_by_env() {
+        config.generator_server =
+            settings
+                .get()
+                .generator_url
+                .map(|url| selfrag_remote::ServerConfig {
+                    api_key: selfrag_engine::generator_server::saved_api_key(&config.data_dir),
+                    ..selfrag_remote::ServerConfig::new(url)
+                });
     }
     init_logging(&config.data_dir);
     // GTK cannot start without a display and would panic inside the event loop; say so plainly.
@@ -81,6 +93,9 @@ pub fn run() -> anyhow::Result<()> {
             app_data::render_answer,
             app_data::load_settings,
             app_data::save_settings,
+            generator::generator_state,
+            generator::test_generator_server,
+            generator::use_generator_server,
             sources::open_source,
             library::cancel_indexing,
             library::remove_document,

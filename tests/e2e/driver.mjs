@@ -228,6 +228,34 @@ export function answerOpenDialog(title, path, { folder = false } = {}, timeout =
   return answerFileDialog(title, path, ["ctrl+l"], folder ? ["Delete"] : [], timeout);
 }
 
+/** Presses `keys` in the native message dialog titled `title` (e.g. Return for its default). */
+export async function answerMessageDialog(title, keys = ["Return"], timeout = 45000) {
+  const deadline = Date.now() + timeout;
+  while (Date.now() < deadline) {
+    try {
+      const ids = execFileSync("xdotool", ["search", "--onlyvisible", "--name", title], { encoding: "utf8" })
+        .trim()
+        .split("\n")
+        .filter(Boolean);
+      if (ids.length > 0) {
+        await sleep(400);
+        execFileSync("xdotool", ["windowfocus", "--sync", ids[ids.length - 1]]);
+        for (const key of keys) {
+          execFileSync("xdotool", ["key", "--clearmodifiers", key]);
+          await sleep(200);
+        }
+        return;
+      }
+    } catch {
+      // xdotool exits non-zero while no window matches.
+    }
+    await sleep(200);
+  }
+  throw new Error(
+    `no dialog titled "${title}" appeared within ${timeout} ms; visible windows: ${JSON.stringify(visibleWindowNames())}`,
+  );
+}
+
 async function answerFileDialog(title, path, firstKeys, keysBeforeReturn, timeout) {
   const deadline = Date.now() + timeout;
   while (Date.now() < deadline) {

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { openSync } from "node:fs";
 import { join } from "node:path";
-import { freePort, launch, sleep, tempDir } from "./driver.mjs";
+import { answerMessageDialog, freePort, launch, sleep, tempDir } from "./driver.mjs";
 import { askQuestion, dropAndIndex, setControl, writeDocs } from "./helpers.mjs";
 
 /** Starts llama-server on the test GGUF, as the Rust tests do; resolves once it is healthy. */
@@ -64,6 +64,50 @@ test("the app answers through a llama.cpp server and says so", async () => {
     assert.ok(text.includes(url) && text.includes("llama.cpp"), `generator line: ${text}`);
     await session.movePointer(600, 700);
     await session.screenshot("answer-from-server");
+  } finally {
+    await session.close();
+    server.kill();
+  }
+});
+
+test("the generator setting tests a server, switches after the native confirmation, and the answer comes from it", async () => {
+  const { server, url } = await startLlamaServer();
+  const session = await launch({
+    SELFRAG_DATA_DIR: tempDir("data"),
+    SELFRAG_GENERATOR: process.env.SELFRAG_TEST_GENERATOR,
+    SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
+    HF_HOME: tempDir("hf"),
+  });
+  try {
+    await session.waitFor('[data-testid="question-input"]');
+    await session.click(await session.find('[data-testid="generator-menu"] summary'));
+    await session.waitFor('[data-testid="generator-in-use"]', { text: (t) => t.includes("this computer") });
+    await session.click(await session.find('[data-testid="generator-server"]'));
+    await session.type(await session.waitFor('[data-testid="generator-url"]'), url);
+    await session.click(await session.find('[data-testid="generator-test"]'));
+    const report = await session.waitFor('[data-testid="generator-result"]', {
+      timeout: 30000,
+      text: (t) => t.includes("llama.cpp"),
+    });
+    const reportText = await session.text(report);
+    assert.match(reportText, /tiny-selfrag\.gguf on llama\.cpp .* reflection tokens and tokenizer match/, reportText);
+    await session.screenshot("generator-setting-tested");
+
+    // Use: the native confirmation names the server; the page cannot answer it, a person can.
+    await session.click(await session.find('[data-testid="generator-use"]'));
+    await answerMessageDialog("Use a generator server");
+    await session.waitFor('[data-testid="generator-in-use"]', {
+      timeout: 30000,
+      text: (t) => t.includes(url.replace("http://", "")),
+    });
+
+    const [file] = writeDocs({ "lab.md": "# Lab\n\nThe lab's server runs the model for everyone.\n" });
+    await dropAndIndex(session, [file]);
+    await setControl(session, "mode-select", "always");
+    await askQuestion(session, "Who runs the model?");
+    await session.waitFor('[data-testid="answer"]', { timeout: 120000 });
+    const line = await session.text(await session.waitFor('[data-testid="answer-generator"]'));
+    assert.ok(line.includes(url), `generator line: ${line}`);
   } finally {
     await session.close();
     server.kill();

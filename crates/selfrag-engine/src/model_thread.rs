@@ -75,6 +75,19 @@ impl LoadedModels {
         *lock(&self.in_use) = None;
     }
 
+    /// Generates on `server` from now on (`None`: on this computer); a connected server that
+    /// is no longer the choice is dropped.
+    fn set_server(&mut self, server: Option<ServerConfig>) {
+        if self.paths.server != server {
+            tracing::info!(
+                server = server.as_ref().map_or("this computer", |s| s.url.as_str()),
+                "generator changed"
+            );
+            self.paths.server = server;
+            self.remote = None;
+        }
+    }
+
     /// Points at the model files found now (after a download); a model whose file changed is
     /// dropped and loads from the new one on its next use.
     fn set_paths(&mut self, generator: Option<PathBuf>, embedder: Option<PathBuf>) {
@@ -222,6 +235,14 @@ impl ModelThread {
     pub fn set_device(&self, device: String) -> Result<(), EngineError> {
         self.jobs
             .send(Box::new(move |m| m.set_device(device)))
+            .map_err(|_| EngineError::ModelThreadGone)
+    }
+
+    /// Queues a change of generator server behind the running job (see
+    /// [`LoadedModels::set_server`]).
+    pub fn set_server(&self, server: Option<ServerConfig>) -> Result<(), EngineError> {
+        self.jobs
+            .send(Box::new(move |m| m.set_server(server)))
             .map_err(|_| EngineError::ModelThreadGone)
     }
 

@@ -1,5 +1,6 @@
 //! The app's persisted settings: the ask settings (weights, δ, K, mode, beam, long or short
-//! form, hard constraints), the theme, the device and the export options, in one JSON file
+//! form, hard constraints), the theme, the device, the generator server's URL and the export
+//! options, in one JSON file
 //! under the platform config dir (`SELFRAG_CONFIG_DIR` overrides it).
 //!
 //! Saves are atomic ([`crate::write_atomically`]). A settings file that cannot be parsed is
@@ -65,6 +66,11 @@ pub struct AppSettings {
     pub ask: Settings,
     pub theme: Theme,
     pub device: DeviceChoice,
+    /// The llama.cpp server that generates; `None`: this computer. Its API key is not here
+    /// (see `generator_server`).
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generator_url: Option<String>,
     /// The export menu's last choices.
     pub export: ExportOptions,
 }
@@ -258,6 +264,7 @@ mod tests {
             },
             theme: Theme::Dark,
             device: DeviceChoice::Cpu,
+            generator_url: Some("http://gpu-box:8080".into()),
             export: ExportOptions {
                 format: ExportFormat::Bib,
                 support_labels: true,

@@ -71,6 +71,12 @@ pub enum RemoteError {
         context_length: usize,
     },
 
+    #[error(
+        "{url:?} is not an http:// or https:// address: enter the server's address, e.g. \
+         http://gpu-box:8080"
+    )]
+    InvalidUrl { url: String },
+
     #[error("the GGUF file {path} could not be read for its tokenizer: {message}")]
     Tokenizer { path: String, message: String },
 }

@@ -113,10 +113,24 @@ impl std::fmt::Debug for ServerGenerator {
 /// off, which is exactly why prompts are sent as ids.
 const TOKENIZER_PROBE: &str = "Self-RAG cites 3 sources, naïvely — écrit \"as plain text\".";
 
+/// Whether `url` is an address the generator can use (`http://` or `https://` and a host).
+pub fn check_url(url: &str) -> Result<(), RemoteError> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    match rest {
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(' ') => Ok(()),
+        _ => Err(RemoteError::InvalidUrl {
+            url: url.to_owned(),
+        }),
+    }
+}
+
 impl ServerGenerator {
     /// Connects to the server in `config` and checks that it serves the model whose
     /// vocabulary is in the GGUF file `tokenizer_gguf` (only its header is read).
     pub fn connect(config: &ServerConfig, tokenizer_gguf: &Path) -> Result<Self, RemoteError> {
+        check_url(&config.url)?;
         let tokenizer =
             GgufTokenizer::from_gguf_file(tokenizer_gguf).map_err(|e| RemoteError::Tokenizer {
                 path: tokenizer_gguf.display().to_string(),

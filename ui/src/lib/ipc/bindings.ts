@@ -306,9 +306,50 @@ export type AppSettings = {
  */
 ask: Settings, theme: Theme, device: DeviceChoice, 
 /**
+ * The llama.cpp server that generates; `None`: this computer. Its API key is not here
+ * (see `generator_server`).
+ */
+generatorUrl?: string, 
+/**
  * The export menu's last choices.
  */
 export: ExportOptions, };
+
+export type GeneratorState = { 
+/**
+ * The server in use; `None`: this computer.
+ */
+url: string | null, 
+/**
+ * Set when `SELFRAG_GENERATOR_URL` fixes the choice for this run.
+ */
+fixedByEnv: boolean, 
+/**
+ * Whether an API key is saved (the key itself never leaves the Rust side).
+ */
+hasApiKey: boolean, };
+
+export type ServerCheck = { url: string, 
+/**
+ * The model file or alias the server loaded.
+ */
+model: string, 
+/**
+ * `llama.cpp <build>`.
+ */
+runtime: string, 
+/**
+ * Tokens of context per request.
+ */
+contextLength: number, 
+/**
+ * Requests the server decodes at once.
+ */
+slots: number, 
+/**
+ * The first request's round trip, in milliseconds.
+ */
+roundTripMs: number, };
 
 export type LoadedSettings = { settings: AppSettings, 
 /**

@@ -13,6 +13,7 @@ import type {
   DeviceStatus,
   DocumentInfo,
   ExportOptions,
+  GeneratorState,
   HistoryEntry,
   IndexEvent,
   IndexFinished,
@@ -20,6 +21,7 @@ import type {
   LibraryOverview,
   LoadedSettings,
   Progress,
+  ServerCheck,
   Settings,
   WatchResult,
 } from "./types";
@@ -112,6 +114,28 @@ export function loadSettings(): Promise<LoadedSettings> {
 /** Saves the settings; resolves with the device status (a new device loads on the next ask). */
 export function saveSettings(settings: AppSettings): Promise<DeviceStatus> {
   return invoke<DeviceStatus>("save_settings", { settings });
+}
+
+/** Where the model generates now: this computer, or a llama.cpp server (`url`). */
+export function generatorState(): Promise<GeneratorState> {
+  return invoke<GeneratorState>("generator_state");
+}
+
+/** Checks the server at `url` as an answer would, changing nothing; no key: the saved one. */
+export function testGeneratorServer(url: string, apiKey: string | null): Promise<ServerCheck> {
+  return invoke<ServerCheck>("test_generator_server", { url, apiKey });
+}
+
+/**
+ * Generates on the server at `url` from the next question on (null: this computer). A new
+ * server is used only once the person confirms it in a native dialog; declined, the state is
+ * unchanged. `apiKey`: a new key (empty removes it), null keeps the saved one.
+ */
+export function useGeneratorServer(
+  url: string | null,
+  apiKey: string | null,
+): Promise<GeneratorState> {
+  return invoke<GeneratorState>("use_generator_server", { url, apiKey });
 }
 
 /**

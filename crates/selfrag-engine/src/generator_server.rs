@@ -1,0 +1,206 @@
+//! The generator server the user chose in the app: its connection test, switching to it and
+//! back, and where its API key is kept.
+//!
+//! The URL is a setting (`generatorUrl` in settings.json). The API key is kept apart, in
+//! `generator-api-key` in the data folder, created readable by the user only (mode 0600 on
+//! Unix), and never written to the settings file, a trace or a log. `SELFRAG_GENERATOR_URL`
+//! fixes the choice for a run, as `SELFRAG_DEVICE` fixes the device.
+
+use std::path::{Path, PathBuf};
+
+use selfrag_remote::{ServerConfig, ServerGenerator};
+use serde::{Deserialize, Serialize};
+
+use crate::{Engine, EngineError};
+
+/// The key file's name in the data folder.
+const API_KEY_FILE: &str = "generator-api-key";
+
+/// What a successful connection test found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct ServerCheck {
+    pub url: String,
+    /// The model file or alias the server loaded.
+    pub model: String,
+    /// `llama.cpp <build>`.
+    pub runtime: String,
+    /// Tokens of context per request.
+    pub context_length: usize,
+    /// Requests the server decodes at once.
+    pub slots: usize,
+    /// The first request's round trip, in milliseconds.
+    pub round_trip_ms: f64,
+}
+
+/// The generator choice as the settings panel shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct GeneratorState {
+    /// The server in use; `None`: this computer.
+    pub url: Option<String>,
+    /// Set when `SELFRAG_GENERATOR_URL` fixes the choice for this run.
+    pub fixed_by_env: bool,
+    /// Whether an API key is saved (the key itself never leaves the Rust side).
+    pub has_api_key: bool,
+}
+
+/// Whether `SELFRAG_GENERATOR_URL` fixes the generator for this run.
+pub fn generator_fixed_by_env() -> bool {
+    std::env::var_os("SELFRAG_GENERATOR_URL").is_some_and(|v| !v.is_empty())
+}
+
+fn key_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(API_KEY_FILE)
+}
+
+/// The saved API key, if any.
+pub fn saved_api_key(data_dir: &Path) -> Option<String> {
+    std::fs::read_to_string(key_path(data_dir))
+        .ok()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+}
+
+/// Writes (or with `None` removes) the API key file, readable by the user only.
+fn save_api_key(data_dir: &Path, key: Option<&str>) -> Result<(), EngineError> {
+    let path = key_path(data_dir);
+    let write_error = |source| EngineError::Write {
+        path: path.clone(),
+        source,
+    };
+    let Some(key) = key.map(str::trim).filter(|k| !k.is_empty()) else {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(write_error(e)),
+            _ => Ok(()),
+        };
+    };
+    std::fs::create_dir_all(data_dir).map_err(|source| EngineError::Write {
+        path: data_dir.to_owned(),
+        source,
+    })?;
+    let temp = data_dir.join(format!(".{API_KEY_FILE}.{}", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&temp).and_then(|mut f| {
+        std::io::Write::write_all(&mut f, key.as_bytes())?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&temp, &path)) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(write_error(e));
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// The server configuration for `url` with the saved API key.
+    fn server_config(&self, url: &str, api_key: Option<String>) -> ServerConfig {
+        ServerConfig {
+            api_key,
+            ..ServerConfig::new(url.trim())
+        }
+    }
+
+    /// The GGUF file whose tokenizer the server must share.
+    fn tokenizer_gguf(&self) -> Result<PathBuf, EngineError> {
+        self.model_status
+            .read()
+            .ok()
+            .and_then(|models| {
+                models
+                    .iter()
+                    .find(|m| m.role == crate::ModelRole::Generator)
+                    .and_then(|m| m.path.clone())
+            })
+            .map(PathBuf::from)
+            .ok_or(EngineError::ModelMissing {
+                role: "generator",
+                message: "a generator server needs the GGUF file it loaded here too, for its \
+                          tokenizer: download the model on the start screen or set \
+                          SELFRAG_GENERATOR"
+                    .into(),
+            })
+    }
+
+    /// Connects to the server at `url` and checks it as an answer would (the reflection
+    /// tokens and the tokenizer); `api_key` `None` uses the saved one. Nothing is changed.
+    pub async fn test_generator_server(
+        &self,
+        url: String,
+        api_key: Option<String>,
+    ) -> Result<ServerCheck, EngineError> {
+        let api_key = api_key
+            .filter(|k| !k.trim().is_empty())
+            .or_else(|| saved_api_key(&self.config().data_dir));
+        let config = self.server_config(&url, api_key);
+        let gguf = self.tokenizer_gguf()?;
+        let generator =
+            tokio::task::spawn_blocking(move || ServerGenerator::connect(&config, &gguf))
+                .await
+                .map_err(|_| EngineError::ModelThreadGone)??;
+        let info = generator.info();
+        Ok(ServerCheck {
+            url: info.url.clone(),
+            model: info.model.clone(),
+            runtime: format!("llama.cpp {}", info.build),
+            context_length: info.context_length,
+            slots: info.slots,
+            round_trip_ms: info.round_trip_ms,
+        })
+    }
+
+    /// Generates on the server at `url` from the next question on, or on this computer with
+    /// `None`. `api_key`: `Some` saves it (an empty one removes it), `None` keeps the saved one.
+    /// Ignored where `SELFRAG_GENERATOR_URL` fixes the choice.
+    pub fn set_generator_server(
+        &self,
+        url: Option<String>,
+        api_key: Option<String>,
+    ) -> Result<(), EngineError> {
+        if generator_fixed_by_env() {
+            return Ok(());
+        }
+        let data_dir = &self.config().data_dir;
+        if let Some(key) = &api_key {
+            save_api_key(data_dir, Some(key))?;
+        }
+        let server = url
+            .filter(|u| !u.trim().is_empty())
+            .map(|u| self.server_config(&u, saved_api_key(data_dir)));
+        if let Some(config) = &server {
+            selfrag_remote::check_url(&config.url)?;
+        }
+        self.models.set_server(server)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_api_key_is_kept_apart_readable_by_the_user_only_and_removable() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(saved_api_key(dir.path()), None);
+        save_api_key(dir.path(), Some(" sesame \n")).unwrap();
+        assert_eq!(saved_api_key(dir.path()).as_deref(), Some("sesame"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(key_path(dir.path()))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        save_api_key(dir.path(), Some("")).unwrap();
+        assert_eq!(saved_api_key(dir.path()), None);
+        assert!(!key_path(dir.path()).exists());
+        save_api_key(dir.path(), None).unwrap();
+    }
+}

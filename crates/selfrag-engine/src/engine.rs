@@ -190,7 +190,7 @@ impl Engine {
         let answer = self
             .models
             .run(move |models| {
-                let (generator, embedder) = models.generator_and_embedder()?;
+                let (generator, embedder) = models.generator_and_embedder(cancel.clone())?;
                 let mut retriever = LibraryRetriever {
                     embedder,
                     library,

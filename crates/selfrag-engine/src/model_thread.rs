@@ -185,12 +185,20 @@ impl LoadedModels {
     }
 
     /// The generator (mutable) and, when it can be loaded, the embedder: both are needed by
-    /// one Self-RAG run, which owns the thread while it runs.
+    /// one Self-RAG run, which owns the thread while it runs. `cancel` stops a server
+    /// generator's requests in flight (the local one stops between steps, through the run's
+    /// own check).
     pub fn generator_and_embedder(
         &mut self,
+        cancel: Arc<std::sync::atomic::AtomicBool>,
     ) -> Result<(&mut dyn Generator, Result<&BertEmbedder, EngineError>), EngineError> {
         match self.paths.server.clone() {
-            Some(config) => self.ensure_remote(&config)?,
+            Some(config) => {
+                self.ensure_remote(&config)?;
+                if let Some(remote) = &mut self.remote {
+                    remote.set_cancel(Some(cancel));
+                }
+            }
             None => self.ensure_generator()?,
         }
         let embedder = self.ensure_embedder();

@@ -22,6 +22,8 @@
 //! them together (start it with `-np K` or more) and keeps each prompt's prefix in its cache.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{
@@ -97,6 +99,9 @@ pub struct ServerGenerator {
     byte_ids: Vec<TokenId>,
     top_n: usize,
     info: ServerInfo,
+    /// Set by the caller to stop: every open request is closed at its next token, so the
+    /// server stops decoding it.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl std::fmt::Debug for ServerGenerator {
@@ -190,7 +195,19 @@ impl ServerGenerator {
             client,
             tokenizer,
             top_n: config.top_n.max(1),
+            cancel: None,
         })
+    }
+
+    /// The flag that stops the requests in flight (see the field); `None`: never stopped.
+    pub fn set_cancel(&mut self, cancel: Option<Arc<AtomicBool>>) {
+        self.cancel = cancel;
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Acquire))
     }
 
     /// What the server said about itself.
@@ -254,7 +271,9 @@ impl ServerGenerator {
                 |position: TokenProbs| {
                     let id = position.id;
                     positions.push(position);
-                    if id == eos {
+                    if self.cancelled() {
+                        false
+                    } else if id == eos {
                         stop = StopReason::EndOfSequence;
                         false
                     } else if request.stop_ids.contains(&id) {

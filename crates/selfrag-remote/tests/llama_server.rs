@@ -366,3 +366,32 @@ fn a_server_that_never_answers_times_out_naming_it() {
     assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
     assert!(err.to_string().contains(&url), "{err}");
 }
+
+#[test]
+fn cancel_closes_the_requests_in_flight() {
+    let Some(f) = fixture(3) else { return };
+    let mut remote = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &f.model).unwrap();
+    let local = LlamaGenerator::load(&f.model, &Device::Cpu).unwrap();
+    let request = GenerateRequest {
+        max_new_tokens: 200,
+        stop_ids: Vec::new(),
+        watch_ids: Vec::new(),
+    };
+    let prompts = prompts(&local);
+    let full = remote.generate_batch(&prompts, &request).unwrap();
+    assert!(
+        full.iter().any(|row| row.tokens.len() > 5),
+        "the test needs long rows"
+    );
+    let cancel = std::sync::Arc::new(AtomicBool::new(true));
+    remote.set_cancel(Some(cancel));
+    let cut = remote.generate_batch(&prompts, &request).unwrap();
+    for (row, (cut, full)) in cut.iter().zip(&full).enumerate() {
+        assert_eq!(
+            cut.tokens.len(),
+            1,
+            "row {row}: the request was closed at its first token"
+        );
+        assert_eq!(cut.tokens[0].id, full.tokens[0].id);
+    }
+}

@@ -10,7 +10,7 @@ use tokio::sync::OnceCell;
 
 use crate::history::History;
 use crate::model_thread::{ModelPaths, ModelThread};
-use crate::retriever::LibraryRetriever;
+use crate::retriever::{LibraryRetriever, QueryEmbedder};
 use crate::status::{AppStatus, DeviceStatus, DocumentInfo, LibraryCounts, ModelRole, ModelStatus};
 use crate::{AnswerRecord, EngineConfig, EngineError, ExportOptions, HistoryEntry};
 
@@ -26,6 +26,8 @@ pub struct Engine {
     history: History,
     /// The device choice in force (`config.device` until [`Engine::set_device`]).
     device: std::sync::Mutex<String>,
+    /// The generator server in use, if any (see `generator_server.rs`).
+    pub(crate) server: std::sync::Mutex<crate::generator_server::ServerSlot>,
 }
 
 impl Engine {
@@ -42,11 +44,13 @@ impl Engine {
             generator: generator.found.clone(),
             embedder: embedder.found.clone(),
             device: config.device.clone(),
-            server: config.generator_server.clone(),
         })?;
         Ok(Self {
             history: History::new(config.history_dir()),
             device: std::sync::Mutex::new(config.device.clone()),
+            server: std::sync::Mutex::new(crate::generator_server::ServerSlot::new(
+                config.generator_server.clone(),
+            )),
             config,
             models,
             model_status: std::sync::RwLock::new(model_status),
@@ -187,27 +191,31 @@ impl Engine {
         // Without an embedder the library cannot open; Self-RAG can still answer without it.
         let library = self.library().await.ok();
         let runtime = tokio::runtime::Handle::current();
-        let answer = self
-            .models
-            .run(move |models| {
-                let (generator, embedder) = models.generator_and_embedder(cancel.clone())?;
-                let mut retriever = LibraryRetriever {
-                    embedder,
-                    library,
-                    runtime,
-                };
-                let mut on_progress = on_progress;
-                selfrag_core::answer(
-                    &question,
-                    &settings,
-                    generator,
-                    &mut retriever,
-                    &mut on_progress,
-                    cancel.as_ref(),
-                )
-                .map_err(EngineError::from)
-            })
-            .await??;
+        let answer = if self.server_config().is_some() {
+            self.ask_server(question, settings, on_progress, cancel, library)
+                .await?
+        } else {
+            self.models
+                .run(move |models| {
+                    let (generator, embedder) = models.generator_and_embedder()?;
+                    let mut retriever = LibraryRetriever {
+                        embedder: QueryEmbedder::Here(embedder),
+                        library,
+                        runtime,
+                    };
+                    let mut on_progress = on_progress;
+                    selfrag_core::answer(
+                        &question,
+                        &settings,
+                        generator,
+                        &mut retriever,
+                        &mut on_progress,
+                        cancel.as_ref(),
+                    )
+                    .map_err(EngineError::from)
+                })
+                .await??
+        };
         let record = AnswerRecord {
             id: new_answer_id(),
             answer,

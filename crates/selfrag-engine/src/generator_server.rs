@@ -1,5 +1,10 @@
-//! The generator server the user chose in the app: its connection test, switching to it and
-//! back, and where its API key is kept.
+//! The generator server: answering through it, its connection test, switching to it and back,
+//! and where its API key is kept.
+//!
+//! A server answer runs on a blocking thread of its own, not on the model thread: the server
+//! does the generating, and the model thread is asked only to embed each retrieval query, a
+//! job that queues between an indexing job's batches. So indexing goes on while a server
+//! answers. The connected generator is kept for the next question while the choice stands.
 //!
 //! The URL is a setting (`generatorUrl` in settings.json). The API key is kept apart, in
 //! `generator-api-key` in the data folder, created readable by the user only (mode 0600 on
@@ -7,11 +12,32 @@
 //! fixes the choice for a run, as `SELFRAG_DEVICE` fixes the device.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
+use selfrag_core::{Answer, Progress, Settings};
+use selfrag_index::Library;
 use selfrag_remote::{ServerConfig, ServerGenerator};
 use serde::{Deserialize, Serialize};
 
+use crate::retriever::{LibraryRetriever, QueryEmbedder};
 use crate::{Engine, EngineError};
+
+/// The server in use: its configuration, and the generator once connected and checked.
+#[derive(Debug)]
+pub(crate) struct ServerSlot {
+    config: Option<ServerConfig>,
+    connected: Option<ServerGenerator>,
+}
+
+impl ServerSlot {
+    pub(crate) fn new(config: Option<ServerConfig>) -> Self {
+        Self {
+            config,
+            connected: None,
+        }
+    }
+}
 
 /// The key file's name in the data folder.
 const API_KEY_FILE: &str = "generator-api-key";
@@ -98,8 +124,77 @@ fn save_api_key(data_dir: &Path, key: Option<&str>) -> Result<(), EngineError> {
 }
 
 impl Engine {
-    /// The server configuration for `url` with the saved API key.
-    fn server_config(&self, url: &str, api_key: Option<String>) -> ServerConfig {
+    fn slot(&self) -> std::sync::MutexGuard<'_, ServerSlot> {
+        // The slot is replaced whole under the lock, so a poisoned lock still holds a good one.
+        self.server.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The generator server in use, if any.
+    pub(crate) fn server_config(&self) -> Option<ServerConfig> {
+        self.slot().config.clone()
+    }
+
+    /// Answers through the generator server, off the model thread (see the module docs).
+    pub(crate) async fn ask_server(
+        &self,
+        question: String,
+        settings: Settings,
+        on_progress: impl Fn(Progress) + Send + 'static,
+        cancel: Arc<AtomicBool>,
+        library: Option<Arc<Library>>,
+    ) -> Result<Answer, EngineError> {
+        let (config, connected) = {
+            let mut slot = self.slot();
+            (slot.config.clone(), slot.connected.take())
+        };
+        let config = config.ok_or(EngineError::ModelThreadGone)?;
+        let gguf = match connected {
+            Some(_) => None,
+            None => Some(self.tokenizer_gguf()?),
+        };
+        let models = self.models.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let run_config = config.clone();
+        let (generator, answer) = tokio::task::spawn_blocking(move || {
+            let mut generator = match (connected, gguf) {
+                (Some(generator), _) => generator,
+                (None, Some(gguf)) => match ServerGenerator::connect(&run_config, &gguf) {
+                    Ok(generator) => generator,
+                    Err(e) => return (None, Err(EngineError::from(e))),
+                },
+                (None, None) => return (None, Err(EngineError::ModelThreadGone)),
+            };
+            generator.set_cancel(Some(cancel.clone()));
+            let mut retriever = LibraryRetriever {
+                embedder: QueryEmbedder::Thread(models),
+                library,
+                runtime,
+            };
+            let mut on_progress = on_progress;
+            let answer = selfrag_core::answer(
+                &question,
+                &settings,
+                &mut generator,
+                &mut retriever,
+                &mut on_progress,
+                cancel.as_ref(),
+            )
+            .map_err(EngineError::from);
+            generator.set_cancel(None);
+            (Some(generator), answer)
+        })
+        .await
+        .map_err(|_| EngineError::ModelThreadGone)?;
+        // Kept for the next question, unless the choice changed meanwhile.
+        let mut slot = self.slot();
+        if slot.config.as_ref() == Some(&config) && slot.connected.is_none() {
+            slot.connected = generator;
+        }
+        answer
+    }
+
+    /// The server configuration for `url` with `api_key`.
+    fn config_for(&self, url: &str, api_key: Option<String>) -> ServerConfig {
         ServerConfig {
             api_key,
             ..ServerConfig::new(url.trim())
@@ -137,7 +232,7 @@ impl Engine {
         let api_key = api_key
             .filter(|k| !k.trim().is_empty())
             .or_else(|| saved_api_key(&self.config().data_dir));
-        let config = self.server_config(&url, api_key);
+        let config = self.config_for(&url, api_key);
         let gguf = self.tokenizer_gguf()?;
         let generator =
             tokio::task::spawn_blocking(move || ServerGenerator::connect(&config, &gguf))
@@ -171,11 +266,19 @@ impl Engine {
         }
         let server = url
             .filter(|u| !u.trim().is_empty())
-            .map(|u| self.server_config(&u, saved_api_key(data_dir)));
+            .map(|u| self.config_for(&u, saved_api_key(data_dir)));
         if let Some(config) = &server {
             selfrag_remote::check_url(&config.url)?;
         }
-        self.models.set_server(server)
+        let mut slot = self.slot();
+        if slot.config != server {
+            tracing::info!(
+                server = server.as_ref().map_or("this computer", |s| s.url.as_str()),
+                "generator changed"
+            );
+            *slot = ServerSlot::new(server);
+        }
+        Ok(())
     }
 }
 

@@ -6,9 +6,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, mpsc};
 
-use selfrag_core::Generator;
 use selfrag_models::{BertEmbedder, LlamaGenerator};
-use selfrag_remote::{ServerConfig, ServerGenerator};
 
 use crate::EngineError;
 
@@ -29,8 +27,6 @@ pub struct ModelPaths {
     pub generator: Option<PathBuf>,
     pub embedder: Option<PathBuf>,
     pub device: String,
-    /// A llama.cpp server that generates instead of the local model.
-    pub server: Option<ServerConfig>,
 }
 
 /// The models, loaded lazily on the model thread.
@@ -39,8 +35,6 @@ pub struct LoadedModels {
     in_use: Arc<Mutex<Option<&'static str>>>,
     device: Option<selfrag_models::Device>,
     generator: Option<LlamaGenerator>,
-    /// The server generator, connected and checked on first use.
-    remote: Option<ServerGenerator>,
     embedder: Option<BertEmbedder>,
 }
 
@@ -75,26 +69,12 @@ impl LoadedModels {
         *lock(&self.in_use) = None;
     }
 
-    /// Generates on `server` from now on (`None`: on this computer); a connected server that
-    /// is no longer the choice is dropped.
-    fn set_server(&mut self, server: Option<ServerConfig>) {
-        if self.paths.server != server {
-            tracing::info!(
-                server = server.as_ref().map_or("this computer", |s| s.url.as_str()),
-                "generator changed"
-            );
-            self.paths.server = server;
-            self.remote = None;
-        }
-    }
-
     /// Points at the model files found now (after a download); a model whose file changed is
     /// dropped and loads from the new one on its next use.
     fn set_paths(&mut self, generator: Option<PathBuf>, embedder: Option<PathBuf>) {
         if self.paths.generator != generator {
             self.paths.generator = generator;
             self.generator = None;
-            self.remote = None;
         }
         if self.paths.embedder != embedder {
             self.paths.embedder = embedder;
@@ -133,27 +113,6 @@ impl LoadedModels {
         Ok(())
     }
 
-    /// Connects to the generator server if one is configured and not yet checked.
-    fn ensure_remote(&mut self, config: &ServerConfig) -> Result<(), EngineError> {
-        if self.remote.is_some() {
-            return Ok(());
-        }
-        let tokenizer = self
-            .paths
-            .generator
-            .clone()
-            .ok_or(EngineError::ModelMissing {
-                role: "generator",
-                message: format!(
-                    "answering through {} needs the GGUF file the server loaded, for its tokenizer \
-                 (set SELFRAG_GENERATOR or download the model on the start screen)",
-                    config.url
-                ),
-            })?;
-        self.remote = Some(ServerGenerator::connect(config, &tokenizer)?);
-        Ok(())
-    }
-
     /// Loads the embedder if needed.
     pub fn ensure_embedder(&mut self) -> Result<(), EngineError> {
         if self.embedder.is_some() {
@@ -185,28 +144,16 @@ impl LoadedModels {
     }
 
     /// The generator (mutable) and, when it can be loaded, the embedder: both are needed by
-    /// one Self-RAG run, which owns the thread while it runs. `cancel` stops a server
-    /// generator's requests in flight (the local one stops between steps, through the run's
-    /// own check).
+    /// one Self-RAG run, which owns the thread while it runs.
     pub fn generator_and_embedder(
         &mut self,
-        cancel: Arc<std::sync::atomic::AtomicBool>,
-    ) -> Result<(&mut dyn Generator, Result<&BertEmbedder, EngineError>), EngineError> {
-        match self.paths.server.clone() {
-            Some(config) => {
-                self.ensure_remote(&config)?;
-                if let Some(remote) = &mut self.remote {
-                    remote.set_cancel(Some(cancel));
-                }
-            }
-            None => self.ensure_generator()?,
-        }
+    ) -> Result<(&mut LlamaGenerator, Result<&BertEmbedder, EngineError>), EngineError> {
+        self.ensure_generator()?;
         let embedder = self.ensure_embedder();
-        let generator: &mut dyn Generator = match (&mut self.remote, &mut self.generator) {
-            (Some(remote), _) => remote,
-            (None, Some(local)) => local,
-            (None, None) => return Err(EngineError::ModelThreadGone),
-        };
+        let generator = self
+            .generator
+            .as_mut()
+            .ok_or(EngineError::ModelThreadGone)?;
         let embedder =
             embedder.and_then(|()| self.embedder.as_ref().ok_or(EngineError::ModelThreadGone));
         Ok((generator, embedder))
@@ -227,7 +174,6 @@ impl ModelThread {
                     in_use: thread_in_use,
                     device: None,
                     generator: None,
-                    remote: None,
                     embedder: None,
                 };
                 for job in rx {
@@ -243,14 +189,6 @@ impl ModelThread {
     pub fn set_device(&self, device: String) -> Result<(), EngineError> {
         self.jobs
             .send(Box::new(move |m| m.set_device(device)))
-            .map_err(|_| EngineError::ModelThreadGone)
-    }
-
-    /// Queues a change of generator server behind the running job (see
-    /// [`LoadedModels::set_server`]).
-    pub fn set_server(&self, server: Option<ServerConfig>) -> Result<(), EngineError> {
-        self.jobs
-            .send(Box::new(move |m| m.set_server(server)))
             .map_err(|_| EngineError::ModelThreadGone)
     }
 
@@ -317,7 +255,6 @@ mod tests {
             generator: Some(gguf),
             embedder: None,
             device: "cpu".into(),
-            server: None,
         })
         .unwrap();
         assert_eq!(

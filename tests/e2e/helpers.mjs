@@ -5,13 +5,14 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { launch, tempDir } from "./driver.mjs";
 
-/** The app on a fresh data folder with the tiny test generator and embedder. */
-export function launchWithTestModels() {
+/** The app on a fresh data folder with the tiny test generator and embedder, plus `env`. */
+export function launchWithTestModels(env = {}) {
   return launch({
     SELFRAG_DATA_DIR: tempDir("data"),
     SELFRAG_GENERATOR: process.env.SELFRAG_TEST_GENERATOR,
     SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
     HF_HOME: tempDir("hf"),
+    ...env,
   });
 }
 

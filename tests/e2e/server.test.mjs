@@ -8,8 +8,8 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { openSync } from "node:fs";
 import { join } from "node:path";
-import { answerMessageDialog, freePort, launch, sleep, tempDir } from "./driver.mjs";
-import { askQuestion, dropAndIndex, setControl, writeDocs } from "./helpers.mjs";
+import { answerMessageDialog, freePort, sleep, tempDir } from "./driver.mjs";
+import { askQuestion, dropAndIndex, launchWithTestModels, setControl, writeDocs } from "./helpers.mjs";
 
 /** Starts llama-server on the test GGUF, as the Rust tests do; resolves once it is healthy. */
 async function startLlamaServer() {
@@ -43,13 +43,7 @@ async function startLlamaServer() {
 
 test("the app answers through a llama.cpp server and says so", async () => {
   const { server, url } = await startLlamaServer();
-  const session = await launch({
-    SELFRAG_DATA_DIR: tempDir("data"),
-    SELFRAG_GENERATOR: process.env.SELFRAG_TEST_GENERATOR,
-    SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
-    SELFRAG_GENERATOR_URL: url,
-    HF_HOME: tempDir("hf"),
-  });
+  const session = await launchWithTestModels({ SELFRAG_GENERATOR_URL: url });
   try {
     await session.waitFor('[data-testid="question-input"]');
     const [file] = writeDocs({
@@ -72,12 +66,7 @@ test("the app answers through a llama.cpp server and says so", async () => {
 
 test("the generator setting tests a server, switches after the native confirmation, and the answer comes from it", async () => {
   const { server, url } = await startLlamaServer();
-  const session = await launch({
-    SELFRAG_DATA_DIR: tempDir("data"),
-    SELFRAG_GENERATOR: process.env.SELFRAG_TEST_GENERATOR,
-    SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
-    HF_HOME: tempDir("hf"),
-  });
+  const session = await launchWithTestModels();
   try {
     await session.waitFor('[data-testid="question-input"]');
     await session.click(await session.find('[data-testid="generator-menu"] summary'));

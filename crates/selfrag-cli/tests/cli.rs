@@ -3,7 +3,7 @@
 // Test code: a failed unwrap is a failed test, at the line that failed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn selfrag(data: &Path, models: &Path, args: &[&str]) -> Output {
@@ -28,8 +28,9 @@ fn ok(out: Output) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-#[test]
-fn index_ask_json_rerank_and_export_round_trip() {
+/// A temporary folder with the tiny models, and a library holding one indexed note; returns
+/// the folder, the data folder and the models folder.
+fn indexed_library() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let (data, models) = (tmp.path().join("data"), tmp.path().join("models"));
     std::fs::create_dir_all(&models).unwrap();
@@ -41,8 +42,13 @@ fn index_ask_json_rerank_and_export_round_trip() {
         "# Notes\nSelf-RAG critiques its own generations with reflection tokens.\n",
     )
     .unwrap();
-
     ok(selfrag(&data, &models, &["index", doc.to_str().unwrap()]));
+    (tmp, data, models)
+}
+
+#[test]
+fn index_ask_json_rerank_and_export_round_trip() {
+    let (tmp, data, models) = indexed_library();
     let json = ok(selfrag(
         &data,
         &models,
@@ -169,18 +175,7 @@ fn ask_through_a_llama_server_gives_the_local_trace() {
     let Some(binary) = selfrag_testkit::llama_server::binary() else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let (data, models) = (tmp.path().join("data"), tmp.path().join("models"));
-    std::fs::create_dir_all(&models).unwrap();
-    selfrag_models::fixtures::write_tiny_llama_gguf(&models.join("tiny.gguf")).unwrap();
-    selfrag_models::fixtures::write_tiny_bert(&models.join("tiny-bert")).unwrap();
-    let doc = tmp.path().join("notes.md");
-    std::fs::write(
-        &doc,
-        "# Notes\nSelf-RAG critiques its own generations with reflection tokens.\n",
-    )
-    .unwrap();
-    ok(selfrag(&data, &models, &["index", doc.to_str().unwrap()]));
+    let (tmp, data, models) = indexed_library();
     let server = selfrag_testkit::llama_server::LlamaServer::start(
         &binary,
         &models.join("tiny.gguf"),

@@ -322,6 +322,14 @@ impl Client {
                 .cloned()
                 .unwrap_or_default();
             let stop = chunk.get("stop").and_then(Value::as_bool) == Some(true);
+            let has_tokens = chunk
+                .get("tokens")
+                .and_then(Value::as_array)
+                .is_some_and(|t| !t.is_empty());
+            if !stop && probs.is_empty() && !has_tokens {
+                // An event that carries no token (the start of the stream, progress).
+                continue;
+            }
             if !stop {
                 let (Some(predicted), [position]) = (predicted, probs.as_slice()) else {
                     return Err(RemoteError::NoProbabilities {
@@ -333,7 +341,12 @@ impl Client {
                 };
                 // This event's token is the `predicted`-th; the ones before it that were
                 // never sent are read first.
-                if !fill(&mut context, &mut generated, predicted - 1, &mut on_token)? {
+                if !fill(
+                    &mut context,
+                    &mut generated,
+                    predicted.saturating_sub(1),
+                    &mut on_token,
+                )? {
                     return Ok(StreamEnd::Caller);
                 }
                 let position = self.token_probs(position.clone())?;

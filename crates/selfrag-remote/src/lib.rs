@@ -112,6 +112,10 @@ impl std::fmt::Debug for ServerGenerator {
     }
 }
 
+/// The second, wider look at a position whose watched ids are not among the first `top_n`:
+/// reflection tokens the model does not expect there are usually still within it.
+const WIDE_TOP_N: usize = 1024;
+
 /// A plain sentence whose ids must be the same on both sides: words, digits, punctuation and
 /// non-ASCII text. No reflection token written as text: llama.cpp's tokenizer turns the
 /// Self-RAG tokens (user-defined tokens of the GGUF) into their ids even with `parse_special`
@@ -228,22 +232,26 @@ impl ServerGenerator {
     }
 
     /// Exact probabilities of `ids` after `prefix`: from the top `top_n` when all are there,
-    /// else from the whole vocabulary.
+    /// else the top [`WIDE_TOP_N`], else the whole vocabulary. Every step is exact; the wider
+    /// ones only cost a larger reply (the whole of a 32k vocabulary is about 2 MB of JSON).
     fn probabilities_after(
         &self,
         prefix: &[TokenId],
         ids: &[TokenId],
     ) -> Result<Vec<f32>, RemoteError> {
-        let position = self
-            .client
-            .next_position(prefix, self.top_n, &self.byte_ids)?;
-        if let Some(found) = lookup(&position, ids) {
-            return Ok(found);
+        let vocab = self.tokenizer.vocab_size();
+        let mut widths: Vec<usize> = [self.top_n, WIDE_TOP_N, vocab]
+            .into_iter()
+            .map(|w| w.min(vocab))
+            .collect();
+        widths.dedup();
+        for width in widths.into_iter().filter(|&w| w >= self.top_n.min(vocab)) {
+            let position = self.client.next_position(prefix, width, &self.byte_ids)?;
+            if let Some(found) = lookup(&position, ids) {
+                return Ok(found);
+            }
         }
-        let whole =
-            self.client
-                .next_position(prefix, self.tokenizer.vocab_size(), &self.byte_ids)?;
-        lookup(&whole, ids).ok_or_else(|| RemoteError::NoProbabilities {
+        Err(RemoteError::NoProbabilities {
             url: self.info.url.clone(),
             what: format!(
                 "asked for all {} tokens' probabilities, it left out some of {ids:?}",

@@ -28,6 +28,17 @@ fn ok(out: Output) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The question both `ask` tests put, always retrieving, trace as JSON.
+const ASK_JSON: [&str; 7] = [
+    "ask",
+    "What are reflection tokens?",
+    "--json",
+    "--mode",
+    "always",
+    "--k",
+    "2",
+];
+
 /// A temporary folder with the tiny models, and a library holding one indexed note; returns
 /// the folder, the data folder and the models folder.
 fn indexed_library() -> (tempfile::TempDir, PathBuf, PathBuf) {
@@ -49,19 +60,7 @@ fn indexed_library() -> (tempfile::TempDir, PathBuf, PathBuf) {
 #[test]
 fn index_ask_json_rerank_and_export_round_trip() {
     let (tmp, data, models) = indexed_library();
-    let json = ok(selfrag(
-        &data,
-        &models,
-        &[
-            "ask",
-            "What are reflection tokens?",
-            "--json",
-            "--mode",
-            "always",
-            "--k",
-            "2",
-        ],
-    ));
+    let json = ok(selfrag(&data, &models, &ASK_JSON));
     let trace: serde_json::Value = serde_json::from_str(&json).unwrap();
     for key in [
         "question", "settings", "retrieve", "passages", "segments", "answer",
@@ -185,15 +184,7 @@ fn ask_through_a_llama_server_gives_the_local_trace() {
         &[],
     )
     .unwrap();
-    let ask = [
-        "ask",
-        "What are reflection tokens?",
-        "--json",
-        "--mode",
-        "always",
-        "--k",
-        "2",
-    ];
+    let ask = ASK_JSON;
     let local = ok(selfrag(&data, &models, &ask));
     let mut remote_args = ask.to_vec();
     remote_args.extend(["--generator-url", server.url.as_str()]);

@@ -216,13 +216,12 @@ impl Engine {
                 })
                 .await??
         };
-        let record = AnswerRecord {
+        Ok(self.keep(AnswerRecord {
             id: new_answer_id(),
             answer,
             rerun_could_differ: false,
-        };
-        self.history.put(record.clone())?;
-        Ok(record)
+            not_saved: None,
+        }))
     }
 
     /// Re-chooses among the stored candidates of answer `id` with new weights; no model call.
@@ -234,13 +233,26 @@ impl Engine {
     ) -> Result<AnswerRecord, EngineError> {
         let stored = self.history.get(id)?;
         let reranked = selfrag_core::rerank(&stored.answer, weights, hard_constraints);
-        let record = AnswerRecord {
+        Ok(self.keep(AnswerRecord {
             id: stored.id,
             answer: reranked.answer,
             rerun_could_differ: reranked.rerun_could_differ,
-        };
-        self.history.put(record.clone())?;
-        Ok(record)
+            not_saved: None,
+        }))
+    }
+
+    /// Saves `record` to the history; where that fails (a full disk, a folder that is not
+    /// writable) the answer is still returned and kept for this session, with why it was not
+    /// saved: minutes of generation are never lost to a write error.
+    fn keep(&self, mut record: AnswerRecord) -> AnswerRecord {
+        if let Err(e) = self.history.put(record.clone()) {
+            tracing::warn!(id = %record.id, error = %e, "answer not saved");
+            record.not_saved = Some(format!(
+                "{e}. The answer stays open until the app closes: export it to keep it"
+            ));
+            self.history.keep_unsaved(record.clone());
+        }
+        record
     }
 
     /// The stored answer `id` (as last asked or re-ranked).

@@ -22,6 +22,11 @@ pub struct AnswerRecord {
     pub id: String,
     pub answer: Answer,
     pub rerun_could_differ: bool,
+    /// Set when the answer could not be saved: why, naming the file and the fix. The answer
+    /// is kept for this session (re-rank and export work) and is not lost to the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub not_saved: Option<String>,
 }
 
 /// The session's answers, backed by `dir`.
@@ -61,6 +66,11 @@ impl History {
         lock(&self.summaries).remove(&record.id);
         self.lock().insert(record.id.clone(), record);
         Ok(())
+    }
+
+    /// Keeps `record` for this session only (its file could not be written).
+    pub fn keep_unsaved(&self, record: AnswerRecord) {
+        self.lock().insert(record.id.clone(), record);
     }
 
     /// The answer with `id`, from memory or from its saved file.
@@ -369,6 +379,7 @@ mod tests {
             id: id.into(),
             answer: a,
             rerun_could_differ: false,
+            not_saved: None,
         }
     }
 

@@ -126,3 +126,58 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
         .unwrap();
     assert!(engine.device_status().in_use.is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gguf = tmp.path().join("tiny.gguf");
+    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    // The history folder's place is taken by a file: every save fails, as on a full or
+    // read-only disk, whatever the user running the test may write.
+    std::fs::write(data.join("history"), "not a folder").unwrap();
+    let engine = Engine::new(EngineConfig {
+        data_dir: data.clone(),
+        generator: Some(gguf),
+        embedder: None,
+        device: "cpu".into(),
+        extract_worker: None,
+        generator_server: None,
+    })
+    .unwrap();
+    let settings = Settings {
+        mode: RetrieveMode::Never,
+        max_new_tokens: 16,
+        ..Settings::default()
+    };
+    let record = engine
+        .ask(
+            "What is Self-RAG?".into(),
+            settings,
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        )
+        .await
+        .expect("the answer comes back although it cannot be saved");
+    let why = record.not_saved.clone().expect("it says it was not saved");
+    assert!(
+        why.contains("history") && why.contains("export it"),
+        "{why}"
+    );
+    assert!(!record.answer.segments.is_empty());
+    // Kept for the session: it can be re-ranked and exported.
+    let again = engine.answer(&record.id).unwrap();
+    assert_eq!(again.answer, record.answer);
+    let reranked = engine
+        .rerank(&record.id, selfrag_core::CritiqueWeights::default(), false)
+        .unwrap();
+    assert!(reranked.not_saved.is_some());
+    let out = tmp.path().join("answer.md");
+    engine.export(&record.id, ExportFormat::Md, &out).unwrap();
+    assert!(
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .contains("What is Self-RAG?")
+    );
+}

@@ -20,6 +20,40 @@ describe("AnswerView", () => {
     expect(screen.getByTestId("badge-isuse")).toHaveTextContent("s_use 0.90");
   });
 
+  it("says when the answer could not be saved, and why, and otherwise says nothing", () => {
+    const { unmount } = render(AnswerView, { record: record() });
+    expect(screen.queryByTestId("not-saved")).toBeNull();
+    unmount();
+    render(AnswerView, {
+      record: record({
+        notSaved:
+          "cannot write /data/history/a1.json: No space left on device. The answer stays open until the app closes: export it to keep it",
+      }),
+    });
+    expect(screen.getByTestId("not-saved")).toHaveTextContent(
+      "This answer could not be saved: cannot write /data/history/a1.json: No space left on device.",
+    );
+    expect(screen.getByTestId("not-saved")).toHaveTextContent("export it to keep it");
+  });
+
+  it("says which generator wrote the answer", () => {
+    render(AnswerView, {
+      record: record({
+        answer: answer({
+          generator: {
+            kind: "server",
+            model: "m.gguf",
+            runtime: "llama.cpp b1",
+            url: "http://lab:8080",
+          },
+        }),
+      }),
+    });
+    expect(screen.getByTestId("answer-generator")).toHaveTextContent(
+      "Written on the server http://lab:8080 (llama.cpp b1) by m.gguf",
+    );
+  });
+
   it("lists every token probability in each badge's tooltip", () => {
     render(AnswerView, { record: record() });
 

@@ -249,7 +249,12 @@ pages: number, passages: number, };
 
 export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, cancelled: boolean, };
 
-export type AnswerRecord = { id: string, answer: Answer, rerunCouldDiffer: boolean, };
+export type AnswerRecord = { id: string, answer: Answer, rerunCouldDiffer: boolean, 
+/**
+ * Set when the answer could not be saved: why, naming the file and the fix. The answer
+ * is kept for this session (re-rank and export work) and is not lost to the error.
+ */
+notSaved?: string, };
 
 export type ExportFormat = "md" | "html" | "json" | "bib";
 

@@ -49,7 +49,8 @@ const EMIT_EVERY: Duration = Duration::from_millis(100);
 const RATE_WINDOW: Duration = Duration::from_secs(5);
 
 /// Where and how to download; [`HubOptions::from_env`] reads the usual Hugging Face variables.
-#[derive(Debug, Clone, PartialEq)]
+/// `Debug` shows whether a token is set, never the token.
+#[derive(Clone, PartialEq)]
 pub struct HubOptions {
     /// The hub's base URL, `https://huggingface.co` unless `HF_ENDPOINT` says otherwise.
     pub endpoint: String,
@@ -63,6 +64,19 @@ pub struct HubOptions {
     pub retries: u32,
     /// A connection that sends nothing for this long counts as dropped.
     pub read_timeout: Duration,
+}
+
+impl std::fmt::Debug for HubOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubOptions")
+            .field("endpoint", &self.endpoint)
+            .field("cache_dir", &self.cache_dir)
+            .field("offline", &self.offline)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("retries", &self.retries)
+            .field("read_timeout", &self.read_timeout)
+            .finish()
+    }
 }
 
 impl HubOptions {
@@ -1398,6 +1412,11 @@ mod tests {
         assert_eq!(options.endpoint, "http://mirror.example");
         assert!(options.offline);
         assert_eq!(options.token.as_deref(), Some("hf_abc"));
+        let shown = format!("{options:?}");
+        assert!(
+            !shown.contains("hf_abc") && shown.contains("<redacted>"),
+            "{shown}"
+        );
 
         let defaults = HubOptions::from_vars(|_| None, None);
         assert_eq!(defaults.endpoint, DEFAULT_ENDPOINT);

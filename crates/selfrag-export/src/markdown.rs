@@ -3,8 +3,9 @@
 //! page and the quoted passage.
 //!
 //! Text from documents and the model is written as text: a `<` is backslash-escaped so a
-//! Markdown renderer never turns `<script>` or `<img onerror=…>` into HTML, and a file path is
-//! a code span fenced with more backticks than it contains.
+//! Markdown renderer never turns `<script>` or `<img onerror=…>` into HTML, `[` and `]` so that
+//! `![](https://tracker/p.png)` or `[x](javascript:…)` in a document never becomes a live image
+//! or link, and a file path is a code span fenced with more backticks than it contains.
 
 use selfrag_core::Answer;
 
@@ -57,12 +58,13 @@ pub fn markdown(answer: &Answer, options: &ExportOptions) -> String {
     out
 }
 
-/// Text that Markdown shows as written: `\` and `<` are backslash-escaped (no raw HTML, no
-/// autolinks); everything else stays readable.
+/// Text that Markdown shows as written: `\`, `<`, `[` and `]` are backslash-escaped (no raw
+/// HTML, no autolinks, no links, images or footnote references); everything else stays
+/// readable.
 fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if matches!(c, '\\' | '<') {
+        if matches!(c, '\\' | '<' | '[' | ']') {
             out.push('\\');
         }
         out.push(c);
@@ -92,6 +94,27 @@ fn code_span(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::test_answer::{self, XSS_IMG, XSS_SCRIPT};
+
+    #[test]
+    fn links_and_images_from_documents_stay_text() {
+        let mut answer = test_answer::answer();
+        let hostile = "See ![](https://tracker.example/p.png) and [x](javascript:alert(1)) or [^9].";
+        answer.passages[0].text = hostile.into();
+        answer.passages[0].title = "[t](https://evil.example)".into();
+        answer.segments[0].text = "Click [here](https://evil.example).".into();
+        let md = markdown(&answer, &ExportOptions::default());
+        assert!(md.contains("!\\[\\](https://tracker.example/p.png)"), "{md}");
+        assert!(md.contains("\\[x\\](javascript:alert(1))"), "{md}");
+        assert!(md.contains("\\[t\\](https://evil.example)"), "{md}");
+        assert!(md.contains("Click \\[here\\](https://evil.example)."), "{md}");
+        // Every `[` left unescaped is the export's own footnote syntax.
+        let bytes = md.as_bytes();
+        for (i, _) in md.match_indices('[') {
+            let escaped = i > 0 && bytes[i - 1] == b'\\';
+            assert!(escaped || md[i..].starts_with("[^"), "unescaped [ at {i} in\n{md}");
+        }
+        assert!(!md.contains("[^9]"), "{md}");
+    }
 
     #[test]
     fn footnotes_quote_title_file_page_and_passage() {

@@ -26,6 +26,13 @@ pub enum SelfRagError {
         "the prompt needs {tokens} tokens but only {limit} fit in the model's context; shorten the question or lower the new-token limit"
     )]
     PromptTooLong { tokens: usize, limit: usize },
+    /// A setting is out of its range (from a settings file, the page or the command line).
+    #[error("the setting `{name}` is {value}; it must be {allowed}")]
+    InvalidSetting {
+        name: &'static str,
+        value: String,
+        allowed: &'static str,
+    },
     /// The question is empty or only whitespace.
     #[error("the question is empty; type a question to answer")]
     EmptyQuestion,

@@ -56,6 +56,7 @@ pub fn answer(
     on_progress: &mut dyn FnMut(Progress),
     cancel: &dyn Cancel,
 ) -> Result<Answer, SelfRagError> {
+    settings.validate()?;
     if settings.long_form {
         long_form::run(
             question,

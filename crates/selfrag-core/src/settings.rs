@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::SelfRagError;
+
 /// How the retrieve decision is made (SELFRAG.md step 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -98,6 +100,183 @@ impl Default for Settings {
             max_segments: 7,
             max_new_tokens: 100,
             max_segment_tokens: 200,
+        }
+    }
+}
+
+/// The ranges [`Settings::validate`] allows: wide enough for every use of the app and the
+/// command line, narrow enough that no setting can run the machine out of memory or time.
+pub mod limits {
+    /// K, passages and candidates per segment.
+    pub const K: (usize, usize) = (1, 50);
+    /// A critique weight.
+    pub const WEIGHT: (f32, f32) = (0.0, 100.0);
+    /// B, beams in long form.
+    pub const BEAM_WIDTH: (usize, usize) = (1, 16);
+    /// Segments of a long-form answer.
+    pub const MAX_SEGMENTS: (usize, usize) = (1, 64);
+    /// New tokens of a short answer or of one long-form segment.
+    pub const NEW_TOKENS: (usize, usize) = (1, 8192);
+}
+
+fn within<T: PartialOrd + std::fmt::Display>(
+    name: &'static str,
+    value: T,
+    (low, high): (T, T),
+    allowed: &'static str,
+) -> Result<(), SelfRagError> {
+    if value >= low && value <= high {
+        Ok(())
+    } else {
+        Err(SelfRagError::InvalidSetting {
+            name,
+            value: value.to_string(),
+            allowed,
+        })
+    }
+}
+
+impl CritiqueWeights {
+    /// Every weight is a number from 0 to 100 (NaN is not).
+    pub fn validate(&self) -> Result<(), SelfRagError> {
+        let allowed = "a number from 0 to 100";
+        within("w_rel", self.rel, limits::WEIGHT, allowed)?;
+        within("w_sup", self.sup, limits::WEIGHT, allowed)?;
+        within("w_use", self.use_, limits::WEIGHT, allowed)
+    }
+}
+
+impl Settings {
+    /// Every setting within its range ([`limits`]); the first one that is not is named.
+    pub fn validate(&self) -> Result<(), SelfRagError> {
+        within(
+            "threshold",
+            self.threshold,
+            (0.0, 1.0),
+            "a probability from 0 to 1",
+        )?;
+        within("k", self.k, limits::K, "from 1 to 50")?;
+        self.weights.validate()?;
+        within(
+            "beam_width",
+            self.beam_width,
+            limits::BEAM_WIDTH,
+            "from 1 to 16",
+        )?;
+        within(
+            "max_segments",
+            self.max_segments,
+            limits::MAX_SEGMENTS,
+            "from 1 to 64",
+        )?;
+        within(
+            "max_new_tokens",
+            self.max_new_tokens,
+            limits::NEW_TOKENS,
+            "from 1 to 8192",
+        )?;
+        within(
+            "max_segment_tokens",
+            self.max_segment_tokens,
+            limits::NEW_TOKENS,
+            "from 1 to 8192",
+        )
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod validation_tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_each_out_of_range_setting_is_named() {
+        Settings::default().validate().unwrap();
+        let cases: Vec<(&str, Settings)> = vec![
+            (
+                "threshold",
+                Settings {
+                    threshold: 1.5,
+                    ..Settings::default()
+                },
+            ),
+            (
+                "threshold",
+                Settings {
+                    threshold: f32::NAN,
+                    ..Settings::default()
+                },
+            ),
+            (
+                "k",
+                Settings {
+                    k: 1_000_000_000,
+                    ..Settings::default()
+                },
+            ),
+            (
+                "k",
+                Settings {
+                    k: 0,
+                    ..Settings::default()
+                },
+            ),
+            (
+                "w_sup",
+                Settings {
+                    weights: CritiqueWeights {
+                        sup: -1.0,
+                        ..CritiqueWeights::default()
+                    },
+                    ..Settings::default()
+                },
+            ),
+            (
+                "w_use",
+                Settings {
+                    weights: CritiqueWeights {
+                        use_: f32::INFINITY,
+                        ..CritiqueWeights::default()
+                    },
+                    ..Settings::default()
+                },
+            ),
+            (
+                "beam_width",
+                Settings {
+                    beam_width: 0,
+                    ..Settings::default()
+                },
+            ),
+            (
+                "max_segments",
+                Settings {
+                    max_segments: 10_000,
+                    ..Settings::default()
+                },
+            ),
+            (
+                "max_new_tokens",
+                Settings {
+                    max_new_tokens: 0,
+                    ..Settings::default()
+                },
+            ),
+            (
+                "max_segment_tokens",
+                Settings {
+                    max_segment_tokens: 1 << 40,
+                    ..Settings::default()
+                },
+            ),
+        ];
+        for (name, settings) in cases {
+            let err = settings.validate().unwrap_err();
+            assert!(
+                matches!(&err, SelfRagError::InvalidSetting { name: n, .. } if *n == name),
+                "{name}: {err}"
+            );
+            assert!(err.to_string().contains(&format!("`{name}`")), "{err}");
         }
     }
 }

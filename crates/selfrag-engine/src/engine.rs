@@ -231,6 +231,7 @@ impl Engine {
         weights: CritiqueWeights,
         hard_constraints: bool,
     ) -> Result<AnswerRecord, EngineError> {
+        weights.validate()?;
         let stored = self.history.get(id)?;
         let reranked = selfrag_core::rerank(&stored.answer, weights, hard_constraints);
         Ok(self.keep(AnswerRecord {

@@ -98,20 +98,30 @@ mod tests {
     #[test]
     fn links_and_images_from_documents_stay_text() {
         let mut answer = test_answer::answer();
-        let hostile = "See ![](https://tracker.example/p.png) and [x](javascript:alert(1)) or [^9].";
+        let hostile =
+            "See ![](https://tracker.example/p.png) and [x](javascript:alert(1)) or [^9].";
         answer.passages[0].text = hostile.into();
         answer.passages[0].title = "[t](https://evil.example)".into();
         answer.segments[0].text = "Click [here](https://evil.example).".into();
         let md = markdown(&answer, &ExportOptions::default());
-        assert!(md.contains("!\\[\\](https://tracker.example/p.png)"), "{md}");
+        assert!(
+            md.contains("!\\[\\](https://tracker.example/p.png)"),
+            "{md}"
+        );
         assert!(md.contains("\\[x\\](javascript:alert(1))"), "{md}");
         assert!(md.contains("\\[t\\](https://evil.example)"), "{md}");
-        assert!(md.contains("Click \\[here\\](https://evil.example)."), "{md}");
+        assert!(
+            md.contains("Click \\[here\\](https://evil.example)."),
+            "{md}"
+        );
         // Every `[` left unescaped is the export's own footnote syntax.
         let bytes = md.as_bytes();
         for (i, _) in md.match_indices('[') {
             let escaped = i > 0 && bytes[i - 1] == b'\\';
-            assert!(escaped || md[i..].starts_with("[^"), "unescaped [ at {i} in\n{md}");
+            assert!(
+                escaped || md[i..].starts_with("[^"),
+                "unescaped [ at {i} in\n{md}"
+            );
         }
         assert!(!md.contains("[^9]"), "{md}");
     }

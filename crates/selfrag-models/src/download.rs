@@ -541,6 +541,8 @@ fn fetch_blob(
     }
     // The hash covers the whole file, so a resumed download reads its first part back.
     let mut hasher = Sha256::new();
+    // Bytes of this file kept from an earlier run (counted in `report.resumed_bytes`).
+    let mut resumed = have;
     if have > 0 {
         meter.emit(DownloadPhase::Checking, &file.name, true);
         if file.sha256.is_some() {
@@ -555,49 +557,62 @@ fn fetch_blob(
     while have < file.size {
         let reason = match client.get_from(&file.url, have) {
             Ok(response) => {
-                let status = response.status();
                 let content_start = content_range_start(&response);
-                if have > 0 && (status == 200 || content_start != Some(have)) {
-                    // The server ignored the Range request: start the file again.
+                if content_start != Some(have) {
+                    // The server ignored the Range request (a whole file, from byte 0) or
+                    // answered it from another byte: start the file again.
                     out.set_len(0).map_err(io_err(&partial))?;
                     out.seek(SeekFrom::Start(0)).map_err(io_err(&partial))?;
                     hasher = Sha256::new();
-                    meter.done -= have;
-                    report.resumed_bytes -= have;
+                    // What this run fetched before stays counted as fetched; what an earlier
+                    // run left is no longer resumed.
+                    meter.done = meter.done.saturating_sub(have);
+                    report.resumed_bytes = report.resumed_bytes.saturating_sub(resumed);
+                    resumed = 0;
                     have = 0;
                 }
                 let mut body = response.into_reader();
-                match copy_body(
-                    &mut body,
-                    &mut out,
-                    &mut have,
-                    file,
-                    &mut hasher,
-                    meter,
-                    report,
-                    cancel,
-                ) {
-                    Ok(()) if have == file.size => break,
-                    Ok(()) => "the connection closed early".to_owned(),
-                    Err(Copy::Cancelled) => {
-                        out.sync_all().map_err(io_err(&partial))?;
-                        return Err(DownloadError::Cancelled {
-                            file: file.name.clone(),
-                            done: have,
-                            total: file.size,
-                        });
+                if content_start != Some(have) {
+                    // Neither where it was asked to start nor at byte 0: this body belongs
+                    // nowhere in the file. It is dropped and the file fetched from the start.
+                    drop(body);
+                    format!(
+                        "the server answered the resume from byte {} instead",
+                        content_start.map_or_else(|| "?".to_owned(), |b| b.to_string())
+                    )
+                } else {
+                    match copy_body(
+                        &mut body,
+                        &mut out,
+                        &mut have,
+                        file,
+                        &mut hasher,
+                        meter,
+                        report,
+                        cancel,
+                    ) {
+                        Ok(()) if have == file.size => break,
+                        Ok(()) => "the connection closed early".to_owned(),
+                        Err(Copy::Cancelled) => {
+                            out.sync_all().map_err(io_err(&partial))?;
+                            return Err(DownloadError::Cancelled {
+                                file: file.name.clone(),
+                                done: have,
+                                total: file.size,
+                            });
+                        }
+                        Err(Copy::TooLong) => {
+                            drop(out);
+                            let _ = fs::remove_file(&partial);
+                            return Err(DownloadError::SizeMismatch {
+                                file: file.name.clone(),
+                                expected: file.size,
+                                received: have + 1,
+                            });
+                        }
+                        Err(Copy::Write(e)) => return Err(io_err(&partial)(e)),
+                        Err(Copy::Read(e)) => e.to_string(),
                     }
-                    Err(Copy::TooLong) => {
-                        drop(out);
-                        let _ = fs::remove_file(&partial);
-                        return Err(DownloadError::SizeMismatch {
-                            file: file.name.clone(),
-                            expected: file.size,
-                            received: have + 1,
-                        });
-                    }
-                    Err(Copy::Write(e)) => return Err(io_err(&partial)(e)),
-                    Err(Copy::Read(e)) => e.to_string(),
                 }
             }
             Err(e @ (DownloadError::Network { .. } | DownloadError::Http { .. })) => {

@@ -48,6 +48,9 @@ struct Served {
     drop_after: usize,
     /// Seconds to wait between chunks, to keep a transfer going while a test acts.
     slow: bool,
+    /// Ranges are answered from this many bytes before the start asked for: a server (or a
+    /// proxy) that gets resumes wrong.
+    range_early: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -194,7 +197,13 @@ fn serve(stream: TcpStream, state: &Mutex<HubState>, base: &str) -> std::io::Res
         headers.push_str(&format!("ETag: \"{}\"\r\n", &sha[..40]));
     }
     let body = served.send_instead.clone().unwrap_or(served.bytes.clone());
-    let start = range_start.unwrap_or(0).min(size as u64) as usize;
+    let start = (range_start.unwrap_or(0).min(size as u64) as usize).saturating_sub(
+        if range_start.is_some() {
+            served.range_early
+        } else {
+            0
+        },
+    );
     let status = if range_start.is_some() {
         headers.push_str(&format!(
             "Content-Range: bytes {start}-{}/{size}\r\n",
@@ -594,6 +603,43 @@ fn a_dropped_connection_is_resumed_automatically_when_retries_are_allowed() {
         std::fs::read(found.join("pytorch_model.bin")).unwrap(),
         weights
     );
+}
+
+#[test]
+fn a_resume_answered_from_another_byte_starts_the_file_again_instead_of_misplacing_it() {
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    let weights = noise(800_000, 5);
+    let repo = "test-org/early-range";
+    let spec = embedder(&hub, repo, &weights);
+    hub.with(|s| {
+        let f = s
+            .files
+            .get_mut(&format!("/{repo}/resolve/main/pytorch_model.bin"))
+            .unwrap();
+        f.drop_gets = 1;
+        f.drop_after = 300_000;
+        f.range_early = 1_000;
+    });
+    let mut options = hub.options(cache.path());
+    options.retries = 3;
+    let (result, _) = run(&spec, &options);
+    result.unwrap();
+    let found = locate_in(cache.path(), &spec).found.unwrap();
+    assert_eq!(
+        std::fs::read(found.join("pytorch_model.bin")).unwrap(),
+        weights,
+        "the file is whole and in order"
+    );
+    // The resume asked for byte 300 000 and got 299 000 on: that body was not written, and
+    // the file was fetched again from the start.
+    let starts: Vec<Option<u64>> = hub
+        .log()
+        .iter()
+        .filter(|l| l.method == "GET" && l.path.starts_with("/cdn/"))
+        .map(|l| l.range_start)
+        .collect();
+    assert_eq!(starts, vec![None, Some(300_000), None], "{starts:?}");
 }
 
 #[test]

@@ -216,6 +216,10 @@ impl BertEmbedder {
                 reason: e.to_string(),
             })?
             .with_padding(None);
+        // `[SEP]`, `[CLS]` or `[MASK]` written in a document is text: only the
+        // post-processor's own `[CLS]` … `[SEP]` frame a passage (as the generator embeds
+        // document text with special tokens off).
+        tokenizer.set_encode_special_tokens(true);
         let pad_id = u32::try_from(config.pad_token_id).unwrap_or(0);
 
         tracing::info!(dir = %dir.display(), dim = config.hidden_size, "loaded BERT embedder");
@@ -227,6 +231,17 @@ impl BertEmbedder {
             pad_id,
             dir: dir.to_owned(),
         })
+    }
+
+    /// The ids the encoder reads for `text`, framed by `[CLS]` and `[SEP]`, not truncated.
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        self.tokenizer
+            .encode(text, true)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| ModelError::InvalidBertTokenizer {
+                path: self.dir.clone(),
+                reason: format!("cannot tokenize: {e}"),
+            })
     }
 
     /// Width of the embeddings (768 for Contriever).

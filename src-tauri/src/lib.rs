@@ -61,6 +61,7 @@ pub fn run() -> anyhow::Result<()> {
     let engine = Engine::new(config).context("starting the engine")?;
     tracing::info!(data_dir = %engine.config().data_dir.display(), "starting");
     tauri::Builder::default()
+        .plugin(navigation_guard())
         .plugin(tauri_plugin_dialog::init())
         // Reached only through the open_source command; no link-click script in the webview.
         .plugin(
@@ -147,4 +148,22 @@ fn init_logging(data_dir: &std::path::Path) {
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .with(file)
         .try_init();
+}
+
+/// Keeps the webview on the app's own pages (`tauri://localhost`, or `http(s)://tauri.localhost`
+/// where the platform serves custom protocols so): a script that ever ran in the page could
+/// otherwise carry passages away with `location = "https://…?q=…"`.
+fn navigation_guard<R: tauri::Runtime>() -> tauri::plugin::TauriPlugin<R> {
+    tauri::plugin::Builder::new("navigation-guard")
+        .on_navigation(|_webview, url| {
+            let own = matches!(
+                (url.scheme(), url.host_str()),
+                ("tauri", Some("localhost")) | ("http" | "https", Some("tauri.localhost"))
+            );
+            if !own {
+                tracing::warn!(%url, "the page tried to leave the app; navigation refused");
+            }
+            own
+        })
+        .build()
 }

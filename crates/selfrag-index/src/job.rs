@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::library::meta::write_atomically;
+use crate::library::meta::{read_state, write_atomically};
 use crate::library::path_key;
 use crate::{IndexError, IndexOutcome, Library, PassageEmbedder};
 
@@ -76,9 +76,7 @@ impl Library {
 
     /// The files and folders of a job that was interrupted (killed, crashed) and not finished.
     pub fn pending_job(&self) -> Vec<PathBuf> {
-        std::fs::read_to_string(self.job_file())
-            .ok()
-            .and_then(|t| serde_json::from_str::<PendingJob>(&t).ok())
+        read_state::<PendingJob>(&self.job_file())
             .map(|j| j.roots.into_iter().map(PathBuf::from).collect())
             .unwrap_or_default()
     }

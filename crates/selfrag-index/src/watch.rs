@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::job::{JobEvent, JobSummary, collect_files};
-use crate::library::meta::write_atomically;
+use crate::library::meta::{read_state, write_atomically};
 use crate::library::path_key;
 use crate::{IndexError, IndexOutcome, Library, PassageEmbedder};
 
@@ -108,9 +108,7 @@ impl Library {
 
     /// The folders the user asked to keep in sync with the library.
     pub fn watched_folders(&self) -> Vec<PathBuf> {
-        std::fs::read_to_string(self.watched_file())
-            .ok()
-            .and_then(|t| serde_json::from_str::<Watched>(&t).ok())
+        read_state::<Watched>(&self.watched_file())
             .map(|w| w.folders.into_iter().map(PathBuf::from).collect())
             .unwrap_or_default()
     }

@@ -88,3 +88,74 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IndexErr
     }
     Ok(())
 }
+
+/// Reads one of the library's small state files (`job.json`, `watched.json`): `None` when it
+/// does not exist. One that cannot be read as `T` is never overwritten in place: it is renamed
+/// to `<name>.broken-<unix seconds>` beside itself, which the log says, and `None` is returned,
+/// so the next write starts a new file and the old one stays for the user to look at.
+pub(crate) fn read_state<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read; ignored");
+            return None;
+        }
+    };
+    match serde_json::from_slice(&text) {
+        Ok(value) => Some(value),
+        Err(e) => {
+            let seconds = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let aside = path.with_file_name(format!("{name}.broken-{seconds}"));
+            match std::fs::rename(path, &aside) {
+                Ok(()) => tracing::warn!(
+                    path = %path.display(),
+                    moved_to = %aside.display(),
+                    error = %e,
+                    "unreadable; moved aside and started anew"
+                ),
+                Err(rename) => tracing::warn!(
+                    path = %path.display(),
+                    error = %e,
+                    rename_error = %rename,
+                    "unreadable, and could not be moved aside"
+                ),
+            }
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod state_tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_state_file_is_moved_aside_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("watched.json");
+        assert_eq!(read_state::<Vec<String>>(&path), None);
+        std::fs::write(&path, "{ not json").unwrap();
+        assert_eq!(read_state::<Vec<String>>(&path), None);
+        assert!(!path.exists(), "the broken file left its place");
+        let aside: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert!(aside[0].starts_with("watched.json.broken-"), "{aside:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(&aside[0])).unwrap(),
+            "{ not json"
+        );
+        std::fs::write(&path, r#"["a"]"#).unwrap();
+        assert_eq!(read_state::<Vec<String>>(&path), Some(vec!["a".to_owned()]));
+    }
+}

@@ -103,24 +103,7 @@ fn save_api_key(data_dir: &Path, key: Option<&str>) -> Result<(), EngineError> {
             _ => Ok(()),
         };
     };
-    std::fs::create_dir_all(data_dir).map_err(|source| EngineError::Write {
-        path: data_dir.to_owned(),
-        source,
-    })?;
-    let temp = data_dir.join(format!(".{API_KEY_FILE}.{}", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let written = options.open(&temp).and_then(|mut f| {
-        std::io::Write::write_all(&mut f, key.as_bytes())?;
-        f.sync_all()
-    });
-    if let Err(e) = written.and_then(|()| std::fs::rename(&temp, &path)) {
-        let _ = std::fs::remove_file(&temp);
-        return Err(write_error(e));
-    }
-    Ok(())
+    selfrag_index::atomic::write_private(&path, key.as_bytes()).map_err(write_error)
 }
 
 impl Engine {

@@ -4,10 +4,8 @@
 //! leaves the previous version, never half a file.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use selfrag_core::Answer;
 
@@ -179,9 +177,11 @@ impl History {
         lock(&self.summaries).remove(id);
         match std::fs::remove_file(&path) {
             Ok(()) => {
-                sync_dir(&self.dir).map_err(|source| EngineError::Write {
-                    path: self.dir.clone(),
-                    source,
+                selfrag_index::atomic::sync_dir(&self.dir).map_err(|source| {
+                    EngineError::Write {
+                        path: self.dir.clone(),
+                        source,
+                    }
                 })?;
                 Ok(())
             }
@@ -248,101 +248,13 @@ impl HistoryEntry {
     }
 }
 
-/// Makes a rename or removal in `dir` durable. Directories cannot be opened for syncing on
-/// Windows, where the rename itself is durable enough (MoveFileEx); there this does nothing.
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        std::fs::File::open(dir)?.sync_all()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        Ok(())
-    }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory, syncing the file
-/// before the rename and the directory after it: after a crash the file holds either the old or
-/// the new content, and once this returns the new content survives a power cut.
-///
-/// The temporary file is locked (an OS lock, released when its process dies) while it is
-/// written, so the temporary files of processes killed mid-write, which nothing else would
-/// remove, are told apart from those being written and deleted by the next save of `path`.
+/// Writes `bytes` to `path` atomically and durably (see [`selfrag_index::atomic`]).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
-    let err = |source| EngineError::Write {
+    selfrag_index::atomic::write(path, bytes).map_err(|source| EngineError::Write {
         path: path.to_path_buf(),
         source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(dir).map_err(err)?;
-    let prefix = format!(
-        ".{}.tmp-",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    );
-    remove_abandoned_temp_files(dir, &prefix);
-    // Unique per process and call, so two threads saving the same file never share a temp file.
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let tmp = dir.join(format!(
-        "{prefix}{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.lock()?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        sync_dir(dir)
-    })();
-    if result.is_err() && tmp.exists() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(err)
+    })
 }
-
-/// Deletes the files in `dir` named `{prefix}…` that no live process holds locked: temporary
-/// files of writes killed midway. A file younger than a few seconds is left alone, as its writer
-/// may not have locked it yet. Best effort: what cannot be checked or deleted stays.
-fn remove_abandoned_temp_files(dir: &Path, prefix: &str) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let now = std::time::SystemTime::now();
-    for entry in entries.flatten() {
-        if !entry.file_name().to_string_lossy().starts_with(prefix) {
-            continue;
-        }
-        let old_enough = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|modified| {
-                now.duration_since(modified)
-                    .is_ok_and(|age| age >= ABANDONED_AFTER)
-            });
-        if !old_enough {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(file) = std::fs::File::open(&path) else {
-            continue;
-        };
-        if file.try_lock().is_ok() {
-            drop(file);
-            let _ = std::fs::remove_file(&path);
-        }
-    }
-}
-
-/// How old an unlocked temporary file must be to count as abandoned.
-const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

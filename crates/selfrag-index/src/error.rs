@@ -12,6 +12,14 @@ pub enum IndexError {
         source: std::io::Error,
     },
     #[error(
+        "cannot write {path}: {source}. Check that the disk has room and the folder is writable."
+    )]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
         "{path} is not supported ({reason}); supported formats are .pdf, .docx, .html, .md and .txt"
     )]
     Unsupported { path: PathBuf, reason: String },

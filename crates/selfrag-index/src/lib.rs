@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod atomic;
 #[cfg(feature = "store")]
 pub mod bench;
 pub mod chunk;

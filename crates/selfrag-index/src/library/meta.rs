@@ -3,7 +3,6 @@
 //! several tables at once (a migration, a re-embedding) builds new tables first and then
 //! replaces this file atomically, so a crash leaves either the old library or the new one.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -64,29 +63,12 @@ impl LibraryMeta {
     }
 }
 
-/// Writes `bytes` to `path` so that a crash leaves either the old file or the new one.
+/// Writes `bytes` to `path` atomically and durably ([`crate::atomic::write`]).
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
-    let io_err = |source| IndexError::Read {
+    crate::atomic::write(path, bytes).map_err(|source| IndexError::Write {
         path: path.to_path_buf(),
         source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    ));
-    let mut file = std::fs::File::create(&tmp).map_err(io_err)?;
-    file.write_all(bytes).map_err(io_err)?;
-    file.sync_all().map_err(io_err)?;
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(io_err)?;
-    // The rename is durable once the folder's entry is on disk.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    })
 }
 
 /// Reads one of the library's small state files (`job.json`, `watched.json`): `None` when it

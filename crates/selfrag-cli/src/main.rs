@@ -1,6 +1,7 @@
 //! The `selfrag` command-line tool: the same engine as the desktop app, for scripts, tests and
 //! power users. Its command names and JSON outputs are a public contract.
 
+mod concurrency;
 mod library;
 mod pull;
 
@@ -197,6 +198,24 @@ enum DebugCommand {
         dim: usize,
         #[arg(long, default_value_t = 100)]
         queries: usize,
+    },
+    /// Index a corpus alone and then while answering a question in the same engine, timed
+    /// (for `cargo xtask bench server`; models and server as for `selfrag ask`).
+    IndexWhileAnswering {
+        /// Where to write the corpus and the library (a new folder).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Notes indexed alone (the job beside the question has 20 times as many).
+        #[arg(long, default_value_t = 40)]
+        files: usize,
+        #[arg(long)]
+        question: String,
+        /// Candidates per answer (always retrieving).
+        #[arg(long, default_value_t = 5)]
+        k: usize,
+        /// New tokens per candidate at most.
+        #[arg(long, default_value_t = 64)]
+        max_tokens: usize,
     },
     /// Extract the text of FILES in this process, timed (for `cargo xtask bench index`).
     Extract {
@@ -406,6 +425,16 @@ fn run(cli: Cli) -> Result<()> {
             Command::Debug {
                 command: DebugCommand::Extract { files },
             } => library::extract(files).await,
+            Command::Debug {
+                command:
+                    DebugCommand::IndexWhileAnswering {
+                        dir,
+                        files,
+                        question,
+                        k,
+                        max_tokens,
+                    },
+            } => concurrency::index_while_answering(dir, files, question, k, max_tokens).await,
             Command::Debug { command } => debug(command),
             Command::Export {
                 trace,
@@ -495,7 +524,9 @@ fn debug(command: DebugCommand) -> Result<()> {
             .with_context(|| format!("loading the generator {}", model.display()))
     };
     let json = match command {
-        DebugCommand::BenchSearch { .. } | DebugCommand::Extract { .. } => {
+        DebugCommand::BenchSearch { .. }
+        | DebugCommand::Extract { .. }
+        | DebugCommand::IndexWhileAnswering { .. } => {
             anyhow::bail!("this debug command runs in the async runtime")
         }
         DebugCommand::Tokenize {

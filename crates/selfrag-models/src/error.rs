@@ -44,6 +44,11 @@ pub enum ModelError {
     EmptyPrompt,
 
     #[error(
+        "this batch was superseded: the generator started another batch, whose attention cache replaced this one's; start it again"
+    )]
+    BatchSuperseded,
+
+    #[error(
         "token id {id} is outside the model's vocabulary of {vocab_size} tokens; look ids up with `token_id` on the loaded model"
     )]
     TokenOutOfRange { id: u32, vocab_size: usize },

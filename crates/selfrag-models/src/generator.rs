@@ -43,6 +43,8 @@ pub struct LlamaGenerator {
     tokenizer: GgufTokenizer,
     device: Device,
     path: PathBuf,
+    /// Incremented by every batch begun: the cache belongs to the batch with this serial.
+    batch_serial: u64,
 }
 
 impl std::fmt::Debug for LlamaGenerator {
@@ -70,6 +72,16 @@ pub struct TimedGeneration {
     pub decode_tokens: usize,
     /// Time spent in decode steps.
     pub decode_seconds: f64,
+}
+
+/// The watched probabilities a finished probe (see [`LlamaGenerator::begin_probe`]) read.
+pub fn probe_result(done: TimedGeneration) -> Vec<f32> {
+    done.rows
+        .into_iter()
+        .next()
+        .and_then(|row| row.tokens.into_iter().next())
+        .map(|token| token.watched)
+        .unwrap_or_default()
 }
 
 /// `log_softmax(logits)[i]` for every `i`, computed in f32 with an f64 normaliser.
@@ -158,6 +170,7 @@ impl LlamaGenerator {
             tokenizer,
             device: device.clone(),
             path: path.to_owned(),
+            batch_serial: 0,
         })
     }
 
@@ -220,16 +233,7 @@ impl LlamaGenerator {
         let mut begin = 0;
         while begin < width {
             let end = (begin + chunk).min(width);
-            // Column c of the padded batch is token c - pad of a row; the longest row fills
-            // every chunk, so each chunk keeps the left padding of the whole batch.
-            let pieces: Vec<&[TokenId]> = rows
-                .iter()
-                .map(|r| {
-                    let pad = width - r.len();
-                    &r[begin.saturating_sub(pad)..end.saturating_sub(pad)]
-                })
-                .collect();
-            logits = self.forward(&pieces)?;
+            logits = self.forward(&padded_columns(rows, begin, end))?;
             begin = end;
         }
         Ok(logits)
@@ -278,124 +282,281 @@ impl LlamaGenerator {
         request: &GenerateRequest,
         stop_at_eos: bool,
     ) -> Result<TimedGeneration, ModelError> {
-        // Validate every row before spending time on any of them.
-        for prompt in prompts {
+        let mut batch = self.begin_batch(prompts.to_vec(), request.clone(), stop_at_eos)?;
+        loop {
+            if let Some(done) = self.step(&mut batch)? {
+                return Ok(done);
+            }
+        }
+    }
+
+    /// Starts the greedy continuation of every prompt as one batch, to be driven by
+    /// [`LlamaGenerator::step`]; every row is checked before any work. With `stop_at_eos`
+    /// false, EOS ends a row only when it is in `request.stop_ids` (for benchmarks).
+    pub fn begin_batch(
+        &mut self,
+        prompts: Vec<Vec<TokenId>>,
+        request: GenerateRequest,
+        stop_at_eos: bool,
+    ) -> Result<BatchDecode, ModelError> {
+        for prompt in &prompts {
             self.check_prompt(prompt, request.max_new_tokens)?;
         }
         self.check_ids(&request.watch_ids)?;
-        self.model.clear_kv_cache();
-        let result = self.decode_batch(prompts, request, stop_at_eos);
-        // The cache of a batch can be large; free it rather than keep it until the next one.
-        self.model.clear_kv_cache();
-        result
+        let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        let columns = longest + request.max_new_tokens.saturating_sub(1);
+        Ok(self.begin(prompts, request, stop_at_eos, columns))
     }
 
-    fn decode_batch(
+    /// Starts reading `prompt` for the probabilities of `watch_ids` at the position that
+    /// follows it (the first generated token's `watched`), to be driven by
+    /// [`LlamaGenerator::step`]. Unlike a batch of one new token, the prompt may fill the
+    /// whole context.
+    pub fn begin_probe(
         &mut self,
-        prompts: &[Vec<TokenId>],
-        request: &GenerateRequest,
+        prompt: Vec<TokenId>,
+        watch_ids: Vec<TokenId>,
+    ) -> Result<BatchDecode, ModelError> {
+        self.check_prompt(&prompt, 0)?;
+        self.check_ids(&watch_ids)?;
+        let columns = prompt.len();
+        let request = GenerateRequest {
+            max_new_tokens: 1,
+            stop_ids: Vec::new(),
+            watch_ids,
+        };
+        Ok(self.begin(vec![prompt], request, false, columns))
+    }
+
+    fn begin(
+        &mut self,
+        prompts: Vec<Vec<TokenId>>,
+        request: GenerateRequest,
         stop_at_eos: bool,
-    ) -> Result<TimedGeneration, ModelError> {
-        let started = Instant::now();
-        let mut rows: Vec<Generation> = prompts
+        columns: usize,
+    ) -> BatchDecode {
+        self.batch_serial += 1;
+        self.model.clear_kv_cache();
+        let empty = prompts.is_empty() || request.max_new_tokens == 0;
+        // Every row keeps at least its last prompt token out of the shared part: its logits
+        // give the row's first generated token.
+        let shared = if prompts.len() > 1 {
+            let shortest = prompts.iter().map(Vec::len).min().unwrap_or(0);
+            common_prefix_len(&prompts).min(shortest.saturating_sub(1))
+        } else {
+            0
+        };
+        if !empty {
+            self.model.reserve(columns);
+        }
+        let rows = prompts
             .iter()
             .map(|_| Generation {
                 tokens: Vec::with_capacity(request.max_new_tokens),
                 stop: StopReason::Length,
             })
             .collect();
-        let shortest = prompts.iter().map(Vec::len).min().unwrap_or(0);
-        let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-        if prompts.is_empty() || request.max_new_tokens == 0 {
-            return Ok(TimedGeneration {
-                rows,
-                prompt_tokens: 0,
-                prompt_seconds: 0.0,
-                decode_tokens: 0,
-                decode_seconds: 0.0,
-            });
-        }
-        let path = self.path.display().to_string();
-        let candle = move |what: &str| ModelError::candle(format!("{what} of {path}"));
-
-        // Every row keeps at least its last prompt token out of the shared part: its logits
-        // give the row's first generated token.
-        let shared = if prompts.len() > 1 {
-            common_prefix_len(prompts).min(shortest - 1)
-        } else {
+        let prompt_tokens = if empty {
             0
+        } else {
+            shared + prompts.iter().map(|p| p.len() - shared).sum::<usize>()
         };
-        // Columns: the shared prefix, the padded rest, then one per decode step.
-        self.model
-            .reserve(longest + request.max_new_tokens.saturating_sub(1));
-        if shared > 0 {
-            self.prefill(&[&prompts[0][..shared]])?;
-            self.model
-                .select_rows(&vec![0; prompts.len()])
-                .map_err(candle("copying the shared prompt prefix"))?;
-        }
-        let rests: Vec<&[TokenId]> = prompts.iter().map(|p| &p[shared..]).collect();
-        let prompt_tokens = shared + rests.iter().map(|r| r.len()).sum::<usize>();
-        let mut logits = self.prefill(&rests)?;
-        let prompt_seconds = started.elapsed().as_secs_f64();
-
-        let eos = self.tokenizer.eos_id();
-        // Prompt index of each cache row still decoding.
-        let mut live: Vec<usize> = (0..prompts.len()).collect();
-        let mut decode_tokens = 0;
-        loop {
-            let mut next: Vec<(usize, usize, TokenId)> = Vec::with_capacity(live.len());
-            for (cache_row, (&row, row_logits)) in live.iter().zip(&logits).enumerate() {
-                let logprobs = log_softmax(row_logits);
-                let best = argmax(&logprobs);
-                let id = TokenId::try_from(best).unwrap_or(eos);
-                let generation = &mut rows[row];
-                generation.tokens.push(GeneratedToken {
-                    id,
-                    logprob: logprobs[best],
-                    watched: request
-                        .watch_ids
-                        .iter()
-                        .map(|&w| logprobs[w as usize].exp())
-                        .collect(),
-                });
-                let stop = if stop_at_eos && id == eos {
-                    Some(StopReason::EndOfSequence)
-                } else if request.stop_ids.contains(&id) {
-                    Some(StopReason::StopToken)
-                } else if generation.tokens.len() >= request.max_new_tokens {
-                    Some(StopReason::Length)
-                } else {
-                    None
-                };
-                match stop {
-                    Some(stop) => generation.stop = stop,
-                    None => next.push((cache_row, row, id)),
-                }
-            }
-            if next.is_empty() {
-                break;
-            }
-            if next.len() < live.len() {
-                let keep: Vec<usize> = next.iter().map(|&(cache_row, _, _)| cache_row).collect();
-                self.model
-                    .select_rows(&keep)
-                    .map_err(candle("dropping finished rows"))?;
-            }
-            live = next.iter().map(|&(_, row, _)| row).collect();
-            let ids: Vec<[TokenId; 1]> = next.iter().map(|&(_, _, id)| [id]).collect();
-            let step: Vec<&[TokenId]> = ids.iter().map(|id| id.as_slice()).collect();
-            logits = self.forward(&step)?;
-            decode_tokens += step.len();
-        }
-        let total = started.elapsed().as_secs_f64();
-        Ok(TimedGeneration {
+        BatchDecode {
+            serial: self.batch_serial,
+            live: (0..prompts.len()).collect(),
+            phase: match (empty, shared) {
+                (true, _) => Phase::Finished,
+                (false, 0) => Phase::Rests { begin: 0 },
+                (false, _) => Phase::SharedPrefix { begin: 0 },
+            },
+            prompts,
+            request,
+            stop_at_eos,
+            shared,
             rows,
             prompt_tokens,
-            prompt_seconds,
-            decode_tokens,
-            decode_seconds: total - prompt_seconds,
+            decode_tokens: 0,
+            started: Instant::now(),
+            prompt_seconds: 0.0,
+        }
+    }
+
+    /// Runs one forward pass of `batch` (a chunk of its prompts, or one token of every live
+    /// row); returns the generations once every row has stopped, when the cache is freed.
+    pub fn step(&mut self, batch: &mut BatchDecode) -> Result<Option<TimedGeneration>, ModelError> {
+        if batch.serial != self.batch_serial {
+            return Err(ModelError::BatchSuperseded);
+        }
+        let result = self.advance(batch);
+        if !matches!(result, Ok(None)) {
+            // The cache of a batch can be large; free it rather than keep it until the next one.
+            self.model.clear_kv_cache();
+            batch.phase = Phase::Finished;
+        }
+        result
+    }
+
+    /// Frees the cache of `batch`, left unfinished (a cancelled answer); nothing happens
+    /// where another batch has started since.
+    pub fn abandon(&mut self, batch: BatchDecode) {
+        if batch.serial == self.batch_serial {
+            self.model.clear_kv_cache();
+        }
+    }
+
+    fn advance(&mut self, batch: &mut BatchDecode) -> Result<Option<TimedGeneration>, ModelError> {
+        let path = self.path.display().to_string();
+        let candle = move |what: &str| ModelError::candle(format!("{what} of {path}"));
+        let phase = std::mem::replace(&mut batch.phase, Phase::Finished);
+        batch.phase = match phase {
+            Phase::SharedPrefix { begin } => {
+                let end = (begin + PREFILL_TOKENS).min(batch.shared);
+                self.forward(&[&batch.prompts[0][begin..end]])?;
+                if end < batch.shared {
+                    Phase::SharedPrefix { begin: end }
+                } else {
+                    self.model
+                        .select_rows(&vec![0; batch.prompts.len()])
+                        .map_err(candle("copying the shared prompt prefix"))?;
+                    Phase::Rests { begin: 0 }
+                }
+            }
+            Phase::Rests { begin } => {
+                let rests: Vec<&[TokenId]> =
+                    batch.prompts.iter().map(|p| &p[batch.shared..]).collect();
+                let width = rests.iter().map(|r| r.len()).max().unwrap_or(0);
+                let end = (begin + (PREFILL_TOKENS / rests.len().max(1)).max(1)).min(width);
+                let logits = self.forward(&padded_columns(&rests, begin, end))?;
+                if end < width {
+                    Phase::Rests { begin: end }
+                } else {
+                    batch.prompt_seconds = batch.started.elapsed().as_secs_f64();
+                    Phase::Decoding { logits }
+                }
+            }
+            Phase::Decoding { logits } => match self.choose_next(batch, &logits) {
+                None => return Ok(Some(batch.finish())),
+                Some(next) => {
+                    if next.len() < batch.live.len() {
+                        let keep: Vec<usize> =
+                            next.iter().map(|&(cache_row, _, _)| cache_row).collect();
+                        self.model
+                            .select_rows(&keep)
+                            .map_err(candle("dropping finished rows"))?;
+                    }
+                    batch.live = next.iter().map(|&(_, row, _)| row).collect();
+                    let ids: Vec<[TokenId; 1]> = next.iter().map(|&(_, _, id)| [id]).collect();
+                    let step: Vec<&[TokenId]> = ids.iter().map(|id| id.as_slice()).collect();
+                    let logits = self.forward(&step)?;
+                    batch.decode_tokens += step.len();
+                    Phase::Decoding { logits }
+                }
+            },
+            Phase::Finished => return Ok(Some(batch.finish())),
+        };
+        Ok(None)
+    }
+
+    /// Chooses every live row's next token from its logits and records it; returns the rows
+    /// that go on as (cache row, prompt index, token), or `None` when every row has stopped.
+    fn choose_next(
+        &self,
+        batch: &mut BatchDecode,
+        logits: &[Vec<f32>],
+    ) -> Option<Vec<(usize, usize, TokenId)>> {
+        let eos = self.tokenizer.eos_id();
+        let request = &batch.request;
+        let mut next = Vec::with_capacity(batch.live.len());
+        for (cache_row, (&row, row_logits)) in batch.live.iter().zip(logits).enumerate() {
+            let logprobs = log_softmax(row_logits);
+            let best = argmax(&logprobs);
+            let id = TokenId::try_from(best).unwrap_or(eos);
+            let generation = &mut batch.rows[row];
+            generation.tokens.push(GeneratedToken {
+                id,
+                logprob: logprobs[best],
+                watched: request
+                    .watch_ids
+                    .iter()
+                    .map(|&w| logprobs[w as usize].exp())
+                    .collect(),
+            });
+            let stop = if batch.stop_at_eos && id == eos {
+                Some(StopReason::EndOfSequence)
+            } else if request.stop_ids.contains(&id) {
+                Some(StopReason::StopToken)
+            } else if generation.tokens.len() >= request.max_new_tokens {
+                Some(StopReason::Length)
+            } else {
+                None
+            };
+            match stop {
+                Some(stop) => generation.stop = stop,
+                None => next.push((cache_row, row, id)),
+            }
+        }
+        (!next.is_empty()).then_some(next)
+    }
+}
+
+/// Columns `begin..end` of `rows` left-padded to the longest: column c is token c - pad of a
+/// row, so every chunk keeps the left padding of the whole batch.
+fn padded_columns<'a>(rows: &[&'a [TokenId]], begin: usize, end: usize) -> Vec<&'a [TokenId]> {
+    let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|r| {
+            let pad = width - r.len();
+            &r[begin.saturating_sub(pad)..end.saturating_sub(pad)]
         })
+        .collect()
+}
+
+/// One batch being decoded by a [`LlamaGenerator`], a forward pass per
+/// [`LlamaGenerator::step`], so that whoever drives it can do other work between passes (the
+/// app embeds an indexing job's passages there). The batch's attention cache lives in the
+/// generator, so a generator decodes one batch at a time: beginning another supersedes this
+/// one, whose next step is then an error.
+#[derive(Debug)]
+pub struct BatchDecode {
+    /// Which of the generator's batches this is.
+    serial: u64,
+    prompts: Vec<Vec<TokenId>>,
+    request: GenerateRequest,
+    stop_at_eos: bool,
+    /// Length of the prefix every prompt shares, read once.
+    shared: usize,
+    phase: Phase,
+    rows: Vec<Generation>,
+    /// Prompt index of each cache row still decoding.
+    live: Vec<usize>,
+    prompt_tokens: usize,
+    decode_tokens: usize,
+    started: Instant,
+    prompt_seconds: f64,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Reading the shared prefix on one row; `begin` is its next token.
+    SharedPrefix { begin: usize },
+    /// Reading the rest of every prompt, left-padded; `begin` is the next column.
+    Rests { begin: usize },
+    /// Every live row's next token comes from these logits.
+    Decoding { logits: Vec<Vec<f32>> },
+    /// Nothing left to run.
+    Finished,
+}
+
+impl BatchDecode {
+    fn finish(&mut self) -> TimedGeneration {
+        let total = self.started.elapsed().as_secs_f64();
+        TimedGeneration {
+            rows: std::mem::take(&mut self.rows),
+            prompt_tokens: self.prompt_tokens,
+            prompt_seconds: self.prompt_seconds,
+            decode_tokens: self.decode_tokens,
+            decode_seconds: (total - self.prompt_seconds).max(0.0),
+        }
     }
 }
 
@@ -442,13 +603,12 @@ impl Generator for LlamaGenerator {
         prompt: &[TokenId],
         watch_ids: &[TokenId],
     ) -> Result<Vec<f32>, BackendError> {
-        self.check_prompt(prompt, 0)?;
-        self.check_ids(watch_ids)?;
-        let logprobs = log_softmax(&self.prompt_logits(prompt)?);
-        Ok(watch_ids
-            .iter()
-            .map(|&id| logprobs[id as usize].exp())
-            .collect())
+        let mut probe = self.begin_probe(prompt.to_vec(), watch_ids.to_vec())?;
+        loop {
+            if let Some(done) = self.step(&mut probe)? {
+                return Ok(probe_result(done));
+            }
+        }
     }
 
     fn generate_batch(

@@ -62,7 +62,7 @@ pub use candle_core::Device;
 pub use device::{compiled_devices, device_kind, pick_device};
 pub use embedder::BertEmbedder;
 pub use error::ModelError;
-pub use generator::{LlamaGenerator, TimedGeneration};
+pub use generator::{BatchDecode, LlamaGenerator, TimedGeneration, probe_result};
 pub use gguf_tokenizer::{GgufTokenizer, TokenType};
 pub use llama::{LlamaConfig, QuantizedLlama};
 pub use mapped::MappedGguf;

@@ -159,6 +159,63 @@ fn generation_stops_right_after_a_stop_token_and_includes_it() {
 }
 
 #[test]
+fn a_batch_driven_step_by_step_is_superseded_by_the_next_one_and_a_probe_reads_the_full_context() {
+    let (_dir, mut model) = load();
+    let a = prompt(&model, INSTRUCTION);
+    let req = request(6, vec![], vec![]);
+    let whole = model.generate_batch(&[a.clone(), a.clone()], &req).unwrap();
+
+    // One forward pass per step: the shared prefix, the rests, then a token per row per step.
+    let mut batch = model
+        .begin_batch(vec![a.clone(), a.clone()], req.clone(), true)
+        .unwrap();
+    let mut steps = 0;
+    let stepped = loop {
+        steps += 1;
+        if let Some(done) = model.step(&mut batch).unwrap() {
+            break done;
+        }
+    };
+    assert_eq!(stepped.rows, whole);
+    assert!(steps > whole[0].tokens.len(), "{steps} steps");
+
+    // Beginning a batch takes the cache from the one in progress, which then refuses to go on.
+    let mut first = model
+        .begin_batch(vec![a.clone()], req.clone(), true)
+        .unwrap();
+    model.step(&mut first).unwrap();
+    let mut second = model
+        .begin_batch(vec![a.clone()], req.clone(), true)
+        .unwrap();
+    assert!(matches!(
+        model.step(&mut first),
+        Err(ModelError::BatchSuperseded)
+    ));
+    let second = loop {
+        if let Some(done) = model.step(&mut second).unwrap() {
+            break done;
+        }
+    };
+    assert_eq!(second.rows[0], whole[0]);
+
+    // A probe may fill the context (a batch of one new token may not), and reads the same
+    // numbers as the prompt's log-probabilities.
+    let mut full = a.clone();
+    full.resize(TINY_LLAMA_CONTEXT, a[1]);
+    let top = model.top_logprobs(&full, 3).unwrap();
+    let watch: Vec<u32> = top.iter().map(|&(id, _)| id).collect();
+    let probs = model.next_token_probs(&full, &watch).unwrap();
+    for ((_, logprob), p) in top.iter().zip(&probs) {
+        assert!((logprob.exp() - p).abs() < 1e-6, "{logprob} vs {p}");
+    }
+    assert!(
+        model
+            .generate_batch(&[full], &request(1, vec![], vec![]))
+            .is_err()
+    );
+}
+
+#[test]
 fn a_batch_returns_one_row_per_prompt_in_order_with_watched_probs() {
     let (_dir, mut model) = load();
     let a = prompt(&model, INSTRUCTION);

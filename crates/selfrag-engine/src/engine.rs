@@ -1,16 +1,18 @@
-//! [`Engine`]: the application API. Async methods; compute runs on the model thread.
+//! [`Engine`]: the application API. Async methods; compute runs on the model thread, or on the
+//! generator server. A Self-RAG run itself runs on a blocking thread of its own, whichever
+//! generator answers (see [`Engine::ask`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use selfrag_core::{CritiqueWeights, Progress, Settings};
+use selfrag_core::{Answer, CritiqueWeights, Generator, Progress, Settings};
 use selfrag_index::{Extractor, IndexError, Library, PassageEmbedder};
 use tokio::sync::OnceCell;
 
 use crate::history::History;
 use crate::model_thread::{ModelPaths, ModelThread};
-use crate::retriever::{LibraryRetriever, QueryEmbedder};
+use crate::retriever::LibraryRetriever;
 use crate::status::{AppStatus, DeviceStatus, DocumentInfo, LibraryCounts, ModelRole, ModelStatus};
 use crate::{AnswerRecord, EngineConfig, EngineError, ExportOptions, HistoryEntry};
 
@@ -144,7 +146,7 @@ impl Engine {
     }
 
     pub(crate) async fn passage_embedder(&self) -> Result<ThreadEmbedder, EngineError> {
-        let dim = self.models.run(|m| m.embedder().map(|e| e.dim())).await??;
+        let dim = self.models.embedder_dim().await?;
         Ok(ThreadEmbedder {
             models: self.models.clone(),
             id: embedder_identity(
@@ -180,7 +182,8 @@ impl Engine {
         Ok(docs)
     }
 
-    /// Answers `question` with Self-RAG, streaming progress; `cancel` stops it between steps.
+    /// Answers `question` with Self-RAG, streaming progress; `cancel` stops it between steps
+    /// and a generation at its next forward pass (or, on a server, its next token).
     pub async fn ask(
         &self,
         question: String,
@@ -190,31 +193,18 @@ impl Engine {
     ) -> Result<AnswerRecord, EngineError> {
         // Without an embedder the library cannot open; Self-RAG can still answer without it.
         let library = self.library().await.ok();
-        let runtime = tokio::runtime::Handle::current();
+        let run = SelfRagRun {
+            question,
+            settings,
+            on_progress: Box::new(on_progress),
+            cancel: cancel.clone(),
+            library,
+        };
         let answer = if self.server_config().is_some() {
-            self.ask_server(question, settings, on_progress, cancel, library)
-                .await?
+            self.ask_server(run).await?
         } else {
-            self.models
-                .run(move |models| {
-                    let (generator, embedder) = models.generator_and_embedder()?;
-                    let mut retriever = LibraryRetriever {
-                        embedder: QueryEmbedder::Here(embedder),
-                        library,
-                        runtime,
-                    };
-                    let mut on_progress = on_progress;
-                    selfrag_core::answer(
-                        &question,
-                        &settings,
-                        generator,
-                        &mut retriever,
-                        &mut on_progress,
-                        cancel.as_ref(),
-                    )
-                    .map_err(EngineError::from)
-                })
-                .await??
+            let generator = self.models.open_generator(cancel).await?;
+            self.run_self_rag(generator, run).await?.1?
         };
         Ok(self.keep(AnswerRecord {
             id: new_answer_id(),
@@ -222,6 +212,45 @@ impl Engine {
             rerun_could_differ: false,
             not_saved: None,
         }))
+    }
+
+    /// Runs `run` with `generator` on a blocking thread of its own: the local generator's
+    /// forward passes go to the model thread one at a time, a server's requests to the server,
+    /// and every query is embedded by the model thread between them. Returns the generator
+    /// (a server connection is kept for the next question) and the answer.
+    pub(crate) async fn run_self_rag<G: Generator + Send + 'static>(
+        &self,
+        mut generator: G,
+        run: SelfRagRun,
+    ) -> Result<(G, Result<Answer, EngineError>), EngineError> {
+        let mut retriever = LibraryRetriever {
+            models: self.models.clone(),
+            library: run.library,
+            runtime: tokio::runtime::Handle::current(),
+        };
+        tokio::task::spawn_blocking(move || {
+            let mut on_progress = run.on_progress;
+            let answer = selfrag_core::answer(
+                &run.question,
+                &run.settings,
+                &mut generator,
+                &mut retriever,
+                &mut on_progress,
+                run.cancel.as_ref(),
+            );
+            let answer = match answer {
+                // A generation stopped by the cancel flag fails; the run was cancelled.
+                Err(selfrag_core::SelfRagError::Generator { .. })
+                    if run.cancel.load(std::sync::atomic::Ordering::Relaxed) =>
+                {
+                    Err(selfrag_core::SelfRagError::Cancelled)
+                }
+                other => other,
+            };
+            (generator, answer.map_err(EngineError::from))
+        })
+        .await
+        .map_err(|_| EngineError::ModelThreadGone)
     }
 
     /// Re-chooses among the stored candidates of answer `id` with new weights; no model call.
@@ -310,16 +339,19 @@ impl PassageEmbedder for ThreadEmbedder {
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
         let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
-        let result = self
-            .models
-            .run_blocking(move |m| -> Result<Vec<Vec<f32>>, String> {
-                let embedder = m.embedder().map_err(|e| e.to_string())?;
-                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                embedder.embed(&refs).map_err(|e| e.to_string())
-            })
-            .map_err(|e| IndexError::Embedder(e.to_string()))?;
-        result.map_err(IndexError::Embedder)
+        self.models
+            .embed_blocking(texts, crate::model_thread::EmbedFor::Indexing)
+            .map_err(|e| IndexError::Embedder(e.to_string()))
     }
+}
+
+/// One question and how to run it, for [`Engine::run_self_rag`].
+pub(crate) struct SelfRagRun {
+    pub question: String,
+    pub settings: Settings,
+    pub on_progress: Box<dyn FnMut(Progress) + Send>,
+    pub cancel: Arc<AtomicBool>,
+    pub library: Option<Arc<Library>>,
 }
 
 pub(crate) fn model_status(

@@ -1,10 +1,9 @@
 //! The generator server: answering through it, its connection test, switching to it and back,
 //! and where its API key is kept.
 //!
-//! A server answer runs on a blocking thread of its own, not on the model thread: the server
-//! does the generating, and the model thread is asked only to embed each retrieval query, a
-//! job that queues between an indexing job's batches. So indexing goes on while a server
-//! answers. The connected generator is kept for the next question while the choice stands.
+//! A server answer runs as a local one does (`Engine::run_self_rag`), with the server
+//! generator in place of the model thread's; the model thread only embeds the queries. The
+//! connected generator is kept for the next question while the choice stands.
 //!
 //! The URL is a setting (`generatorUrl` in settings.json). The API key is kept apart, in
 //! `generator-api-key` in the data folder, created readable by the user only (mode 0600 on
@@ -12,15 +11,12 @@
 //! fixes the choice for a run, as `SELFRAG_DEVICE` fixes the device.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
-use selfrag_core::{Answer, Progress, Settings};
-use selfrag_index::Library;
+use selfrag_core::Answer;
 use selfrag_remote::{ServerConfig, ServerGenerator};
 use serde::{Deserialize, Serialize};
 
-use crate::retriever::{LibraryRetriever, QueryEmbedder};
+use crate::engine::SelfRagRun;
 use crate::{Engine, EngineError};
 
 /// The server in use: its configuration, and the generator once connected and checked.
@@ -117,61 +113,32 @@ impl Engine {
         self.slot().config.clone()
     }
 
-    /// Answers through the generator server, off the model thread (see the module docs).
-    pub(crate) async fn ask_server(
-        &self,
-        question: String,
-        settings: Settings,
-        on_progress: impl Fn(Progress) + Send + 'static,
-        cancel: Arc<AtomicBool>,
-        library: Option<Arc<Library>>,
-    ) -> Result<Answer, EngineError> {
+    /// Answers through the generator server (see the module docs).
+    pub(crate) async fn ask_server(&self, run: SelfRagRun) -> Result<Answer, EngineError> {
         let (config, connected) = {
             let mut slot = self.slot();
             (slot.config.clone(), slot.connected.take())
         };
         let config = config.ok_or(EngineError::ModelThreadGone)?;
-        let gguf = match connected {
-            Some(_) => None,
-            None => Some(self.tokenizer_gguf()?),
+        let mut generator = match connected {
+            Some(generator) => generator,
+            None => {
+                let gguf = self.tokenizer_gguf()?;
+                let connect_config = config.clone();
+                tokio::task::spawn_blocking(move || {
+                    ServerGenerator::connect(&connect_config, &gguf)
+                })
+                .await
+                .map_err(|_| EngineError::ModelThreadGone)??
+            }
         };
-        let models = self.models.clone();
-        let runtime = tokio::runtime::Handle::current();
-        let run_config = config.clone();
-        let (generator, answer) = tokio::task::spawn_blocking(move || {
-            let mut generator = match (connected, gguf) {
-                (Some(generator), _) => generator,
-                (None, Some(gguf)) => match ServerGenerator::connect(&run_config, &gguf) {
-                    Ok(generator) => generator,
-                    Err(e) => return (None, Err(EngineError::from(e))),
-                },
-                (None, None) => return (None, Err(EngineError::ModelThreadGone)),
-            };
-            generator.set_cancel(Some(cancel.clone()));
-            let mut retriever = LibraryRetriever {
-                embedder: QueryEmbedder::Thread(models),
-                library,
-                runtime,
-            };
-            let mut on_progress = on_progress;
-            let answer = selfrag_core::answer(
-                &question,
-                &settings,
-                &mut generator,
-                &mut retriever,
-                &mut on_progress,
-                cancel.as_ref(),
-            )
-            .map_err(EngineError::from);
-            generator.set_cancel(None);
-            (Some(generator), answer)
-        })
-        .await
-        .map_err(|_| EngineError::ModelThreadGone)?;
+        generator.set_cancel(Some(run.cancel.clone()));
+        let (mut generator, answer) = self.run_self_rag(generator, run).await?;
+        generator.set_cancel(None);
         // Kept for the next question, unless the choice changed meanwhile.
         let mut slot = self.slot();
         if slot.config.as_ref() == Some(&config) && slot.connected.is_none() {
-            slot.connected = generator;
+            slot.connected = Some(generator);
         }
         answer
     }

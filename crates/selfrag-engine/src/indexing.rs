@@ -76,15 +76,7 @@ impl Engine {
         let vector = match query.mode {
             SearchMode::Fts => None,
             SearchMode::Vector | SearchMode::Hybrid => {
-                let text = query.text.clone();
-                let vectors = self
-                    .models
-                    .run(move |m| -> Result<Vec<Vec<f32>>, EngineError> {
-                        m.embedder()?
-                            .embed(&[text.as_str()])
-                            .map_err(|e| EngineError::Index(IndexError::Embedder(e.to_string())))
-                    })
-                    .await??;
+                let vectors = self.models.embed(vec![query.text.clone()]).await?;
                 vectors.into_iter().next()
             }
         };

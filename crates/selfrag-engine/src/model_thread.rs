@@ -1,21 +1,151 @@
-//! The one thread that owns the model weights. Callers send it closures over a channel and get
-//! the result back, so no lock on a model is ever held across an `.await` (the pattern of
-//! text-embeddings-inference). Models load on first use; a load error is reported per request.
-//! Choosing another device drops the loaded models, so the next request loads them there.
+//! The one thread that owns the model weights, and what it is asked to do: typed [`Command`]s
+//! over a channel, each with its own reply, so no lock on a model is ever held across an
+//! `.await` (the pattern of text-embeddings-inference). Models load on first use; a load error
+//! is the reply to the request that needed the model. Choosing another device drops the loaded
+//! models, so the next request loads them there.
+//!
+//! A generation (a batch of candidates, or the probabilities after one prompt) runs a forward
+//! pass at a time ([`selfrag_models::BatchDecode`]). Between two passes the thread serves the
+//! commands that have arrived, so an indexing job goes on while an answer is generated instead
+//! of waiting for it, but the answer comes first: a question's own queries are embedded at
+//! once, and an indexing job's batches get at most [`BACKGROUND_SHARE`] of the thread's time
+//! while a generation runs (all of it when none does). Generations queue in the order they
+//! came, one at a time (the attention cache is the generator's), and a device or file change
+//! waits behind them. A cancelled generation stops at its next pass.
+//!
+//! [`ThreadGenerator`] is the client a Self-RAG run uses: `selfrag_core::Generator` over these
+//! commands, from the run's own thread. It is a peer of the server generator: the engine runs
+//! both the same way (see `Engine::ask`).
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
-use selfrag_models::{BertEmbedder, LlamaGenerator};
+use selfrag_core::{BackendError, GenerateRequest, Generation, Generator, GeneratorInfo, TokenId};
+use selfrag_models::{
+    BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
+};
+use tokio::sync::oneshot;
 
 use crate::EngineError;
 
-type Job = Box<dyn FnOnce(&mut LoadedModels) + Send>;
+/// The most of the model thread's time that an indexing job's embeddings get while an answer
+/// is being generated: after a batch that took `t`, the next waits until the generation has
+/// run for `t × (1 − share) / share`. A quarter keeps an answer at least three quarters as fast
+/// (on the thread; the job's parsing and writing share the CPU too) and indexing moving.
+pub const BACKGROUND_SHARE: f64 = 0.25;
+
+/// Who is waiting for an embedding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbedFor {
+    /// A question (its retrieval query) or a search: served at once.
+    Answer,
+    /// An indexing job: served within [`BACKGROUND_SHARE`] while a generation runs.
+    Indexing,
+}
+
+type EmbedReply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
+
+/// What the model thread is asked to do.
+enum Command {
+    /// Embeds texts with the embedder.
+    Embed {
+        texts: Vec<String>,
+        purpose: EmbedFor,
+        reply: EmbedReply,
+    },
+    /// The embedder's vector size, loading it if needed.
+    EmbedderDim {
+        reply: oneshot::Sender<Result<usize, EngineError>>,
+    },
+    /// Loads the generator if needed; replies with what a client needs to know about it.
+    OpenGenerator {
+        reply: oneshot::Sender<Result<Arc<GeneratorFacts>, EngineError>>,
+    },
+    /// A generation, queued behind the one running.
+    Generate(GenerateJob),
+    /// Loads the models on another device from now on (after the queued generations).
+    SetDevice(String),
+    /// Points at other model files (after the queued generations).
+    SetPaths {
+        generator: Option<PathBuf>,
+        embedder: Option<PathBuf>,
+    },
+    /// Whether the generator is loaded (for tests of reloading).
+    #[cfg(test)]
+    GeneratorLoaded { reply: oneshot::Sender<bool> },
+}
+
+/// One generation: what to run, when to give up, and where the result goes.
+struct GenerateJob {
+    work: Work,
+    cancel: Arc<AtomicBool>,
+    reply: oneshot::Sender<Result<TimedGeneration, BackendError>>,
+}
+
+enum Work {
+    /// Greedy continuation of every prompt as one batch.
+    Batch {
+        prompts: Vec<Vec<TokenId>>,
+        request: GenerateRequest,
+    },
+    /// Probabilities of `watch_ids` after `prompt`.
+    Probe {
+        prompt: Vec<TokenId>,
+        watch_ids: Vec<TokenId>,
+    },
+}
+
+/// Indexing embeddings waiting for their share of the thread, and the account of that share.
+#[derive(Default)]
+struct Background {
+    waiting: VecDeque<(Vec<String>, EmbedReply)>,
+    /// Time the generations have run since the last indexing batch.
+    generated: Duration,
+    /// What the last indexing batch took.
+    last_batch: Duration,
+}
+
+impl Background {
+    /// Whether an indexing batch may run now, with a generation in progress.
+    fn due(&self) -> bool {
+        self.generated.as_secs_f64()
+            >= self.last_batch.as_secs_f64() * (1.0 - BACKGROUND_SHARE) / BACKGROUND_SHARE
+    }
+}
+
+/// What waits for the generator, in order.
+enum Queued {
+    Generate(GenerateJob),
+    SetDevice(String),
+    SetPaths {
+        generator: Option<PathBuf>,
+        embedder: Option<PathBuf>,
+    },
+}
+
+/// The generation in progress.
+struct Active {
+    batch: BatchDecode,
+    cancel: Arc<AtomicBool>,
+    reply: oneshot::Sender<Result<TimedGeneration, BackendError>>,
+}
+
+/// What a client of the loaded generator knows without asking the thread: its tokenizer
+/// (tokenizing and decoding need no weights) and its limits.
+#[derive(Debug)]
+pub(crate) struct GeneratorFacts {
+    tokenizer: GgufTokenizer,
+    context_length: usize,
+    info: Option<GeneratorInfo>,
+}
 
 /// Handle to the model thread; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct ModelThread {
-    jobs: mpsc::Sender<Job>,
+    commands: mpsc::Sender<Command>,
     /// The kind of device the models were last loaded on (`cpu`, `cuda`, `metal`); `None` until
     /// a model loads. Read without waiting for the thread, which may be busy answering.
     in_use: Arc<Mutex<Option<&'static str>>>,
@@ -30,11 +160,11 @@ pub struct ModelPaths {
 }
 
 /// The models, loaded lazily on the model thread.
-pub struct LoadedModels {
+struct LoadedModels {
     paths: ModelPaths,
     in_use: Arc<Mutex<Option<&'static str>>>,
     device: Option<selfrag_models::Device>,
-    generator: Option<LlamaGenerator>,
+    generator: Option<(LlamaGenerator, Arc<GeneratorFacts>)>,
     embedder: Option<BertEmbedder>,
 }
 
@@ -82,125 +212,319 @@ impl LoadedModels {
         }
     }
 
-    /// Whether the generator is loaded (for tests of reloading).
-    #[cfg(test)]
-    pub fn generator_loaded(&self) -> bool {
-        self.generator.is_some()
-    }
-
-    /// Loads the generator if needed.
-    pub fn ensure_generator(&mut self) -> Result<(), EngineError> {
-        if self.generator.is_some() {
-            return Ok(());
+    /// The generator and its facts, loading it if needed.
+    fn generator(&mut self) -> Result<(&mut LlamaGenerator, &Arc<GeneratorFacts>), EngineError> {
+        if self.generator.is_none() {
+            let path = self
+                .paths
+                .generator
+                .clone()
+                .ok_or(EngineError::ModelMissing {
+                    role: "generator",
+                    message: "no Self-RAG GGUF file was found; see the start screen".into(),
+                })?;
+            let device = self.device()?;
+            let generator =
+                LlamaGenerator::load(&path, &device).map_err(|e| EngineError::ModelLoad {
+                    role: "generator",
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+            tracing::info!(path = %path.display(), "generator loaded");
+            let facts = Arc::new(GeneratorFacts {
+                tokenizer: generator.tokenizer().clone(),
+                context_length: generator.context_length(),
+                info: generator.describe(),
+            });
+            self.generator = Some((generator, facts));
         }
-        let path = self
-            .paths
-            .generator
-            .clone()
-            .ok_or(EngineError::ModelMissing {
-                role: "generator",
-                message: "no Self-RAG GGUF file was found; see the start screen".into(),
-            })?;
-        let device = self.device()?;
-        let generator =
-            LlamaGenerator::load(&path, &device).map_err(|e| EngineError::ModelLoad {
-                role: "generator",
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-        tracing::info!(path = %path.display(), "generator loaded");
-        self.generator = Some(generator);
-        Ok(())
-    }
-
-    /// Loads the embedder if needed.
-    pub fn ensure_embedder(&mut self) -> Result<(), EngineError> {
-        if self.embedder.is_some() {
-            return Ok(());
-        }
-        let path = self
-            .paths
-            .embedder
-            .clone()
-            .ok_or(EngineError::ModelMissing {
-                role: "embedder",
-                message: "no Contriever model folder was found; see the start screen".into(),
-            })?;
-        let device = self.device()?;
-        let embedder = BertEmbedder::load(&path, &device).map_err(|e| EngineError::ModelLoad {
-            role: "embedder",
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        tracing::info!(path = %path.display(), "embedder loaded");
-        self.embedder = Some(embedder);
-        Ok(())
-    }
-
-    /// The embedder, loading it if needed.
-    pub fn embedder(&mut self) -> Result<&BertEmbedder, EngineError> {
-        self.ensure_embedder()?;
-        self.embedder.as_ref().ok_or(EngineError::ModelThreadGone)
-    }
-
-    /// The generator (mutable) and, when it can be loaded, the embedder: both are needed by
-    /// one Self-RAG run, which owns the thread while it runs.
-    pub fn generator_and_embedder(
-        &mut self,
-    ) -> Result<(&mut LlamaGenerator, Result<&BertEmbedder, EngineError>), EngineError> {
-        self.ensure_generator()?;
-        let embedder = self.ensure_embedder();
-        let generator = self
+        let (generator, facts) = self
             .generator
             .as_mut()
             .ok_or(EngineError::ModelThreadGone)?;
-        let embedder =
-            embedder.and_then(|()| self.embedder.as_ref().ok_or(EngineError::ModelThreadGone));
-        Ok((generator, embedder))
+        Ok((generator, facts))
+    }
+
+    /// The embedder, loading it if needed.
+    fn embedder(&mut self) -> Result<&BertEmbedder, EngineError> {
+        if self.embedder.is_none() {
+            let path = self
+                .paths
+                .embedder
+                .clone()
+                .ok_or(EngineError::ModelMissing {
+                    role: "embedder",
+                    message: "no Contriever model folder was found; see the start screen".into(),
+                })?;
+            let device = self.device()?;
+            let embedder =
+                BertEmbedder::load(&path, &device).map_err(|e| EngineError::ModelLoad {
+                    role: "embedder",
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+            tracing::info!(path = %path.display(), "embedder loaded");
+            self.embedder = Some(embedder);
+        }
+        self.embedder.as_ref().ok_or(EngineError::ModelThreadGone)
+    }
+
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EngineError> {
+        let embedder = self.embedder()?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        embedder
+            .embed(&refs)
+            .map_err(|e| EngineError::Index(selfrag_index::IndexError::Embedder(e.to_string())))
+    }
+
+    /// Serves a command that waits for nothing; hands back the ones that wait for the
+    /// generator, and keeps an indexing job's embeddings in `background`. A device or file
+    /// change waits only where a generation runs or waits (`generating`).
+    fn serve(
+        &mut self,
+        command: Command,
+        generating: bool,
+        background: &mut Background,
+    ) -> Option<Queued> {
+        match command {
+            Command::Embed {
+                texts,
+                purpose: EmbedFor::Answer,
+                reply,
+            } => {
+                let _ = reply.send(self.embed(&texts));
+            }
+            Command::Embed {
+                texts,
+                purpose: EmbedFor::Indexing,
+                reply,
+            } => background.waiting.push_back((texts, reply)),
+            Command::EmbedderDim { reply } => {
+                let _ = reply.send(self.embedder().map(BertEmbedder::dim));
+            }
+            Command::OpenGenerator { reply } => {
+                let _ = reply.send(self.generator().map(|(_, facts)| facts.clone()));
+            }
+            Command::Generate(job) => return Some(Queued::Generate(job)),
+            Command::SetDevice(device) if generating => return Some(Queued::SetDevice(device)),
+            Command::SetDevice(device) => self.set_device(device),
+            Command::SetPaths {
+                generator,
+                embedder,
+            } if generating => {
+                return Some(Queued::SetPaths {
+                    generator,
+                    embedder,
+                });
+            }
+            Command::SetPaths {
+                generator,
+                embedder,
+            } => self.set_paths(generator, embedder),
+            #[cfg(test)]
+            Command::GeneratorLoaded { reply } => {
+                let _ = reply.send(self.generator.is_some());
+            }
+        }
+        None
+    }
+
+    /// Takes the next queued item: applies changes, begins a generation (replying at once
+    /// when it cannot begin). Returns the generation begun, if any.
+    fn begin_next(&mut self, queue: &mut VecDeque<Queued>) -> Option<Active> {
+        while let Some(item) = queue.pop_front() {
+            let job = match item {
+                Queued::SetDevice(device) => {
+                    self.set_device(device);
+                    continue;
+                }
+                Queued::SetPaths {
+                    generator,
+                    embedder,
+                } => {
+                    self.set_paths(generator, embedder);
+                    continue;
+                }
+                Queued::Generate(job) => job,
+            };
+            if job.cancel.load(Ordering::Relaxed) {
+                let _ = job.reply.send(Err(cancelled()));
+                continue;
+            }
+            let begun = self
+                .generator()
+                .map_err(BackendError::from)
+                .and_then(|(generator, _)| match job.work {
+                    Work::Batch { prompts, request } => generator
+                        .begin_batch(prompts, request, true)
+                        .map_err(BackendError::from),
+                    Work::Probe { prompt, watch_ids } => generator
+                        .begin_probe(prompt, watch_ids)
+                        .map_err(BackendError::from),
+                });
+            match begun {
+                Ok(batch) => {
+                    return Some(Active {
+                        batch,
+                        cancel: job.cancel,
+                        reply: job.reply,
+                    });
+                }
+                Err(e) => {
+                    let _ = job.reply.send(Err(e));
+                }
+            }
+        }
+        None
+    }
+
+    /// Runs one forward pass of `active`; returns it while it has more to run.
+    fn step(&mut self, mut active: Active) -> Option<Active> {
+        let Some((generator, _)) = self.generator.as_mut() else {
+            let _ = active.reply.send(Err(EngineError::ModelThreadGone.into()));
+            return None;
+        };
+        if active.cancel.load(Ordering::Relaxed) {
+            generator.abandon(active.batch);
+            let _ = active.reply.send(Err(cancelled()));
+            return None;
+        }
+        match generator.step(&mut active.batch) {
+            Ok(None) => Some(active),
+            Ok(Some(done)) => {
+                let _ = active.reply.send(Ok(done));
+                None
+            }
+            Err(e) => {
+                let _ = active.reply.send(Err(e.into()));
+                None
+            }
+        }
     }
 }
 
+/// What a cancelled generation replies; the engine reports the run as cancelled.
+fn cancelled() -> BackendError {
+    "cancelled".into()
+}
+
+/// The thread's loop: serve what has arrived, an indexing batch when it is due, then one pass
+/// of the generation in progress.
+fn run(commands: mpsc::Receiver<Command>, mut models: LoadedModels) {
+    let mut queue: VecDeque<Queued> = VecDeque::new();
+    let mut active: Option<Active> = None;
+    let mut background = Background::default();
+    loop {
+        let idle = active.is_none() && queue.is_empty() && background.waiting.is_empty();
+        // Idle, the thread waits for a command; busy, it takes only those already there.
+        let waited = if idle {
+            match commands.recv() {
+                Ok(command) => Some(command),
+                Err(_) => return,
+            }
+        } else {
+            None
+        };
+        for command in waited
+            .into_iter()
+            .chain(std::iter::from_fn(|| commands.try_recv().ok()))
+        {
+            let generating = active.is_some() || !queue.is_empty();
+            if let Some(queued) = models.serve(command, generating, &mut background) {
+                queue.push_back(queued);
+            }
+        }
+        if active.is_none() {
+            active = models.begin_next(&mut queue);
+        }
+        if (active.is_none() || background.due())
+            && let Some((texts, reply)) = background.waiting.pop_front()
+        {
+            let started = Instant::now();
+            let _ = reply.send(models.embed(&texts));
+            background.last_batch = started.elapsed();
+            background.generated = Duration::ZERO;
+        }
+        if let Some(running) = active.take() {
+            let started = Instant::now();
+            active = models.step(running);
+            background.generated += started.elapsed();
+            #[cfg(test)]
+            after_step_hook();
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Called on the model thread after every forward pass (tests only).
+    static AFTER_STEP: std::cell::RefCell<Option<Box<dyn FnMut()>>> = const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(test)]
+fn after_step_hook() {
+    AFTER_STEP.with(|hook| {
+        if let Some(hook) = hook.borrow_mut().as_mut() {
+            hook();
+        }
+    });
+}
+
 impl ModelThread {
-    /// Starts the thread; nothing is loaded until a job needs it.
+    /// Starts the thread; nothing is loaded until a command needs it.
     pub fn spawn(paths: ModelPaths) -> Result<Self, EngineError> {
-        let (jobs, rx) = mpsc::channel::<Job>();
+        Self::spawn_with(paths, || {})
+    }
+
+    fn spawn_with(
+        paths: ModelPaths,
+        on_start: impl FnOnce() + Send + 'static,
+    ) -> Result<Self, EngineError> {
+        let (commands, rx) = mpsc::channel::<Command>();
         let in_use = Arc::new(Mutex::new(None));
         let thread_in_use = in_use.clone();
         std::thread::Builder::new()
             .name("selfrag-models".into())
             .spawn(move || {
-                let mut models = LoadedModels {
-                    paths,
-                    in_use: thread_in_use,
-                    device: None,
-                    generator: None,
-                    embedder: None,
-                };
-                for job in rx {
-                    job(&mut models);
-                }
+                on_start();
+                run(
+                    rx,
+                    LoadedModels {
+                        paths,
+                        in_use: thread_in_use,
+                        device: None,
+                        generator: None,
+                        embedder: None,
+                    },
+                );
             })
             .map_err(|_| EngineError::ModelThreadGone)?;
-        Ok(Self { jobs, in_use })
+        Ok(Self { commands, in_use })
     }
 
-    /// Queues a device change behind the running job: the next request loads the models on
-    /// `device`.
-    pub fn set_device(&self, device: String) -> Result<(), EngineError> {
-        self.jobs
-            .send(Box::new(move |m| m.set_device(device)))
+    fn send(&self, command: Command) -> Result<(), EngineError> {
+        self.commands
+            .send(command)
             .map_err(|_| EngineError::ModelThreadGone)
     }
 
-    /// Queues new model paths behind the running job (see [`LoadedModels::set_paths`]).
+    /// Loads the models on `device` from the next request on, once the generations queued now
+    /// are done.
+    pub fn set_device(&self, device: String) -> Result<(), EngineError> {
+        self.send(Command::SetDevice(device))
+    }
+
+    /// Points at new model files once the generations queued now are done (a model whose file
+    /// changed loads from the new one on its next use).
     pub fn set_paths(
         &self,
         generator: Option<PathBuf>,
         embedder: Option<PathBuf>,
     ) -> Result<(), EngineError> {
-        self.jobs
-            .send(Box::new(move |m| m.set_paths(generator, embedder)))
-            .map_err(|_| EngineError::ModelThreadGone)
+        self.send(Command::SetPaths {
+            generator,
+            embedder,
+        })
     }
 
     /// The kind of device the models are loaded on, if any are.
@@ -208,32 +532,147 @@ impl ModelThread {
         *lock(&self.in_use)
     }
 
-    /// Runs `f` on the model thread and waits for it, blocking the calling thread.
-    pub fn run_blocking<R: Send + 'static>(
+    /// Embeds `texts` for `purpose`, blocking the calling thread (which must not be a runtime
+    /// worker: use `spawn_blocking` or `block_in_place`).
+    pub fn embed_blocking(
         &self,
-        f: impl FnOnce(&mut LoadedModels) -> R + Send + 'static,
-    ) -> Result<R, EngineError> {
-        let (tx, rx) = mpsc::channel();
-        self.jobs
-            .send(Box::new(move |m| {
-                let _ = tx.send(f(m));
-            }))
-            .map_err(|_| EngineError::ModelThreadGone)?;
-        rx.recv().map_err(|_| EngineError::ModelThreadGone)
+        texts: Vec<String>,
+        purpose: EmbedFor,
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Embed {
+            texts,
+            purpose,
+            reply,
+        })?;
+        rx.blocking_recv()
+            .map_err(|_| EngineError::ModelThreadGone)?
     }
 
-    /// Runs `f` on the model thread; the future resolves when it is done.
-    pub async fn run<R: Send + 'static>(
+    /// Embeds `texts` for a search, at once.
+    pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Embed {
+            texts,
+            purpose: EmbedFor::Answer,
+            reply,
+        })?;
+        rx.await.map_err(|_| EngineError::ModelThreadGone)?
+    }
+
+    /// The embedder's vector size, loading it if needed.
+    pub async fn embedder_dim(&self) -> Result<usize, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::EmbedderDim { reply })?;
+        rx.await.map_err(|_| EngineError::ModelThreadGone)?
+    }
+
+    /// The local generator, loading it if needed, as a `Generator` for one Self-RAG run whose
+    /// generations stop at their next forward pass once `cancel` is set.
+    pub(crate) async fn open_generator(
         &self,
-        f: impl FnOnce(&mut LoadedModels) -> R + Send + 'static,
-    ) -> Result<R, EngineError> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.jobs
-            .send(Box::new(move |m| {
-                let _ = tx.send(f(m));
-            }))
-            .map_err(|_| EngineError::ModelThreadGone)?;
-        rx.await.map_err(|_| EngineError::ModelThreadGone)
+        cancel: Arc<AtomicBool>,
+    ) -> Result<ThreadGenerator, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::OpenGenerator { reply })?;
+        let facts = rx.await.map_err(|_| EngineError::ModelThreadGone)??;
+        Ok(ThreadGenerator {
+            models: self.clone(),
+            facts,
+            cancel,
+        })
+    }
+
+    /// Runs `work` on the thread and waits for it, blocking the calling thread.
+    fn generate_blocking(
+        &self,
+        work: Work,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<TimedGeneration, BackendError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Generate(GenerateJob {
+            work,
+            cancel: cancel.clone(),
+            reply,
+        }))?;
+        rx.blocking_recv()
+            .map_err(|_| EngineError::ModelThreadGone)?
+    }
+
+    #[cfg(test)]
+    async fn generator_loaded(&self) -> bool {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::GeneratorLoaded { reply }).unwrap();
+        rx.await.unwrap()
+    }
+}
+
+/// The local generator as seen from a Self-RAG run on another thread: tokenizing and decoding
+/// here, every forward pass on the model thread.
+#[derive(Debug)]
+pub(crate) struct ThreadGenerator {
+    models: ModelThread,
+    facts: Arc<GeneratorFacts>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Generator for ThreadGenerator {
+    fn token_id(&self, token: &str) -> Option<TokenId> {
+        self.facts.tokenizer.token_to_id(token)
+    }
+
+    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        Ok(self.facts.tokenizer.encode(text, false))
+    }
+
+    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
+        let vocab_size = self.facts.tokenizer.vocab_size();
+        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab_size) {
+            return Err(ModelError::TokenOutOfRange { id, vocab_size }.into());
+        }
+        Ok(self.facts.tokenizer.decode(ids))
+    }
+
+    fn bos_id(&self) -> TokenId {
+        self.facts.tokenizer.bos_id()
+    }
+
+    fn eos_id(&self) -> TokenId {
+        self.facts.tokenizer.eos_id()
+    }
+
+    fn context_length(&self) -> usize {
+        self.facts.context_length
+    }
+
+    fn describe(&self) -> Option<GeneratorInfo> {
+        self.facts.info.clone()
+    }
+
+    fn next_token_probs(
+        &mut self,
+        prompt: &[TokenId],
+        watch_ids: &[TokenId],
+    ) -> Result<Vec<f32>, BackendError> {
+        let work = Work::Probe {
+            prompt: prompt.to_vec(),
+            watch_ids: watch_ids.to_vec(),
+        };
+        Ok(selfrag_models::probe_result(
+            self.models.generate_blocking(work, &self.cancel)?,
+        ))
+    }
+
+    fn generate_batch(
+        &mut self,
+        prompts: &[Vec<TokenId>],
+        request: &GenerateRequest,
+    ) -> Result<Vec<Generation>, BackendError> {
+        let work = Work::Batch {
+            prompts: prompts.to_vec(),
+            request: request.clone(),
+        };
+        Ok(self.models.generate_blocking(work, &self.cancel)?.rows)
     }
 }
 
@@ -246,44 +685,150 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
+    fn tiny_paths(dir: &std::path::Path) -> ModelPaths {
+        let gguf = dir.join("tiny.gguf");
+        selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+        let bert = dir.join("bert");
+        selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+        ModelPaths {
+            generator: Some(gguf),
+            embedder: Some(bert),
+            device: "cpu".into(),
+        }
+    }
+
     #[tokio::test]
     async fn a_new_device_drops_the_models_and_the_next_request_reloads_them() {
         let tmp = tempfile::tempdir().unwrap();
-        let gguf = tmp.path().join("tiny.gguf");
-        selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
-        let thread = ModelThread::spawn(ModelPaths {
-            generator: Some(gguf),
-            embedder: None,
-            device: "cpu".into(),
-        })
-        .unwrap();
+        let thread = ModelThread::spawn(tiny_paths(tmp.path())).unwrap();
         assert_eq!(
             thread.device_in_use(),
             None,
             "nothing loads before it is needed"
         );
-        thread.run(|m| m.ensure_generator()).await.unwrap().unwrap();
+        let never = Arc::new(AtomicBool::new(false));
+        thread.open_generator(never.clone()).await.unwrap();
         assert_eq!(thread.device_in_use(), Some("cpu"));
 
         // The same choice again keeps what is loaded.
         thread.set_device("cpu".into()).unwrap();
-        assert!(thread.run(|m| m.generator_loaded()).await.unwrap());
+        assert!(thread.generator_loaded().await);
 
         thread.set_device("auto".into()).unwrap();
-        assert!(!thread.run(|m| m.generator_loaded()).await.unwrap());
+        // The change waits for the queue: the next command sees it applied.
+        assert!(!thread.generator_loaded().await);
         assert_eq!(thread.device_in_use(), None);
-        let device = thread
-            .run(|m| {
-                m.ensure_generator()?;
-                Ok::<_, EngineError>(m.paths.device.clone())
-            })
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(device, "auto");
+        thread.open_generator(never).await.unwrap();
         assert!(
             thread.device_in_use().is_some(),
             "reloaded on the new device"
         );
+    }
+
+    /// The point of the thread's design: an indexing job's embedding asked for while a batch is
+    /// being decoded is served between two of its forward passes, not after the batch.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_embedding_is_served_between_two_passes_of_a_running_batch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (sender, sent) = std::sync::mpsc::channel::<ModelThread>();
+        let (embedded_tx, mut embedded) = oneshot::channel();
+        let passes = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+        let log = passes.clone();
+        // After the batch's first pass, the model thread itself asks for an embedding.
+        let thread = ModelThread::spawn_with(tiny_paths(tmp.path()), move || {
+            let thread = sent.recv().unwrap();
+            let mut reply = Some(embedded_tx);
+            AFTER_STEP.with(|hook| {
+                *hook.borrow_mut() = Some(Box::new(move || {
+                    lock(&log).push("pass");
+                    if let Some(reply) = reply.take() {
+                        thread
+                            .send(Command::Embed {
+                                texts: vec!["a passage being indexed".into()],
+                                purpose: EmbedFor::Indexing,
+                                reply,
+                            })
+                            .unwrap();
+                    }
+                }));
+            });
+        })
+        .unwrap();
+        sender.send(thread.clone()).unwrap();
+
+        let never = Arc::new(AtomicBool::new(false));
+        let mut generator = thread.open_generator(never).await.unwrap();
+        let prompt = {
+            let mut p = vec![generator.bos_id()];
+            p.extend(generator.tokenize("It was made in the year").unwrap());
+            p
+        };
+        let watch = lock(&passes).len();
+        let rows = tokio::task::spawn_blocking(move || {
+            generator.generate_batch(
+                &[prompt.clone(), prompt],
+                &GenerateRequest {
+                    max_new_tokens: 6,
+                    stop_ids: vec![],
+                    watch_ids: vec![],
+                },
+            )
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(rows.len(), 2);
+        let passes = lock(&passes).len() - watch;
+        assert!(passes >= 3, "{passes} passes");
+        // Sent after the first pass, answered before the batch's reply: served between passes.
+        let vectors = embedded
+            .try_recv()
+            .expect("embedded before the batch ended");
+        assert_eq!(vectors.unwrap().len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_batch_stops_at_its_next_pass_and_the_thread_goes_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let thread = ModelThread::spawn(tiny_paths(tmp.path())).unwrap();
+        let cancel = Arc::new(AtomicBool::new(true));
+        let mut generator = thread.open_generator(cancel.clone()).await.unwrap();
+        let prompt = vec![generator.bos_id(), 5, 6];
+        let request = GenerateRequest {
+            max_new_tokens: 4,
+            stop_ids: vec![],
+            watch_ids: vec![],
+        };
+        let (generator, result) = tokio::task::spawn_blocking(move || {
+            let result = generator.generate_batch(&[prompt], &request);
+            (generator, result)
+        })
+        .await
+        .unwrap();
+        assert_eq!(result.unwrap_err().to_string(), "cancelled");
+        cancel.store(false, Ordering::Relaxed);
+        let mut generator = generator;
+        let probs = tokio::task::spawn_blocking(move || {
+            let eos = generator.eos_id();
+            generator.next_token_probs(&[generator.bos_id(), 5], &[eos])
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(probs.len(), 1);
+        assert_eq!(thread.embed_blocking_in_test().len(), 1);
+    }
+
+    impl ModelThread {
+        fn embed_blocking_in_test(&self) -> Vec<Vec<f32>> {
+            let thread = self.clone();
+            std::thread::spawn(move || {
+                thread
+                    .embed_blocking(vec!["x".into()], EmbedFor::Indexing)
+                    .unwrap()
+            })
+            .join()
+            .unwrap()
+        }
     }
 }

@@ -239,6 +239,41 @@ async fn a_cancelled_question_ends_with_the_cancelled_code() {
     assert_eq!(err.code(), "cancelled");
 }
 
+/// Cancelling while the candidates are being decoded stops the batch at its next forward
+/// pass (not after the batch), reports the run as cancelled, and leaves the model thread
+/// ready for the next question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_cancelled_while_its_candidates_decode_ends_cancelled_and_the_next_one_runs() {
+    let f = fixture();
+    let engine = Engine::new(f.config.clone()).unwrap();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let err = engine
+        .ask(
+            "Who is the president of France?".into(),
+            always(),
+            move |progress| {
+                if matches!(progress, selfrag_core::Progress::CandidatesStarted { .. }) {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            },
+            cancel,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "cancelled", "{err}");
+    let record = engine
+        .ask(
+            "Who is the president of France?".into(),
+            always(),
+            |_| {},
+            Arc::new(AtomicBool::new(false)),
+        )
+        .await
+        .unwrap();
+    assert!(!record.answer.segments.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_form_beam_search_runs_on_the_real_models_and_cites_consistently() {
     let f = fixture();

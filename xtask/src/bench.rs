@@ -1,4 +1,4 @@
-//! `cargo xtask bench [generator|embedder|index|all]`: the speed of the local models against
+//! `cargo xtask bench [generator|embedder|server|index|all]`: the speed of the local models against
 //! their reference implementations, measured in one run on this machine with the same thread
 //! count on both sides, printed as tables and written to `docs/BENCHMARKS.md`.
 //!
@@ -8,6 +8,9 @@
 //!   against single-stream, and peak RSS against the file size + 1 GB.
 //! - **embedder**: `selfrag debug embed` against PyTorch `transformers` on the same passages and
 //!   the same random BERT-base weights: passages/s, and the two sides' vectors compared.
+//! - **server**: one Self-RAG answer (K=5) from the local generator against llama.cpp's
+//!   `llama-server` on the same GGUF, and an indexing job's passages/s while each answers
+//!   (see `bench/server.rs`).
 //! - **index**: PDF extraction against pdftotext, indexing 10,000 files, hybrid search at 10k,
 //!   100k and 1M passages (see `bench/index.rs`).
 //!
@@ -22,10 +25,11 @@
 //!
 //! The Python side lives in a private virtual environment (`~/.cache/selfrag-desktop/
 //! bench-python`) with `torch`, `transformers` and `llama-cpp-python` from PyPI; the peers'
-//! scripts are in `scripts/bench/`. This crate depends on anyhow only, so JSON from the children
+//! scripts are in `scripts/bench/`. This crate depends on anyhow (and the tests' server starter, selfrag-testkit), so JSON from the children
 //! is read with two small field readers rather than a parser.
 
 mod index;
+mod server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -46,7 +50,7 @@ const PASSAGES: usize = 64;
 const EMBED_BATCH: usize = 32;
 
 /// The sections, in the order of `docs/BENCHMARKS.md`.
-const SECTIONS: [&str; 3] = ["generator", "embedder", "index"];
+const SECTIONS: [&str; 4] = ["generator", "embedder", "server", "index"];
 
 /// What every section needs: the release binaries, the Python environment, the knobs.
 struct Bench {
@@ -132,6 +136,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
         let markdown = match section {
             "generator" => generator(&bench)?,
             "embedder" => embedder(&bench)?,
+            "server" => server::server(&bench)?,
             _ => index::index(&bench)?,
         };
         eprintln!("\n{markdown}");
@@ -146,7 +151,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
 fn write_benchmarks_md(bench: &Bench) -> Result<()> {
     let mut text = String::from(
         "# Benchmarks\n\n\
-         Written by `cargo xtask bench [generator|embedder|index|all]` (see `xtask/src/bench.rs`); \
+         Written by `cargo xtask bench [generator|embedder|server|index|all]` (see `xtask/src/bench.rs`); \
          each section keeps the results of its last run. Both sides of a comparison run on the \
          same machine with the same thread count, as fresh processes taking turns, and every \
          figure is the median of the rounds. The models are random weights in the real shapes \
@@ -173,6 +178,7 @@ fn title(section: &str) -> &'static str {
     match section {
         "generator" => "Generator",
         "embedder" => "Embedder",
+        "server" => "Generator server",
         _ => "Index",
     }
 }
@@ -180,6 +186,42 @@ fn title(section: &str) -> &'static str {
 impl Bench {
     fn binary(&self, name: &str) -> PathBuf {
         self.bin.join(exe(name))
+    }
+
+    /// The random Llama-2-7B-shaped Q4_K_M GGUF with `blocks` blocks, written on first use.
+    fn generator_gguf(&self) -> Result<PathBuf> {
+        let gguf = self.models.join(format!(
+            "llama2-7b-shape-{}-blocks-q4_k_m.v1.gguf",
+            self.blocks
+        ));
+        if !gguf.exists() {
+            let t = step(&format!("write {}", gguf.display()));
+            status(
+                Command::new(self.binary("selfrag-bench-models"))
+                    .arg("llama")
+                    .arg(&gguf)
+                    .arg(self.blocks.to_string()),
+                "selfrag-bench-models llama",
+            )?;
+            done("write the benchmark GGUF", t);
+        }
+        Ok(gguf)
+    }
+
+    /// The random BERT-base folder, written on first use.
+    fn bert_dir(&self) -> Result<PathBuf> {
+        let dir = self.models.join("bert-base-shape.v1");
+        if !dir.join("model.safetensors").exists() {
+            let t = step(&format!("write {}", dir.display()));
+            status(
+                Command::new(self.binary("selfrag-bench-models"))
+                    .arg("bert")
+                    .arg(&dir),
+                "selfrag-bench-models bert",
+            )?;
+            done("write the benchmark BERT", t);
+        }
+        Ok(dir)
     }
 
     fn python(&self) -> Result<&Path> {
@@ -475,21 +517,7 @@ fn prompt_ids() -> String {
 }
 
 fn generator(bench: &Bench) -> Result<String> {
-    let gguf = bench.models.join(format!(
-        "llama2-7b-shape-{}-blocks-q4_k_m.v1.gguf",
-        bench.blocks
-    ));
-    if !gguf.exists() {
-        let t = step(&format!("write {}", gguf.display()));
-        status(
-            Command::new(bench.binary("selfrag-bench-models"))
-                .arg("llama")
-                .arg(&gguf)
-                .arg(bench.blocks.to_string()),
-            "selfrag-bench-models llama",
-        )?;
-        done("write the benchmark GGUF", t);
-    }
+    let gguf = bench.generator_gguf()?;
     #[allow(clippy::cast_precision_loss)]
     let file_mb = std::fs::metadata(&gguf)
         .with_context(|| format!("reading {}", gguf.display()))?
@@ -632,17 +660,7 @@ fn generator(bench: &Bench) -> Result<String> {
 }
 
 fn embedder(bench: &Bench) -> Result<String> {
-    let dir = bench.models.join("bert-base-shape.v1");
-    if !dir.join("model.safetensors").exists() {
-        let t = step(&format!("write {}", dir.display()));
-        status(
-            Command::new(bench.binary("selfrag-bench-models"))
-                .arg("bert")
-                .arg(&dir),
-            "selfrag-bench-models bert",
-        )?;
-        done("write the benchmark BERT", t);
-    }
+    let dir = bench.bert_dir()?;
     let passages_json = bench.output(
         Command::new(bench.binary("selfrag-bench-models"))
             .arg("passages")

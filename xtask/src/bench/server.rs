@@ -1,0 +1,181 @@
+//! The `server` section of `cargo xtask bench`: one full Self-RAG answer (short form, always
+//! retrieving, K = 5 candidates of at most 64 tokens) from the local generator and from
+//! llama.cpp's `llama-server` on the same GGUF on this machine, and an indexing job's
+//! passages/s alone and while each of them answers.
+//!
+//! Both sides are `selfrag debug index-while-answering` (one engine: a library of 40 notes
+//! indexed alone, a timed answer, then a timed answer beside a job of 800 more notes), run
+//! alternately as fresh processes, median over the rounds. The server side is the same binary
+//! with `SELFRAG_GENERATOR_URL`. The server is the one the tests use (`cargo xtask
+//! llama-server`, built for x86-64-v3), started as the tests start it (f32 cache, flash
+//! attention off: the local generator's arithmetic), with one slot per candidate. The models
+//! are the generator section's random 7B-shaped GGUF and the embedder section's random
+//! BERT-base.
+
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use selfrag_testkit::llama_server::LlamaServer;
+
+use super::{Bench, check_load, json_number, json_string, list, median, preamble};
+
+/// Candidates per answer, and the server's slots.
+const K: usize = 5;
+/// Tokens of context per server slot: the answer's prompts are a few hundred tokens.
+const CONTEXT_PER_SLOT: usize = 2048;
+const QUESTION: &str = "What does the library say about retrieval and citation support?";
+
+#[derive(Default)]
+struct Runs {
+    answer: Vec<f64>,
+    answer_beside_job: Vec<f64>,
+    indexing_alone: Vec<f64>,
+    indexing_beside_answer: Vec<f64>,
+}
+
+impl Runs {
+    fn record(&mut self, json: &str) -> Result<()> {
+        self.answer.push(json_number(json, "answer_seconds_alone")?);
+        self.answer_beside_job
+            .push(json_number(json, "answer_seconds_while_indexing")?);
+        self.indexing_alone
+            .push(json_number(json, "passages_per_second_alone")?);
+        self.indexing_beside_answer
+            .push(json_number(json, "passages_per_second_while_answering")?);
+        Ok(())
+    }
+}
+
+pub(super) fn server(bench: &Bench) -> Result<String> {
+    let gguf = bench.generator_gguf()?;
+    let bert = bench.bert_dir()?;
+    let binary = crate::llama_server::binary()?;
+    let scratch = bench.out.join("server");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
+    let threads = bench.threads.to_string();
+    let server = LlamaServer::start(
+        &binary,
+        &gguf,
+        &scratch,
+        K,
+        CONTEXT_PER_SLOT,
+        &["-t", &threads, "-tb", &threads],
+    )
+    .with_context(|| format!("starting {} on {}", binary.display(), gguf.display()))?;
+    let build = server_build(&server.url);
+
+    let load = check_load();
+    let run = |round: usize, url: Option<&str>| -> Result<String> {
+        let dir = scratch.join(format!(
+            "{}-{round}",
+            if url.is_some() { "server" } else { "local" }
+        ));
+        let mut cmd = Command::new(bench.binary("selfrag"));
+        cmd.args(["debug", "index-while-answering", "--question", QUESTION])
+            .args(["--k", &K.to_string(), "--files", "40", "--dir"])
+            .arg(&dir)
+            .env("SELFRAG_GENERATOR", &gguf)
+            .env("SELFRAG_EMBEDDER", &bert)
+            .env("SELFRAG_DEVICE", "cpu")
+            .env("SELFRAG_LOG", "error")
+            .env_remove("SELFRAG_GENERATOR_URL")
+            .env_remove("SELFRAG_GENERATOR_API_KEY");
+        if let Some(url) = url {
+            cmd.env("SELFRAG_GENERATOR_URL", url);
+        }
+        let json = bench.output(&mut cmd, "selfrag debug index-while-answering")?;
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(json)
+    };
+    let (mut local, mut remote) = (Runs::default(), Runs::default());
+    let mut candidates = String::new();
+    for round in 0..bench.rounds {
+        eprintln!("server round {}/{}", round + 1, bench.rounds);
+        let order = if round % 2 == 0 {
+            [None, Some(server.url.as_str())]
+        } else {
+            [Some(server.url.as_str()), None]
+        };
+        for url in order {
+            let json = run(round, url)?;
+            candidates = format!("{}", json_number(&json, "candidates")?);
+            match url {
+                Some(_) => remote.record(&json)?,
+                None => local.record(&json)?,
+            }
+        }
+    }
+    drop(server);
+
+    let ratio = |ours: f64, peer: f64| ours / peer;
+    let (answer, answer_peer) = (median(&local.answer), median(&remote.answer));
+    let (beside, beside_peer) = (
+        median(&local.answer_beside_job),
+        median(&remote.answer_beside_job),
+    );
+    let (alone, alone_peer) = (
+        median(&local.indexing_alone),
+        median(&remote.indexing_alone),
+    );
+    let (during, during_peer) = (
+        median(&local.indexing_beside_answer),
+        median(&remote.indexing_beside_answer),
+    );
+    let mut md = format!(
+        "## Generator server\n\n{} llama-server: llama.cpp {build} (`cargo xtask llama-server`, \
+         x86-64-v3 build: AVX2, no AVX-512), {K} slots of {CONTEXT_PER_SLOT} tokens, f32 \
+         cache, flash attention off, {} threads.\n\n\
+         One answer: short form, always retrieving, K = {K} candidates ({candidates} generated) \
+         of at most 64 tokens, from a library of 40 one-passage notes, in one engine after a \
+         first answer that loads the models; the generator section's random 7B-shaped GGUF and \
+         the embedder section's random BERT-base, on the CPU. \"Beside\" runs the answer while \
+         an indexing job of 800 more notes runs in the same engine (`selfrag debug \
+         index-while-answering`).\n\n\
+         | measure | local (candle) | llama-server | local / server |\n\
+         | --- | ---: | ---: | ---: |\n\
+         | answer, seconds | {answer:.2} | {answer_peer:.2} | {:.2}× the time |\n\
+         | answer beside an indexing job, seconds | {beside:.2} | {beside_peer:.2} | {:.2}× the time |\n\
+         | indexing alone, passages/s | {alone:.2} | {alone_peer:.2} | — |\n\
+         | indexing while answering, passages/s | {during:.2} | {during_peer:.2} | {:.2}× |\n\n",
+        preamble(bench, load),
+        bench.threads,
+        ratio(answer, answer_peer),
+        ratio(beside, beside_peer),
+        ratio(during, during_peer),
+    );
+    md.push_str(&format!(
+        "Per round: answer seconds local [{}], server [{}]; beside the job local [{}], server \
+         [{}]; indexing passages/s while answering local [{}], server [{}] (alone: local [{}], \
+         server [{}]). The engine's model thread gives an indexing job at most a quarter of \
+         its time while it generates (`BACKGROUND_SHARE`); with a server it only embeds, and \
+         the two compete for the same {} cores here, as they would not with a GPU server.\n",
+        list(&local.answer),
+        list(&remote.answer),
+        list(&local.answer_beside_job),
+        list(&remote.answer_beside_job),
+        list(&local.indexing_beside_answer),
+        list(&remote.indexing_beside_answer),
+        list(&local.indexing_alone),
+        list(&remote.indexing_alone),
+        bench.threads,
+    ));
+    Ok(md)
+}
+
+/// The server's llama.cpp build as `/props` reports it, or `unknown`.
+fn server_build(url: &str) -> String {
+    let port = url.rsplit(':').next().unwrap_or_default();
+    let reply = http_get(port, "/props").unwrap_or_default();
+    json_string(&reply, "build_info").unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn http_get(port: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    Some(reply)
+}

@@ -635,6 +635,13 @@ async fn ask(
 }
 
 fn print_answer(answer: &Answer, json: bool) -> Result<()> {
+    if let Some(why) = &answer.cut_short {
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: the answer stops after {} segment(s): {why}",
+            answer.segments.len()
+        );
+    }
     if json {
         write_stdout(&format!("{}\n", serde_json::to_string_pretty(answer)?))
     } else {

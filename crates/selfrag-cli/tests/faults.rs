@@ -94,6 +94,7 @@ fn answer(tag: &str, segments: usize) -> Answer {
             .collect(),
         answer: String::new(),
         generator: None,
+        cut_short: None,
     }
 }
 

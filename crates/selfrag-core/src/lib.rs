@@ -47,7 +47,10 @@ pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};
 /// Answers `question` with Self-RAG: short form, or long form when `settings.long_form`.
 ///
 /// `on_progress` sees each step as it happens; `cancel` is checked between steps and makes
-/// the run end with [`SelfRagError::Cancelled`].
+/// the run end with [`SelfRagError::Cancelled`], as does a generator call that fails once
+/// `cancel` is set (a generator may stop its work when it sees the flag). In long form, a
+/// generator that fails after the first segment ends the answer there: the segments written
+/// are kept and [`Answer::cut_short`] says why.
 pub fn answer(
     question: &str,
     settings: &Settings,
@@ -57,7 +60,7 @@ pub fn answer(
     cancel: &dyn Cancel,
 ) -> Result<Answer, SelfRagError> {
     settings.validate()?;
-    if settings.long_form {
+    let answer = if settings.long_form {
         long_form::run(
             question,
             settings,
@@ -75,5 +78,11 @@ pub fn answer(
             on_progress,
             cancel,
         )
+    };
+    match answer {
+        Err(SelfRagError::Generator { .. }) if cancel.is_cancelled() => {
+            Err(SelfRagError::Cancelled)
+        }
+        other => other,
     }
 }

@@ -95,7 +95,8 @@ pub(crate) fn run(
 
     let width = settings.beam_width.max(1);
     let mut beams = vec![Beam::default()];
-    for segment in 0..settings.max_segments.max(1) {
+    let mut cut_short = None;
+    'segments: for segment in 0..settings.max_segments.max(1) {
         if beams.iter().all(|b| b.finished) {
             break;
         }
@@ -112,6 +113,14 @@ pub(crate) fn run(
                     finished: true,
                     ..beam.clone()
                 }),
+                // A generator that stops answering (a server killed or unreachable) after the
+                // first segment: the paths written so far are the answer, and it says why.
+                Err(err @ SelfRagError::Generator { .. })
+                    if segment > 0 && !run.cancel.is_cancelled() =>
+                {
+                    cut_short = Some(err.to_string());
+                    break 'segments;
+                }
                 Err(err) => return Err(err),
             }
         }
@@ -137,6 +146,7 @@ pub(crate) fn run(
         segments: best.segments,
         answer: String::new(),
         generator: described,
+        cut_short,
     };
     answer.passages = keep_used_passages(run.pool, &mut answer.segments);
     answer.assemble();

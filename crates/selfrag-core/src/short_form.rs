@@ -88,6 +88,7 @@ pub(crate) fn run(
         }],
         answer: String::new(),
         generator: generator.describe(),
+        cut_short: None,
     };
     answer.assemble();
     announce_segments(&answer, on_progress);

@@ -139,4 +139,9 @@ pub struct Answer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub generator: Option<GeneratorInfo>,
+    /// Why the answer stops early: the generator failed (a server that stopped answering) after
+    /// the segments kept here, which are complete and scored. `None` for a finished answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub cut_short: Option<String>,
 }

@@ -238,15 +238,6 @@ impl Engine {
                 &mut on_progress,
                 run.cancel.as_ref(),
             );
-            let answer = match answer {
-                // A generation stopped by the cancel flag fails; the run was cancelled.
-                Err(selfrag_core::SelfRagError::Generator { .. })
-                    if run.cancel.load(std::sync::atomic::Ordering::Relaxed) =>
-                {
-                    Err(selfrag_core::SelfRagError::Cancelled)
-                }
-                other => other,
-            };
             (generator, answer.map_err(EngineError::from))
         })
         .await

@@ -286,6 +286,7 @@ mod tests {
             }],
             answer: format!("{answer} [1]"),
             generator: None,
+            cut_short: None,
         };
         AnswerRecord {
             id: id.into(),

@@ -249,9 +249,21 @@ impl<'a> View<'a> {
             .into_iter()
             .filter_map(|n| Some((n, answer.passages.get(n.checked_sub(1)?)?)))
             .collect();
-        let note = options
+        let filtered = options
             .only_supported
             .then(|| filter_note(answer.segments.len(), partial, unsupported, unjudged));
+        // An answer cut short says so wherever it goes, as the app does.
+        let stopped = answer.cut_short.as_ref().map(|why| {
+            format!(
+                "The answer stops early, after {} segment(s): {}.",
+                answer.segments.len(),
+                one_line(why)
+            )
+        });
+        let note = match (stopped, filtered) {
+            (Some(stopped), Some(filtered)) => Some(format!("{stopped} {filtered}")),
+            (stopped, filtered) => stopped.or(filtered),
+        };
         Self {
             question: &answer.question,
             pieces,
@@ -379,6 +391,7 @@ pub(crate) mod test_answer {
             ],
             answer: String::new(),
             generator: None,
+            cut_short: None,
         }
     }
 }
@@ -477,5 +490,26 @@ mod tests {
         assert_eq!(all.pieces.len(), 4);
         assert_eq!(all.sources.len(), 2);
         assert!(all.note.is_none());
+    }
+
+    #[test]
+    fn an_answer_cut_short_says_so_in_every_export() {
+        let mut a = test_answer::answer();
+        a.cut_short = Some("the generator server at http://lab:8080 stopped\nanswering".into());
+        let note = "The answer stops early, after 4 segment(s): the generator server at http://lab:8080 stopped answering.";
+        assert_eq!(
+            View::new(&a, &ExportOptions::default()).note.as_deref(),
+            Some(note)
+        );
+        assert!(crate::markdown(&a, &ExportOptions::default()).contains(note));
+        assert!(crate::html(&a, &ExportOptions::default()).contains(note));
+        let filtered = View::new(
+            &a,
+            &ExportOptions {
+                only_supported: true,
+                ..ExportOptions::default()
+            },
+        );
+        assert!(filtered.note.unwrap().starts_with(note));
     }
 }

@@ -36,6 +36,24 @@ describe("AnswerView", () => {
     expect(screen.getByTestId("not-saved")).toHaveTextContent("export it to keep it");
   });
 
+  it("says when and why the answer stops early, and otherwise says nothing", () => {
+    const { unmount } = render(AnswerView, { record: record() });
+    expect(screen.queryByTestId("cut-short")).toBeNull();
+    unmount();
+    render(AnswerView, {
+      record: record({
+        answer: answer({
+          cut_short:
+            "the language model failed while generating candidates: the generator server at http://lab:8080 stopped answering",
+        }),
+      }),
+    });
+    const note = screen.getByTestId("cut-short");
+    expect(note).toHaveTextContent("The answer stops after 1 segment:");
+    expect(note).toHaveTextContent("http://lab:8080 stopped answering");
+    expect(note).toHaveTextContent("ask again to write the rest");
+  });
+
   it("says which generator wrote the answer", () => {
     render(AnswerView, {
       record: record({

@@ -356,3 +356,82 @@ fn cancel_stops_the_beam_search_between_segments() {
     assert!(matches!(err, SelfRagError::Cancelled));
     assert_eq!(g.batches.len(), 1);
 }
+
+/// A generator that stops answering after the first segment: the answer keeps that segment,
+/// complete and scored, and says why it stops; at the first segment there is nothing to keep;
+/// once cancelled, a failure is the cancellation.
+#[test]
+fn a_generator_failing_after_the_first_segment_cuts_the_answer_short_and_keeps_it() {
+    let script = |prompt: &str| {
+        if prompt.contains("Alpha") {
+            seg("Beta two", (1.0, 0.0), EOS_TOKEN)
+        } else {
+            seg("Alpha one", (1.0, 0.0), "[Retrieval]")
+        }
+    };
+    let mut g = Scripted::fixed(0.9, 0.1, script);
+    g.fail_batch = Some(1);
+    let mut lib = Library::new(&["source0"]);
+    let (answer, events) = run("Q?", &long(1, 1), &mut g, &mut lib);
+    assert_eq!(answer.answer, "Alpha one [1]");
+    assert_eq!(answer.segments.len(), 1);
+    let why = answer.cut_short.as_deref().unwrap();
+    assert!(
+        why.contains("http://gpu-box:8080 closed the connection"),
+        "{why}"
+    );
+    assert!(events.contains(&Progress::SegmentChosen {
+        segment: 0,
+        text: "Alpha one".into(),
+        citation: Some(1),
+    }));
+    let json = serde_json::to_value(&answer).unwrap();
+    assert_eq!(json["cut_short"].as_str(), Some(why));
+
+    let mut finished = Scripted::fixed(0.9, 0.1, script);
+    let (whole, _) = run(
+        "Q?",
+        &long(1, 1),
+        &mut finished,
+        &mut Library::new(&["source0"]),
+    );
+    assert_eq!(whole.cut_short, None);
+    assert_eq!(whole.segments.len(), 2);
+    assert!(
+        serde_json::to_value(&whole)
+            .unwrap()
+            .get("cut_short")
+            .is_none()
+    );
+
+    let mut first = Scripted::fixed(0.9, 0.1, script);
+    first.fail_batch = Some(0);
+    let err = selfrag_core::answer(
+        "Q?",
+        &long(1, 1),
+        &mut first,
+        &mut Library::new(&["source0"]),
+        &mut |_| {},
+        &(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, SelfRagError::Generator { .. }), "{err}");
+
+    let cancelled = AtomicBool::new(false);
+    let mut stopping = Scripted::fixed(0.9, 0.1, script);
+    stopping.fail_batch = Some(1);
+    let err = selfrag_core::answer(
+        "Q?",
+        &long(1, 1),
+        &mut stopping,
+        &mut Library::new(&["source0"]),
+        &mut |p| {
+            if matches!(p, Progress::CandidatesStarted { segment: 1, .. }) {
+                cancelled.store(true, Ordering::Relaxed);
+            }
+        },
+        &cancelled,
+    )
+    .unwrap_err();
+    assert!(matches!(err, SelfRagError::Cancelled), "{err}");
+}

@@ -136,6 +136,8 @@ pub struct Scripted {
     pub decisions: Vec<Vec<TokenId>>,
     /// Tokens the vocabulary lacks (for MissingReflectionTokens).
     pub lacks: Vec<&'static str>,
+    /// `generate_batch` call (0-based) that fails, as a server that stops answering does.
+    pub fail_batch: Option<usize>,
 }
 
 impl Scripted {
@@ -152,6 +154,7 @@ impl Scripted {
             batches: Vec::new(),
             decisions: Vec::new(),
             lacks: Vec::new(),
+            fail_batch: None,
         }
     }
 
@@ -272,6 +275,9 @@ impl Generator for Scripted {
         request: &GenerateRequest,
     ) -> Result<Vec<Generation>, BackendError> {
         self.batches.push((prompts.to_vec(), request.clone()));
+        if self.fail_batch == Some(self.batches.len() - 1) {
+            return Err("the server at http://gpu-box:8080 closed the connection".into());
+        }
         let mut out = Vec::new();
         for prompt in prompts {
             let text = self.render(prompt);

@@ -163,7 +163,12 @@ answer: string,
 /**
  * The generator that wrote it; absent in traces saved before it was recorded.
  */
-generator?: GeneratorInfo, };
+generator?: GeneratorInfo, 
+/**
+ * Why the answer stops early: the generator failed (a server that stopped answering) after
+ * the segments kept here, which are complete and scored. `None` for a finished answer.
+ */
+cut_short?: string, };
 
 export type Progress = { "kind": "retrieve_decided", p_retrieve: number, threshold: number, mode: RetrieveMode, retrieved: boolean, } | { "kind": "passages_retrieved", segment: number, count: number, } | { "kind": "candidates_started", segment: number, count: number, } | { "kind": "candidate_finished", segment: number, index: number, count: number, } | { "kind": "segment_chosen", segment: number, text: string, citation: number | null, };
 

@@ -287,6 +287,49 @@ fn a_server_killed_mid_answer_is_an_error_naming_it() {
     assert!(err.to_string().contains(&f.server.url), "{err}");
 }
 
+/// Long form through a server killed once the first segment is written: the answer keeps
+/// that segment and says that the server at its URL failed.
+#[test]
+fn a_long_answer_whose_server_is_killed_after_a_segment_keeps_it_and_says_why() {
+    let Some(mut f) = fixture(2) else { return };
+    let mut remote = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &f.model).unwrap();
+    let settings = Settings {
+        mode: RetrieveMode::Always,
+        long_form: true,
+        k: 2,
+        beam_width: 1,
+        max_segments: 3,
+        max_segment_tokens: 20,
+        ..Settings::default()
+    };
+    let mut killed = false;
+    let answer = selfrag_core::answer(
+        "What is the capital of France?",
+        &settings,
+        &mut remote,
+        &mut passages(),
+        &mut |progress| {
+            if !killed
+                && matches!(
+                    progress,
+                    selfrag_core::Progress::CandidatesStarted { segment: 1, .. }
+                )
+            {
+                f.server.child.kill().unwrap();
+                f.server.child.wait().unwrap();
+                killed = true;
+            }
+        },
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    assert!(killed, "the tiny model wrote one segment only");
+    assert_eq!(answer.segments.len(), 1);
+    assert!(!answer.answer.is_empty());
+    let why = answer.cut_short.unwrap();
+    assert!(why.contains(&f.server.url), "{why}");
+}
+
 #[test]
 fn a_model_without_the_reflection_tokens_is_refused_before_use() {
     let Some(f) = serving(1, selfrag_models::fixtures::write_tiny_base_llama_gguf, &[]) else {

@@ -186,6 +186,13 @@ fn index_event(event: JobEvent) -> Option<IndexEvent> {
         JobEvent::Started { total, resumed } => IndexEvent::Started { total, resumed },
         JobEvent::FileStarted { path } => IndexEvent::FileStarted { path },
         JobEvent::Removed { path } => IndexEvent::Removed { path },
+        JobEvent::LinkSkipped { path, target } => IndexEvent::FileSkipped {
+            path,
+            reason: format!(
+                "a link to {target}, outside the folder you gave; links are followed only \
+                 inside it (add the target itself to index it)"
+            ),
+        },
         JobEvent::Progress(p) => IndexEvent::Progress {
             done: p.done,
             total: p.total,

@@ -38,6 +38,11 @@ pub enum JobEvent {
     Removed {
         path: String,
     },
+    /// A symbolic link whose target lies outside the folder the user gave: not read.
+    LinkSkipped {
+        path: String,
+        target: String,
+    },
     Progress(JobProgress),
 }
 
@@ -110,9 +115,12 @@ impl Library {
         write_atomically(&self.job_file(), text.as_bytes())?;
 
         let mut files = Vec::new();
+        let mut links_outside = Vec::new();
         for root in &all {
             let before = files.len();
-            collect_files(Path::new(root), &mut files);
+            let walk = walk(Path::new(root));
+            files.extend(walk.files);
+            links_outside.extend(walk.links_outside);
             let known = self
                 .documents()
                 .iter()
@@ -131,6 +139,13 @@ impl Library {
         });
         let started = Instant::now();
         let mut summary = JobSummary::default();
+        for (link, target) in links_outside {
+            summary.skipped += 1;
+            on_event(JobEvent::LinkSkipped {
+                path: link.display().to_string(),
+                target: target.display().to_string(),
+            });
+        }
         let mut progress = JobProgress {
             total,
             ..JobProgress::default()
@@ -236,9 +251,33 @@ pub fn is_disk_full(error: &IndexError) -> bool {
     text.contains("No space left on device") || text.contains("not enough space on the disk")
 }
 
-/// The files under `path` (itself if it is a file), skipping hidden files and folders
-/// (`.git`, `.DS_Store`) and never following a symbolic link to a folder (no loops).
-pub fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
+/// What a walk of a path the user granted (a dropped or picked file or folder, a watched
+/// folder) found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Walk {
+    pub files: Vec<PathBuf>,
+    /// Symbolic links to a file outside the granted path, as (link, target): never read, so a
+    /// folder holding `notes.txt -> ~/.ssh/id_rsa` cannot bring the key into the library.
+    pub links_outside: Vec<(PathBuf, PathBuf)>,
+}
+
+/// The files under `root` (itself if it is a file); see [`walk_under`].
+pub fn walk(root: &Path) -> Walk {
+    walk_under(root, root)
+}
+
+/// The files under `path`, which lies in the granted `root`, skipping hidden files and
+/// folders (`.git`, `.DS_Store`) and never following a symbolic link to a folder (no loops).
+/// A link to a file is followed only where its target stays inside `root` (or is `root`
+/// itself, a link the user named); the others are listed in [`Walk::links_outside`].
+pub fn walk_under(root: &Path, path: &Path) -> Walk {
+    let inside = std::fs::canonicalize(root).ok();
+    let mut walk = Walk::default();
+    collect(root, inside.as_deref(), path, &mut walk);
+    walk
+}
+
+fn collect(root: &Path, inside: Option<&Path>, path: &Path, walk: &mut Walk) {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         // Missing: the walk reports nothing; the job removes its documents.
         return;
@@ -246,7 +285,7 @@ pub fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
     if meta.is_dir() {
         let Ok(entries) = std::fs::read_dir(path) else {
             // Unreadable folder: let indexing report the error on the folder itself.
-            out.push(path.to_path_buf());
+            walk.files.push(path.to_path_buf());
             return;
         };
         let mut children: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
@@ -256,14 +295,23 @@ pub fn collect_files(path: &Path, out: &mut Vec<PathBuf>) {
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with('.'));
             if !hidden {
-                collect_files(&child, out);
+                collect(root, inside, &child, walk);
             }
         }
     } else if meta.file_type().is_symlink() {
-        if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            out.push(path.to_path_buf());
+        // A dangling link or a link to a folder is not a document.
+        let Ok(target) = std::fs::canonicalize(path) else {
+            return;
+        };
+        if !target.is_file() {
+            return;
+        }
+        if path == root || inside.is_some_and(|inside| target.starts_with(inside)) {
+            walk.files.push(path.to_path_buf());
+        } else {
+            walk.links_outside.push((path.to_path_buf(), target));
         }
     } else {
-        out.push(path.to_path_buf());
+        walk.files.push(path.to_path_buf());
     }
 }

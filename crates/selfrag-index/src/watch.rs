@@ -12,7 +12,7 @@ use notify::{RecursiveMode, Watcher};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::job::{JobEvent, JobSummary, collect_files};
+use crate::job::{JobEvent, JobSummary, walk_under};
 use crate::library::meta::{read_state, write_atomically};
 use crate::library::path_key;
 use crate::{IndexError, IndexOutcome, Library, PassageEmbedder};
@@ -147,11 +147,26 @@ impl Library {
             .iter()
             .filter(|p| !p.starts_with(self.dir()) && !is_hidden(p))
             .collect();
+        let watched = self.watched_folders();
         let mut files = Vec::new();
         let mut gone = Vec::new();
         for path in relevant {
             if std::fs::symlink_metadata(path).is_ok() {
-                collect_files(path, &mut files);
+                // Links are followed only inside the watched folder the change is in.
+                let root = watched
+                    .iter()
+                    .filter(|folder| path.starts_with(folder))
+                    .max_by_key(|folder| folder.as_os_str().len())
+                    .map_or(path.as_path(), PathBuf::as_path);
+                let walk = walk_under(root, path);
+                files.extend(walk.files);
+                for (link, target) in walk.links_outside {
+                    summary.skipped += 1;
+                    on_event(JobEvent::LinkSkipped {
+                        path: link.display().to_string(),
+                        target: target.display().to_string(),
+                    });
+                }
             } else {
                 gone.push(path.clone());
             }

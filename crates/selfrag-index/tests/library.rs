@@ -454,3 +454,73 @@ async fn a_cancelled_job_stops_between_files_and_keeps_what_it_did() {
     assert_eq!(summary.indexed, 2);
     assert_eq!(lib.documents().len(), 2);
 }
+
+/// A folder given to the library may hold links: one to a file inside it is indexed, one to a
+/// file outside it (`notes.txt -> ~/.ssh/id_rsa`) is never read and is reported by name, by a
+/// job and by the watcher alike.
+#[cfg(unix)]
+#[tokio::test]
+async fn symlinks_out_of_a_granted_folder_are_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = write(
+        &tmp.path().join("home/.ssh"),
+        "id_rsa",
+        "BEGIN OPENSSH PRIVATE KEY zebrasecret",
+    );
+    let docs = tmp.path().join("docs");
+    let real = write(&docs, "real.txt", "Otters hold hands while sleeping.");
+    std::os::unix::fs::symlink(&secret, docs.join("notes.txt")).unwrap();
+    std::os::unix::fs::symlink(&real, docs.join("again.txt")).unwrap();
+    std::os::unix::fs::symlink("../docs/real.txt", docs.join("relative.txt")).unwrap();
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    let never = AtomicBool::new(false);
+    let mut skipped = Vec::new();
+    lib.run_job(std::slice::from_ref(&docs), &EMBEDDER, &never, |e| {
+        if let JobEvent::LinkSkipped { path, target } = e {
+            skipped.push((path, target));
+        }
+    })
+    .await
+    .unwrap();
+    let notes = docs.join("notes.txt").display().to_string();
+    assert_eq!(
+        skipped,
+        [(
+            notes.clone(),
+            secret.canonicalize().unwrap().display().to_string()
+        )]
+    );
+    let paths: Vec<String> = lib.documents().into_iter().map(|d| d.path).collect();
+    assert!(!paths.contains(&notes), "{paths:?}");
+    assert!(paths.iter().any(|p| p.ends_with("again.txt")), "{paths:?}");
+    assert!(
+        paths.iter().any(|p| p.ends_with("relative.txt")),
+        "{paths:?}"
+    );
+    let found = texts_found(&lib, "zebrasecret").await;
+    assert!(
+        !found.iter().any(|t| t.contains("zebrasecret")),
+        "{found:?}"
+    );
+
+    // The watcher: a link made later in a watched folder is held to the same rule.
+    lib.set_watched(&docs, true).unwrap();
+    let later = docs.join("later.txt");
+    std::os::unix::fs::symlink(&secret, &later).unwrap();
+    let mut events = Vec::new();
+    let summary = lib
+        .apply_changes(std::slice::from_ref(&later), &EMBEDDER, |e| {
+            events.push(format!("{e:?}"))
+        })
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.skipped), (0, 1), "{events:?}");
+    assert!(events[0].contains("LinkSkipped") && events[0].contains("later.txt"));
+    let found = texts_found(&lib, "zebrasecret").await;
+    assert!(
+        !found.iter().any(|t| t.contains("zebrasecret")),
+        "{found:?}"
+    );
+}

@@ -47,9 +47,8 @@ fn library_view(lib: &Library) -> BTreeMap<String, u64> {
 }
 
 fn disk_view(dir: &Path) -> BTreeMap<String, u64> {
-    let mut files = Vec::new();
-    selfrag_index::job::collect_files(dir, &mut files);
-    files
+    selfrag_index::job::walk(dir)
+        .files
         .into_iter()
         .map(|f| {
             let size = std::fs::metadata(&f).unwrap().len();

@@ -145,17 +145,30 @@ pub fn cancel_indexing(jobs: tauri::State<'_, LibraryJobs>) {
     }
 }
 
-/// Removes the document at `path` from the library (the file stays on disk); returns the
-/// paths removed.
+/// Removes the library's document `document_id` (the file stays on disk); returns the paths
+/// removed. An id, not a path: a path from the page could name a folder, and `/` would empty
+/// the library.
 #[tauri::command]
 pub async fn remove_document(
     state: tauri::State<'_, AppState>,
     jobs: tauri::State<'_, LibraryJobs>,
-    path: PathBuf,
+    document_id: String,
 ) -> Result<Vec<String>, IpcError> {
+    let held = state.engine.documents().await?;
+    let Some(document) = held.into_iter().find(|d| d.id == document_id) else {
+        return Err(IpcError::new(
+            "not_in_library",
+            format!(
+                "no document with id `{document_id}` in the library; it may have been removed already"
+            ),
+        ));
+    };
     // Not while a job runs: the job could be indexing this very file.
     let _job = jobs.lock.lock().await;
-    Ok(state.engine.remove_documents(&path).await?)
+    Ok(state
+        .engine
+        .remove_documents(Path::new(&document.path))
+        .await?)
 }
 
 /// Parses and embeds the library's document at `path` again. The library skips a file whose

@@ -74,6 +74,9 @@ test("the webview cannot read, write or open files through the IPC", async () =>
     }
     const reindex = await attempt("reindex_document", { path: "/etc/passwd", onEvent: "channel" });
     assert.match(reindex, /^denied: .*not_in_library/, `reindex_document outside the library must be refused, got ${reindex}`);
+    // Removal takes a document id: a folder path (`/`, which matched every document) is none.
+    const removal = await attempt("remove_document", { documentId: "/" });
+    assert.match(removal, /^denied: .*not_in_library/, `remove_document with a path must be refused, got ${removal}`);
     const stats = await attempt("library_stats");
     assert.match(stats, /"documents":0/, `nothing was indexed: ${stats}`);
   } finally {

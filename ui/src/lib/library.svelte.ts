@@ -124,11 +124,11 @@ export class LibraryController {
     await this.#userJob((onEvent) => reindexDocument(path, onEvent));
   }
 
-  async remove(path: string): Promise<void> {
+  async remove(document: DocumentInfo): Promise<void> {
     try {
-      await removeDocument(path);
+      await removeDocument(document.id);
       const next = { ...this.activity };
-      delete next[path];
+      delete next[document.path];
       this.activity = next;
       await this.refresh();
     } catch (e) {

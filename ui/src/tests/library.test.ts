@@ -185,7 +185,7 @@ describe("library pane", () => {
     mocked.libraryStats.mockResolvedValue(overview({ documents: 1, passages: 4, pages: 1 }));
     await user.click(within(row).getByTestId("remove-document"));
     await user.click(within(row).getByTestId("confirm-remove"));
-    expect(mocked.removeDocument).toHaveBeenCalledWith(PAPER.path);
+    expect(mocked.removeDocument).toHaveBeenCalledWith(PAPER.id);
     await waitFor(() => expect(screen.getAllByTestId("document-item")).toHaveLength(1));
     expect(screen.getByTestId("library-counts")).toHaveTextContent("1 document · 4 passages");
   });

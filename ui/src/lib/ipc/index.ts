@@ -216,9 +216,9 @@ export function cancelIndexing(): Promise<void> {
   return invoke<void>("cancel_indexing");
 }
 
-/** Removes a document from the library (the file stays on disk); resolves with the paths removed. */
-export function removeDocument(path: string): Promise<string[]> {
-  return invoke<string[]>("remove_document", { path });
+/** Removes the library's document `documentId` (the file stays on disk); resolves with the paths removed. */
+export function removeDocument(documentId: string): Promise<string[]> {
+  return invoke<string[]>("remove_document", { documentId });
 }
 
 /** Parses and embeds one document again, streaming the job's events like `indexPaths`. */

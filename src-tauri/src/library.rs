@@ -130,7 +130,7 @@ pub async fn index_job(
     jobs.run(engine, paths, on_event).await
 }
 
-/// Stops the running indexing job between two files; what was indexed stays. Does nothing
+/// Stops the running indexing job at the next file or embedding batch; what was indexed stays. Does nothing
 /// when no job that can be stopped runs (the watched folders' catch-up ends with
 /// `unwatch_folder`).
 #[tauri::command]

@@ -34,7 +34,7 @@ impl Engine {
             .await
     }
 
-    /// [`Engine::index_paths`], stopping between files once `cancel` is set.
+    /// [`Engine::index_paths`], stopping at the next file or embedding batch once `cancel` is set.
     pub async fn index_paths_cancellable(
         &self,
         paths: &[PathBuf],

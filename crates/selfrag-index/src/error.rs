@@ -25,6 +25,9 @@ pub enum IndexError {
     Unsupported { path: PathBuf, reason: String },
     #[error("{path} has no text to index")]
     Empty { path: PathBuf },
+    /// The job was stopped while this file was being embedded; nothing of it was written.
+    #[error("indexing {path} was stopped before it finished; nothing of it was saved")]
+    Stopped { path: PathBuf },
     #[error(
         "{path} is password-protected; save a copy without the password (e.g. print it to PDF) and index that"
     )]

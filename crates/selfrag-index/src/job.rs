@@ -88,7 +88,8 @@ impl Library {
 
     /// Indexes `roots` (files and folders, recursively) together with any interrupted job's, one
     /// file at a time: one file's failure is an event, never the end of the job. Cancelling
-    /// stops between files and forgets the job; what was done stays.
+    /// stops at the next file or embedding batch (a file cut off there is not written) and
+    /// forgets the job; what was done stays.
     pub async fn run_job(
         &self,
         roots: &[PathBuf],
@@ -158,7 +159,11 @@ impl Library {
             }
             let path = file.display().to_string();
             on_event(JobEvent::FileStarted { path: path.clone() });
-            let result = self.index_file(file, embedder).await;
+            let result = self.index_file_stoppable(file, embedder, cancel).await;
+            if let Err(IndexError::Stopped { .. }) = result {
+                summary.cancelled = true;
+                break;
+            }
             match &result {
                 Ok(IndexOutcome::Indexed { passages, .. }) => {
                     summary.indexed += 1;

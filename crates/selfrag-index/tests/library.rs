@@ -524,3 +524,50 @@ async fn symlinks_out_of_a_granted_folder_are_not_followed() {
         "{found:?}"
     );
 }
+
+/// Stop acts inside a long file: at its next embedding batch, not after the whole document;
+/// nothing of the file is written, and the job reports itself cancelled.
+#[tokio::test]
+async fn stopping_a_job_stops_inside_a_long_file_at_the_next_embedding_batch() {
+    struct StopsOnFirstBatch<'a> {
+        inner: Counting,
+        stop: &'a AtomicBool,
+    }
+    impl selfrag_index::PassageEmbedder for StopsOnFirstBatch<'_> {
+        fn model_id(&self) -> String {
+            self.inner.model_id()
+        }
+        fn dim(&self) -> usize {
+            self.inner.dim()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, selfrag_index::IndexError> {
+            self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.inner.embed(texts)
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    // Many passages: paragraphs of distinct words, far more than one batch of 32.
+    let long: String = (0..400)
+        .map(|i| format!("Paragraph {i} tells of river {i} and of mountain {i} in detail.\n\n"))
+        .collect::<String>()
+        .repeat(4);
+    write(&docs, "long.txt", &long);
+    let stop = AtomicBool::new(false);
+    let embedder = StopsOnFirstBatch {
+        inner: Counting::new(BAG_OF_WORDS),
+        stop: &stop,
+    };
+    let lib = Library::open(&tmp.path().join("lib"), &embedder)
+        .await
+        .unwrap();
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &embedder, &stop, |_| {})
+        .await
+        .unwrap();
+    assert!(summary.cancelled);
+    assert_eq!((summary.indexed, summary.failed), (0, 0));
+    assert_eq!(embedder.inner.embedded(), 32, "one batch, then the stop");
+    assert!(lib.documents().is_empty());
+    assert_eq!(lib.stats().await.unwrap().passages, 0);
+}

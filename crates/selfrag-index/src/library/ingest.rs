@@ -4,6 +4,7 @@
 //! it so that the file's old content is replaced in one step.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -43,14 +44,28 @@ impl Library {
         path: &Path,
         embedder: &dyn PassageEmbedder,
     ) -> Result<IndexOutcome, IndexError> {
+        self.index_file_stoppable(path, embedder, &AtomicBool::new(false))
+            .await
+    }
+
+    /// [`Library::index_file`], ending with [`IndexError::Stopped`] at the next embedding
+    /// batch once `stop` is set (a long document is many batches); nothing of the file is
+    /// written then.
+    pub async fn index_file_stoppable(
+        &self,
+        path: &Path,
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+    ) -> Result<IndexOutcome, IndexError> {
         let _writer = self.write.lock().await;
-        self.index_file_locked(path, embedder).await
+        self.index_file_locked(path, embedder, stop).await
     }
 
     pub(crate) async fn index_file_locked(
         &self,
         path: &Path,
         embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
     ) -> Result<IndexOutcome, IndexError> {
         // Before reading a byte: a folder may hold gigabytes of files no parser reads.
         let extension = crate::extract::supported_extension(path)?;
@@ -132,6 +147,11 @@ impl Library {
         }
         let mut vectors = Vec::with_capacity(rows.len());
         for batch in rows.embedding_inputs().chunks(EMBED_BATCH) {
+            if stop.load(Ordering::SeqCst) {
+                return Err(IndexError::Stopped {
+                    path: path.to_path_buf(),
+                });
+            }
             let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
             vectors.extend(embed_blocking(embedder, &refs)?);
         }

@@ -211,7 +211,7 @@ export function refreshModels(): Promise<AppStatus> {
 // The library pane: stopping a job, removing and re-indexing documents, statistics, watched
 // folders and the background work's events (src-tauri/src/library.rs).
 
-/** Stops the running indexing job between two files; its `indexPaths` resolves as cancelled. */
+/** Stops the running indexing job at the next file or embedding batch; its `indexPaths` resolves as cancelled. */
 export function cancelIndexing(): Promise<void> {
   return invoke<void>("cancel_indexing");
 }

@@ -143,21 +143,22 @@ impl Library {
         mut on_event: impl FnMut(JobEvent),
     ) -> Result<JobSummary, IndexError> {
         let mut summary = JobSummary::default();
-        let relevant: Vec<&PathBuf> = changed
-            .iter()
-            .filter(|p| !p.starts_with(self.dir()) && !is_hidden(p))
-            .collect();
         let watched = self.watched_folders();
         let mut files = Vec::new();
         let mut gone = Vec::new();
-        for path in relevant {
+        for path in changed {
+            // The watched folder the change is in: links are followed only inside it, and
+            // what lies under a hidden folder below it is skipped, as the first walk does.
+            let folder = watched
+                .iter()
+                .filter(|folder| path.starts_with(folder))
+                .max_by_key(|folder| folder.as_os_str().len())
+                .map(PathBuf::as_path);
+            if path.starts_with(self.dir()) || hidden_below(folder, path) {
+                continue;
+            }
+            let root = folder.unwrap_or(path);
             if std::fs::symlink_metadata(path).is_ok() {
-                // Links are followed only inside the watched folder the change is in.
-                let root = watched
-                    .iter()
-                    .filter(|folder| path.starts_with(folder))
-                    .max_by_key(|folder| folder.as_os_str().len())
-                    .map_or(path.as_path(), PathBuf::as_path);
                 let walk = walk_under(root, path);
                 files.extend(walk.files);
                 for (link, target) in walk.links_outside {
@@ -204,10 +205,15 @@ impl Library {
     }
 }
 
-/// Hidden files (`.foo.swp`, `.DS_Store`) are never documents; the walk of a folder skips
-/// hidden folders itself.
-fn is_hidden(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with('.'))
+/// Whether `path` is hidden as seen from the watched folder `root`: it, or a folder between `root` and
+/// it, has a name that starts with a dot (`.foo.swp`, `.git/objects/…`). The walk of a folder
+/// skips exactly these (see [`crate::job::walk_under`]), so a watched change and the first walk
+/// agree. `root` itself may be hidden: the user chose it. Outside any watched folder (`None`),
+/// only the path's own name counts.
+fn hidden_below(root: Option<&Path>, path: &Path) -> bool {
+    let dotted = |name: &std::ffi::OsStr| name.to_string_lossy().starts_with('.');
+    match root.and_then(|root| path.strip_prefix(root).ok()) {
+        Some(below) => below.components().any(|c| dotted(c.as_os_str())),
+        None => path.file_name().is_some_and(dotted),
+    }
 }

@@ -220,3 +220,37 @@ async fn a_file_deleted_before_its_batch_reaches_it_is_a_removal_not_an_error() 
     assert!(has(&lib, &first));
     assert!(!has(&lib, &second));
 }
+
+/// One rule for hidden files: a change under a hidden folder of a watched folder (`.git`) is
+/// skipped by the watcher as the first walk skips it, while a watched folder that is itself
+/// hidden is watched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watcher_skips_what_lies_under_hidden_folders_as_the_first_walk_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join(".notes");
+    let inside_git = folder.join(".git/objects/info.txt");
+    let hidden_deep = folder.join("papers/.cache/draft.md");
+    let visible = folder.join("papers/otters.md");
+    for (path, text) in [
+        (&inside_git, "Git keeps its objects here."),
+        (&hidden_deep, "A cached draft nobody asked for."),
+        (&visible, "# Otters\nOtters hold hands while sleeping."),
+    ] {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    lib.set_watched(&folder, true).unwrap();
+    let walked = selfrag_index::job::walk(&folder).files;
+    assert_eq!(walked, std::slice::from_ref(&visible));
+    let changed = [inside_git.clone(), hidden_deep.clone(), visible.clone()];
+    let summary = lib
+        .apply_changes(&changed, &EMBEDDER, |_| {})
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.failed), (1, 0));
+    assert!(has(&lib, &visible));
+    assert!(!has(&lib, &inside_git) && !has(&lib, &hidden_deep));
+}

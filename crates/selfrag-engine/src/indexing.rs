@@ -139,15 +139,23 @@ impl Engine {
                 batch = watcher.next_batch() => batch,
                 () = stopped(&stop) => break,
             };
-            let Some(changed) = batch else { break };
+            let Some(batch) = batch else { break };
             let summary = library
-                .apply_changes(&changed, &embedder, |e| {
+                .apply_changes(&batch.paths, &embedder, |e| {
                     if let Some(event) = index_event(e) {
                         on_event(event)
                     }
                 })
                 .await?;
             stale |= summary.indexed + summary.removed > 0;
+            if batch.rescan.is_some() {
+                // Notifications were lost (a full kernel queue): walk the folders again, as at
+                // the start, so that no change is missed until the next restart.
+                let caught_up = self
+                    .index_paths_cancellable(&library.watched_folders(), &stop, &on_event)
+                    .await?;
+                stale |= matches!(caught_up, IndexEvent::Finished { indexed, removed, .. } if indexed + removed > 0);
+            }
             if stale && last_optimized.elapsed() >= OPTIMIZE_EVERY {
                 library.optimize().await?;
                 (stale, last_optimized) = (false, std::time::Instant::now());

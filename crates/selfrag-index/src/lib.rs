@@ -49,7 +49,7 @@ pub use library::{
     SearchRequest,
 };
 #[cfg(feature = "store")]
-pub use watch::FolderWatcher;
+pub use watch::{ChangeBatch, FolderWatcher};
 pub use worker::Extractor;
 
 /// Turns passage text into vectors. Implemented by the engine over the BERT/Contriever model.

@@ -25,7 +25,26 @@ pub const MAX_WAIT: Duration = Duration::from_secs(3);
 /// Watches folders and hands out the paths that changed, in debounced batches.
 pub struct FolderWatcher {
     watcher: notify::RecommendedWatcher,
-    changes: mpsc::UnboundedReceiver<Result<Vec<PathBuf>, String>>,
+    changes: mpsc::UnboundedReceiver<Change>,
+}
+
+/// What the file system notifications said.
+#[derive(Debug)]
+enum Change {
+    Paths(Vec<PathBuf>),
+    /// Events were lost (the kernel's queue overflowed, or the watcher failed): which paths
+    /// changed is unknown.
+    Lost(String),
+}
+
+/// One debounced batch of changes.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ChangeBatch {
+    /// The paths that changed, sorted, each once.
+    pub paths: Vec<PathBuf>,
+    /// Notifications were lost while the batch gathered, and why: the caller must walk the
+    /// watched folders again to find what changed.
+    pub rescan: Option<String>,
 }
 
 impl std::fmt::Debug for FolderWatcher {
@@ -39,10 +58,14 @@ impl FolderWatcher {
         let (tx, changes) = mpsc::unbounded_channel();
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let message = match event {
+                // The kernel's queue overflowed (inotify's IN_Q_OVERFLOW, FSEvents' must-scan).
+                Ok(e) if e.need_rescan() => {
+                    Change::Lost("the system dropped file notifications".into())
+                }
                 // Reads (access events) change nothing.
                 Ok(e) if matches!(e.kind, notify::EventKind::Access(_)) => return,
-                Ok(e) => Ok(e.paths),
-                Err(e) => Err(e.to_string()),
+                Ok(e) => Change::Paths(e.paths),
+                Err(e) => Change::Lost(e.to_string()),
             };
             let _ = tx.send(message);
         })
@@ -67,33 +90,39 @@ impl FolderWatcher {
         let _ = self.watcher.unwatch(folder);
     }
 
-    /// The next batch of changed paths: waits for a change, then gathers more until none came
-    /// for [`QUIET`] or [`MAX_WAIT`] passed. `None` when the watcher stopped.
-    pub async fn next_batch(&mut self) -> Option<Vec<PathBuf>> {
-        let mut paths = BTreeSet::new();
-        let first = self.changes.recv().await?;
-        absorb(first, &mut paths);
-        let deadline = tokio::time::Instant::now() + MAX_WAIT;
-        loop {
-            let wait = QUIET.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-            match tokio::time::timeout(wait, self.changes.recv()).await {
-                Ok(Some(more)) => absorb(more, &mut paths),
-                Ok(None) | Err(_) => break,
-            }
-            if tokio::time::Instant::now() >= deadline {
-                break;
-            }
-        }
-        Some(paths.into_iter().collect())
+    /// The next batch of changes: waits for a change, then gathers more until none came for
+    /// [`QUIET`] or [`MAX_WAIT`] passed. `None` when the watcher stopped.
+    pub async fn next_batch(&mut self) -> Option<ChangeBatch> {
+        gather(&mut self.changes).await
     }
 }
 
-fn absorb(message: Result<Vec<PathBuf>, String>, paths: &mut BTreeSet<PathBuf>) {
-    match message {
-        Ok(changed) => paths.extend(changed),
-        // The kernel dropped events (queue overflow): the caller rescans what it watches.
-        Err(reason) => tracing::warn!(%reason, "file watcher error"),
+async fn gather(changes: &mut mpsc::UnboundedReceiver<Change>) -> Option<ChangeBatch> {
+    let mut paths = BTreeSet::new();
+    let mut rescan = None;
+    let mut absorb = |change: Change| match change {
+        Change::Paths(changed) => paths.extend(changed),
+        Change::Lost(reason) => {
+            tracing::warn!(%reason, "file notifications lost; the watched folders are walked again");
+            rescan = Some(reason);
+        }
+    };
+    absorb(changes.recv().await?);
+    let deadline = tokio::time::Instant::now() + MAX_WAIT;
+    loop {
+        let wait = QUIET.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        match tokio::time::timeout(wait, changes.recv()).await {
+            Ok(Some(more)) => absorb(more),
+            Ok(None) | Err(_) => break,
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
     }
+    Some(ChangeBatch {
+        paths: paths.into_iter().collect(),
+        rescan,
+    })
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -215,5 +244,48 @@ fn hidden_below(root: Option<&Path>, path: &Path) -> bool {
     match root.and_then(|root| path.strip_prefix(root).ok()) {
         Some(below) => below.components().any(|c| dotted(c.as_os_str())),
         None => path.file_name().is_some_and(dotted),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A notification that says events were lost (a full kernel queue) makes the batch ask
+    /// for a rescan, with the paths that did arrive kept.
+    #[tokio::test]
+    async fn lost_notifications_ask_for_a_rescan() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tx.send(Change::Paths(vec![PathBuf::from("/w/b.md")]))
+            .unwrap();
+        tx.send(Change::Lost("the system dropped file notifications".into()))
+            .unwrap();
+        tx.send(Change::Paths(vec![PathBuf::from("/w/a.md")]))
+            .unwrap();
+        drop(tx);
+        let batch = gather(&mut rx).await.unwrap();
+        assert_eq!(
+            batch.paths,
+            [PathBuf::from("/w/a.md"), PathBuf::from("/w/b.md")]
+        );
+        assert_eq!(
+            batch.rescan.as_deref(),
+            Some("the system dropped file notifications")
+        );
+        assert!(gather(&mut rx).await.is_none());
+
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tx.send(Change::Paths(vec![PathBuf::from("/w/c.md")]))
+            .unwrap();
+        drop(tx);
+        assert_eq!(gather(&mut rx).await.unwrap().rescan, None);
+    }
+
+    /// notify marks an inotify queue overflow with the rescan flag.
+    #[test]
+    fn an_overflow_event_needs_a_rescan() {
+        let event =
+            notify::Event::new(notify::EventKind::Other).set_flag(notify::event::Flag::Rescan);
+        assert!(event.need_rescan());
     }
 }

@@ -32,7 +32,9 @@ async fn sync_until(
             lib.documents()
         );
         if let Ok(Some(batch)) = tokio::time::timeout(left, watcher.next_batch()).await {
-            lib.apply_changes(&batch, embedder, |_| {}).await.unwrap();
+            lib.apply_changes(&batch.paths, embedder, |_| {})
+                .await
+                .unwrap();
         }
     }
     started.elapsed()

@@ -121,6 +121,12 @@ fn print_event(event: IndexEvent) {
         IndexEvent::FileSkipped { path, reason } => format!("skipped {path}: {reason}"),
         IndexEvent::FileFailed { path, error } => format!("failed {path}: {error}"),
         IndexEvent::Removed { path } => format!("removed {path} (file is gone)"),
+        IndexEvent::WatchRetrying {
+            error,
+            retry_in_seconds,
+        } => {
+            format!("watched changes not applied: {error}; trying again in {retry_in_seconds:.0} s")
+        }
         IndexEvent::Finished {
             indexed,
             skipped,

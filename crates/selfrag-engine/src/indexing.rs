@@ -140,13 +140,34 @@ impl Engine {
                 () = stopped(&stop) => break,
             };
             let Some(batch) = batch else { break };
-            let summary = library
-                .apply_changes(&batch.paths, &embedder, |e| {
-                    if let Some(event) = index_event(e) {
-                        on_event(event)
+            // A batch that fails as a whole (not one file: the library itself) is tried again
+            // with a growing pause, and the user is told; watching never ends on it. Changes
+            // that come meanwhile wait in the watcher for the next batch.
+            let mut pause = RETRY_FIRST;
+            let summary = loop {
+                let applied = library
+                    .apply_changes(&batch.paths, &embedder, |e| {
+                        if let Some(event) = index_event(e) {
+                            on_event(event)
+                        }
+                    })
+                    .await;
+                match applied {
+                    Ok(summary) => break summary,
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in = ?pause, "watched changes not applied");
+                        on_event(IndexEvent::WatchRetrying {
+                            error: e.to_string(),
+                            retry_in_seconds: pause.as_secs_f64(),
+                        });
+                        tokio::select! {
+                            () = tokio::time::sleep(pause) => {}
+                            () = stopped(&stop) => return Ok(()),
+                        }
+                        pause = (pause * 2).min(RETRY_MAX);
                     }
-                })
-                .await?;
+                }
+            };
             stale |= summary.indexed + summary.removed > 0;
             if batch.rescan.is_some() {
                 // Notifications were lost (a full kernel queue): walk the folders again, as at
@@ -167,6 +188,10 @@ impl Engine {
         Ok(())
     }
 }
+
+/// The first pause before a failed batch of watched changes is tried again, and the longest.
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The shortest time between two optimizations of the library by [`Engine::watch`].
 const OPTIMIZE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);

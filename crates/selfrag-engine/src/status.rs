@@ -132,4 +132,11 @@ pub enum IndexEvent {
         removed: usize,
         cancelled: bool,
     },
+    /// A watched folder's changes could not be applied (the library's disk gone or full, for
+    /// one); they are tried again in `retryInSeconds`, and watching goes on.
+    #[serde(rename_all = "camelCase")]
+    WatchRetrying {
+        error: String,
+        retry_in_seconds: f64,
+    },
 }

@@ -347,3 +347,99 @@ async fn long_form_beam_search_runs_on_the_real_models_and_cites_consistently() 
         .unwrap();
     assert_eq!(reranked.answer.segments.len(), answer.segments.len());
 }
+
+/// A batch of watched changes that fails as a whole (here the library's passage table is
+/// moved away, as when its disk goes missing) is reported and tried again until it applies;
+/// watching does not end on it (it did: the rest of the session saw no change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_batch_of_watched_changes_is_reported_and_tried_again() {
+    let f = fixture();
+    let kept = write(
+        &f.docs,
+        "kept.md",
+        "# Kept\nOtters hold hands while sleeping.",
+    );
+    let doomed = write(
+        &f.docs,
+        "doomed.md",
+        "# Doomed\nPenguins swim in cold water.",
+    );
+    let engine = Arc::new(Engine::new(f.config.clone()).unwrap());
+    engine.set_watched(&f.docs, true).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let events = Arc::new(std::sync::Mutex::new(Vec::<IndexEvent>::new()));
+    let watching = {
+        let (engine, stop, events) = (engine.clone(), stop.clone(), events.clone());
+        tokio::spawn(async move {
+            engine
+                .watch(stop, move |e| events.lock().unwrap().push(e))
+                .await
+        })
+    };
+    let wait_for = |what: &'static str, found: fn(&IndexEvent) -> bool| {
+        let events = events.clone();
+        async move {
+            let started = std::time::Instant::now();
+            while !events.lock().unwrap().iter().any(found) {
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(30),
+                    "no {what}: {:?}",
+                    events.lock().unwrap()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    wait_for("catch-up", |e| matches!(e, IndexEvent::Finished { .. })).await;
+
+    let table = f.config.library_dir().join("passages.lance");
+    let away = f.config.library_dir().join("passages.lance.away");
+    std::fs::rename(&table, &away).unwrap();
+    std::fs::remove_file(&doomed).unwrap();
+    wait_for("retry notice", |e| {
+        matches!(e, IndexEvent::WatchRetrying { .. })
+    })
+    .await;
+    std::fs::rename(&away, &table).unwrap();
+    // Watching goes on: a file written after the failure is indexed.
+    let later = write(
+        &f.docs,
+        "later.md",
+        "# Later
+Seals sleep on ice floes.",
+    );
+    wait_for(
+        "the later file",
+        |e| matches!(e, IndexEvent::FileIndexed { path, .. } if path.ends_with("later.md")),
+    )
+    .await;
+
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    watching.await.unwrap().unwrap();
+    let mut paths: Vec<String> = engine
+        .documents()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.path)
+        .collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [kept.display().to_string(), later.display().to_string()]
+    );
+    let notice = events
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|e| match e {
+            IndexEvent::WatchRetrying {
+                error,
+                retry_in_seconds,
+            } => Some((error.clone(), *retry_in_seconds)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(notice.1, 1.0);
+    assert!(!notice.0.is_empty());
+}

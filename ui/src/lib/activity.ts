@@ -62,6 +62,7 @@ export function nextActivity(activity: Activity, event: IndexEvent): Activity {
       return next;
     }
     case "progress":
+    case "watchRetrying":
       return activity;
     case "finished": {
       // Stopped before their turn: no longer waiting.

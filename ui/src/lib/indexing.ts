@@ -78,6 +78,8 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
       };
     case "removed":
       return { ...job, removed: job.removed + 1 };
+    case "watchRetrying":
+      return job;
     case "progress":
       return {
         ...job,

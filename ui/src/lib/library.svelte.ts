@@ -171,6 +171,14 @@ export class LibraryController {
       return;
     }
     const e = event.event;
+    if (e.kind === "watchRetrying") {
+      // Watching goes on; the user learns why the list lags behind the folder.
+      this.#onerror({
+        code: "library_watch",
+        message: `Changes in the watched folders could not be applied: ${e.error}. Trying again in ${Math.round(e.retryInSeconds)} s.`,
+      });
+      return;
+    }
     if (e.kind === "started") {
       this.job = startJob();
       this.origin = event.source;

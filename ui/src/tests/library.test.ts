@@ -315,6 +315,19 @@ describe("library pane", () => {
     });
     await waitFor(() => expect(screen.getAllByTestId("document-item")).toHaveLength(1));
 
+    // A batch that could not be applied: the user is told, and the list is left as it is.
+    libraryEvent({
+      kind: "index",
+      source: "watch",
+      event: { kind: "watchRetrying", error: "the library's disk is gone", retryInSeconds: 4 },
+    });
+    expect(errors).toContainEqual({
+      code: "library_watch",
+      message:
+        "Changes in the watched folders could not be applied: the library's disk is gone. Trying again in 4 s.",
+    });
+    expect(screen.getAllByTestId("document-item")).toHaveLength(1);
+
     libraryEvent({ kind: "failed", source: "watch", message: "Watching folders stopped: gone" });
     expect(errors).toContainEqual({
       code: "library_watch",

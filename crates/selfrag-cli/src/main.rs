@@ -144,6 +144,8 @@ struct ModelListing {
     description: String,
     repo: String,
     license: String,
+    license_terms: String,
+    license_sources: Vec<String>,
     size_bytes: u64,
     found: Option<PathBuf>,
     searched: Vec<PathBuf>,
@@ -468,6 +470,8 @@ fn models(command: ModelsCommand) -> Result<()> {
                         description: spec.description,
                         repo: spec.repo,
                         license: spec.license,
+                        license_terms: spec.license_terms,
+                        license_sources: spec.license_sources,
                         size_bytes: spec.size_bytes,
                     }
                 })
@@ -490,6 +494,14 @@ fn models(command: ModelsCommand) -> Result<()> {
                     m.license,
                     place
                 ));
+                if !m.license_terms.is_empty() {
+                    text.push_str(&format!(
+                        "{:<22} licence: {} ({})\n",
+                        "",
+                        m.license_terms,
+                        m.license_sources.join(", ")
+                    ));
+                }
             }
             write_stdout(&text)
         }

@@ -26,6 +26,8 @@ pub struct ModelOffer {
     pub repo: String,
     /// SPDX-style license of the weights.
     pub license: String,
+    /// The licence in words (what it allows and forbids).
+    pub license_terms: String,
     /// Approximate download size in bytes.
     #[cfg_attr(feature = "typescript", ts(type = "number"))]
     pub size_bytes: u64,
@@ -78,6 +80,7 @@ pub(crate) fn offer(location: &Resolved) -> Option<ModelOffer> {
         id: spec.id.clone(),
         repo: spec.repo.clone(),
         license: spec.license.clone(),
+        license_terms: spec.license_terms.clone(),
         size_bytes: spec.size_bytes,
         partial_bytes,
         note: spec.note.clone(),

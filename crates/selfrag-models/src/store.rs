@@ -81,6 +81,13 @@ pub struct ModelSpec {
     pub revision: String,
     /// SPDX-style license id of the weights.
     pub license: String,
+    /// The licence in words, for people choosing a model: what it allows and forbids, and the
+    /// licences it inherits (e.g. Llama 2's). Every shipped manifest has it.
+    #[serde(default)]
+    pub license_terms: String,
+    /// Where the licence is stated (the model card, the code's LICENSE file), as URLs.
+    #[serde(default)]
+    pub license_sources: Vec<String>,
     /// Approximate download size in bytes.
     pub size_bytes: u64,
     pub files: Vec<ModelFile>,

@@ -47,6 +47,8 @@ function generator(overrides: Partial<ModelStatus> = {}): ModelStatus {
       id: "selfrag-7b-q4km",
       repo: "m4r1/selfrag_llama2_7b-GGUF",
       license: "mit",
+      licenseTerms:
+        "MIT (the Self-RAG model card), for weights fine-tuned from Llama 2, whose use is also governed by the Llama 2 Community License (including its acceptable use policy)",
       sizeBytes: 4_080_000_000,
       partialBytes: 0,
       note: null,
@@ -67,6 +69,8 @@ function embedder(overrides: Partial<ModelStatus> = {}): ModelStatus {
       id: "contriever-msmarco",
       repo: "facebook/contriever-msmarco",
       license: "cc-by-nc-4.0",
+      licenseTerms:
+        "Creative Commons Attribution-NonCommercial 4.0 (CC BY-NC 4.0): free to use and share with credit, but not for commercial purposes",
       sizeBytes: 438_000_000,
       partialBytes: 0,
       note: null,
@@ -132,6 +136,13 @@ describe("MissingModels", () => {
     expect(items[0]).toHaveTextContent("models--m4r1--selfrag_llama2_7b-GGUF");
     expect(items[0]).toHaveTextContent("selfrag models pull selfrag-7b-q4km");
     expect(items[1]).toHaveTextContent("cc-by-nc-4.0");
+    // The licence in words: the embedder's forbids commercial use, the generator's is Llama 2's too.
+    expect(within(items[1]).getByTestId("model-license")).toHaveTextContent(
+      "not for commercial purposes",
+    );
+    expect(within(items[0]).getByTestId("model-license")).toHaveTextContent(
+      "Llama 2 Community License",
+    );
     expect(within(items[1]).getByTestId("download-model")).toHaveTextContent("Download (438.0 MB)");
     expect(screen.getByTestId("download-all")).toHaveTextContent("Download all (4.52 GB)");
   });

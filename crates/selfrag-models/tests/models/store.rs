@@ -60,6 +60,32 @@ fn every_shipped_manifest_has_a_license_and_files() {
             spec.id
         );
         assert!(spec.repo.contains('/'), "{}", spec.id);
+        // The licence in words, with where it is stated, for the first-run screen and
+        // `selfrag models list`.
+        assert!(spec.license_terms.len() > 20, "{}", spec.id);
+        assert!(
+            !spec.license_sources.is_empty()
+                && spec
+                    .license_sources
+                    .iter()
+                    .all(|s| s.starts_with("https://")),
+            "{}",
+            spec.id
+        );
+        if spec.license == "cc-by-nc-4.0" {
+            assert!(
+                spec.license_terms.contains("not for commercial"),
+                "{}",
+                spec.id
+            );
+        }
+        if spec.role == ModelRole::Generator {
+            assert!(
+                spec.license_terms.contains("Llama 2 Community License"),
+                "{}",
+                spec.id
+            );
+        }
     }
 }
 

@@ -188,6 +188,10 @@ repo: string,
  */
 license: string, 
 /**
+ * The licence in words (what it allows and forbids).
+ */
+licenseTerms: string, 
+/**
  * Approximate download size in bytes.
  */
 sizeBytes: number, 

@@ -3,10 +3,11 @@
 //!
 //! The protocol is small: the [`Extractor`] runs `WORKER_EXE --selfrag-extract-worker PATH`,
 //! the child runs [`crate::extract_file`] and writes one JSON [`WorkerReply`] line to stdout.
-//! The parent gives it a time limit (killing it when it is spent) and, on Linux, an
-//! address-space limit through util-linux's `prlimit`, because setting a child's rlimit from
-//! Rust needs `unsafe` (`pre_exec`), which this workspace forbids. Any binary can be the worker:
-//! it calls [`main_if_worker`] first thing in `main`.
+//! The parent holds the worker's stdin open while it waits, and the worker exits when that pipe
+//! ends, so no worker outlives the app. The parent gives it a time limit (killing it when it is
+//! spent) and, on Linux, an address-space limit through util-linux's `prlimit`, because setting
+//! a child's rlimit from Rust needs `unsafe` (`pre_exec`), which this workspace forbids. Any
+//! binary can be the worker: it calls [`main_if_worker`] first thing in `main`.
 //!
 //! ```no_run
 //! fn main() -> std::process::ExitCode {
@@ -33,6 +34,13 @@ use crate::extract::{ExtractedDocument, extract_file};
 /// The first argument that turns a binary into an extraction worker.
 pub const WORKER_FLAG: &str = "--selfrag-extract-worker";
 
+/// Set by the parent: the worker's stdin is a pipe the parent holds open and never writes, so
+/// its end (the parent exited, was killed, or gave up on the file) ends the worker too.
+pub const WATCH_PARENT_ENV: &str = "SELFRAG_WORKER_WATCH_PARENT";
+
+/// Exit code of a worker whose parent went away.
+const PARENT_GONE: i32 = 3;
+
 /// Runs the extraction worker when the process was started as one (`EXE --selfrag-extract-worker
 /// PATH`) and returns its exit code; `None` for a normal start, which the caller then continues.
 pub fn main_if_worker() -> Option<ExitCode> {
@@ -44,6 +52,9 @@ pub fn main_if_worker() -> Option<ExitCode> {
         let _ = writeln!(std::io::stderr(), "usage: {WORKER_FLAG} PATH");
         return Some(ExitCode::from(2));
     };
+    if std::env::var_os(WATCH_PARENT_ENV).is_some() {
+        watch_parent();
+    }
     let reply = match extract_file(Path::new(&path)) {
         Ok(document) => WorkerReply::Extracted { document },
         Err(e) => WorkerReply::Failed {
@@ -280,7 +291,8 @@ impl WorkerProcess {
             .arg(path)
             // The error names the cause in one line; a backtrace would bury it.
             .env("RUST_BACKTRACE", "0")
-            .stdin(Stdio::null())
+            .env(WATCH_PARENT_ENV, "1")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = command.spawn().map_err(|e| {
@@ -289,6 +301,9 @@ impl WorkerProcess {
                 self.exe.display()
             ))
         })?;
+        // Held, never written, until the worker is done: its end tells the worker that this
+        // process is gone (see `watch_parent`).
+        let _parent_alive = child.stdin.take();
         // Drain both pipes while waiting, or a large document would fill the pipe and the
         // worker would block forever on its write.
         let stdout = drain(child.stdout.take());
@@ -334,6 +349,28 @@ impl WorkerProcess {
             WorkerReply::Extracted { document } => Ok(document),
             WorkerReply::Failed { error } => Err(error.into_error(path)),
         }
+    }
+}
+
+/// Ends this worker process once its stdin reaches its end: the parent holds the pipe's other
+/// end for as long as it waits for the reply, so a parent that exits, is killed or gives up
+/// never leaves a worker behind, on any OS (a pipe's end is what every OS reports when its
+/// last writer is gone; no signal, job object or `unsafe` needed).
+fn watch_parent() {
+    let spawned = std::thread::Builder::new()
+        .name("parent-watch".into())
+        .spawn(|| {
+            let mut stdin = std::io::stdin();
+            let mut buffer = [0u8; 64];
+            loop {
+                match stdin.read(&mut buffer) {
+                    Ok(0) | Err(_) => std::process::exit(PARENT_GONE),
+                    Ok(_) => {}
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        let _ = writeln!(std::io::stderr(), "cannot watch the parent process: {e}");
     }
 }
 

@@ -232,3 +232,50 @@ fn restore_permissions(dir: &Path) {
         }
     }
 }
+
+/// A worker never outlives its parent: one stuck on a file (here a named pipe nobody writes,
+/// where `open` blocks for ever) exits as soon as the parent's end of its stdin closes, which
+/// is what the OS does when the app exits or is killed.
+#[cfg(unix)]
+#[test]
+fn a_stuck_worker_exits_when_its_parent_goes_away() {
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("stuck.txt");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success(),
+        "mkfifo"
+    );
+    let mut worker = Command::new(WORKER)
+        .arg(selfrag_index::worker::WORKER_FLAG)
+        .arg(&fifo)
+        .env(selfrag_index::worker::WATCH_PARENT_ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let parent_end = worker.stdin.take();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        worker.try_wait().unwrap().is_none(),
+        "the worker should be stuck opening the pipe"
+    );
+    drop(parent_end);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = worker.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = worker.kill();
+            panic!("the worker outlived its parent's end of the pipe by 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3));
+}

@@ -55,6 +55,16 @@ pub enum IndexError {
         size_mib: u64,
         limit_mib: u64,
     },
+    /// Refused after parsing: more passages than one document may have (a small compressed
+    /// file can inflate to gigabytes of text).
+    #[error(
+        "{path} holds {passages} passages of text, more than the {limit} indexed from one document; split it into smaller files and index those"
+    )]
+    TooManyPassages {
+        path: PathBuf,
+        passages: usize,
+        limit: usize,
+    },
     /// The parser process crashed, ran out of time or memory, or answered nonsense.
     #[error("the document parser {what} on {path}; the file was skipped")]
     ParserFailed { path: PathBuf, what: String },

@@ -190,6 +190,9 @@ struct WorkerProcess {
     exe: PathBuf,
     timeout: Duration,
     memory_limit: Option<u64>,
+    /// The most bytes of reply read from a worker: past it the document is refused, so that a
+    /// small compressed file that inflates to gigabytes of text cannot take the app's memory.
+    reply_limit: usize,
     /// util-linux `prlimit`, when this system has it.
     prlimit: Option<PathBuf>,
 }
@@ -200,6 +203,9 @@ impl Extractor {
     /// Address space a worker may use (Linux): generous for a 1,000-page PDF, small enough that
     /// a runaway parser cannot take the machine's memory.
     pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
+    /// The most reply read from a worker: the JSON of about 100,000 passages' text, so the
+    /// library's own limit on passages per document is met first.
+    pub const DEFAULT_REPLY_LIMIT: usize = 256 << 20;
 
     /// Parses in this process: a parser panic is caught, but a stack overflow or an endless
     /// loop takes the process with it. For tests and trusted input.
@@ -215,6 +221,7 @@ impl Extractor {
                 exe: exe.into(),
                 timeout: Self::DEFAULT_TIMEOUT,
                 memory_limit: Some(Self::DEFAULT_MEMORY_LIMIT),
+                reply_limit: Self::DEFAULT_REPLY_LIMIT,
                 prlimit: find_prlimit(),
             }),
         }
@@ -233,6 +240,14 @@ impl Extractor {
     pub fn with_memory_limit(mut self, bytes: Option<u64>) -> Self {
         if let Some(w) = &mut self.worker {
             w.memory_limit = bytes;
+        }
+        self
+    }
+
+    /// Changes the most bytes of reply read from each worker (no effect in process).
+    pub fn with_reply_limit(mut self, bytes: usize) -> Self {
+        if let Some(w) = &mut self.worker {
+            w.reply_limit = bytes;
         }
         self
     }
@@ -306,8 +321,8 @@ impl WorkerProcess {
         let _parent_alive = child.stdin.take();
         // Drain both pipes while waiting, or a large document would fill the pipe and the
         // worker would block forever on its write.
-        let stdout = drain(child.stdout.take());
-        let stderr = drain(child.stderr.take());
+        let stdout = drain(child.stdout.take(), self.reply_limit);
+        let stderr = drain(child.stderr.take(), STDERR_LIMIT);
         let deadline = Instant::now() + self.timeout;
         let mut pause = Duration::from_millis(1);
         let status = loop {
@@ -333,8 +348,15 @@ impl WorkerProcess {
                 }
             }
         };
-        let stdout = stdout.join().unwrap_or_default();
-        let stderr = stderr.join().unwrap_or_default();
+        let (stdout, too_long) = stdout.join().unwrap_or_default();
+        let (stderr, _) = stderr.join().unwrap_or_default();
+        if too_long {
+            return Err(failed(format!(
+                "answered more than {} MiB of text, the most read from one document; split the \
+                 file into smaller ones and index those",
+                self.reply_limit >> 20
+            )));
+        }
         if !status.success() {
             let mut what = describe_exit(status, self.memory_limit);
             if let Some(line) = diagnosis(&stderr) {
@@ -374,14 +396,26 @@ fn watch_parent() {
     }
 }
 
-/// Reads a child's pipe to its end on a thread of its own.
-fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+/// The most of a worker's stderr kept (its last line says what went wrong).
+const STDERR_LIMIT: usize = 1 << 20;
+
+/// Reads a child's pipe to its end on a thread of its own, keeping at most `limit` bytes (the
+/// rest is read and dropped, so the child never blocks on a full pipe); `true` when there was
+/// more.
+fn drain<R: Read + Send + 'static>(
+    pipe: Option<R>,
+    limit: usize,
+) -> std::thread::JoinHandle<(Vec<u8>, bool)> {
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut bytes);
+        let mut more = false;
+        if let Some(pipe) = pipe {
+            let mut kept = pipe.take(limit as u64);
+            let _ = kept.read_to_end(&mut bytes);
+            let mut rest = kept.into_inner();
+            more = std::io::copy(&mut rest, &mut std::io::sink()).is_ok_and(|n| n > 0);
         }
-        bytes
+        (bytes, more)
     })
 }
 

@@ -767,3 +767,35 @@ fn a_worker_that_cannot_start_is_an_error_naming_the_file() {
         "{msg}"
     );
 }
+
+/// The worker's reply is read up to a limit and the document refused past it, and a document
+/// of more passages than the library's limit is refused before anything is embedded: a small
+/// compressed file that inflates to gigabytes of text cannot take the app's memory.
+#[tokio::test]
+async fn a_document_past_the_reply_or_passage_limit_is_refused_naming_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("big.txt");
+    let paragraph = "Otters hold hands while they sleep so that they do not drift apart. ";
+    std::fs::write(&big, paragraph.repeat(40_000)).unwrap(); // 2.7 MB of text
+    let err = worker()
+        .with_reply_limit(1 << 20)
+        .extract_blocking(&big)
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(err, IndexError::ParserFailed { .. })
+            && message.contains("more than 1 MiB of text"),
+        "{message}"
+    );
+
+    let lib = library(tmp.path(), worker()).await.with_passage_limit(100);
+    let err = lib.index_file(&big, &BAG_OF_WORDS).await.unwrap_err();
+    match &err {
+        IndexError::TooManyPassages {
+            passages, limit, ..
+        } => assert!(*passages > 100 && *limit == 100, "{err}"),
+        other => panic!("{other}"),
+    }
+    assert!(err.to_string().contains("split it into smaller files"));
+    assert!(lib.documents().is_empty());
+}

@@ -145,6 +145,13 @@ impl Library {
                 path: path.to_path_buf(),
             });
         }
+        if rows.len() > self.passage_limit {
+            return Err(IndexError::TooManyPassages {
+                path: path.to_path_buf(),
+                passages: rows.len(),
+                limit: self.passage_limit,
+            });
+        }
         let mut vectors = Vec::with_capacity(rows.len());
         for batch in rows.embedding_inputs().chunks(EMBED_BATCH) {
             if stop.load(Ordering::SeqCst) {

@@ -81,6 +81,8 @@ pub struct Library {
     documents: lancedb::Table,
     passages: lancedb::Table,
     extractor: Extractor,
+    /// The most passages one document may have (see [`Library::with_passage_limit`]).
+    passage_limit: usize,
     committed: RwLock<Committed>,
     /// One writer at a time inside the process (a job and the folder watcher may overlap).
     write: tokio::sync::Mutex<()>,
@@ -151,6 +153,7 @@ impl Library {
             documents,
             passages,
             extractor: Extractor::default(),
+            passage_limit: Self::DEFAULT_PASSAGE_LIMIT,
             committed: RwLock::new(Committed::default()),
             write: tokio::sync::Mutex::new(()),
             uncommitted: AtomicUsize::new(0),
@@ -168,6 +171,16 @@ impl Library {
     /// passes a worker process).
     pub fn with_extractor(mut self, extractor: Extractor) -> Self {
         self.extractor = extractor;
+        self
+    }
+
+    /// The most passages one document may have by default: about ten million words, far past
+    /// any book, well short of what a decompression bomb inflates to.
+    pub const DEFAULT_PASSAGE_LIMIT: usize = 100_000;
+
+    /// Refuses documents of more than `limit` passages ([`IndexError::TooManyPassages`]).
+    pub fn with_passage_limit(mut self, limit: usize) -> Self {
+        self.passage_limit = limit;
         self
     }
 

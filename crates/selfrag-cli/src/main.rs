@@ -3,6 +3,7 @@
 
 mod concurrency;
 mod library;
+mod prompt;
 mod pull;
 
 use std::io::Write;
@@ -74,6 +75,19 @@ enum Command {
         /// Drop unsupported or irrelevant candidates unless none would be left.
         #[arg(long)]
         hard_constraints: bool,
+        /// Long form: segment by segment, a beam search over the segments' candidates.
+        #[arg(long)]
+        long_form: bool,
+        /// Long form: paths kept by the beam search (B).
+        #[arg(long, value_name = "B")]
+        beam: Option<usize>,
+        /// Long form: segments at most.
+        #[arg(long)]
+        max_segments: Option<usize>,
+        /// New tokens per candidate at most: the whole answer in short form, each segment in
+        /// long form.
+        #[arg(long)]
+        max_tokens: Option<usize>,
         /// Generate on this llama.cpp server (llama-server) instead of this computer; the GGUF
         /// file it serves must be here too, for its tokenizer (SELFRAG_GENERATOR or the HF
         /// cache). The API key, if any, comes from SELFRAG_GENERATOR_API_KEY. Default:
@@ -81,21 +95,31 @@ enum Command {
         #[arg(long, value_name = "URL")]
         generator_url: Option<String>,
     },
-    /// Re-rank a saved trace with new weights, without running the model.
+    /// Re-rank a saved trace with new weights, without running the model. Says on stderr when
+    /// a re-run could write the answer differently.
     Rerank {
         trace: PathBuf,
         #[command(flatten)]
         weights: WeightArgs,
-        #[arg(long)]
-        hard_constraints: bool,
+        /// Drop unsupported or irrelevant candidates (`--hard-constraints=false` to keep them);
+        /// default: as the trace was asked.
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+        hard_constraints: Option<bool>,
         #[arg(long)]
         json: bool,
     },
-    /// Render a saved trace (from `ask --json`) as Markdown or JSON.
+    /// Render a saved trace (from `ask --json`) as Markdown, HTML, JSON or BibTeX.
     Export {
         trace: PathBuf,
+        /// md, html, json or bib.
         #[arg(long, default_value = "md")]
         format: ExportFormat,
+        /// Mark each segment with its IsSup verdict (Markdown and HTML).
+        #[arg(long)]
+        support_labels: bool,
+        /// Keep only fully supported segments, each gap marked […] (Markdown and HTML).
+        #[arg(long)]
+        only_supported: bool,
         /// Output file; standard output when absent.
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
@@ -162,6 +186,22 @@ enum DebugCommand {
         #[arg(long)]
         parse_special: bool,
         text: String,
+    },
+    /// The exact prompts a question builds (the retrieve decision's, the one without a
+    /// passage, one per passage): ids and pieces, as the model reads them.
+    Prompt {
+        question: String,
+        /// The GGUF file whose tokenizer and context length to use (no weights are read).
+        #[arg(long)]
+        model: PathBuf,
+        /// A file whose text is a passage (its name the title); repeat for more.
+        #[arg(long)]
+        passage: Vec<PathBuf>,
+        /// New tokens reserved for the answer, as `ask --max-tokens`.
+        #[arg(long)]
+        max_tokens: Option<usize>,
+        #[arg(long)]
+        json: bool,
     },
     /// The most likely tokens after the last of IDS, with log-probabilities.
     Logits {
@@ -386,6 +426,10 @@ fn run(cli: Cli) -> Result<()> {
                 k,
                 weights,
                 hard_constraints,
+                long_form,
+                beam,
+                max_segments,
+                max_tokens,
                 generator_url,
             } => {
                 let defaults = Settings::default();
@@ -395,6 +439,11 @@ fn run(cli: Cli) -> Result<()> {
                     k: k.unwrap_or(defaults.k),
                     weights: weights.apply(defaults.weights),
                     hard_constraints,
+                    long_form,
+                    beam_width: beam.unwrap_or(defaults.beam_width),
+                    max_segments: max_segments.unwrap_or(defaults.max_segments),
+                    max_new_tokens: max_tokens.unwrap_or(defaults.max_new_tokens),
+                    max_segment_tokens: max_tokens.unwrap_or(defaults.max_segment_tokens),
                     ..defaults
                 };
                 ask(question, settings, generator_url, json).await
@@ -409,8 +458,16 @@ fn run(cli: Cli) -> Result<()> {
                 let reranked = selfrag_core::rerank(
                     &answer,
                     weights.apply(answer.settings.weights),
-                    hard_constraints,
+                    hard_constraints.unwrap_or(answer.settings.hard_constraints),
                 );
+                if reranked.rerun_could_differ {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "note: rerun could differ: re-ranking changed an earlier segment, and the \
+                         later segments were written after the old choice; ask again to \
+                         regenerate the whole answer with these weights"
+                    );
+                }
                 print_answer(&reranked.answer, json)
             }
             // Synchronous model calls, no engine.
@@ -441,10 +498,19 @@ fn run(cli: Cli) -> Result<()> {
             Command::Export {
                 trace,
                 format,
+                support_labels,
+                only_supported,
                 output,
             } => {
                 let answer = read_trace(&trace)?;
-                let text = selfrag_engine::render(&answer, format);
+                let text = selfrag_engine::render_with(
+                    &answer,
+                    &selfrag_engine::ExportOptions {
+                        format,
+                        support_labels,
+                        only_supported,
+                    },
+                );
                 match output {
                     Some(path) => selfrag_engine::write_atomically(&path, text.as_bytes())
                         .with_context(|| format!("exporting to {}", path.display())),
@@ -541,6 +607,13 @@ fn debug(command: DebugCommand) -> Result<()> {
         | DebugCommand::IndexWhileAnswering { .. } => {
             anyhow::bail!("this debug command runs in the async runtime")
         }
+        DebugCommand::Prompt {
+            question,
+            model,
+            passage,
+            max_tokens,
+            json,
+        } => return prompt::print(&question, &model, &passage, max_tokens, json),
         DebugCommand::Tokenize {
             model,
             parse_special,

@@ -191,6 +191,16 @@ impl GgufTokenizer {
         Self::from_gguf(&content).map_err(|e| e.in_file(path))
     }
 
+    /// The tokenizer of the Llama GGUF at `path` and the model's context length, from the
+    /// header alone: all that building a prompt needs (see `selfrag debug prompt`).
+    pub fn with_context_length(path: &std::path::Path) -> Result<(Self, usize), ModelError> {
+        let file = std::fs::File::open(path).map_err(ModelError::io(path))?;
+        let content = crate::gguf_header::read(&mut std::io::BufReader::new(file), path)?;
+        let config = crate::llama::LlamaConfig::from_gguf(&content, path)?;
+        let tokenizer = Self::from_gguf(&content).map_err(|e| e.in_file(path))?;
+        Ok((tokenizer, config.context_length))
+    }
+
     /// Builds the tokenizer from `tokenizer.ggml.*` metadata (model `llama`, i.e. SPM).
     pub fn from_gguf(content: &gguf_file::Content) -> Result<Self, ModelError> {
         if let Some(model) = content.metadata.get("tokenizer.ggml.model") {

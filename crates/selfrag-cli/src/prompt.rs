@@ -1,0 +1,135 @@
+//! `selfrag debug prompt`: the exact prompts a question builds, as token ids and pieces, so
+//! anyone can check what the model reads, and what a question or document full of section
+//! markers or reflection tokens turns into (text, never the special tokens).
+//!
+//! Only the GGUF's header is read: the tokenizer and the context length are all that the
+//! prompt builder needs; asking the model anything is an error.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use selfrag_core::{
+    BackendError, GenerateRequest, Generation, Generator, Passage, PromptBuilder, ReflectionVocab,
+    Settings, TokenId,
+};
+use selfrag_models::GgufTokenizer;
+use serde::Serialize;
+
+/// A GGUF's tokenizer as a `Generator` that builds prompts and runs nothing.
+struct TokenizerOnly {
+    tokenizer: GgufTokenizer,
+    context_length: usize,
+}
+
+impl Generator for TokenizerOnly {
+    fn token_id(&self, token: &str) -> Option<TokenId> {
+        self.tokenizer.token_to_id(token)
+    }
+    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        Ok(self.tokenizer.encode(text, false))
+    }
+    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
+        Ok(self.tokenizer.decode(ids))
+    }
+    fn bos_id(&self) -> TokenId {
+        self.tokenizer.bos_id()
+    }
+    fn eos_id(&self) -> TokenId {
+        self.tokenizer.eos_id()
+    }
+    fn context_length(&self) -> usize {
+        self.context_length
+    }
+    fn next_token_probs(&mut self, _: &[TokenId], _: &[TokenId]) -> Result<Vec<f32>, BackendError> {
+        Err("selfrag debug prompt reads no weights".into())
+    }
+    fn generate_batch(
+        &mut self,
+        _: &[Vec<TokenId>],
+        _: &GenerateRequest,
+    ) -> Result<Vec<Generation>, BackendError> {
+        Err("selfrag debug prompt reads no weights".into())
+    }
+}
+
+#[derive(Serialize)]
+struct PromptOut {
+    /// `decision` (where the retrieve probability is read), `no_retrieval`, or `passage`.
+    kind: &'static str,
+    /// The passage's file, for `passage`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    passage: Option<PathBuf>,
+    ids: Vec<TokenId>,
+    pieces: Vec<String>,
+}
+
+/// Prints the prompts of `question` with the passages read from `passages`.
+pub fn print(
+    question: &str,
+    model: &Path,
+    passages: &[PathBuf],
+    max_tokens: Option<usize>,
+    json: bool,
+) -> Result<()> {
+    let (tokenizer, context_length) = GgufTokenizer::with_context_length(model)
+        .with_context(|| format!("reading the tokenizer of {}", model.display()))?;
+    let generator = TokenizerOnly {
+        tokenizer,
+        context_length,
+    };
+    let vocab = ReflectionVocab::resolve(&generator)?;
+    let budget = max_tokens.unwrap_or(Settings::default().max_new_tokens);
+    let builder = PromptBuilder::new(&generator, &vocab, question, budget)?;
+    let piece = |id: &TokenId| {
+        generator
+            .tokenizer
+            .id_to_token(*id)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut prompts = vec![
+        ("decision", None, builder.decision_point(&[])?),
+        ("no_retrieval", None, builder.without_passage(&[])?),
+    ];
+    for file in passages {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("reading the passage {}", file.display()))?;
+        let passage = Passage {
+            id: file.display().to_string(),
+            title: file
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            path: file.display().to_string(),
+            page: None,
+            text,
+        };
+        let ids = builder.with_passage(&generator, &[], &passage)?;
+        prompts.push(("passage", Some(file.clone()), ids));
+    }
+    let out: Vec<PromptOut> = prompts
+        .into_iter()
+        .map(|(kind, passage, ids)| PromptOut {
+            kind,
+            passage,
+            pieces: ids.iter().map(piece).collect(),
+            ids,
+        })
+        .collect();
+    let text = if json {
+        format!("{}\n", serde_json::to_string_pretty(&out)?)
+    } else {
+        let mut text = String::new();
+        for prompt in &out {
+            let name = match &prompt.passage {
+                Some(file) => format!("passage {}", file.display()),
+                None => prompt.kind.replace('_', " "),
+            };
+            text.push_str(&format!("# {name} ({} tokens)\n", prompt.ids.len()));
+            for (id, piece) in prompt.ids.iter().zip(&prompt.pieces) {
+                text.push_str(&format!("{id:>6} {piece:?}\n"));
+            }
+        }
+        text
+    };
+    crate::write_stdout(&text)
+}

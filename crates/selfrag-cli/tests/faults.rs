@@ -63,6 +63,7 @@ fn answer(tag: &str, segments: usize) -> Answer {
         retrieve: RetrieveDecision {
             p_retrieve: 0.9,
             retrieved: true,
+            found_nothing: false,
         },
         passages: vec![Passage {
             id: "p1".into(),

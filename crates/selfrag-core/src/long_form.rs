@@ -141,6 +141,7 @@ pub(crate) fn run(
             .unwrap_or(RetrieveDecision {
                 p_retrieve: 0.0,
                 retrieved: false,
+                found_nothing: false,
             }),
         passages: Vec::new(),
         segments: best.segments,
@@ -231,6 +232,7 @@ impl Run<'_> {
         } else {
             Vec::new()
         };
+        decision.found_nothing = decision.retrieved && found.is_empty();
         decision.retrieved = !found.is_empty();
         if found.is_empty() {
             return Ok((vec![None], decision));

@@ -38,7 +38,8 @@ pub(crate) fn run(
     } else {
         Vec::new()
     };
-    // No passage found: answer as if the model had chosen not to retrieve.
+    // No passage found: answer as if the model had chosen not to retrieve, and say so.
+    retrieve.found_nothing = retrieve.retrieved && passages.is_empty();
     retrieve.retrieved = !passages.is_empty();
     progress::check(cancel)?;
 
@@ -137,6 +138,7 @@ pub(crate) fn decide(
     Ok(RetrieveDecision {
         p_retrieve,
         retrieved,
+        found_nothing: false,
     })
 }
 

@@ -15,6 +15,11 @@ pub struct RetrieveDecision {
     pub p_retrieve: f32,
     /// Whether passages were retrieved.
     pub retrieved: bool,
+    /// The run chose to retrieve and the library returned no passage, so the answer was
+    /// written without one (`retrieved` is then false). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "typescript", ts(type = "boolean | undefined"))]
+    pub found_nothing: bool,
 }
 
 /// IsRel: the model's probabilities of the two IsRel tokens at the first generated position.

@@ -269,6 +269,7 @@ mod tests {
             retrieve: RetrieveDecision {
                 p_retrieve: 0.9,
                 retrieved: true,
+                found_nothing: false,
             },
             passages: vec![Passage {
                 id: "p1".into(),

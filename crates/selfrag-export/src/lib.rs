@@ -355,6 +355,7 @@ pub(crate) mod test_answer {
             retrieve: RetrieveDecision {
                 p_retrieve: 0.9,
                 retrieved: true,
+                found_nothing: false,
             },
             passages: vec![
                 Passage {

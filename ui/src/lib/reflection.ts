@@ -58,9 +58,13 @@ export function describeDistribution(dist: object | null): string {
 }
 
 export function retrieveBadge(answer: Answer): Badge {
-  const { p_retrieve, retrieved } = answer.retrieve;
+  const { p_retrieve, retrieved, found_nothing } = answer.retrieve;
   const { threshold, mode } = answer.settings;
-  const label = retrieved ? "Retrieved" : "No retrieval";
+  const label = retrieved
+    ? "Retrieved"
+    : found_nothing
+      ? "Chose to retrieve, found nothing"
+      : "No retrieval";
   const why =
     mode === "adaptive"
       ? `p ${fixed2(p_retrieve)} ${p_retrieve > threshold ? ">" : "≤"} δ ${fixed2(threshold)}`
@@ -80,7 +84,9 @@ export function retrieveBadge(answer: Answer): Badge {
       { token: "[Retrieval]", p: p_retrieve },
       { token: "[No Retrieval]", p: 1 - p_retrieve },
     ],
-    note: retrieveReason(p_retrieve, threshold, mode, retrieved),
+    note: found_nothing
+      ? `${retrieveReason(p_retrieve, threshold, mode, true)}; the library returned no passage, so the answer was written without one`
+      : retrieveReason(p_retrieve, threshold, mode, retrieved),
   };
 }
 

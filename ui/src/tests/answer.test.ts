@@ -54,6 +54,17 @@ describe("AnswerView", () => {
     expect(note).toHaveTextContent("ask again to write the rest");
   });
 
+  it("says when the run chose to retrieve and the library had nothing", () => {
+    render(AnswerView, {
+      record: record({
+        answer: answer({ retrieve: { p_retrieve: 0.83, retrieved: false, found_nothing: true } }),
+      }),
+    });
+    expect(screen.getByTestId("badge-retrieve")).toHaveTextContent(
+      "Chose to retrieve, found nothing (p 0.83 > δ 0.20)",
+    );
+  });
+
   it("says which generator wrote the answer", () => {
     render(AnswerView, {
       record: record({

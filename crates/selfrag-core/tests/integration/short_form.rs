@@ -351,6 +351,10 @@ fn retrieval_that_finds_nothing_falls_back_to_no_retrieval() {
     let mut g = Scripted::fixed(0.9, 0.1, |_| Script::new().text("own words", -0.1).eos());
     let (answer, events) = run("Q?", &always(), &mut g, &mut Library::new(&[]));
     assert!(!answer.retrieve.retrieved);
+    // The trace says what happened: the run chose to retrieve and found nothing.
+    assert!(answer.retrieve.found_nothing);
+    let json = serde_json::to_value(answer.retrieve).unwrap();
+    assert_eq!(json["found_nothing"], true);
     assert!(answer.passages.is_empty());
     assert_eq!(answer.segments[0].candidates[0].passage, None);
     assert!(g.batch_prompts(0)[0].ends_with("[No Retrieval]"));
@@ -365,8 +369,14 @@ fn the_query_is_the_question_and_k_is_honoured() {
     let mut g = Scripted::fixed(0.9, 0.1, |_| Script::new().text("x", -0.1).eos());
     let mut lib = library(9);
     let settings = Settings { k: 3, ..always() };
-    run("  Who wrote it?  ", &settings, &mut g, &mut lib);
+    let (answer, _) = run("  Who wrote it?  ", &settings, &mut g, &mut lib);
     assert_eq!(lib.queries, [("Who wrote it?".to_string(), 3)]);
+    assert!(answer.retrieve.retrieved && !answer.retrieve.found_nothing);
+    let json = serde_json::to_value(answer.retrieve).unwrap();
+    assert!(
+        json.get("found_nothing").is_none(),
+        "absent when false: {json}"
+    );
     assert_eq!(g.batches[0].0.len(), 3);
 }
 

@@ -85,7 +85,12 @@ p_retrieve: number,
 /**
  * Whether passages were retrieved.
  */
-retrieved: boolean, };
+retrieved: boolean, 
+/**
+ * The run chose to retrieve and the library returned no passage, so the answer was
+ * written without one (`retrieved` is then false). Absent when false.
+ */
+found_nothing?: boolean | undefined, };
 
 export type IsRelDistribution = { "[Relevant]": number, "[Irrelevant]": number, };
 

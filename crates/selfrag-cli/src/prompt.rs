@@ -40,6 +40,9 @@ impl Generator for TokenizerOnly {
     fn context_length(&self) -> usize {
         self.context_length
     }
+    fn vocab_size(&self) -> usize {
+        self.tokenizer.vocab_size()
+    }
     fn next_token_probs(&mut self, _: &[TokenId], _: &[TokenId]) -> Result<Vec<f32>, BackendError> {
         Err("selfrag debug prompt reads no weights".into())
     }

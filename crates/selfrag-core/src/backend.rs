@@ -71,6 +71,8 @@ pub trait Generator {
     fn eos_id(&self) -> TokenId;
     /// Maximum prompt + generation length in tokens.
     fn context_length(&self) -> usize;
+    /// Tokens in the vocabulary: ids are `0..vocab_size()`.
+    fn vocab_size(&self) -> usize;
     /// Probabilities (softmax over the whole vocabulary) of `watch_ids` at the position that
     /// follows `prompt`, in the order given.
     fn next_token_probs(

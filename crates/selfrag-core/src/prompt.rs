@@ -197,6 +197,9 @@ mod tests {
         fn context_length(&self) -> usize {
             self.context
         }
+        fn vocab_size(&self) -> usize {
+            32016
+        }
         fn next_token_probs(
             &mut self,
             _: &[TokenId],

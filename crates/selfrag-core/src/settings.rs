@@ -16,7 +16,8 @@ pub enum RetrieveMode {
     Always,
     /// Never retrieve.
     Never,
-    /// Retrieve iff [Retrieval] is the argmax of the two Retrieve tokens.
+    /// Retrieve iff [Retrieval] is the argmax over the whole vocabulary (what greedy decoding
+    /// would write next), not only of the two Retrieve tokens.
     Model,
 }
 

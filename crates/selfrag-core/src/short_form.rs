@@ -127,7 +127,7 @@ pub(crate) fn decide(
         RetrieveMode::Adaptive => p_retrieve > settings.threshold,
         RetrieveMode::Always => true,
         RetrieveMode::Never => false,
-        RetrieveMode::Model => p_yes > p_no,
+        RetrieveMode::Model => argmax_is(generator, prompt, vocab.retrieval)?,
     };
     on_progress(Progress::RetrieveDecided {
         p_retrieve,
@@ -140,6 +140,34 @@ pub(crate) fn decide(
         retrieved,
         found_nothing: false,
     })
+}
+
+/// `model` mode: whether `token` is the most likely next token over the whole vocabulary, i.e.
+/// what greedy decoding would write (not merely likelier than the other Retrieve token: the
+/// model may rather write text, which is a choice not to retrieve). Ties go to the lower id, as
+/// in greedy decoding.
+fn argmax_is(
+    generator: &mut dyn Generator,
+    prompt: &[TokenId],
+    token: TokenId,
+) -> Result<bool, SelfRagError> {
+    let vocabulary: Vec<TokenId> = (0..generator.vocab_size())
+        .filter_map(|id| TokenId::try_from(id).ok())
+        .collect();
+    let probs =
+        generator
+            .next_token_probs(prompt, &vocabulary)
+            .map_err(SelfRagError::generator(
+                "reading the model's own retrieve choice",
+            ))?;
+    let best = probs
+        .iter()
+        .enumerate()
+        .fold(None::<(usize, f32)>, |best, (i, &p)| match best {
+            Some((_, q)) if q >= p => best,
+            _ => Some((i, p)),
+        });
+    Ok(best.is_some_and(|(i, _)| vocabulary.get(i) == Some(&token)))
 }
 
 /// Step 2: the top `k` passages for `query` (at most `k`, whatever the retriever returns).

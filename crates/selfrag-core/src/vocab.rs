@@ -221,6 +221,9 @@ mod tests {
         fn context_length(&self) -> usize {
             4096
         }
+        fn vocab_size(&self) -> usize {
+            32016
+        }
         fn next_token_probs(
             &mut self,
             _: &[TokenId],

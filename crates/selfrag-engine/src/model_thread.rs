@@ -645,6 +645,10 @@ impl Generator for ThreadGenerator {
         self.facts.context_length
     }
 
+    fn vocab_size(&self) -> usize {
+        self.facts.tokenizer.vocab_size()
+    }
+
     fn describe(&self) -> Option<GeneratorInfo> {
         self.facts.info.clone()
     }

@@ -215,6 +215,9 @@ impl Generator for Recording {
     fn context_length(&self) -> usize {
         self.inner.context_length()
     }
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
     fn next_token_probs(
         &mut self,
         prompt: &[TokenId],

@@ -586,6 +586,10 @@ impl Generator for LlamaGenerator {
         self.model.config().context_length
     }
 
+    fn vocab_size(&self) -> usize {
+        self.tokenizer.vocab_size()
+    }
+
     fn describe(&self) -> Option<selfrag_core::GeneratorInfo> {
         Some(selfrag_core::GeneratorInfo {
             kind: selfrag_core::GeneratorKind::Local,

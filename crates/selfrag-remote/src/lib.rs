@@ -364,6 +364,10 @@ impl Generator for ServerGenerator {
         self.info.context_length
     }
 
+    fn vocab_size(&self) -> usize {
+        self.tokenizer.vocab_size()
+    }
+
     fn describe(&self) -> Option<GeneratorInfo> {
         Some(GeneratorInfo {
             kind: GeneratorKind::Server,

@@ -208,6 +208,7 @@ fn self_rag_answers_through_the_server_as_it_does_locally() {
         (RetrieveMode::Always, false),
         (RetrieveMode::Adaptive, false),
         (RetrieveMode::Never, false),
+        (RetrieveMode::Model, false),
         (RetrieveMode::Always, true),
     ] {
         let settings = Settings {

@@ -151,6 +151,54 @@ fn every_mode_decides_as_specified_and_records_p_retrieve() {
     }
 }
 
+/// `model` mode retrieves iff [Retrieval] is the argmax over the whole vocabulary (what greedy
+/// decoding would write), not merely likelier than [No Retrieval]: a model that would rather
+/// write text has chosen not to retrieve. Adaptive mode still reads the normalised pair.
+#[test]
+fn model_mode_reads_the_argmax_over_the_whole_vocabulary() {
+    let settings = |mode| Settings {
+        mode,
+        threshold: 0.5,
+        ..Settings::default()
+    };
+    let respond = |_: &str| Script::new().text("x", -0.1).eos();
+    let mut g = Scripted::fixed(0.3, 0.2, respond);
+    g.other_next = Some((150, 0.5));
+    let (answer, _) = run(
+        "Q?",
+        &settings(RetrieveMode::Model),
+        &mut g,
+        &mut library(2),
+    );
+    assert!(
+        !answer.retrieve.retrieved,
+        "text is likelier than [Retrieval]"
+    );
+    assert!(close(answer.retrieve.p_retrieve, 0.6));
+    // The decision read every id of the vocabulary after the prompt.
+    assert_eq!(g.decisions.len(), 2);
+
+    let mut g = Scripted::fixed(0.3, 0.2, respond);
+    g.other_next = Some((150, 0.5));
+    let (answer, _) = run(
+        "Q?",
+        &settings(RetrieveMode::Adaptive),
+        &mut g,
+        &mut library(2),
+    );
+    assert!(answer.retrieve.retrieved, "adaptive: 0.6 > δ 0.5");
+
+    let mut g = Scripted::fixed(0.3, 0.2, respond);
+    g.other_next = Some((150, 0.25));
+    let (answer, _) = run(
+        "Q?",
+        &settings(RetrieveMode::Model),
+        &mut g,
+        &mut library(2),
+    );
+    assert!(answer.retrieve.retrieved, "[Retrieval] is the argmax");
+}
+
 #[test]
 fn no_retrieval_path_scores_p_lm_and_utility_only() {
     let mut g = Scripted::fixed(0.0, 1.0, |_| {

@@ -138,6 +138,9 @@ pub struct Scripted {
     pub lacks: Vec<&'static str>,
     /// `generate_batch` call (0-based) that fails, as a server that stops answering does.
     pub fail_batch: Option<usize>,
+    /// Another token's probability after every prompt (plain text the model would rather
+    /// write than either Retrieve token).
+    pub other_next: Option<(TokenId, f32)>,
 }
 
 impl Scripted {
@@ -155,6 +158,7 @@ impl Scripted {
             decisions: Vec::new(),
             lacks: Vec::new(),
             fail_batch: None,
+            other_next: None,
         }
     }
 
@@ -246,6 +250,9 @@ impl Generator for Scripted {
     fn context_length(&self) -> usize {
         self.context
     }
+    fn vocab_size(&self) -> usize {
+        32016
+    }
     fn next_token_probs(
         &mut self,
         prompt: &[TokenId],
@@ -264,7 +271,9 @@ impl Generator for Scripted {
                 } else if Some(id) == no_retrieval {
                     no
                 } else {
-                    0.0
+                    self.other_next
+                        .filter(|&(other, _)| other == id)
+                        .map_or(0.0, |(_, p)| p)
                 }
             })
             .collect())

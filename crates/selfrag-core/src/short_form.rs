@@ -107,7 +107,11 @@ pub(crate) fn validate(question: &str) -> Result<&str, SelfRagError> {
 }
 
 /// Step 1: reads p([Retrieval]) and p([No Retrieval]) after `prompt` and applies the mode.
-/// p_retrieve is always recorded, even where the mode ignores it.
+/// p_retrieve is always recorded, even where the mode ignores it. `model` mode retrieves iff
+/// [Retrieval] is the most likely next token over the whole vocabulary, i.e. what greedy
+/// decoding would write (not merely likelier than [No Retrieval]: the model may rather write
+/// text, which is a choice not to retrieve); ties go to the lower id, as in greedy decoding.
+/// That reading holds the pair too, so the prompt is read once in every mode.
 pub(crate) fn decide(
     generator: &mut dyn Generator,
     vocab: &ReflectionVocab,
@@ -115,19 +119,33 @@ pub(crate) fn decide(
     settings: &Settings,
     on_progress: &mut dyn FnMut(Progress),
 ) -> Result<RetrieveDecision, SelfRagError> {
+    let watch: Vec<TokenId> = if settings.mode == RetrieveMode::Model {
+        (0..generator.vocab_size())
+            .filter_map(|id| TokenId::try_from(id).ok())
+            .collect()
+    } else {
+        vec![vocab.retrieval, vocab.no_retrieval]
+    };
     let probs = generator
-        .next_token_probs(prompt, &[vocab.retrieval, vocab.no_retrieval])
+        .next_token_probs(prompt, &watch)
         .map_err(SelfRagError::generator("deciding whether to retrieve"))?;
     // Probabilities, never log-probabilities: a missing or negative value is no mass at all.
-    let prob = |i: usize| probs.get(i).copied().filter(|p| *p > 0.0).unwrap_or(0.0);
-    let (p_yes, p_no) = (prob(0), prob(1));
+    let prob = |id: TokenId| {
+        watch
+            .iter()
+            .position(|&w| w == id)
+            .and_then(|i| probs.get(i).copied())
+            .filter(|p| *p > 0.0)
+            .unwrap_or(0.0)
+    };
+    let (p_yes, p_no) = (prob(vocab.retrieval), prob(vocab.no_retrieval));
     let total = p_yes + p_no;
     let p_retrieve = if total > 0.0 { p_yes / total } else { 0.0 };
     let retrieved = match settings.mode {
         RetrieveMode::Adaptive => p_retrieve > settings.threshold,
         RetrieveMode::Always => true,
         RetrieveMode::Never => false,
-        RetrieveMode::Model => argmax_is(generator, prompt, vocab.retrieval)?,
+        RetrieveMode::Model => argmax(&watch, &probs) == Some(vocab.retrieval),
     };
     on_progress(Progress::RetrieveDecided {
         p_retrieve,
@@ -142,24 +160,8 @@ pub(crate) fn decide(
     })
 }
 
-/// `model` mode: whether `token` is the most likely next token over the whole vocabulary, i.e.
-/// what greedy decoding would write (not merely likelier than the other Retrieve token: the
-/// model may rather write text, which is a choice not to retrieve). Ties go to the lower id, as
-/// in greedy decoding.
-fn argmax_is(
-    generator: &mut dyn Generator,
-    prompt: &[TokenId],
-    token: TokenId,
-) -> Result<bool, SelfRagError> {
-    let vocabulary: Vec<TokenId> = (0..generator.vocab_size())
-        .filter_map(|id| TokenId::try_from(id).ok())
-        .collect();
-    let probs =
-        generator
-            .next_token_probs(prompt, &vocabulary)
-            .map_err(SelfRagError::generator(
-                "reading the model's own retrieve choice",
-            ))?;
+/// The id of the largest probability, the first (lowest) on ties; `None` when nothing came.
+fn argmax(ids: &[TokenId], probs: &[f32]) -> Option<TokenId> {
     let best = probs
         .iter()
         .enumerate()
@@ -167,7 +169,7 @@ fn argmax_is(
             Some((_, q)) if q >= p => best,
             _ => Some((i, p)),
         });
-    Ok(best.is_some_and(|(i, _)| vocabulary.get(i) == Some(&token)))
+    best.and_then(|(i, _)| ids.get(i).copied())
 }
 
 /// Step 2: the top `k` passages for `query` (at most `k`, whatever the retriever returns).

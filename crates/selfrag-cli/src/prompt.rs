@@ -29,7 +29,7 @@ impl Generator for TokenizerOnly {
         Ok(self.tokenizer.encode(text, false))
     }
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        Ok(self.tokenizer.decode(ids))
+        Ok(self.tokenizer.decode_checked(ids)?)
     }
     fn bos_id(&self) -> TokenId {
         self.tokenizer.bos_id()

@@ -24,9 +24,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{BackendError, GenerateRequest, Generation, Generator, GeneratorInfo, TokenId};
-use selfrag_models::{
-    BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
-};
+use selfrag_models::{BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, TimedGeneration};
 use tokio::sync::oneshot;
 
 use crate::EngineError;
@@ -626,11 +624,7 @@ impl Generator for ThreadGenerator {
     }
 
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        let vocab_size = self.facts.tokenizer.vocab_size();
-        if let Some(&id) = ids.iter().find(|&&id| id as usize >= vocab_size) {
-            return Err(ModelError::TokenOutOfRange { id, vocab_size }.into());
-        }
-        Ok(self.facts.tokenizer.decode(ids))
+        Ok(self.facts.tokenizer.decode_checked(ids)?)
     }
 
     fn bos_id(&self) -> TokenId {

@@ -191,11 +191,7 @@ impl LlamaGenerator {
     }
 
     fn check_ids(&self, ids: &[TokenId]) -> Result<(), ModelError> {
-        let vocab_size = self.tokenizer.vocab_size();
-        match ids.iter().find(|&&id| id as usize >= vocab_size) {
-            Some(&id) => Err(ModelError::TokenOutOfRange { id, vocab_size }),
-            None => Ok(()),
-        }
+        self.tokenizer.check_ids(ids)
     }
 
     fn check_prompt(&self, prompt: &[TokenId], max_new_tokens: usize) -> Result<(), ModelError> {
@@ -570,8 +566,7 @@ impl Generator for LlamaGenerator {
     }
 
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        self.check_ids(ids)?;
-        Ok(self.tokenizer.decode(ids))
+        Ok(self.tokenizer.decode_checked(ids)?)
     }
 
     fn bos_id(&self) -> TokenId {

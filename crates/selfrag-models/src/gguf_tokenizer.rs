@@ -488,6 +488,22 @@ impl GgufTokenizer {
     /// `▁` becomes a space, the leading space of the first piece is dropped, and control,
     /// user-defined and unknown tokens are rendered as their strings. Ids outside the
     /// vocabulary are skipped.
+    /// [`ModelError::TokenOutOfRange`] for the first of `ids` past the vocabulary.
+    pub fn check_ids(&self, ids: &[u32]) -> Result<(), ModelError> {
+        let vocab_size = self.vocab_size();
+        match ids.iter().find(|&&id| id as usize >= vocab_size) {
+            Some(&id) => Err(ModelError::TokenOutOfRange { id, vocab_size }),
+            None => Ok(()),
+        }
+    }
+
+    /// The text of `ids`, every one of which must be in the vocabulary (what a generator's
+    /// `decode` gives, local or on a server).
+    pub fn decode_checked(&self, ids: &[u32]) -> Result<String, ModelError> {
+        self.check_ids(ids)?;
+        Ok(self.decode(ids))
+    }
+
     pub fn decode(&self, ids: &[u32]) -> String {
         let mut bytes = Vec::new();
         for (i, &id) in ids.iter().enumerate() {

@@ -349,7 +349,7 @@ impl Generator for ServerGenerator {
     }
 
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        Ok(self.tokenizer.decode(ids))
+        Ok(self.tokenizer.decode_checked(ids)?)
     }
 
     fn bos_id(&self) -> TokenId {

@@ -24,7 +24,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{BackendError, GenerateRequest, Generation, Generator, GeneratorInfo, TokenId};
-use selfrag_models::{BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, TimedGeneration};
+use selfrag_models::{
+    BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
+};
 use tokio::sync::oneshot;
 
 use crate::EngineError;
@@ -210,25 +212,37 @@ impl LoadedModels {
         }
     }
 
+    /// Loads one model from the file the paths name for `role`, on the chosen device.
+    fn load<M>(
+        &mut self,
+        role: &'static str,
+        path: Option<PathBuf>,
+        missing: &str,
+        load: impl FnOnce(&std::path::Path, &selfrag_models::Device) -> Result<M, ModelError>,
+    ) -> Result<M, EngineError> {
+        let path = path.ok_or_else(|| EngineError::ModelMissing {
+            role,
+            message: missing.into(),
+        })?;
+        let device = self.device()?;
+        let model = load(&path, &device).map_err(|e| EngineError::ModelLoad {
+            role,
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        tracing::info!(role, path = %path.display(), "model loaded");
+        Ok(model)
+    }
+
     /// The generator and its facts, loading it if needed.
     fn generator(&mut self) -> Result<(&mut LlamaGenerator, &Arc<GeneratorFacts>), EngineError> {
         if self.generator.is_none() {
-            let path = self
-                .paths
-                .generator
-                .clone()
-                .ok_or(EngineError::ModelMissing {
-                    role: "generator",
-                    message: "no Self-RAG GGUF file was found; see the start screen".into(),
-                })?;
-            let device = self.device()?;
-            let generator =
-                LlamaGenerator::load(&path, &device).map_err(|e| EngineError::ModelLoad {
-                    role: "generator",
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-            tracing::info!(path = %path.display(), "generator loaded");
+            let generator = self.load(
+                "generator",
+                self.paths.generator.clone(),
+                "no Self-RAG GGUF file was found; see the start screen",
+                LlamaGenerator::load,
+            )?;
             let facts = Arc::new(GeneratorFacts {
                 tokenizer: generator.tokenizer().clone(),
                 context_length: generator.context_length(),
@@ -246,22 +260,12 @@ impl LoadedModels {
     /// The embedder, loading it if needed.
     fn embedder(&mut self) -> Result<&BertEmbedder, EngineError> {
         if self.embedder.is_none() {
-            let path = self
-                .paths
-                .embedder
-                .clone()
-                .ok_or(EngineError::ModelMissing {
-                    role: "embedder",
-                    message: "no Contriever model folder was found; see the start screen".into(),
-                })?;
-            let device = self.device()?;
-            let embedder =
-                BertEmbedder::load(&path, &device).map_err(|e| EngineError::ModelLoad {
-                    role: "embedder",
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-            tracing::info!(path = %path.display(), "embedder loaded");
+            let embedder = self.load(
+                "embedder",
+                self.paths.embedder.clone(),
+                "no Contriever model folder was found; see the start screen",
+                BertEmbedder::load,
+            )?;
             self.embedder = Some(embedder);
         }
         self.embedder.as_ref().ok_or(EngineError::ModelThreadGone)

@@ -15,7 +15,7 @@
 use std::process::Command;
 
 use anyhow::{Context, Result};
-use selfrag_testkit::llama_server::LlamaServer;
+use selfrag_testkit::llama_server::{self, LlamaServer};
 
 use super::{Bench, check_load, json_number, json_string, list, median, preamble};
 
@@ -165,17 +165,10 @@ pub(super) fn server(bench: &Bench) -> Result<String> {
 
 /// The server's llama.cpp build as `/props` reports it, or `unknown`.
 fn server_build(url: &str) -> String {
-    let port = url.rsplit(':').next().unwrap_or_default();
-    let reply = http_get(port, "/props").unwrap_or_default();
-    json_string(&reply, "build_info").unwrap_or_else(|| "unknown".to_owned())
-}
-
-fn http_get(port: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).ok()?;
-    Some(reply)
+    url.rsplit(':')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .and_then(|port| llama_server::get(port, "/props"))
+        .and_then(|reply| json_string(&reply, "build_info"))
+        .unwrap_or_else(|| "unknown".to_owned())
 }

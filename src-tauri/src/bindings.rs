@@ -5,9 +5,9 @@
 #[cfg(test)]
 mod tests {
     use selfrag_core::{
-        Answer, Candidate, CritiqueWeights, GeneratorInfo, GeneratorKind, IsRelDistribution,
-        IsSupDistribution, IsUseDistribution, Passage, Progress, RetrieveDecision, RetrieveMode,
-        Segment, Settings,
+        Answer, Candidate, CritiqueWeights, Expansion, GeneratorInfo, GeneratorKind,
+        IsRelDistribution, IsSupDistribution, IsUseDistribution, Passage, Progress,
+        RetrieveDecision, RetrieveMode, Segment, Settings, TreeNode,
     };
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceStatus, DocumentInfo,
@@ -37,6 +37,8 @@ mod tests {
             decl::<IsUseDistribution>(&cfg),
             decl::<Candidate>(&cfg),
             decl::<Segment>(&cfg),
+            decl::<TreeNode>(&cfg),
+            decl::<Expansion>(&cfg),
             decl::<GeneratorKind>(&cfg),
             decl::<GeneratorInfo>(&cfg),
             decl::<Answer>(&cfg),

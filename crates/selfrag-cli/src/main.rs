@@ -460,12 +460,14 @@ fn run(cli: Cli) -> Result<()> {
                     weights.apply(answer.settings.weights),
                     hard_constraints.unwrap_or(answer.settings.hard_constraints),
                 );
-                if reranked.rerun_could_differ {
+                if let Some(segment) = reranked.unexplored_segment {
                     let _ = writeln!(
                         std::io::stderr(),
-                        "note: rerun could differ: re-ranking changed an earlier segment, and the \
-                         later segments were written after the old choice; ask again to \
-                         regenerate the whole answer with these weights"
+                        "note: rerun could differ from segment {n} on: with these weights the \
+                         beam search would write segment {n} on a path this answer did not \
+                         continue, so the answer shown is the best path it explored; ask again \
+                         to regenerate it with these weights",
+                        n = segment + 1
                     );
                 }
                 print_answer(&reranked.answer, json)
@@ -677,6 +679,7 @@ fn debug(command: DebugCommand) -> Result<()> {
             let request = GenerateRequest {
                 max_new_tokens: max_tokens,
                 stop_ids: Vec::new(),
+                markup_ids: Vec::new(),
                 watch_ids: Vec::new(),
             };
             let timed = generator

@@ -91,8 +91,8 @@ pub fn print(
             .to_owned()
     };
     let mut prompts = vec![
-        ("decision", None, builder.decision_point(&[])?),
-        ("no_retrieval", None, builder.without_passage(&[])?),
+        ("decision", None, builder.decision_point(&[])?.ids),
+        ("no_retrieval", None, builder.without_passage(&[])?.ids),
     ];
     for file in passages {
         let text = std::fs::read_to_string(file)
@@ -106,7 +106,7 @@ pub fn print(
             page: None,
             text,
         };
-        let ids = builder.with_passage(&generator, &[], &passage)?;
+        let ids = builder.with_passage(&generator, &[], &passage)?.ids;
         prompts.push(("passage", Some(file.clone()), ids));
     }
     let out: Vec<PromptOut> = prompts

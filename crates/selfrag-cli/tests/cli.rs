@@ -288,10 +288,14 @@ fn long_form_every_export_and_the_rerun_note_from_the_command_line() {
         serde_json::from_str(&ok(rerank(&["--hard-constraints=false"]))).unwrap();
     assert_eq!(off["settings"]["hard_constraints"], false);
 
-    // A first segment with a second, more relevant candidate: giving relevance more weight
-    // changes the first choice, and the note says a re-run could differ.
+    // A trace saved before the tree was kept, whose first segment has a second, more relevant
+    // candidate that goes on: giving relevance more weight changes the first choice, and the
+    // note says which segment a re-run would write on a path the run did not continue.
+    trace.as_object_mut().unwrap().remove("expansions");
     let first = &mut trace["segments"][0];
     let mut better = first["candidates"][0].clone();
+    better["text"] = serde_json::json!("A better start");
+    better.as_object_mut().unwrap().remove("ends_answer");
     better["isrel"] = serde_json::json!({ "[Relevant]": 1.0, "[Irrelevant]": 0.0 });
     first["candidates"][0]["isrel"] = serde_json::json!({ "[Relevant]": 0.0, "[Irrelevant]": 1.0 });
     first["candidates"].as_array_mut().unwrap().push(better);
@@ -300,7 +304,10 @@ fn long_form_every_export_and_the_rerun_note_from_the_command_line() {
     let out = rerank(&["--w-rel", "5", "--hard-constraints=false"]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     ok(out);
-    assert!(stderr.contains("rerun could differ"), "{stderr}");
+    assert!(
+        stderr.contains("rerun could differ from segment 2 on"),
+        "{stderr}"
+    );
     let out = rerank(&[]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     ok(out);

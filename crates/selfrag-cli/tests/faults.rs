@@ -64,6 +64,7 @@ fn answer(tag: &str, segments: usize) -> Answer {
             p_retrieve: 0.9,
             retrieved: true,
             found_nothing: false,
+            passages_dropped: 0,
         },
         passages: vec![Passage {
             id: "p1".into(),
@@ -89,12 +90,16 @@ fn answer(tag: &str, segments: usize) -> Answer {
                     s_sup: 0.0,
                     s_use: 0.0,
                     score: 0.5,
+                    ends_answer: false,
+                    continued: false,
+                    passages_dropped: 0,
                 }],
                 retrieve: None,
             })
             .collect(),
         answer: String::new(),
         generator: None,
+        expansions: Vec::new(),
         cut_short: None,
     }
 }

@@ -15,11 +15,27 @@ pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub struct GenerateRequest {
     /// Greedy decoding stops after this many new tokens.
     pub max_new_tokens: usize,
-    /// Decoding of a row stops right after it emits one of these ids (EOS is always a stop).
+    /// Decoding of a row stops right after it emits one of these ids once it has written text
+    /// (see [`GenerateRequest::stops_at`]); EOS is always a stop.
     pub stop_ids: Vec<TokenId>,
+    /// Ids that are not text: reflection tokens and passage markup. A stop id ends a row only
+    /// after the row has emitted an id outside this list and `stop_ids` (SELFRAG.md step 8: a
+    /// segment ends at a Retrieve token *after some text*). Empty: every stop id ends a row.
+    pub markup_ids: Vec<TokenId>,
     /// Ids whose probabilities are recorded (see `GeneratedToken::watched`): at least at the
     /// first generated position and at every position whose chosen token is one of them.
     pub watch_ids: Vec<TokenId>,
+}
+
+impl GenerateRequest {
+    /// Whether a row ends at `id`, the token it just emitted after `earlier`, by a stop id.
+    pub fn stops_at(&self, id: TokenId, earlier: impl IntoIterator<Item = TokenId>) -> bool {
+        self.stop_ids.contains(&id)
+            && (self.markup_ids.is_empty()
+                || earlier
+                    .into_iter()
+                    .any(|e| !self.markup_ids.contains(&e) && !self.stop_ids.contains(&e)))
+    }
 }
 
 /// Why a generated row ended.

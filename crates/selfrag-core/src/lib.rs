@@ -39,8 +39,8 @@ pub use prompt::PromptBuilder;
 pub use rerank::{Reranked, rerank};
 pub use settings::{CritiqueWeights, RetrieveMode, Settings};
 pub use trace::{
-    Answer, Candidate, GeneratorInfo, GeneratorKind, IsRelDistribution, IsSupDistribution,
-    IsUseDistribution, RetrieveDecision, Segment,
+    Answer, Candidate, Expansion, GeneratorInfo, GeneratorKind, IsRelDistribution,
+    IsSupDistribution, IsUseDistribution, RetrieveDecision, Segment, TreeNode,
 };
 pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};
 

@@ -1,7 +1,9 @@
 //! Long form (SELFRAG.md step 8): segment-level beam search. Each of the B beams decides
 //! retrieval at its segment boundary, expands into one candidate per passage (one batch per
 //! beam), and the B paths with the best mean segment score survive. A beam's prompt holds
-//! only its own path, so siblings never read each other's text.
+//! only its own path, exactly as the model read and wrote it (passages included, as in
+//! training, while the context allows), so siblings never read each other's text. Every
+//! expansion is kept in the trace (`Answer::expansions`) for re-rank to replay.
 
 use crate::backend::{
     GenerateRequest, Generation, Generator, Passage, Retriever, StopReason, TokenId,
@@ -9,20 +11,20 @@ use crate::backend::{
 use crate::critique;
 use crate::error::SelfRagError;
 use crate::progress::{self, Cancel, Progress};
-use crate::prompt::PromptBuilder;
+use crate::prompt::{Prompt, PromptBuilder, WrittenSegment};
 use crate::settings::Settings;
 use crate::short_form::{
     announce_segments, build_prompts, decide, generate_candidates, search, validate,
 };
-use crate::trace::{Answer, Candidate, RetrieveDecision, Segment};
+use crate::trace::{Answer, Candidate, Expansion, RetrieveDecision, Segment, TreeNode};
 use crate::vocab::ReflectionVocab;
 
 /// One path of the beam search.
 #[derive(Debug, Clone, Default)]
 struct Beam {
-    /// Generated ids of the path's segments, reflection tokens kept, each segment's closing
-    /// Retrieve token and `</s>` dropped; passages never enter it.
-    history: Vec<TokenId>,
+    /// The path as the model read and wrote it, segment by segment: what its next prompt
+    /// continues.
+    path: Vec<WrittenSegment>,
     /// The path's segments; `candidates[chosen]` is the one on the path. Passage indices
     /// point into the run's passage pool until the answer is assembled.
     segments: Vec<Segment>,
@@ -33,6 +35,8 @@ struct Beam {
     continues: bool,
     /// Ended with `</s>`, wrote no text, or can no longer fit a prompt.
     finished: bool,
+    /// The path's last segment in the run's tree; `None` before the first.
+    node: Option<TreeNode>,
 }
 
 impl Beam {
@@ -59,6 +63,8 @@ struct Run<'a> {
     request: GenerateRequest,
     /// Every passage retrieved by any beam, deduplicated by id.
     pool: Vec<Passage>,
+    /// Every expansion made so far, in order.
+    tree: Vec<Expansion>,
 }
 
 /// Runs long-form Self-RAG; see [`crate::answer`].
@@ -78,6 +84,7 @@ pub(crate) fn run(
     let request = GenerateRequest {
         max_new_tokens: settings.max_segment_tokens,
         stop_ids: vocab.retrieve_ids().to_vec(),
+        markup_ids: vocab.markup_ids(),
         watch_ids: vocab.critique_watch_ids(),
     };
     let mut run = Run {
@@ -91,6 +98,7 @@ pub(crate) fn run(
         prompts,
         request,
         pool: Vec::new(),
+        tree: Vec::new(),
     };
 
     let width = settings.beam_width.max(1);
@@ -100,6 +108,7 @@ pub(crate) fn run(
         if beams.iter().all(|b| b.finished) {
             break;
         }
+        let explored = run.tree.len();
         let mut next = Vec::new();
         for beam in &beams {
             if beam.finished {
@@ -109,16 +118,27 @@ pub(crate) fn run(
             match run.expand(beam, segment) {
                 Ok(children) => next.extend(children),
                 // A path too long for the context ends there; only the first segment must fit.
-                Err(SelfRagError::PromptTooLong { .. }) if segment > 0 => next.push(Beam {
-                    finished: true,
-                    ..beam.clone()
-                }),
+                Err(SelfRagError::PromptTooLong { .. }) if segment > 0 => {
+                    run.tree.push(Expansion {
+                        parent: beam.node,
+                        retrieve: None,
+                        candidates: Vec::new(),
+                        no_room: true,
+                    });
+                    next.push(Beam {
+                        finished: true,
+                        ..beam.clone()
+                    });
+                }
                 // A generator that stops answering (a server killed or unreachable) after the
                 // first segment: the paths written so far are the answer, and it says why.
+                // The step it broke off is left out of the tree, which then ends where the
+                // answer does.
                 Err(err @ SelfRagError::Generator { .. })
                     if segment > 0 && !run.cancel.is_cancelled() =>
                 {
                     cut_short = Some(err.to_string());
+                    run.tree.truncate(explored);
                     break 'segments;
                 }
                 Err(err) => return Err(err),
@@ -142,42 +162,51 @@ pub(crate) fn run(
                 p_retrieve: 0.0,
                 retrieved: false,
                 found_nothing: false,
+                passages_dropped: 0,
             }),
         passages: Vec::new(),
         segments: best.segments,
+        expansions: run.tree,
         answer: String::new(),
         generator: described,
         cut_short,
     };
-    answer.passages = keep_used_passages(run.pool, &mut answer.segments);
+    answer.passages = keep_used_passages(run.pool, &mut answer);
     answer.assemble();
     announce_segments(&answer, run.on_progress);
     Ok(answer)
 }
 
 impl Run<'_> {
-    /// The children of `beam` at `segment`: one per candidate the hard constraints keep.
+    /// The children of `beam` at `segment`: one per candidate the hard constraints keep. The
+    /// expansion goes into the run's tree.
     fn expand(&mut self, beam: &Beam, segment: usize) -> Result<Vec<Beam>, SelfRagError> {
         progress::check(self.cancel)?;
-        let (sources, decision) = match beam.passage {
-            // [Continue to Use Evidence]: the next segment reads the same passage, no new search.
-            Some(passage) if beam.continues => (vec![Some(passage)], None),
+        let (sources, decision, prompts) = match beam.passage {
+            // [Continue to Use Evidence]: the passage is already in the prompt; the next text
+            // follows the token directly, with no new search and no new IsRel judgement.
+            Some(passage) if beam.continues => (
+                vec![Some(passage)],
+                None,
+                vec![self.prompts.continuing(&beam.path)?],
+            ),
             _ => {
                 let (sources, decision) = self.retrieve(beam, segment)?;
-                (sources, Some(decision))
+                let passages: Vec<Option<&Passage>> = sources
+                    .iter()
+                    .map(|s| s.and_then(|i| self.pool.get(i)))
+                    .collect();
+                let prompts =
+                    build_prompts(&*self.generator, &self.prompts, &beam.path, &passages)?;
+                (sources, Some(decision), prompts)
             }
         };
         progress::check(self.cancel)?;
 
-        let passages: Vec<Option<&Passage>> = sources
-            .iter()
-            .map(|s| s.and_then(|i| self.pool.get(i)))
-            .collect();
-        let batch = build_prompts(&*self.generator, &self.prompts, &beam.history, &passages)?;
-        let (candidates, generations): (Vec<Candidate>, Vec<Generation>) = generate_candidates(
+        let (mut candidates, generations): (Vec<Candidate>, Vec<Generation>) = generate_candidates(
             self.generator,
             &self.vocab,
-            &batch,
+            &prompts,
             &sources,
             &self.request,
             self.settings,
@@ -187,11 +216,44 @@ impl Run<'_> {
         )?
         .into_iter()
         .unzip();
+        if decision.is_none() {
+            let judged = beam
+                .segments
+                .last()
+                .and_then(|s| s.candidates.get(s.chosen))
+                .and_then(|c| c.isrel);
+            for candidate in &mut candidates {
+                candidate.continued = true;
+                candidate.isrel = judged;
+                candidate.rescore(self.settings.weights, self.settings.use_p_lm);
+            }
+        }
 
+        let expansion = self.tree.len();
         let children = critique::eligible(&candidates, self.settings.hard_constraints)
             .into_iter()
-            .map(|i| self.child(beam, &candidates, &generations[i], i, sources[i], decision))
+            .map(|i| {
+                let node = TreeNode {
+                    expansion,
+                    candidate: i,
+                };
+                self.child(
+                    beam,
+                    &candidates,
+                    &generations[i],
+                    &prompts[i],
+                    node,
+                    sources[i],
+                    decision,
+                )
+            })
             .collect();
+        self.tree.push(Expansion {
+            parent: beam.node,
+            retrieve: decision,
+            candidates,
+            no_room: false,
+        });
         Ok(children)
     }
 
@@ -202,14 +264,15 @@ impl Run<'_> {
         beam: &Beam,
         segment: usize,
     ) -> Result<(Vec<Option<usize>>, RetrieveDecision), SelfRagError> {
-        let point = self.prompts.decision_point(&beam.history)?;
+        let point = self.prompts.decision_point(&beam.path)?;
         let mut decision = decide(
             self.generator,
             &self.vocab,
-            &point,
+            &point.ids,
             self.settings,
             self.on_progress,
         )?;
+        decision.passages_dropped = point.passages_dropped;
         progress::check(self.cancel)?;
         let found = if decision.retrieved {
             let previous = beam
@@ -252,34 +315,46 @@ impl Run<'_> {
         }
     }
 
-    /// `beam` extended by candidate `chosen` of this step.
+    /// `beam` extended by the candidate at `node`, written after `prompt`.
+    #[allow(clippy::too_many_arguments)]
     fn child(
         &self,
         beam: &Beam,
         candidates: &[Candidate],
         generation: &Generation,
-        chosen: usize,
+        prompt: &Prompt,
+        node: TreeNode,
         passage: Option<usize>,
         retrieve: Option<RetrieveDecision>,
     ) -> Beam {
-        let mut ids: Vec<TokenId> = generation.tokens.iter().map(|t| t.id).collect();
-        let last = ids.last().copied();
-        // The closing Retrieve token is replaced by the decision made at the next boundary.
+        let mut written: Vec<TokenId> = generation.tokens.iter().map(|t| t.id).collect();
+        let last = written.last().copied();
+        // The closing Retrieve token is replaced by the next segment's opening: the decision
+        // made at the boundary, or the Continue token itself.
         if last.is_some_and(|id| id == self.vocab.eos || self.vocab.retrieve_ids().contains(&id)) {
-            ids.pop();
+            written.pop();
         }
+        let (opening, read) = prompt
+            .opening()
+            .split_first()
+            .map_or((self.vocab.no_retrieval, &[][..]), |(&o, rest)| (o, rest));
+        let chosen = &candidates[node.candidate];
         let mut child = beam.clone();
-        child.history.extend(ids);
+        child.path.push(WrittenSegment {
+            opening,
+            passage: read.to_vec(),
+            written,
+        });
         child.passage = passage;
         child.continues =
             generation.stop == StopReason::StopToken && last == Some(self.vocab.continue_evidence);
-        child.finished =
-            generation.stop == StopReason::EndOfSequence || candidates[chosen].text.is_empty();
-        child.score_sum += candidates[chosen].score;
+        child.finished = chosen.ends_answer || chosen.text.is_empty();
+        child.score_sum += chosen.score;
+        child.node = Some(node);
         child.segments.push(Segment {
             text: String::new(),
             citation: None,
-            chosen,
+            chosen: node.candidate,
             candidates: candidates.to_vec(),
             retrieve,
         });
@@ -287,12 +362,22 @@ impl Run<'_> {
     }
 }
 
-/// The pool's passages that `segments` name, in order of first mention, with every
-/// candidate's passage index remapped to the returned list.
-fn keep_used_passages(pool: Vec<Passage>, segments: &mut [Segment]) -> Vec<Passage> {
+/// The pool's passages that `answer`'s segments and expansions name, in order of first
+/// mention, with every candidate's passage index remapped to the returned list.
+fn keep_used_passages(pool: Vec<Passage>, answer: &mut Answer) -> Vec<Passage> {
     let mut new_index: Vec<Option<usize>> = vec![None; pool.len()];
     let mut order = Vec::new();
-    for candidate in segments.iter_mut().flat_map(|s| s.candidates.iter_mut()) {
+    let candidates = answer
+        .segments
+        .iter_mut()
+        .flat_map(|s| s.candidates.iter_mut())
+        .chain(
+            answer
+                .expansions
+                .iter_mut()
+                .flat_map(|e| e.candidates.iter_mut()),
+        );
+    for candidate in candidates {
         candidate.passage = candidate.passage.and_then(|old| {
             let slot = new_index.get_mut(old)?;
             Some(*slot.get_or_insert_with(|| {

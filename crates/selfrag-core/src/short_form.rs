@@ -2,11 +2,13 @@
 //! a single batch, critique, choice. Also the steps long form repeats at every segment:
 //! the retrieve decision, the passage search, and generating + scoring a batch of candidates.
 
-use crate::backend::{GenerateRequest, Generation, Generator, Passage, Retriever, TokenId};
+use crate::backend::{
+    GenerateRequest, Generation, Generator, Passage, Retriever, StopReason, TokenId,
+};
 use crate::critique;
 use crate::error::SelfRagError;
 use crate::progress::{self, Cancel, Progress};
-use crate::prompt::PromptBuilder;
+use crate::prompt::{Prompt, PromptBuilder, WrittenSegment};
 use crate::settings::{RetrieveMode, Settings};
 use crate::trace::{Answer, Candidate, RetrieveDecision, Segment};
 use crate::vocab::ReflectionVocab;
@@ -28,7 +30,7 @@ pub(crate) fn run(
     let mut retrieve = decide(
         generator,
         &vocab,
-        &prompts.decision_point(&[])?,
+        &prompts.decision_point(&[])?.ids,
         settings,
         on_progress,
     )?;
@@ -57,6 +59,7 @@ pub(crate) fn run(
     let request = GenerateRequest {
         max_new_tokens: settings.max_new_tokens,
         stop_ids: Vec::new(),
+        markup_ids: Vec::new(),
         watch_ids: vocab.critique_watch_ids(),
     };
     let candidates = generate_candidates(
@@ -87,6 +90,7 @@ pub(crate) fn run(
             candidates,
             retrieve: Some(retrieve),
         }],
+        expansions: Vec::new(),
         answer: String::new(),
         generator: generator.describe(),
         cut_short: None,
@@ -157,6 +161,7 @@ pub(crate) fn decide(
         p_retrieve,
         retrieved,
         found_nothing: false,
+        passages_dropped: 0,
     })
 }
 
@@ -191,18 +196,19 @@ pub(crate) fn search(
     Ok(passages)
 }
 
-/// One prompt per source: with its passage, or `[No Retrieval]` for `None`.
+/// One prompt per source after `path` (the segments written so far): with its passage, or
+/// `[No Retrieval]` for `None`.
 pub(crate) fn build_prompts(
     generator: &dyn Generator,
     prompts: &PromptBuilder,
-    history: &[TokenId],
+    path: &[WrittenSegment],
     sources: &[Option<&Passage>],
-) -> Result<Vec<Vec<TokenId>>, SelfRagError> {
+) -> Result<Vec<Prompt>, SelfRagError> {
     sources
         .iter()
         .map(|source| match source {
-            Some(passage) => prompts.with_passage(generator, history, passage),
-            None => prompts.without_passage(history),
+            Some(passage) => prompts.with_passage(generator, path, passage),
+            None => prompts.without_passage(path),
         })
         .collect()
 }
@@ -213,7 +219,7 @@ pub(crate) fn build_prompts(
 pub(crate) fn generate_candidates(
     generator: &mut dyn Generator,
     vocab: &ReflectionVocab,
-    batch: &[Vec<TokenId>],
+    batch: &[Prompt],
     passages: &[Option<usize>],
     request: &GenerateRequest,
     settings: &Settings,
@@ -223,8 +229,9 @@ pub(crate) fn generate_candidates(
 ) -> Result<Vec<(Candidate, Generation)>, SelfRagError> {
     let count = batch.len();
     on_progress(Progress::CandidatesStarted { segment, count });
+    let ids: Vec<Vec<TokenId>> = batch.iter().map(|p| p.ids.clone()).collect();
     let generations = generator
-        .generate_batch(batch, request)
+        .generate_batch(&ids, request)
         .map_err(SelfRagError::generator("writing candidate answers"))?;
     if generations.len() != count {
         return Err(SelfRagError::Generator {
@@ -238,8 +245,11 @@ pub(crate) fn generate_candidates(
     }
     progress::check(cancel)?;
     let mut out = Vec::with_capacity(count);
-    for (index, (generation, passage)) in generations.into_iter().zip(passages).enumerate() {
-        let candidate = build_candidate(&*generator, vocab, &generation, *passage, settings)?;
+    for (index, ((generation, passage), prompt)) in
+        generations.into_iter().zip(passages).zip(batch).enumerate()
+    {
+        let mut candidate = build_candidate(&*generator, vocab, &generation, *passage, settings)?;
+        candidate.passages_dropped = prompt.passages_dropped;
         on_progress(Progress::CandidateFinished {
             segment,
             index,
@@ -277,6 +287,9 @@ fn build_candidate(
         s_sup: 0.0,
         s_use: 0.0,
         score: 0.0,
+        ends_answer: generation.stop == StopReason::EndOfSequence,
+        continued: false,
+        passages_dropped: 0,
     };
     candidate.rescore(settings.weights, settings.use_p_lm);
     Ok(candidate)

@@ -20,6 +20,15 @@ pub struct RetrieveDecision {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[cfg_attr(feature = "typescript", ts(type = "boolean | undefined"))]
     pub found_nothing: bool,
+    /// Passages of earlier segments left out of the prompt it was read after, to fit the
+    /// context (long form; see [`Candidate::passages_dropped`]). Absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[cfg_attr(feature = "typescript", ts(type = "number | undefined"))]
+    pub passages_dropped: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// IsRel: the model's probabilities of the two IsRel tokens at the first generated position.
@@ -81,6 +90,24 @@ pub struct Candidate {
     pub s_use: f32,
     /// The segment score f under the trace's settings.
     pub score: f32,
+    /// The model ended the answer with it (`</s>`): a long-form path through it goes no
+    /// further. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "typescript", ts(type = "boolean | undefined"))]
+    pub ends_answer: bool,
+    /// Written after `[Continue to Use Evidence]` (long form): it reads the passage of the
+    /// segment before, already in its prompt, and carries that segment's IsRel judgement, as
+    /// the model does not judge a passage twice. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "typescript", ts(type = "boolean | undefined"))]
+    pub continued: bool,
+    /// Passages of earlier segments left out of its prompt, oldest first, because the whole
+    /// path did not fit the context (long form). Their `[Retrieval]` tokens and every
+    /// reflection token stay. Absent when 0: the prompt held the path exactly as the model
+    /// wrote it, passages included, as in training.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[cfg_attr(feature = "typescript", ts(type = "number | undefined"))]
+    pub passages_dropped: usize,
 }
 
 /// One segment of the answer: its chosen candidate and the rejected ones.
@@ -98,6 +125,35 @@ pub struct Segment {
     /// long-form segment that continued with its passage after `[Continue to Use Evidence]`).
     #[serde(default)]
     pub retrieve: Option<RetrieveDecision>,
+}
+
+/// A place in the long-form search tree: candidate `candidate` of expansion `expansion`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct TreeNode {
+    /// Index into `Answer::expansions`.
+    pub expansion: usize,
+    /// Index into that expansion's `candidates`.
+    pub candidate: usize,
+}
+
+/// One expansion of the long-form beam search: a path that reached a segment boundary, its
+/// retrieve decision there, and the candidates written for its next segment. Re-rank replays
+/// the beam search over every expansion the run made (SELFRAG.md step 5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct Expansion {
+    /// The path it continues, named by its last segment; `None` for the first segment.
+    pub parent: Option<TreeNode>,
+    /// The retrieve decision at the boundary; `None` after `[Continue to Use Evidence]`.
+    pub retrieve: Option<RetrieveDecision>,
+    /// One per passage (or one without); empty when `no_room`.
+    pub candidates: Vec<Candidate>,
+    /// The path's prompt no longer fit the context, even with every earlier passage left out:
+    /// the path ends at its parent. Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "typescript", ts(type = "boolean | undefined"))]
+    pub no_room: bool,
 }
 
 /// Where the generator that wrote an answer ran.
@@ -138,6 +194,12 @@ pub struct Answer {
     /// The passages the answer read, in citation order first, then the unused ones.
     pub passages: Vec<Passage>,
     pub segments: Vec<Segment>,
+    /// Long form: every expansion the beam search made, in the order it made them (the
+    /// chosen path's segments among them). Empty for short form and for traces saved before
+    /// the tree was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "typescript", ts(as = "Option<Vec<Expansion>>", optional))]
+    pub expansions: Vec<Expansion>,
     /// The final answer text with `[n]` citation markers.
     pub answer: String,
     /// The generator that wrote it; absent in traces saved before it was recorded.

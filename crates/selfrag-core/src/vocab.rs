@@ -167,6 +167,24 @@ impl ReflectionVocab {
         [self.no_retrieval, self.retrieval, self.continue_evidence]
     }
 
+    /// Every id that is not answer text and not `</s>`: the 15 reflection tokens and `<pad>`
+    /// (`GenerateRequest::markup_ids`: a segment ends only after some text).
+    pub fn markup_ids(&self) -> Vec<TokenId> {
+        let mut ids = vec![
+            self.no_retrieval,
+            self.retrieval,
+            self.continue_evidence,
+            self.irrelevant,
+            self.relevant,
+            self.paragraph_open,
+            self.paragraph_close,
+        ];
+        ids.extend(self.utility);
+        ids.extend(self.issup_ids());
+        ids.extend(self.pad);
+        ids
+    }
+
     /// `[Fully supported]`, `[Partially supported]`, `[No support / Contradictory]`.
     pub fn issup_ids(&self) -> [TokenId; 3] {
         [

@@ -11,6 +11,7 @@ use selfrag_index::{Extractor, IndexError, Library, PassageEmbedder};
 use tokio::sync::OnceCell;
 
 use crate::history::History;
+use crate::history::SavedAnswer;
 use crate::model_thread::{ModelPaths, ModelThread};
 use crate::retriever::LibraryRetriever;
 use crate::status::{AppStatus, DeviceStatus, DocumentInfo, LibraryCounts, ModelRole, ModelStatus};
@@ -206,12 +207,7 @@ impl Engine {
             let generator = self.models.open_generator(cancel).await?;
             self.run_self_rag(generator, run).await?.1?
         };
-        Ok(self.keep(AnswerRecord {
-            id: new_answer_id(),
-            answer,
-            rerun_could_differ: false,
-            not_saved: None,
-        }))
+        Ok(self.keep(SavedAnswer::new(new_answer_id(), answer)))
     }
 
     /// Runs `run` with `generator` on a blocking thread of its own: the local generator's
@@ -244,7 +240,9 @@ impl Engine {
         .map_err(|_| EngineError::ModelThreadGone)
     }
 
-    /// Re-chooses among the stored candidates of answer `id` with new weights; no model call.
+    /// Views answer `id` with new weights: re-chooses among its stored candidates (in long
+    /// form, replays the beam search over its stored tree); no model call. The answer as
+    /// generated is kept: its own weights show it again, byte for byte.
     pub fn rerank(
         &self,
         id: &str,
@@ -252,20 +250,16 @@ impl Engine {
         hard_constraints: bool,
     ) -> Result<AnswerRecord, EngineError> {
         weights.validate()?;
-        let stored = self.history.get(id)?;
-        let reranked = selfrag_core::rerank(&stored.answer, weights, hard_constraints);
-        Ok(self.keep(AnswerRecord {
-            id: stored.id,
-            answer: reranked.answer,
-            rerun_could_differ: reranked.rerun_could_differ,
-            not_saved: None,
-        }))
+        let mut stored = self.history.get(id)?;
+        stored.view_with(weights, hard_constraints);
+        Ok(self.keep(stored))
     }
 
     /// Saves `record` to the history; where that fails (a full disk, a folder that is not
     /// writable) the answer is still returned and kept for this session, with why it was not
     /// saved: minutes of generation are never lost to a write error.
-    fn keep(&self, mut record: AnswerRecord) -> AnswerRecord {
+    fn keep(&self, mut record: SavedAnswer) -> AnswerRecord {
+        record.not_saved = None;
         if let Err(e) = self.history.put(record.clone()) {
             tracing::warn!(id = %record.id, error = %e, "answer not saved");
             record.not_saved = Some(format!(
@@ -273,12 +267,12 @@ impl Engine {
             ));
             self.history.keep_unsaved(record.clone());
         }
-        record
+        record.shown()
     }
 
-    /// The stored answer `id` (as last asked or re-ranked).
+    /// The stored answer `id`, under the weights it was last viewed with.
     pub fn answer(&self, id: &str) -> Result<AnswerRecord, EngineError> {
-        self.history.get(id)
+        Ok(self.history.get(id)?.shown())
     }
 
     /// Writes answer `id` to `path` as `options` say (a format alone is the whole answer
@@ -298,7 +292,7 @@ impl Engine {
         id: &str,
         options: impl Into<ExportOptions>,
     ) -> Result<String, EngineError> {
-        let record = self.history.get(id)?;
+        let record = self.history.get(id)?.shown();
         Ok(crate::render_with(&record.answer, &options.into()))
     }
 

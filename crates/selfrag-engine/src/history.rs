@@ -1,25 +1,32 @@
 //! Answers of past questions, kept in memory for rerank and saved one trace per file under the
-//! data dir; the searchable list of them, reopening one, and deleting one. Files are written
-//! atomically (temp file, fsync of the file, rename, fsync of the directory): a crash mid-save
-//! leaves the previous version, never half a file.
+//! data dir; the searchable list of them, reopening one, and deleting one. An answer is saved
+//! as generated and never overwritten by a re-rank: the weights it is viewed with are saved
+//! beside it, and the view is computed from it. Files are written atomically (temp file,
+//! fsync of the file, rename, fsync of the directory): a crash mid-save leaves the previous
+//! version, never half a file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use selfrag_core::Answer;
+use selfrag_core::{Answer, CritiqueWeights};
 
 use crate::EngineError;
 
-/// An answer as the front ends see it: its history id, the trace, and whether a full re-run
-/// could differ from the re-ranked result.
+/// An answer as the front ends see it: its history id, the trace under the weights it is
+/// viewed with, and where a full re-run could differ from that view.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct AnswerRecord {
     pub id: String,
     pub answer: Answer,
-    pub rerun_could_differ: bool,
+    /// Long form, re-ranked: the first segment (0-based) that a re-run with these weights would
+    /// write on a path the run did not continue. The answer shown is the best path the run
+    /// explored; a re-run could differ from that segment on. Absent when a re-run gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub unexplored_segment: Option<usize>,
     /// Set when the answer could not be saved: why, naming the file and the fix. The answer
     /// is kept for this session (re-rank and export work) and is not lost to the error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -27,11 +34,76 @@ pub struct AnswerRecord {
     pub not_saved: Option<String>,
 }
 
+/// The weights and constraints an answer is viewed with, where they differ from those it was
+/// generated with.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerView {
+    pub weights: CritiqueWeights,
+    pub hard_constraints: bool,
+}
+
+/// What the history keeps of one answer: the answer exactly as generated and the view the
+/// user last chose. (Files saved before views existed hold their last re-rank as `answer`.)
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedAnswer {
+    pub id: String,
+    pub answer: Answer,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<AnswerView>,
+    /// Why the file could not be written (this session only).
+    #[serde(skip)]
+    pub not_saved: Option<String>,
+}
+
+impl SavedAnswer {
+    /// The answer as generated, with no view.
+    pub fn new(id: String, answer: Answer) -> Self {
+        Self {
+            id,
+            answer,
+            view: None,
+            not_saved: None,
+        }
+    }
+
+    /// Views it with `weights` and `hard_constraints`; the generated ones clear the view.
+    pub fn view_with(&mut self, weights: CritiqueWeights, hard_constraints: bool) {
+        let generated = &self.answer.settings;
+        self.view = (weights != generated.weights
+            || hard_constraints != generated.hard_constraints)
+            .then_some(AnswerView {
+                weights,
+                hard_constraints,
+            });
+    }
+
+    /// What the front ends show: the answer under its view (the generated answer itself,
+    /// byte for byte, without one).
+    pub fn shown(&self) -> AnswerRecord {
+        let (answer, unexplored_segment) = match self.view {
+            Some(view) => {
+                let reranked =
+                    selfrag_core::rerank(&self.answer, view.weights, view.hard_constraints);
+                (reranked.answer, reranked.unexplored_segment)
+            }
+            None => (self.answer.clone(), None),
+        };
+        AnswerRecord {
+            id: self.id.clone(),
+            answer,
+            unexplored_segment,
+            not_saved: self.not_saved.clone(),
+        }
+    }
+}
+
 /// The session's answers, backed by `dir`.
 #[derive(Debug)]
 pub struct History {
     dir: PathBuf,
-    answers: Mutex<HashMap<String, AnswerRecord>>,
+    answers: Mutex<HashMap<String, SavedAnswer>>,
     /// List lines by id, with the file's modification time and length they were read from, so
     /// a search does not parse every trace again.
     summaries: Mutex<HashMap<String, Summary>>,
@@ -55,7 +127,7 @@ impl History {
     }
 
     /// Saves `record` to disk and keeps it for rerank.
-    pub fn put(&self, record: AnswerRecord) -> Result<(), EngineError> {
+    pub fn put(&self, record: SavedAnswer) -> Result<(), EngineError> {
         let json = serde_json::to_vec_pretty(&record).map_err(|e| EngineError::Write {
             path: self.dir.clone(),
             source: std::io::Error::other(e),
@@ -67,12 +139,12 @@ impl History {
     }
 
     /// Keeps `record` for this session only (its file could not be written).
-    pub fn keep_unsaved(&self, record: AnswerRecord) {
+    pub fn keep_unsaved(&self, record: SavedAnswer) {
         self.lock().insert(record.id.clone(), record);
     }
 
     /// The answer with `id`, from memory or from its saved file.
-    pub fn get(&self, id: &str) -> Result<AnswerRecord, EngineError> {
+    pub fn get(&self, id: &str) -> Result<SavedAnswer, EngineError> {
         if let Some(r) = self.lock().get(id) {
             return Ok(r.clone());
         }
@@ -82,7 +154,7 @@ impl History {
             .then(|| std::fs::read(&path).ok())
             .flatten()
             .ok_or_else(|| EngineError::UnknownAnswer(id.to_string()))?;
-        let record: AnswerRecord =
+        let record: SavedAnswer =
             serde_json::from_slice(&bytes).map_err(|e| EngineError::ReadTrace {
                 path,
                 message: e.to_string(),
@@ -150,12 +222,12 @@ impl History {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        let record: AnswerRecord =
+        let record: SavedAnswer =
             serde_json::from_slice(&bytes).map_err(|e| EngineError::ReadTrace {
                 path,
                 message: e.to_string(),
             })?;
-        let entry = HistoryEntry::of(&record);
+        let entry = HistoryEntry::of(&record.shown());
         lock(&self.summaries).insert(
             id.to_string(),
             Summary {
@@ -193,7 +265,7 @@ impl History {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AnswerRecord>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SavedAnswer>> {
         lock(&self.answers)
     }
 }
@@ -261,7 +333,7 @@ mod tests {
     use super::*;
 
     /// An answer of one segment citing one passage.
-    fn record(id: &str, question: &str, answer: &str) -> AnswerRecord {
+    fn record(id: &str, question: &str, answer: &str) -> SavedAnswer {
         use selfrag_core::{Passage, RetrieveDecision, Segment, Settings};
         let a = Answer {
             question: question.into(),
@@ -270,6 +342,7 @@ mod tests {
                 p_retrieve: 0.9,
                 retrieved: true,
                 found_nothing: false,
+                passages_dropped: 0,
             },
             passages: vec![Passage {
                 id: "p1".into(),
@@ -285,16 +358,12 @@ mod tests {
                 candidates: Vec::new(),
                 retrieve: None,
             }],
+            expansions: Vec::new(),
             answer: format!("{answer} [1]"),
             generator: None,
             cut_short: None,
         };
-        AnswerRecord {
-            id: id.into(),
-            answer: a,
-            rerun_could_differ: false,
-            not_saved: None,
-        }
+        SavedAnswer::new(id.into(), a)
     }
 
     fn history() -> (tempfile::TempDir, History) {

@@ -772,6 +772,7 @@ mod tests {
                 &GenerateRequest {
                     max_new_tokens: 6,
                     stop_ids: vec![],
+                    markup_ids: Vec::new(),
                     watch_ids: vec![],
                 },
             )
@@ -799,6 +800,7 @@ mod tests {
         let request = GenerateRequest {
             max_new_tokens: 4,
             stop_ids: vec![],
+            markup_ids: Vec::new(),
             watch_ids: vec![],
         };
         let (generator, result) = tokio::task::spawn_blocking(move || {

@@ -333,19 +333,39 @@ async fn long_form_beam_search_runs_on_the_real_models_and_cites_consistently() 
         }
     }
     assert!(!answer.answer.contains("[Continue to Use Evidence]"));
-    // Re-ranking a long-form answer never calls the model and reports whether a re-run could differ.
-    let reranked = engine
+    assert!(
+        !answer.expansions.is_empty(),
+        "the trace keeps the search tree"
+    );
+    // Re-ranking a long-form answer replays the beam search over that tree, never calls the
+    // model, and is a view: the answer as generated is kept, on disk too, and its own weights
+    // show it again byte for byte.
+    let weights = selfrag_core::CritiqueWeights {
+        rel: 0.0,
+        sup: 0.0,
+        use_: 3.0,
+    };
+    let reranked = engine.rerank(&record.id, weights, true).unwrap();
+    assert!(!reranked.answer.segments.is_empty());
+    assert_eq!(reranked.answer.settings.weights, weights);
+    if let Some(segment) = reranked.unexplored_segment {
+        assert!((1..3).contains(&segment), "{segment}");
+    }
+    drop(engine);
+    let engine = Engine::new(f.config.clone()).unwrap();
+    assert_eq!(engine.answer(&record.id).unwrap(), reranked);
+    let back = engine
         .rerank(
             &record.id,
-            selfrag_core::CritiqueWeights {
-                rel: 0.0,
-                sup: 0.0,
-                use_: 3.0,
-            },
-            true,
+            answer.settings.weights,
+            answer.settings.hard_constraints,
         )
         .unwrap();
-    assert_eq!(reranked.answer.segments.len(), answer.segments.len());
+    assert_eq!(
+        serde_json::to_string(&back.answer).unwrap(),
+        serde_json::to_string(answer).unwrap()
+    );
+    assert_eq!(back.unexplored_segment, None);
 }
 
 /// A batch of watched changes that fails as a whole (here the library's passage table is

@@ -330,6 +330,9 @@ pub(crate) mod test_answer {
             s_sup: 0.0,
             s_use: 0.0,
             score: 0.0,
+            ends_answer: false,
+            continued: false,
+            passages_dropped: 0,
         }
     }
 
@@ -356,6 +359,7 @@ pub(crate) mod test_answer {
                 p_retrieve: 0.9,
                 retrieved: true,
                 found_nothing: false,
+                passages_dropped: 0,
             },
             passages: vec![
                 Passage {
@@ -392,6 +396,7 @@ pub(crate) mod test_answer {
             ],
             answer: String::new(),
             generator: None,
+            expansions: Vec::new(),
             cut_short: None,
         }
     }

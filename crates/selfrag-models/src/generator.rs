@@ -319,6 +319,7 @@ impl LlamaGenerator {
         let request = GenerateRequest {
             max_new_tokens: 1,
             stop_ids: Vec::new(),
+            markup_ids: Vec::new(),
             watch_ids,
         };
         Ok(self.begin(vec![prompt], request, false, columns))
@@ -479,7 +480,12 @@ impl LlamaGenerator {
             });
             let stop = if batch.stop_at_eos && id == eos {
                 Some(StopReason::EndOfSequence)
-            } else if request.stop_ids.contains(&id) {
+            } else if request.stops_at(
+                id,
+                generation.tokens[..generation.tokens.len() - 1]
+                    .iter()
+                    .map(|t| t.id),
+            ) {
                 Some(StopReason::StopToken)
             } else if generation.tokens.len() >= request.max_new_tokens {
                 Some(StopReason::Length)

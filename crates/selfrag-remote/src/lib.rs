@@ -284,7 +284,9 @@ impl ServerGenerator {
                     } else if id == eos {
                         stop = StopReason::EndOfSequence;
                         false
-                    } else if request.stop_ids.contains(&id) {
+                    } else if request
+                        .stops_at(id, positions[..positions.len() - 1].iter().map(|p| p.id))
+                    {
                         stop = StopReason::StopToken;
                         false
                     } else {

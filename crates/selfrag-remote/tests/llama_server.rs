@@ -120,6 +120,7 @@ fn the_server_continues_prompts_as_the_local_generator_does() {
     let request = GenerateRequest {
         max_new_tokens: 40,
         stop_ids: Vec::new(),
+        markup_ids: Vec::new(),
         watch_ids: vocab.critique_watch_ids(),
     };
     let prompts = prompts(&local);
@@ -129,6 +130,7 @@ fn the_server_continues_prompts_as_the_local_generator_does() {
     // Long form's stop at a Retrieve token, ended by the client mid-stream.
     let stopping = GenerateRequest {
         stop_ids: vocab.retrieve_ids().to_vec(),
+        markup_ids: Vec::new(),
         ..request.clone()
     };
     let here = local.generate_batch(&prompts, &stopping).unwrap();
@@ -158,6 +160,7 @@ fn watched_tokens_outside_the_top_alternatives_are_read_exactly() {
     let request = GenerateRequest {
         max_new_tokens: 30,
         stop_ids: Vec::new(),
+        markup_ids: Vec::new(),
         watch_ids: vocab.critique_watch_ids(),
     };
     let prompts = prompts(&local);
@@ -282,6 +285,7 @@ fn a_server_killed_mid_answer_is_an_error_naming_it() {
     let request = GenerateRequest {
         max_new_tokens: 20,
         stop_ids: Vec::new(),
+        markup_ids: Vec::new(),
         watch_ids: Vec::new(),
     };
     let err = remote.generate_batch(&prompts, &request).unwrap_err();
@@ -419,6 +423,7 @@ fn cancel_closes_the_requests_in_flight() {
     let request = GenerateRequest {
         max_new_tokens: 200,
         stop_ids: Vec::new(),
+        markup_ids: Vec::new(),
         watch_ids: Vec::new(),
     };
     let prompts = prompts(&local);

@@ -54,6 +54,38 @@ describe("AnswerView", () => {
     expect(note).toHaveTextContent("ask again to write the rest");
   });
 
+  it("says which segment a re-run would write on a path the answer did not continue", () => {
+    const { unmount } = render(AnswerView, { record: record() });
+    expect(screen.queryByTestId("rerun-note")).toBeNull();
+    unmount();
+    render(AnswerView, { record: record({ unexploredSegment: 2 }) });
+    const note = screen.getByTestId("rerun-note");
+    expect(note).toHaveTextContent("would write segment 3 on a path this answer did not continue");
+    expect(note).toHaveTextContent("the best path the run explored");
+  });
+
+  it("says where a candidate continued its passage or left earlier passages out", () => {
+    const seg = answer().segments[0];
+    const shown = answer({
+      segments: [
+        {
+          ...seg,
+          candidates: [
+            candidate({ continued: true, passages_dropped: 2 }),
+            ...seg.candidates.slice(1),
+          ],
+        },
+      ],
+    });
+    render(AnswerView, { record: record({ answer: shown }) });
+    expect(screen.getByTestId("candidate-continued")).toHaveTextContent(
+      "IsRel carried from the segment before",
+    );
+    expect(screen.getByTestId("candidate-dropped")).toHaveTextContent(
+      "2 earlier passages left out of its prompt",
+    );
+  });
+
   it("says when the run chose to retrieve and the library had nothing", () => {
     render(AnswerView, {
       record: record({

@@ -89,7 +89,7 @@ export function answer(overrides: Partial<Answer> = {}): Answer {
 }
 
 export function record(overrides: Partial<AnswerRecord> = {}): AnswerRecord {
-  return { id: "a1", answer: answer(), rerunCouldDiffer: false, ...overrides };
+  return { id: "a1", answer: answer(), ...overrides };
 }
 
 /** The same answer after a rerank that prefers the second candidate. */

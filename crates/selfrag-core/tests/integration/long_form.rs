@@ -2,7 +2,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use selfrag_core::{CritiqueWeights, Progress, RetrieveMode, SelfRagError, Settings, rerank};
+use selfrag_core::{
+    CritiqueWeights, Generator, Progress, RetrieveMode, SelfRagError, Settings, rerank,
+};
 
 use crate::util::*;
 
@@ -62,15 +64,17 @@ fn segments_are_chosen_and_cited_by_first_use() {
         lib.queries,
         [("Q?".to_string(), 2), ("Q? Alpha one".to_string(), 2)]
     );
-    // The model's closing [Retrieval] is replaced by the boundary's own decision.
+    // Segment 2 continues the path as the model read and wrote it, passage included, as in
+    // training; the model's closing [Retrieval] is replaced by the boundary's own decision.
     assert_eq!(
         g.batch_prompts(1)[0],
-        "<s> ### Instruction: Q? ### Response:[Relevant] Alpha one[Fully supported]\
-         [Retrieval]<paragraph> Doc0 source0</paragraph>"
+        "<s> ### Instruction: Q? ### Response:[Retrieval]<paragraph> Doc1 source1</paragraph>\
+         [Relevant] Alpha one[Fully supported][Retrieval]<paragraph> Doc0 source0</paragraph>"
     );
     assert_eq!(
         g.render(&g.decisions[1]),
-        "<s> ### Instruction: Q? ### Response:[Relevant] Alpha one[Fully supported]"
+        "<s> ### Instruction: Q? ### Response:[Retrieval]<paragraph> Doc1 source1</paragraph>\
+         [Relevant] Alpha one[Fully supported]"
     );
     let request = &g.batches[0].1;
     assert_eq!(request.stop_ids, [32000, 32001, 32002]);
@@ -124,7 +128,9 @@ fn reference_sibling_prompts_leaked_each_others_text() {
 }
 
 /// The reference left `[Continue to Use Evidence]` in the final answer. It also keeps the
-/// current passage for the next segment: no new decision, no new search, one candidate.
+/// current passage for the next segment: no new decision, no new search, one candidate, and
+/// (as in training) the next text follows the token directly, the passage already in context,
+/// with the passage's IsRel judgement carried over rather than asked again.
 #[test]
 fn reference_left_continue_to_use_evidence_in_the_answer() {
     let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
@@ -142,9 +148,16 @@ fn reference_left_continue_to_use_evidence_in_the_answer() {
     assert_eq!(g.decisions.len(), 1);
     assert_eq!(lib.queries.len(), 1);
     assert_eq!(g.batches[1].0.len(), 1);
-    assert!(reads(&g.batch_prompts(1)[0], "source0"));
-    assert!(!g.batch_prompts(1)[0].contains("[Continue to Use Evidence]"));
+    assert_eq!(
+        g.batch_prompts(1)[0],
+        "<s> ### Instruction: Q? ### Response:[Retrieval]<paragraph> Doc0 source0</paragraph>\
+         [Relevant] Alpha one[Fully supported][Continue to Use Evidence]"
+    );
     assert_eq!(answer.segments[1].retrieve, None);
+    let continued = &answer.segments[1].candidates[0];
+    assert!(continued.continued);
+    assert_eq!(continued.isrel, answer.segments[0].candidates[0].isrel);
+    assert_eq!(continued.passage, answer.segments[0].candidates[0].passage);
     assert!(
         answer.segments[0].candidates[0]
             .raw
@@ -254,25 +267,84 @@ fn beams_are_ranked_by_mean_segment_score() {
     assert!(first.candidates[0].score > first.candidates[1].score);
 }
 
+/// Issue 18's spliced answer: the first segment's own best (Quick, once relevance weighs a
+/// little more) was written on by a path that scores worse as a whole. The old re-rank showed
+/// "Quick start … Finishes well", which no run writes; the replay keeps the path the beam
+/// search keeps, and the weights set back give the trace byte for byte.
 #[test]
-fn long_form_rerank_flags_that_a_rerun_could_differ() {
+fn long_form_rerank_replays_the_beam_search_instead_of_splicing() {
     let (answer, g) = mean_beats_greedy();
     let calls = g.batches.len();
+    // Both first-step paths were expanded: the tree holds 3 expansions.
+    assert_eq!(answer.expansions.len(), 3);
     let same = rerank(&answer, answer.settings.weights, false);
     assert_eq!(same.answer, answer);
-    assert!(!same.rerun_could_differ);
+    assert_eq!(same.unexplored_segment, None);
 
     let weights = CritiqueWeights {
         rel: 1.01,
         ..CritiqueWeights::default()
     };
     let changed = rerank(&answer, weights, false);
-    assert!(changed.rerun_could_differ);
-    assert_eq!(changed.answer.segments[0].text, "Quick start");
-    assert_eq!(changed.answer.segments[0].chosen, 0);
-    // Now both segments cite the first passage.
-    assert_eq!(changed.answer.answer, "Quick start [1] Finishes well [1]");
+    let first = &changed.answer.segments[0];
+    assert!(first.candidates[0].score > first.candidates[1].score);
+    assert_eq!(
+        first.chosen, 1,
+        "the path through the first segment's runner-up"
+    );
+    assert_eq!(changed.answer.answer, "Slow start [1] Finishes well [2]");
+    assert_eq!(
+        changed.unexplored_segment, None,
+        "every branch it needed was expanded"
+    );
     assert_eq!(g.batches.len(), calls);
+    assert_clean(&changed.answer);
+
+    let back = rerank(&changed.answer, answer.settings.weights, false);
+    assert_eq!(
+        serde_json::to_string(&back.answer).unwrap(),
+        serde_json::to_string(&answer).unwrap()
+    );
+}
+
+/// With one beam only the best first segment was continued: weights that prefer the other
+/// show the best path within the tree (it ends after its first segment) and say that a re-run
+/// would write segment 2 on it.
+#[test]
+fn a_replay_that_needs_an_unexpanded_branch_says_which_segment() {
+    let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
+        if prompt.contains("Plain") {
+            seg("Then more", (1.0, 0.0), EOS_TOKEN)
+        } else if reads(prompt, "source0") {
+            Script::new()
+                .isrel(1.0, 0.0)
+                .text("Plain start", -0.1)
+                .issup(SUP)
+                .isuse([0.0, 0.0, 1.0, 0.0, 0.0])
+                .special("[Retrieval]", &[])
+        } else {
+            Script::new()
+                .isrel(0.2, 0.8)
+                .text("Useful start", -0.1)
+                .issup(SUP)
+                .isuse(U5)
+                .special("[Retrieval]", &[])
+        }
+    });
+    let (answer, _) = run(
+        "Q?",
+        &long(2, 1),
+        &mut g,
+        &mut Library::new(&["source0", "source1"]),
+    );
+    assert_eq!(answer.answer, "Plain start [1] Then more [1]");
+    let weights = CritiqueWeights {
+        use_: 1.0,
+        ..CritiqueWeights::default()
+    };
+    let changed = rerank(&answer, weights, false);
+    assert_eq!(changed.answer.answer, "Useful start [1]");
+    assert_eq!(changed.unexplored_segment, Some(1));
     assert_clean(&changed.answer);
 }
 
@@ -434,4 +506,115 @@ fn a_generator_failing_after_the_first_segment_cuts_the_answer_short_and_keeps_i
     )
     .unwrap_err();
     assert!(matches!(err, SelfRagError::Cancelled), "{err}");
+}
+
+/// The ids of segment 3's prompt after a retrieved segment, a continued one and a boundary
+/// that chose not to retrieve: the training data's form exactly, each segment opened by its
+/// own Retrieve-group token, its passage in place, every reflection token kept.
+#[test]
+fn segment_three_reads_the_path_exactly_as_the_model_wrote_it() {
+    let mut g = Scripted::new(
+        |prompt| {
+            if prompt.contains("two") {
+                (0.1, 0.9)
+            } else {
+                (0.9, 0.1)
+            }
+        },
+        |prompt| {
+            if prompt.contains("two") {
+                seg("Gamma three", (1.0, 0.0), EOS_TOKEN)
+            } else if prompt.contains("one") {
+                Script::new()
+                    .text("Alpha two", -0.1)
+                    .issup([0.1, 0.8, 0.1])
+                    .special("[Retrieval]", &[])
+            } else {
+                seg("Alpha one", (1.0, 0.0), "[Continue to Use Evidence]")
+            }
+        },
+    );
+    let settings = Settings {
+        mode: RetrieveMode::Adaptive,
+        ..long(1, 1)
+    };
+    let (answer, _) = run("Q?", &settings, &mut g, &mut Library::new(&["source0"]));
+    assert_eq!(answer.answer, "Alpha one [1] Alpha two [1] Gamma three");
+    assert_eq!(g.batches.len(), 3);
+    let words = |text: &str| g.tokenize(text).unwrap();
+    let mut expected = g.decisions[0].clone();
+    expected.extend([32001, 32005]);
+    expected.extend(words("Doc0 source0"));
+    expected.extend([32006, 32004]);
+    expected.extend(words("Alpha one"));
+    expected.extend([32012, 32002]);
+    expected.extend(words("Alpha two"));
+    expected.extend([32013, 32000]);
+    assert_eq!(g.batches[2].0, [expected]);
+    let third = &answer.segments[2].candidates[0];
+    assert_eq!(third.passages_dropped, 0);
+    assert_eq!(third.passage, None);
+}
+
+/// Where the whole path does not fit the context, the oldest passages are left out first and
+/// every Retrieve and reflection token stays; the trace says how many were left out.
+#[test]
+fn a_path_too_long_for_the_context_drops_its_oldest_passages_first() {
+    let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
+        let n = prompt.matches("[Relevant]").count();
+        seg(&format!("Step{n} text"), (1.0, 0.0), "[Retrieval]")
+    });
+    let passage = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do";
+    let settings = Settings {
+        max_segments: 3,
+        max_segment_tokens: 10,
+        ..long(1, 1)
+    };
+    // Generation 10, head 6; a segment is its [Retrieval], 13 tokens of passage markup and 4
+    // written: segment 3 needs 6 + 2·18 + 14 = 56 with both earlier passages, 44 without the
+    // first.
+    g.context = 10 + 55;
+    let (answer, _) = run("Q?", &settings, &mut g, &mut Library::new(&[passage]));
+    assert_eq!(answer.segments.len(), 3);
+    let third = g.render(&g.batches[2].0[0]);
+    assert_eq!(
+        third,
+        format!(
+            "<s> ### Instruction: Q? ### Response:[Retrieval][Relevant] Step0 text[Fully supported]\
+             [Retrieval]<paragraph> Doc0 {passage}</paragraph>[Relevant] Step1 text\
+             [Fully supported][Retrieval]<paragraph> Doc0 {passage}</paragraph>"
+        )
+    );
+    assert_eq!(answer.segments[2].candidates[0].passages_dropped, 1);
+    // The decision before it, with no new passage yet, still read the whole path.
+    assert_eq!(answer.segments[2].retrieve.unwrap().passages_dropped, 0);
+    assert_eq!(g.decisions[2].len(), 6 + 2 * 18);
+    assert_eq!(answer.segments[1].candidates[0].passages_dropped, 0);
+}
+
+/// A Retrieve token before any text does not end the segment (SELFRAG.md step 8: a segment
+/// ends at a Retrieve token after some text).
+#[test]
+fn a_retrieve_token_before_any_text_does_not_end_the_segment() {
+    let mut g = Scripted::fixed(0.9, 0.1, |prompt| {
+        if prompt.contains("Alpha") {
+            seg("End", (1.0, 0.0), EOS_TOKEN)
+        } else {
+            Script::new()
+                .isrel(1.0, 0.0)
+                .special("[Retrieval]", &[])
+                .text("Alpha one", -0.1)
+                .issup(SUP)
+                .special("[Retrieval]", &[])
+        }
+    });
+    let (answer, _) = run("Q?", &long(1, 1), &mut g, &mut Library::new(&["source0"]));
+    assert_eq!(answer.answer, "Alpha one [1] End [1]");
+    let request = &g.batches[0].1;
+    assert!(!request.stops_at(32001, [32004]));
+    assert!(request.stops_at(32001, [32004, 200]));
+    assert_eq!(
+        answer.segments[0].candidates[0].raw,
+        "[Relevant][Retrieval] Alpha one[Fully supported][Retrieval]"
+    );
 }

@@ -7,6 +7,7 @@
 mod defects;
 mod long_form;
 mod properties;
+mod replay;
 mod rerank;
 mod short_form;
 mod trace_json;

@@ -64,7 +64,10 @@ fn rerank_flips_the_choice_at_the_same_boundary_as_a_fresh_run() {
         false,
     );
     assert_eq!(below.answer.answer, "alpha [1]");
-    assert!(!below.rerun_could_differ, "short form never needs a rerun");
+    assert_eq!(
+        below.unexplored_segment, None,
+        "short form never needs a rerun"
+    );
     assert_eq!(below.answer.settings.weights.sup, 0.499);
 
     // The newly cited passage comes first; candidate indices follow it.

@@ -82,8 +82,18 @@ fn answer_json_has_exactly_the_trace_keys() {
     assert_eq!(
         keys(candidate),
         set(&[
-            "passage", "text", "raw", "p_lm", "isrel", "issup", "isuse", "s_rel", "s_sup", "s_use",
+            "passage",
+            "text",
+            "raw",
+            "p_lm",
+            "isrel",
+            "issup",
+            "isuse",
+            "s_rel",
+            "s_sup",
+            "s_use",
             "score",
+            "ends_answer",
         ])
     );
     assert_eq!(

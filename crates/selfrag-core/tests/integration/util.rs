@@ -317,7 +317,7 @@ impl Generator for Scripted {
                     stop = StopReason::EndOfSequence;
                     break;
                 }
-                if request.stop_ids.contains(&id) {
+                if request.stops_at(id, tokens[..tokens.len() - 1].iter().map(|t| t.id)) {
                     stop = StopReason::StopToken;
                     break;
                 }

@@ -94,6 +94,7 @@ fn generate(
     let request = GenerateRequest {
         max_new_tokens: max_tokens,
         stop_ids: Vec::new(),
+        markup_ids: Vec::new(),
         watch_ids: Vec::new(),
     };
     let timed = model

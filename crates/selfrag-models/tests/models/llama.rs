@@ -108,6 +108,7 @@ fn request(max_new_tokens: usize, stop_ids: Vec<u32>, watch_ids: Vec<u32>) -> Ge
     GenerateRequest {
         max_new_tokens,
         stop_ids,
+        markup_ids: Vec::new(),
         watch_ids,
     }
 }

@@ -90,7 +90,12 @@ retrieved: boolean,
  * The run chose to retrieve and the library returned no passage, so the answer was
  * written without one (`retrieved` is then false). Absent when false.
  */
-found_nothing?: boolean | undefined, };
+found_nothing?: boolean | undefined, 
+/**
+ * Passages of earlier segments left out of the prompt it was read after, to fit the
+ * context (long form; see [`Candidate::passages_dropped`]). Absent when 0.
+ */
+passages_dropped?: number | undefined, };
 
 export type IsRelDistribution = { "[Relevant]": number, "[Irrelevant]": number, };
 
@@ -118,7 +123,25 @@ p_lm: number, isrel: IsRelDistribution | null, issup: IsSupDistribution | null, 
 /**
  * The segment score f under the trace's settings.
  */
-score: number, };
+score: number, 
+/**
+ * The model ended the answer with it (`</s>`): a long-form path through it goes no
+ * further. Absent when false.
+ */
+ends_answer?: boolean | undefined, 
+/**
+ * Written after `[Continue to Use Evidence]` (long form): it reads the passage of the
+ * segment before, already in its prompt, and carries that segment's IsRel judgement, as
+ * the model does not judge a passage twice. Absent when false.
+ */
+continued?: boolean | undefined, 
+/**
+ * Passages of earlier segments left out of its prompt, oldest first, because the whole
+ * path did not fit the context (long form). Their `[Retrieval]` tokens and every
+ * reflection token stay. Absent when 0: the prompt held the path exactly as the model
+ * wrote it, passages included, as in training.
+ */
+passages_dropped?: number | undefined, };
 
 export type Segment = { 
 /**
@@ -138,6 +161,35 @@ chosen: number, candidates: Array<Candidate>,
  * long-form segment that continued with its passage after `[Continue to Use Evidence]`).
  */
 retrieve: RetrieveDecision | null, };
+
+export type TreeNode = { 
+/**
+ * Index into `Answer::expansions`.
+ */
+expansion: number, 
+/**
+ * Index into that expansion's `candidates`.
+ */
+candidate: number, };
+
+export type Expansion = { 
+/**
+ * The path it continues, named by its last segment; `None` for the first segment.
+ */
+parent: TreeNode | null, 
+/**
+ * The retrieve decision at the boundary; `None` after `[Continue to Use Evidence]`.
+ */
+retrieve: RetrieveDecision | null, 
+/**
+ * One per passage (or one without); empty when `no_room`.
+ */
+candidates: Array<Candidate>, 
+/**
+ * The path's prompt no longer fit the context, even with every earlier passage left out:
+ * the path ends at its parent. Absent when false.
+ */
+no_room?: boolean | undefined, };
 
 export type GeneratorKind = "local" | "server";
 
@@ -161,6 +213,12 @@ export type Answer = { question: string, settings: Settings, retrieve: RetrieveD
  * The passages the answer read, in citation order first, then the unused ones.
  */
 passages: Array<Passage>, segments: Array<Segment>, 
+/**
+ * Long form: every expansion the beam search made, in the order it made them (the
+ * chosen path's segments among them). Empty for short form and for traces saved before
+ * the tree was kept.
+ */
+expansions?: Array<Expansion>, 
 /**
  * The final answer text with `[n]` citation markers.
  */
@@ -263,7 +321,13 @@ pages: number, passages: number, };
 
 export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, cancelled: boolean, } | { "kind": "watchRetrying", error: string, retryInSeconds: number, };
 
-export type AnswerRecord = { id: string, answer: Answer, rerunCouldDiffer: boolean, 
+export type AnswerRecord = { id: string, answer: Answer, 
+/**
+ * Long form, re-ranked: the first segment (0-based) that a re-run with these weights would
+ * write on a path the run did not continue. The answer shown is the best path the run
+ * explored; a re-run could differ from that segment on. Absent when a re-run gives it.
+ */
+unexploredSegment?: number, 
 /**
  * Set when the answer could not be saved: why, naming the file and the fix. The answer
  * is kept for this session (re-rank and export work) and is not lost to the error.

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [generator|embedder|server|index|all]`: the speed of the local models against
+//! `cargo xtask bench [generator|embedder|server|index|rerank|all]`: the speed of the local models against
 //! their reference implementations, measured in one run on this machine with the same thread
 //! count on both sides, printed as tables and written to `docs/BENCHMARKS.md`.
 //!
@@ -13,6 +13,8 @@
 //!   (see `bench/server.rs`).
 //! - **index**: PDF extraction against pdftotext, indexing 10,000 files, hybrid search at 10k,
 //!   100k and 1M passages (see `bench/index.rs`).
+//! - **rerank**: a weight slider's move on a full-size long-form answer, against the issue's
+//!   50 ms bound (no peer; see `bench/rerank.rs`).
 //!
 //! Both sides run as fresh processes, alternately (ours first in even rounds, the peer first in
 //! odd ones), and each figure is the median over the rounds. Every section writes
@@ -29,6 +31,7 @@
 //! is read with two small field readers rather than a parser.
 
 mod index;
+mod rerank;
 mod server;
 
 use std::path::{Path, PathBuf};
@@ -50,7 +53,7 @@ const PASSAGES: usize = 64;
 const EMBED_BATCH: usize = 32;
 
 /// The sections, in the order of `docs/BENCHMARKS.md`.
-const SECTIONS: [&str; 4] = ["generator", "embedder", "server", "index"];
+const SECTIONS: [&str; 5] = ["generator", "embedder", "server", "index", "rerank"];
 
 /// What every section needs: the release binaries, the Python environment, the knobs.
 struct Bench {
@@ -137,6 +140,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
             "generator" => generator(&bench)?,
             "embedder" => embedder(&bench)?,
             "server" => server::server(&bench)?,
+            "rerank" => rerank::rerank(&bench)?,
             _ => index::index(&bench)?,
         };
         eprintln!("\n{markdown}");
@@ -151,7 +155,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
 fn write_benchmarks_md(bench: &Bench) -> Result<()> {
     let mut text = String::from(
         "# Benchmarks\n\n\
-         Written by `cargo xtask bench [generator|embedder|server|index|all]` (see `xtask/src/bench.rs`); \
+         Written by `cargo xtask bench [generator|embedder|server|index|rerank|all]` (see `xtask/src/bench.rs`); \
          each section keeps the results of its last run. Both sides of a comparison run on the \
          same machine with the same thread count, as fresh processes taking turns, and every \
          figure is the median of the rounds. The models are random weights in the real shapes \
@@ -179,6 +183,7 @@ fn title(section: &str) -> &'static str {
         "generator" => "Generator",
         "embedder" => "Embedder",
         "server" => "Generator server",
+        "rerank" => "Re-rank",
         _ => "Index",
     }
 }

@@ -5,6 +5,7 @@ mod concurrency;
 mod library;
 mod prompt;
 mod pull;
+mod rerank_latency;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -240,6 +241,18 @@ enum DebugCommand {
         dim: usize,
         #[arg(long, default_value_t = 100)]
         queries: usize,
+    },
+    /// Time the re-rank of a saved answer as a weight slider moves (for `cargo xtask bench
+    /// rerank`): the replay alone and the engine's whole re-rank, saving included.
+    RerankLatency {
+        /// A trace written by `selfrag ask --json`.
+        trace: PathBuf,
+        /// Where to put the history it is imported into (a new folder).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Slider positions, IsSup weight 0 to 2.
+        #[arg(long, default_value_t = 41)]
+        moves: usize,
     },
     /// Index a corpus alone and then while answering a question in the same engine, timed
     /// (for `cargo xtask bench server`; models and server as for `selfrag ask`).
@@ -496,6 +509,12 @@ fn run(cli: Cli) -> Result<()> {
                         max_tokens,
                     },
             } => concurrency::index_while_answering(dir, files, question, k, max_tokens).await,
+            Command::Debug {
+                command: DebugCommand::RerankLatency { trace, dir, moves },
+            } => write_stdout(&format!(
+                "{}\n",
+                rerank_latency::run(&trace, &dir, moves).await?
+            )),
             Command::Debug { command } => debug(command),
             Command::Export {
                 trace,
@@ -606,6 +625,7 @@ fn debug(command: DebugCommand) -> Result<()> {
     let json = match command {
         DebugCommand::BenchSearch { .. }
         | DebugCommand::Extract { .. }
+        | DebugCommand::RerankLatency { .. }
         | DebugCommand::IndexWhileAnswering { .. } => {
             anyhow::bail!("this debug command runs in the async runtime")
         }

@@ -255,6 +255,12 @@ impl Engine {
         Ok(self.keep(stored))
     }
 
+    /// Adds an answer written elsewhere (a trace saved by `selfrag ask --json`) to the
+    /// history as a new entry, as generated.
+    pub fn import_answer(&self, answer: Answer) -> AnswerRecord {
+        self.keep(SavedAnswer::new(new_answer_id(), answer))
+    }
+
     /// Saves `record` to the history; where that fails (a full disk, a folder that is not
     /// writable) the answer is still returned and kept for this session, with why it was not
     /// saved: minutes of generation are never lost to a write error.

@@ -334,6 +334,11 @@ struct LlamaFixture {
     file_type: u32,
     /// Whether the vocabulary ends with the 16 Self-RAG tokens (a base Llama has none).
     reflection_tokens: bool,
+    /// `llama.context_length`.
+    context: usize,
+    /// What the output biases lean towards after `[Utility:5]`: `</s>` ends the answer there,
+    /// `[Retrieval]` starts another long-form segment.
+    after_utility: &'static str,
 }
 
 /// The tiny Self-RAG Llama: 64-d, 2 blocks, 4 heads / 2 KV heads, Q8_0 matrices.
@@ -346,6 +351,8 @@ const TINY_LLAMA: LlamaFixture = LlamaFixture {
     matrix_type: |_, _| GgmlDType::Q8_0,
     file_type: 7,
     reflection_tokens: true,
+    context: TINY_LLAMA_CONTEXT,
+    after_utility: "</s>",
 };
 
 /// Writes a random-weight Llama GGUF (64-d, 2 blocks, 4 heads / 2 KV heads, context 512, Q8_0
@@ -353,6 +360,20 @@ const TINY_LLAMA: LlamaFixture = LlamaFixture {
 /// conversion.
 pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), ModelError> {
     write_llama(path, &TINY_LLAMA)
+}
+
+/// [`write_tiny_llama_gguf`] for long-form answers of full size (the re-rank benchmark): a
+/// context of `context` tokens (Llama-2 has 4,096), and `[Utility:5]` leaning towards
+/// `[Retrieval]` rather than `</s>`, so that a segment is followed by another.
+pub fn write_tiny_long_form_llama_gguf(path: &Path, context: usize) -> Result<(), ModelError> {
+    write_llama(
+        path,
+        &LlamaFixture {
+            context,
+            after_utility: "[Retrieval]",
+            ..TINY_LLAMA
+        },
+    )
 }
 
 /// [`write_tiny_llama_gguf`] without the 16 Self-RAG tokens: a base Llama, not a Self-RAG
@@ -389,6 +410,8 @@ pub fn write_tiny_q4_k_m_llama_gguf(path: &Path) -> Result<(), ModelError> {
             },
             file_type: 15,
             reflection_tokens: true,
+            context: TINY_LLAMA_CONTEXT,
+            after_utility: "</s>",
         },
     )
 }
@@ -403,6 +426,8 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
         matrix_type,
         file_type,
         reflection_tokens,
+        context,
+        after_utility,
     } = shape;
     let head_dim = embd / heads;
 
@@ -427,7 +452,7 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
         ("[No Retrieval]", "\u{2581}The"),
         (".", "[Fully supported]"),
         ("[Fully supported]", "[Utility:5]"),
-        ("[Utility:5]", "</s>"),
+        ("[Utility:5]", after_utility),
     ];
     for (from, to) in successors {
         if let (Some(from), Some(to)) = (id_of(from), id_of(to)) {
@@ -492,7 +517,7 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
         ),
         ("general.file_type", Value::U32(file_type)),
         ("general.quantization_version", Value::U32(2)),
-        ("llama.context_length", u32_value(TINY_LLAMA_CONTEXT)),
+        ("llama.context_length", u32_value(context)),
         ("llama.embedding_length", u32_value(embd)),
         ("llama.block_count", u32_value(blocks)),
         ("llama.feed_forward_length", u32_value(ff)),

@@ -4,6 +4,9 @@
 //! - `selfrag-bench-models llama FILE BLOCKS`: a random Llama-2-7B-shaped Q4_K_M GGUF with
 //!   BLOCKS blocks;
 //! - `selfrag-bench-models bert DIR`: a random BERT-base in DIR;
+//! - `selfrag-bench-models tiny DIR`: the tiny Self-RAG Llama made for long-form answers of
+//!   full size, at Llama-2's context of 4096 tokens (`DIR/tiny-selfrag-4k.gguf`), and the tiny
+//!   Contriever (`DIR/tiny-contriever`), written quickly (the re-rank benchmark);
 //! - `selfrag-bench-models passages N`: N benchmark passages, one JSON array on stdout;
 //! - `selfrag-bench-models generate FILE PROMPT_TOKENS MAX_TOKENS BATCH`: greedy decoding of a
 //!   synthetic prompt with timings, as `selfrag debug generate --ignore-eos` prints them, from a
@@ -21,9 +24,10 @@ use selfrag_core::GenerateRequest;
 use selfrag_models::fixtures::bench::{
     bench_passages, write_bert_base_shaped, write_llama2_7b_shaped_gguf,
 };
+use selfrag_models::fixtures::{write_tiny_bert, write_tiny_long_form_llama_gguf};
 use selfrag_models::{BertEmbedder, Device, LlamaGenerator};
 
-const USAGE: &str = "usage: selfrag-bench-models llama FILE BLOCKS | bert DIR | passages N \
+const USAGE: &str = "usage: selfrag-bench-models llama FILE BLOCKS | bert DIR | tiny DIR | passages N \
                      | generate FILE PROMPT_TOKENS MAX_TOKENS BATCH | embed DIR N";
 
 fn run(args: &[String]) -> Result<(), String> {
@@ -46,6 +50,14 @@ fn run(args: &[String]) -> Result<(), String> {
         Some("bert") => {
             let dir = PathBuf::from(args.get(1).ok_or(USAGE)?);
             write_bert_base_shaped(&dir).map_err(|e| e.to_string())
+        }
+        Some("tiny") => {
+            let dir = PathBuf::from(args.get(1).ok_or(USAGE)?);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            write_tiny_long_form_llama_gguf(&dir.join("tiny-selfrag-4k.gguf"), 4096)
+                .and_then(|()| write_tiny_bert(&dir.join("tiny-contriever")))
+                .map_err(|e| e.to_string())
         }
         Some("passages") => {
             let count = number(args.get(1), "N")?;

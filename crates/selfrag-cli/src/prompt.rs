@@ -28,6 +28,9 @@ impl Generator for TokenizerOnly {
     fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
         Ok(self.tokenizer.encode(text, false))
     }
+    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        Ok(self.tokenizer.encode_after_special(text))
+    }
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
         Ok(self.tokenizer.decode_checked(ids)?)
     }

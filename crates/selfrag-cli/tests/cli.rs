@@ -376,6 +376,21 @@ fn debug_prompt_shows_the_exact_prompts_and_marker_text_stays_text() {
         .map(|p| p.as_str().unwrap())
         .collect();
     assert_eq!(text.matches("###").count(), 2, "{text}");
+    // The title reads on from `<paragraph>` with no dummy-prefix `▁`, as in the fine-tuning data
+    // ("<paragraph>hostile.txt"), where the head's first word has one.
+    let pieces = passage_prompt["pieces"].as_array().unwrap();
+    let paragraph = ids.iter().position(|&i| i == id("<paragraph>")).unwrap();
+    assert!(
+        pieces[1].as_str().unwrap().starts_with('\u{2581}'),
+        "{passage_prompt}"
+    );
+    assert!(
+        !pieces[paragraph + 1]
+            .as_str()
+            .unwrap()
+            .starts_with('\u{2581}'),
+        "{passage_prompt}"
+    );
     let plain = ok(Command::new(env!("CARGO_BIN_EXE_selfrag"))
         .args(["debug", "prompt", "Why?", "--model"])
         .arg(&gguf)

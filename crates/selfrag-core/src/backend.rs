@@ -77,8 +77,13 @@ pub struct Generation {
 pub trait Generator {
     /// The id of an exact vocabulary entry (e.g. `"[Relevant]"`), or `None` if the model lacks it.
     fn token_id(&self, token: &str) -> Option<TokenId>;
-    /// Plain-text tokenization, no BOS, special tokens never recognised.
+    /// Plain-text tokenization, no BOS, special tokens never recognised: text that starts a
+    /// sequence (after BOS), so SentencePiece's dummy-prefix `▁` starts it.
     fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError>;
+    /// Plain-text tokenization of text that directly follows a special token (a passage after
+    /// `<paragraph>`): it starts with `▁` only where the model was trained that way (the
+    /// Self-RAG checkpoints were not; see `selfrag_models::DummyPrefix`).
+    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError>;
     /// Text of generated ids; special and reflection tokens are rendered as their strings.
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError>;
     /// Beginning-of-sequence id, prepended to every prompt.

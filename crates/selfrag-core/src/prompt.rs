@@ -83,8 +83,12 @@ impl PromptBuilder {
         path: &[WrittenSegment],
         passage: &Passage,
     ) -> Result<Prompt, SelfRagError> {
+        // The passage follows `<paragraph>` directly: tokenized as text after a special token,
+        // with no dummy-prefix `▁` for the Self-RAG checkpoints (as in their training data).
         let text = format!("{}\n{}", passage.title, passage.text);
-        let text = tokenize(generator, &defuse_markers(&text))?;
+        let text = generator
+            .tokenize_after_special(&defuse_markers(&text))
+            .map_err(SelfRagError::generator("tokenizing a passage"))?;
         let opening = |text: &[TokenId]| {
             [
                 &[self.vocab.retrieval, self.vocab.paragraph_open],
@@ -260,7 +264,8 @@ mod tests {
     use crate::backend::{BackendError, GenerateRequest, Generation};
     use crate::vocab::REFLECTION_TOKENS;
 
-    /// One id per character (100 + byte), reflection tokens at the 7B model's ids.
+    /// One id per character (100 + byte), reflection tokens at the 7B model's ids, and
+    /// [`DUMMY`] for SentencePiece's dummy prefix at the start of a sequence.
     struct Chars {
         context: usize,
     }
@@ -271,6 +276,13 @@ mod tests {
             Some(32000 + index as TokenId)
         }
         fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+            let mut ids = self.tokenize_after_special(text)?;
+            if !ids.is_empty() {
+                ids.insert(0, DUMMY);
+            }
+            Ok(ids)
+        }
+        fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
             Ok(text.bytes().map(|b| 100 + TokenId::from(b)).collect())
         }
         fn decode(&self, _: &[TokenId]) -> Result<String, BackendError> {
@@ -304,6 +316,9 @@ mod tests {
         }
     }
 
+    /// Chars' `▁`.
+    const DUMMY: TokenId = 99;
+
     fn passage(text: &str) -> Passage {
         Passage {
             id: "p".into(),
@@ -315,7 +330,24 @@ mod tests {
     }
 
     fn head_len(question: &str) -> usize {
-        1 + format!("### Instruction:\n{question}\n\n### Response:\n").len()
+        2 + format!("### Instruction:\n{question}\n\n### Response:\n").len()
+    }
+
+    #[test]
+    fn only_the_head_starts_with_the_dummy_prefix() {
+        let g = Chars { context: 4096 };
+        let vocab = ReflectionVocab::resolve(&g).unwrap();
+        let b = PromptBuilder::new(&g, &vocab, "Q?", 100).unwrap();
+        assert_eq!(&b.head()[..3], &[1, DUMMY, 100 + u32::from(b'#')]);
+        let prompt = b.with_passage(&g, &[], &passage("text")).unwrap();
+        // `<paragraph>` then the title's first character, as the model was trained.
+        assert_eq!(
+            prompt.opening()[1..3],
+            [32005, 100 + u32::from(b'T')],
+            "{:?}",
+            prompt.opening()
+        );
+        assert_eq!(prompt.ids.iter().filter(|&&id| id == DUMMY).count(), 1);
     }
 
     #[test]

@@ -227,6 +227,9 @@ mod tests {
         fn tokenize(&self, _: &str) -> Result<Vec<TokenId>, BackendError> {
             Ok(Vec::new())
         }
+        fn tokenize_after_special(&self, _: &str) -> Result<Vec<TokenId>, BackendError> {
+            Ok(Vec::new())
+        }
         fn decode(&self, _: &[TokenId]) -> Result<String, BackendError> {
             Ok(String::new())
         }

@@ -627,6 +627,10 @@ impl Generator for ThreadGenerator {
         Ok(self.facts.tokenizer.encode(text, false))
     }
 
+    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        Ok(self.facts.tokenizer.encode_after_special(text))
+    }
+
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
         Ok(self.facts.tokenizer.decode_checked(ids)?)
     }

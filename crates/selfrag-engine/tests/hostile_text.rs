@@ -203,6 +203,9 @@ impl Generator for Recording {
     fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
         self.inner.tokenize(text)
     }
+    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        self.inner.tokenize_after_special(text)
+    }
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
         self.inner.decode(ids)
     }

@@ -571,6 +571,10 @@ impl Generator for LlamaGenerator {
         Ok(self.tokenizer.encode(text, false))
     }
 
+    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        Ok(self.tokenizer.encode_after_special(text))
+    }
+
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
         Ok(self.tokenizer.decode_checked(ids)?)
     }

@@ -9,6 +9,10 @@
 //!
 //! Only NORMAL pieces take part in merges, so with special-token parsing off no control or
 //! user-defined token (`<s>`, `[Fully supported]`, …) can ever come out of plain text.
+//!
+//! Whether text that follows a special token (a passage title after `<paragraph>`) also gets
+//! the dummy prefix is the tokenizer's [`DummyPrefix`]: the two Llama tokenizers disagree, and
+//! no GGUF key records which one a model was trained with.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -57,6 +61,23 @@ impl TokenType {
     }
 }
 
+/// Where SentencePiece's dummy-prefix `▁` goes (only with `tokenizer.ggml.add_space_prefix`).
+///
+/// The Self-RAG checkpoints were fine-tuned with transformers' slow `LlamaTokenizer` and the
+/// `"legacy": false` that Meta's Llama-2 tokenizer configuration sets, which prefixes only the
+/// start of the text ([`DummyPrefix::TextStart`], the default). llama.cpp (since May 2024, PR
+/// 7375) and `legacy=True` prefix every text fragment after a special token as well
+/// ([`DummyPrefix::EveryFragment`]): `<paragraph>▁Title` where the model was trained on
+/// `<paragraph>Title`. `tests/golden/space_prefix.json` pins both against transformers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DummyPrefix {
+    /// `▁` before the first text of a sequence only.
+    #[default]
+    TextStart,
+    /// `▁` before the first text and before every text that follows a special token.
+    EveryFragment,
+}
+
 /// A Llama SPM tokenizer read from GGUF metadata.
 #[derive(Debug, Clone)]
 pub struct GgufTokenizer {
@@ -76,6 +97,7 @@ pub struct GgufTokenizer {
     pad: Option<u32>,
     add_bos: bool,
     add_space_prefix: bool,
+    dummy_prefix: DummyPrefix,
 }
 
 fn metadata_u32(content: &gguf_file::Content, key: &str) -> Result<Option<u32>, ModelError> {
@@ -345,11 +367,38 @@ impl GgufTokenizer {
             pad,
             add_bos,
             add_space_prefix,
+            dummy_prefix: DummyPrefix::default(),
         })
     }
 
-    /// Tokenizes `text` without BOS. With `parse_special`, exact occurrences of control and
-    /// user-defined token strings (longest match first) become their ids; without it, the
+    /// This tokenizer with the dummy prefix placed as `dummy_prefix` says.
+    #[must_use]
+    pub fn with_dummy_prefix(mut self, dummy_prefix: DummyPrefix) -> Self {
+        self.dummy_prefix = dummy_prefix;
+        self
+    }
+
+    /// Where this tokenizer puts the dummy prefix.
+    pub fn dummy_prefix(&self) -> DummyPrefix {
+        self.dummy_prefix
+    }
+
+    /// Tokenizes plain text (no special-token parsing) that directly follows a special token,
+    /// such as a passage after `<paragraph>`: it starts with `▁` only under
+    /// [`DummyPrefix::EveryFragment`].
+    pub fn encode_after_special(&self, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.encode_fragment(text, self.prefixes_after_special(), &mut out);
+        out
+    }
+
+    fn prefixes_after_special(&self) -> bool {
+        self.dummy_prefix == DummyPrefix::EveryFragment
+    }
+
+    /// Tokenizes `text` without BOS, as the start of a sequence. With `parse_special`, exact
+    /// occurrences of control and user-defined token strings (longest match first) become
+    /// their ids, and the text after each is prefixed as [`DummyPrefix`] says; without it, the
     /// result never contains a special id.
     pub fn encode(&self, text: &str, parse_special: bool) -> Vec<u32> {
         let mut out = Vec::new();
@@ -357,18 +406,18 @@ impl GgufTokenizer {
             self.encode_fragment(text, true, &mut out);
             return out;
         }
-        // As llama.cpp: a text fragment that follows a special token gets the dummy prefix too.
-        let mut prev_special = true;
+        let mut at_start = true;
         let mut fragment_start = 0;
         let mut pos = 0;
         while pos < text.len() {
             let rest = &text[pos..];
             if let Some((piece, id)) = self.specials.iter().find(|(s, _)| rest.starts_with(s)) {
                 if fragment_start < pos {
-                    self.encode_fragment(&text[fragment_start..pos], prev_special, &mut out);
+                    let prefix = at_start || self.prefixes_after_special();
+                    self.encode_fragment(&text[fragment_start..pos], prefix, &mut out);
                 }
                 out.push(*id);
-                prev_special = true;
+                at_start = false;
                 pos += piece.len();
                 fragment_start = pos;
             } else {
@@ -376,7 +425,8 @@ impl GgufTokenizer {
             }
         }
         if fragment_start < text.len() {
-            self.encode_fragment(&text[fragment_start..], prev_special, &mut out);
+            let prefix = at_start || self.prefixes_after_special();
+            self.encode_fragment(&text[fragment_start..], prefix, &mut out);
         }
         out
     }

@@ -63,7 +63,7 @@ pub use device::{compiled_devices, device_kind, pick_device};
 pub use embedder::BertEmbedder;
 pub use error::ModelError;
 pub use generator::{BatchDecode, LlamaGenerator, TimedGeneration, probe_result};
-pub use gguf_tokenizer::{GgufTokenizer, TokenType};
+pub use gguf_tokenizer::{DummyPrefix, GgufTokenizer, TokenType};
 pub use llama::{LlamaConfig, QuantizedLlama};
 pub use mapped::MappedGguf;
 pub use packed::cpu_supported as packed_kernels_available;

@@ -238,6 +238,10 @@ impl Generator for Scripted {
         // Plain text only: "[Fully supported]" becomes the words "[Fully" and "supported]".
         Ok(text.split_whitespace().map(|w| self.word_id(w)).collect())
     }
+    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        // Words carry no space marker: text reads the same wherever it starts.
+        self.tokenize(text)
+    }
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
         Ok(self.render(ids))
     }

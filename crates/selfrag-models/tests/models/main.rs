@@ -14,6 +14,7 @@ mod embedder;
 mod generator;
 mod llama;
 mod minilm;
+mod space_prefix;
 mod store;
 mod tokenizer;
 

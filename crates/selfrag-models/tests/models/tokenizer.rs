@@ -108,8 +108,13 @@ fn parse_special_turns_exact_token_strings_into_their_ids() {
         tok.encode("[Fully supported]", true),
         vec![id("[Fully supported]")]
     );
+    // After a special token, text has no dummy prefix (the default `DummyPrefix::TextStart`).
     let mut expected = vec![id("[Retrieval]"), id("<paragraph>")];
-    expected.extend(tok.encode("Paris", false));
+    expected.extend(tok.encode_after_special("Paris"));
+    assert_ne!(
+        tok.encode_after_special("Paris"),
+        tok.encode("Paris", false)
+    );
     expected.push(id("</paragraph>"));
     assert_eq!(
         tok.encode("[Retrieval]<paragraph>Paris</paragraph>", true),

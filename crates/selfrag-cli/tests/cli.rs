@@ -111,6 +111,24 @@ fn index_ask_json_rerank_and_export_round_trip() {
     assert!(md.contains("[^1]:") && md.contains("notes.md"), "{md}");
 }
 
+/// A search prints its hits and nothing else on stderr: LanceDB's deprecation warning for a
+/// projection without the score column came with every vector and full-text search.
+#[test]
+fn search_writes_nothing_to_stderr() {
+    let (_tmp, data, models) = indexed_library();
+    for mode in ["vector", "fts", "hybrid"] {
+        let out = selfrag(
+            &data,
+            &models,
+            &["search", "reflection tokens", "--mode", mode],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let stdout = ok(out);
+        assert!(stdout.contains("Notes"), "{mode}: {stdout}");
+        assert_eq!(stderr, "", "{mode}");
+    }
+}
+
 #[test]
 fn a_file_that_is_not_a_trace_is_named_with_the_fix() {
     let tmp = tempfile::tempdir().unwrap();

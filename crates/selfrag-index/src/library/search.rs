@@ -47,6 +47,20 @@ pub(crate) const HIT_COLUMNS: &[&str] = &[
     "text",
 ];
 
+/// The column LanceDB adds to a vector search's rows.
+const DISTANCE_COLUMN: &str = "_distance";
+/// The column LanceDB adds to a full-text search's rows (BM25).
+const SCORE_COLUMN: &str = "_score";
+
+/// [`HIT_COLUMNS`] and the score column a search adds. Naming it keeps the result the same
+/// when LanceDB stops adding it unasked, and keeps its deprecation warning for a projection
+/// without it off the user's terminal on every search.
+fn scored_columns(score_column: &'static str) -> Vec<&'static str> {
+    let mut columns = HIT_COLUMNS.to_vec();
+    columns.push(score_column);
+    columns
+}
+
 /// How passages are matched to a query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SearchMode {
@@ -224,7 +238,7 @@ impl Library {
             .nearest_to(vector)
             .map_err(self.store_err())?
             .distance_type(DistanceType::Dot)
-            .select(Select::columns(HIT_COLUMNS))
+            .select(Select::columns(&scored_columns(DISTANCE_COLUMN)))
             .limit(limit);
         if exact {
             query = query.bypass_vector_index();
@@ -238,7 +252,7 @@ impl Library {
             query = query.only_if(f);
         }
         // LanceDB's dot "distance" is 1 - dot.
-        self.scored_hits(query, "_distance", |d| 1.0 - d).await
+        self.scored_hits(query, DISTANCE_COLUMN, |d| 1.0 - d).await
     }
 
     async fn text_hits(
@@ -256,12 +270,12 @@ impl Library {
             .full_text_search(lancedb::index::scalar::FullTextSearchQuery::new(
                 text.to_string(),
             ))
-            .select(Select::columns(HIT_COLUMNS))
+            .select(Select::columns(&scored_columns(SCORE_COLUMN)))
             .limit(limit);
         if let Some(f) = filter {
             query = query.only_if(f);
         }
-        self.scored_hits(query, "_score", |s| s).await
+        self.scored_hits(query, SCORE_COLUMN, |s| s).await
     }
 
     /// Runs `query` and turns its rows into hits of committed documents, scored by `score` of

@@ -3,7 +3,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { launch, tempDir } from "./driver.mjs";
+import { launch, sleep, tempDir } from "./driver.mjs";
 
 test("without models the app explains what is missing, where it looked and what to do", async () => {
   const hfHome = tempDir("empty-hf");
@@ -21,6 +21,10 @@ test("without models the app explains what is missing, where it looked and what 
     assert.match(text, /contriever/i, "names the embedder");
     assert.ok(text.includes(hfHome), `says where it looked (${hfHome}): ${text}`);
     assert.match(text, /download|selfrag models pull|huggingface-cli|hf download/i, "says what to do");
+    // Said once: the library's reads that need the missing embedder add no banner of their own.
+    await session.waitFor('[data-testid="embedder-missing"]');
+    await sleep(1000);
+    assert.equal((await session.findAll('[data-testid="error-banner"]')).length, 0, "no banner repeats it");
     await session.screenshot("missing-models");
   } finally {
     await session.close();

@@ -140,6 +140,39 @@ describe("App", () => {
     expect(screen.getByTestId("embedder-missing")).toHaveTextContent("facebook/contriever-msmarco");
   });
 
+  it("says a missing model once, on the start screen, not again in a banner", async () => {
+    const embedderMissing = status({
+      models: [
+        {
+          role: "embedder",
+          name: "facebook/contriever-msmarco",
+          found: false,
+          path: null,
+          searched: ["/home/ada/.cache/huggingface/hub"],
+          fix: "Download it on this screen.",
+        },
+      ],
+    });
+    const modelMissing = {
+      code: "model_missing",
+      message: "the embedder model is not available: no Contriever model folder was found",
+    };
+    mocked.appStatus.mockResolvedValue(embedderMissing);
+    mocked.libraryStats.mockRejectedValue(modelMissing);
+    render(App);
+    await screen.findByTestId("missing-models");
+    await waitFor(() => expect(mocked.libraryStats).toHaveBeenCalled());
+    await tick();
+    expect(screen.queryByTestId("error-banner")).toBeNull();
+    expect(screen.getByTestId("embedder-missing")).toHaveTextContent("Indexing starts once");
+  });
+
+  it("shows a model_missing failure in a banner when no model is known to be missing", async () => {
+    mocked.libraryStats.mockRejectedValue({ code: "model_missing", message: "gone since start" });
+    render(App);
+    expect(await screen.findByTestId("error-banner")).toHaveTextContent("gone since start");
+  });
+
   it("asks on Enter and renders the Progress events in the status line", async () => {
     const reply = deferred<AnswerRecord>();
     let send: (event: Progress) => void = () => {};

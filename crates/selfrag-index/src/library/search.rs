@@ -139,14 +139,26 @@ pub struct SearchHit {
     pub score: f32,
 }
 
+/// The passages a [`SearchFilter`] lets a search see.
+enum Scope {
+    /// No filter: the whole library.
+    Everything,
+    /// The committed documents the filter names or holds in its folder, as a SQL predicate.
+    Documents(String),
+    /// No committed document matches: the search finds nothing without asking LanceDB.
+    Nothing,
+}
+
 impl Library {
     /// The best `request.k` passages for `request`, best first.
     pub async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, IndexError> {
         if request.k == 0 {
             return Ok(Vec::new());
         }
-        let Some(filter) = self.filter_sql(&request.filter) else {
-            return Ok(Vec::new());
+        let filter = match self.scope(&request.filter) {
+            Scope::Everything => None,
+            Scope::Documents(sql) => Some(sql),
+            Scope::Nothing => return Ok(Vec::new()),
         };
         let vector = || {
             request.vector.as_deref().ok_or_else(|| {
@@ -184,10 +196,10 @@ impl Library {
         }
     }
 
-    /// The SQL filter for `filter`; `None` when it can match nothing.
-    fn filter_sql(&self, filter: &SearchFilter) -> Option<Option<String>> {
+    /// Which passages `filter` lets a search see.
+    fn scope(&self, filter: &SearchFilter) -> Scope {
         if filter.documents.is_empty() && filter.folder.is_none() {
-            return Some(None);
+            return Scope::Everything;
         }
         let committed = self.committed();
         let folder = filter.folder.as_deref().map(|f| {
@@ -208,10 +220,10 @@ impl Library {
         ids.sort_unstable();
         ids.dedup();
         if ids.is_empty() {
-            return None;
+            return Scope::Nothing;
         }
         let list: Vec<String> = ids.iter().map(|id| sql_string(id)).collect();
-        Some(Some(format!("doc_id IN ({})", list.join(","))))
+        Scope::Documents(format!("doc_id IN ({})", list.join(",")))
     }
 
     async fn vector_hits(

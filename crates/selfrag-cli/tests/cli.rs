@@ -3,29 +3,19 @@
 // Test code: a failed unwrap is a failed test, at the line that failed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::ok;
+
+/// `selfrag ARGS` on the library in `data` with the tiny models in `models`.
 fn selfrag(data: &Path, models: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_selfrag"))
+    common::selfrag_with_models(data, models)
         .args(args)
-        .env("SELFRAG_DATA_DIR", data)
-        .env("SELFRAG_GENERATOR", models.join("tiny.gguf"))
-        .env("SELFRAG_EMBEDDER", models.join("tiny-bert"))
-        .env("SELFRAG_DEVICE", "cpu")
         .output()
         .unwrap()
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The question both `ask` tests put, always retrieving, trace as JSON.
@@ -43,10 +33,8 @@ const ASK_JSON: [&str; 7] = [
 /// the folder, the data folder and the models folder.
 fn indexed_library() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let (data, models) = (tmp.path().join("data"), tmp.path().join("models"));
-    std::fs::create_dir_all(&models).unwrap();
-    selfrag_models::fixtures::write_tiny_llama_gguf(&models.join("tiny.gguf")).unwrap();
-    selfrag_models::fixtures::write_tiny_bert(&models.join("tiny-bert")).unwrap();
+    let data = tmp.path().join("data");
+    let models = common::tiny_models(&tmp.path().join("models"));
     let doc = tmp.path().join("notes.md");
     std::fs::write(
         &doc,

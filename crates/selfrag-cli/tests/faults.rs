@@ -12,31 +12,17 @@
     clippy::print_stderr
 )]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{describe, selfrag, selfrag_with_models};
 use selfrag_core::{Answer, Candidate, Passage, RetrieveDecision, Segment, Settings};
 use selfrag_engine::{
     AppSettings, Engine, EngineConfig, ExportFormat, SettingsStore, render, write_atomically,
 };
-
-fn selfrag(data: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_selfrag"));
-    c.env("SELFRAG_DATA_DIR", data)
-        .env("SELFRAG_CONFIG_DIR", data.join("config"))
-        .env("SELFRAG_DEVICE", "cpu");
-    c
-}
-
-fn text_of(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// SplitMix64, for replayable kill moments.
 fn next(state: &mut u64) -> u64 {
@@ -143,7 +129,7 @@ fn export_killed_mid_write_leaves_the_old_or_the_new_file_whole() {
 
     let started = Instant::now();
     let full = export().output().unwrap();
-    assert!(full.status.success(), "{}", text_of(&full));
+    assert!(full.status.success(), "{}", describe(&full));
     let full_run = started.elapsed();
     assert_eq!(std::fs::read_to_string(&out).unwrap(), new);
 
@@ -201,7 +187,7 @@ fn export_killed_mid_write_leaves_the_old_or_the_new_file_whole() {
 
     let_temp_files_age();
     let last = export().output().unwrap();
-    assert!(last.status.success(), "{}", text_of(&last));
+    assert!(last.status.success(), "{}", describe(&last));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), new);
     assert_eq!(
         temp_files(&out_dir),
@@ -375,7 +361,7 @@ fn export_to_a_full_disk_is_a_clear_error_and_keeps_the_old_file() {
         .arg(&trace)
         .output()
         .unwrap();
-    let message = text_of(&result);
+    let message = describe(&result);
     assert!(!result.status.success(), "{message}");
     assert!(
         message.contains("answer.md") && message.contains("disk is full"),
@@ -450,24 +436,20 @@ fn indexing_onto_a_full_disk_is_a_clear_error_and_the_library_keeps_what_it_had(
     let Some(disk) = SmallDisk::mount(&tmp.path().join("small"), "2m") else {
         return;
     };
-    let models = tmp.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    selfrag_models::fixtures::write_tiny_llama_gguf(&models.join("tiny.gguf")).unwrap();
-    selfrag_models::fixtures::write_tiny_bert(&models.join("tiny-bert")).unwrap();
+    let models = common::tiny_models(&tmp.path().join("models"));
     let data = disk.dir.join("data");
     let run = |args: &[&Path]| {
-        let mut c = selfrag(&data);
-        c.env("SELFRAG_GENERATOR", models.join("tiny.gguf"))
-            .env("SELFRAG_EMBEDDER", models.join("tiny-bert"))
+        selfrag_with_models(&data, &models)
             .arg("index")
-            .args(args);
-        c.output().unwrap()
+            .args(args)
+            .output()
+            .unwrap()
     };
 
     let first = std::path::absolute(tmp.path().join("first")).unwrap();
     write_corpus(&first, 2, 200, "first");
     let ok = run(&[&first]);
-    assert!(ok.status.success(), "{}", text_of(&ok));
+    assert!(ok.status.success(), "{}", describe(&ok));
     let before = documents(&data, &models);
     assert_eq!(before.len(), 2);
 
@@ -491,7 +473,7 @@ fn indexing_onto_a_full_disk_is_a_clear_error_and_the_library_keeps_what_it_had(
         f.set_len(len.saturating_sub(200 << 10)).unwrap();
     }
     let full = run(&[&big]);
-    let message = text_of(&full);
+    let message = describe(&full);
     eprintln!("indexing onto a full disk: {message}");
     assert!(!full.status.success(), "{message}");
     assert!(

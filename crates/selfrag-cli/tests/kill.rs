@@ -5,34 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::{ok, selfrag_with_models};
 use selfrag_engine::{Engine, EngineConfig, SearchFilter, SearchMode, SearchQuery};
 
 const KILLS: usize = 20;
-
-fn selfrag(data: &Path, models: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_selfrag"));
-    c.env("SELFRAG_DATA_DIR", data)
-        .env("SELFRAG_GENERATOR", models.join("tiny.gguf"))
-        .env("SELFRAG_EMBEDDER", models.join("tiny-bert"))
-        .env("SELFRAG_DEVICE", "cpu");
-    c
-}
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// What a user can observe of a library: documents (path → content id, passages) and the
 /// passage count.
@@ -132,16 +115,13 @@ fn next(state: &mut u64) -> u64 {
 #[test]
 fn indexing_killed_at_random_moments_stays_consistent_and_resumes_to_the_same_library() {
     let tmp = tempfile::tempdir().unwrap();
-    let models = tmp.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    selfrag_models::fixtures::write_tiny_llama_gguf(&models.join("tiny.gguf")).unwrap();
-    selfrag_models::fixtures::write_tiny_bert(&models.join("tiny-bert")).unwrap();
+    let models = common::tiny_models(&tmp.path().join("models"));
     let corpus = std::path::absolute(tmp.path().join("corpus")).unwrap();
     write_corpus(&corpus);
 
     let reference_dir = tmp.path().join("reference");
     let started = Instant::now();
-    ok(selfrag(&reference_dir, &models)
+    ok(selfrag_with_models(&reference_dir, &models)
         .arg("index")
         .arg(&corpus)
         .output()
@@ -162,7 +142,7 @@ fn indexing_killed_at_random_moments_stays_consistent_and_resumes_to_the_same_li
     for round in 0..KILLS {
         let data: PathBuf = tmp.path().join(format!("killed{round}"));
         let delay = Duration::from_millis(next(&mut seed) % (horizon.as_millis() as u64 + 1));
-        let mut child = selfrag(&data, &models)
+        let mut child = selfrag_with_models(&data, &models)
             .arg("index")
             .arg(&corpus)
             .stdout(Stdio::null())
@@ -187,7 +167,7 @@ fn indexing_killed_at_random_moments_stays_consistent_and_resumes_to_the_same_li
         // The next start finishes the job: `selfrag index` with no path resumes it; a kill
         // before the job was even recorded means the user starts it again.
         let pending = data.join("library").join("job.json").exists();
-        let mut resume = selfrag(&data, &models);
+        let mut resume = selfrag_with_models(&data, &models);
         resume.arg("index");
         if !pending {
             resume.arg(&corpus);

@@ -126,39 +126,34 @@ fn strip_around_specials(text: &str, specials: &[&str]) -> String {
     out
 }
 
+/// `tok` encodes every golden text (special tokens parsed) to the ids `theirs` picks.
+fn assert_encodes_as(tok: &GgufTokenizer, golden: &Golden, theirs: fn(&Case) -> &[u32]) {
+    for case in &golden.cases {
+        let ours = tok.encode(&case.text, true);
+        assert_eq!(
+            ours,
+            theirs(case),
+            "{:?}\nours:   {:?}\ntheirs: {:?}",
+            case.text,
+            pieces(tok, &ours),
+            pieces(tok, theirs(case))
+        );
+    }
+}
+
 #[test]
 fn the_default_is_the_fine_tuning_tokenizer_legacy_false() {
     let golden = golden();
     let tok = tokenizer(&golden);
     assert_eq!(tok.dummy_prefix(), DummyPrefix::TextStart);
-    for case in &golden.cases {
-        let ours = tok.encode(&case.text, true);
-        assert_eq!(
-            ours,
-            case.legacy_false,
-            "{:?}\nours:   {:?}\ntheirs: {:?}",
-            case.text,
-            pieces(&tok, &ours),
-            pieces(&tok, &case.legacy_false)
-        );
-    }
+    assert_encodes_as(&tok, &golden, |case| &case.legacy_false);
 }
 
 #[test]
 fn every_fragment_is_legacy_true_and_llama_cpp() {
     let golden = golden();
     let tok = tokenizer(&golden).with_dummy_prefix(DummyPrefix::EveryFragment);
-    for case in &golden.cases {
-        let ours = tok.encode(&case.text, true);
-        assert_eq!(
-            ours,
-            case.legacy_true,
-            "{:?}\nours:   {:?}\ntheirs: {:?}",
-            case.text,
-            pieces(&tok, &ours),
-            pieces(&tok, &case.legacy_true)
-        );
-    }
+    assert_encodes_as(&tok, &golden, |case| &case.legacy_true);
 }
 
 #[test]

@@ -416,6 +416,73 @@ pub fn write_tiny_q4_k_m_llama_gguf(path: &Path) -> Result<(), ModelError> {
     )
 }
 
+/// What the metadata of a fixture Llama GGUF says besides its vocabulary.
+struct LlamaHeader {
+    /// `general.name`.
+    name: String,
+    /// `general.file_type` (llama.cpp's LLAMA_FTYPE: 7 Q8_0, 15 Q4_K_M).
+    file_type: u32,
+    context: usize,
+    embd: usize,
+    blocks: usize,
+    ff: usize,
+    heads: usize,
+    kv_heads: usize,
+    pad_id: usize,
+}
+
+/// The metadata of a Llama GGUF as llama.cpp's converter writes it: architecture, shape,
+/// RoPE and norm constants, and the SPM tokenizer (`vocab`: piece, score, token type; `<unk>`
+/// 0, `<s>` 1, `</s>` 2). The one table both fixture writers use.
+fn llama_metadata(
+    header: &LlamaHeader,
+    vocab: &[(String, f32, i32)],
+) -> Vec<(&'static str, Value)> {
+    let u32_value = |v: usize| Value::U32(u32::try_from(v).unwrap_or(u32::MAX));
+    vec![
+        ("general.architecture", Value::String("llama".to_owned())),
+        ("general.name", Value::String(header.name.clone())),
+        ("general.file_type", Value::U32(header.file_type)),
+        ("general.quantization_version", Value::U32(2)),
+        ("llama.context_length", u32_value(header.context)),
+        ("llama.embedding_length", u32_value(header.embd)),
+        ("llama.block_count", u32_value(header.blocks)),
+        ("llama.feed_forward_length", u32_value(header.ff)),
+        (
+            "llama.rope.dimension_count",
+            u32_value(header.embd / header.heads),
+        ),
+        ("llama.attention.head_count", u32_value(header.heads)),
+        ("llama.attention.head_count_kv", u32_value(header.kv_heads)),
+        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        ("llama.rope.freq_base", Value::F32(10000.0)),
+        ("tokenizer.ggml.model", Value::String("llama".to_owned())),
+        (
+            "tokenizer.ggml.tokens",
+            Value::Array(
+                vocab
+                    .iter()
+                    .map(|(p, _, _)| Value::String(p.clone()))
+                    .collect(),
+            ),
+        ),
+        (
+            "tokenizer.ggml.scores",
+            Value::Array(vocab.iter().map(|(_, s, _)| Value::F32(*s)).collect()),
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            Value::Array(vocab.iter().map(|(_, _, t)| Value::I32(*t)).collect()),
+        ),
+        ("tokenizer.ggml.bos_token_id", Value::U32(1)),
+        ("tokenizer.ggml.eos_token_id", Value::U32(2)),
+        ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
+        ("tokenizer.ggml.padding_token_id", u32_value(header.pad_id)),
+        ("tokenizer.ggml.add_bos_token", Value::Bool(true)),
+        ("tokenizer.ggml.add_eos_token", Value::Bool(false)),
+    ]
+}
+
 fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
     let &LlamaFixture {
         embd,
@@ -508,49 +575,20 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
         }
     }
 
-    let u32_value = |v: usize| Value::U32(u32::try_from(v).unwrap_or(u32::MAX));
-    let metadata: Vec<(&str, Value)> = vec![
-        ("general.architecture", Value::String("llama".to_owned())),
-        (
-            "general.name",
-            Value::String("selfrag_llama2_7b (tiny random fixture)".to_owned()),
-        ),
-        ("general.file_type", Value::U32(file_type)),
-        ("general.quantization_version", Value::U32(2)),
-        ("llama.context_length", u32_value(context)),
-        ("llama.embedding_length", u32_value(embd)),
-        ("llama.block_count", u32_value(blocks)),
-        ("llama.feed_forward_length", u32_value(ff)),
-        ("llama.rope.dimension_count", u32_value(head_dim)),
-        ("llama.attention.head_count", u32_value(heads)),
-        ("llama.attention.head_count_kv", u32_value(kv_heads)),
-        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
-        ("llama.rope.freq_base", Value::F32(10000.0)),
-        ("tokenizer.ggml.model", Value::String("llama".to_owned())),
-        (
-            "tokenizer.ggml.tokens",
-            Value::Array(
-                vocab
-                    .iter()
-                    .map(|(p, _, _)| Value::String(p.clone()))
-                    .collect(),
-            ),
-        ),
-        (
-            "tokenizer.ggml.scores",
-            Value::Array(vocab.iter().map(|(_, s, _)| Value::F32(*s)).collect()),
-        ),
-        (
-            "tokenizer.ggml.token_type",
-            Value::Array(vocab.iter().map(|(_, _, t)| Value::I32(*t)).collect()),
-        ),
-        ("tokenizer.ggml.bos_token_id", Value::U32(1)),
-        ("tokenizer.ggml.eos_token_id", Value::U32(2)),
-        ("tokenizer.ggml.unknown_token_id", Value::U32(0)),
-        ("tokenizer.ggml.padding_token_id", u32_value(pad_id)),
-        ("tokenizer.ggml.add_bos_token", Value::Bool(true)),
-        ("tokenizer.ggml.add_eos_token", Value::Bool(false)),
-    ];
+    let metadata = llama_metadata(
+        &LlamaHeader {
+            name: "selfrag_llama2_7b (tiny random fixture)".to_owned(),
+            file_type,
+            context,
+            embd,
+            blocks,
+            ff,
+            heads,
+            kv_heads,
+            pad_id,
+        },
+        &vocab,
+    );
 
     let file = File::create(path).map_err(ModelError::io(path))?;
     let mut writer = BufWriter::new(file);

@@ -114,6 +114,28 @@ pub trait Generator {
     ) -> Result<Vec<Generation>, BackendError>;
 }
 
+/// Which of the two models a model file serves: the Self-RAG language model (a `Generator`)
+/// or the retriever's passage encoder (what a `Retriever` embeds with). The one definition
+/// the model store, the engine's errors and status, and the UI share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum ModelRole {
+    /// The Self-RAG language model (one GGUF file).
+    Generator,
+    /// The retriever's passage encoder (a BERT directory).
+    Embedder,
+}
+
+impl std::fmt::Display for ModelRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Generator => "generator",
+            Self::Embedder => "embedder",
+        })
+    }
+}
+
 /// A passage of the user's library, as found by a `Retriever` and cited in an answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]

@@ -29,8 +29,8 @@ pub mod trace;
 mod vocab;
 
 pub use backend::{
-    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, Passage, Retriever,
-    StopReason, TokenId,
+    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, ModelRole, Passage,
+    Retriever, StopReason, TokenId,
 };
 pub use critique::{CritiqueScores, segment_score};
 pub use error::SelfRagError;

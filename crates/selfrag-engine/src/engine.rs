@@ -110,9 +110,8 @@ impl Engine {
     pub fn set_device(&self, device: &str) -> Result<(), EngineError> {
         let device = device.trim().to_ascii_lowercase();
         if !["auto", "cpu", "cuda", "metal"].contains(&device.as_str()) {
-            return Err(EngineError::ModelLoad {
-                role: "device",
-                path: PathBuf::from(&device),
+            return Err(EngineError::Device {
+                choice: device,
                 message: "unknown device; choose auto, cpu, cuda or metal".into(),
             });
         }

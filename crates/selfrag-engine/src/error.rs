@@ -3,17 +3,23 @@
 
 use std::path::PathBuf;
 
+use selfrag_core::ModelRole;
+
 /// Everything the application API can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("the {role} model is not available: {message}")]
-    ModelMissing { role: &'static str, message: String },
+    ModelMissing { role: ModelRole, message: String },
     #[error("the {role} model at {path} could not be loaded: {message}")]
     ModelLoad {
-        role: &'static str,
+        role: ModelRole,
         path: PathBuf,
         message: String,
     },
+    /// The chosen device cannot run the models: an unknown name, a back end this build lacks,
+    /// or no such GPU.
+    #[error("the device `{choice}` cannot be used: {message}")]
+    Device { choice: String, message: String },
     #[error(transparent)]
     Index(#[from] selfrag_index::IndexError),
     #[error(transparent)]
@@ -48,6 +54,7 @@ impl EngineError {
         match self {
             Self::ModelMissing { .. } => "model_missing",
             Self::ModelLoad { .. } => "model_load",
+            Self::Device { .. } => "device",
             Self::Index(_) => "index",
             Self::SelfRag(selfrag_core::SelfRagError::Cancelled) => "cancelled",
             Self::SelfRag(selfrag_core::SelfRagError::EmptyQuestion) => "empty_question",

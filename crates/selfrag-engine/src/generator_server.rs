@@ -164,7 +164,7 @@ impl Engine {
             })
             .map(PathBuf::from)
             .ok_or(EngineError::ModelMissing {
-                role: "generator",
+                role: crate::ModelRole::Generator,
                 message: "a generator server needs the GGUF file it loaded here too, for its \
                           tokenizer: download the model on the start screen or set \
                           SELFRAG_GENERATOR"

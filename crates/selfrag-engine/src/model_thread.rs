@@ -23,7 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use selfrag_core::{BackendError, GenerateRequest, Generation, Generator, GeneratorInfo, TokenId};
+use selfrag_core::{
+    BackendError, GenerateRequest, Generation, Generator, GeneratorInfo, ModelRole, TokenId,
+};
 use selfrag_models::{
     BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
 };
@@ -173,13 +175,11 @@ impl LoadedModels {
         if let Some(d) = &self.device {
             return Ok(d.clone());
         }
-        let d = selfrag_models::pick_device(&self.paths.device).map_err(|e| {
-            EngineError::ModelLoad {
-                role: "device",
-                path: PathBuf::from(&self.paths.device),
+        let d =
+            selfrag_models::pick_device(&self.paths.device).map_err(|e| EngineError::Device {
+                choice: self.paths.device.clone(),
                 message: e.to_string(),
-            }
-        })?;
+            })?;
         self.device = Some(d.clone());
         *lock(&self.in_use) = Some(selfrag_models::device_kind(&d));
         Ok(d)
@@ -215,7 +215,7 @@ impl LoadedModels {
     /// Loads one model from the file the paths name for `role`, on the chosen device.
     fn load<M>(
         &mut self,
-        role: &'static str,
+        role: ModelRole,
         path: Option<PathBuf>,
         missing: &str,
         load: impl FnOnce(&std::path::Path, &selfrag_models::Device) -> Result<M, ModelError>,
@@ -230,7 +230,7 @@ impl LoadedModels {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        tracing::info!(role, path = %path.display(), "model loaded");
+        tracing::info!(%role, path = %path.display(), "model loaded");
         Ok(model)
     }
 
@@ -238,7 +238,7 @@ impl LoadedModels {
     fn generator(&mut self) -> Result<(&mut LlamaGenerator, &Arc<GeneratorFacts>), EngineError> {
         if self.generator.is_none() {
             let generator = self.load(
-                "generator",
+                ModelRole::Generator,
                 self.paths.generator.clone(),
                 "no Self-RAG GGUF file was found; see the start screen",
                 LlamaGenerator::load,
@@ -261,7 +261,7 @@ impl LoadedModels {
     fn embedder(&mut self) -> Result<&BertEmbedder, EngineError> {
         if self.embedder.is_none() {
             let embedder = self.load(
-                "embedder",
+                ModelRole::Embedder,
                 self.paths.embedder.clone(),
                 "no Contriever model folder was found; see the start screen",
                 BertEmbedder::load,

@@ -3,14 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Which job a model does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
-pub enum ModelRole {
-    Generator,
-    Embedder,
-}
+pub use selfrag_core::ModelRole;
 
 /// One model's availability, with the places searched and the fix when it is missing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -115,6 +115,8 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
     );
     let err = engine.set_device("tpu").unwrap_err();
     assert!(err.to_string().contains("tpu"), "{err}");
+    // A device, not a model: its own code, which the UI can tell from a model that failed.
+    assert_eq!(err.code(), "device", "{err}");
     engine
         .ask(
             "Again?".into(),

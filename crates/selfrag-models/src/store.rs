@@ -34,15 +34,8 @@ pub const DEFAULT_GENERATOR: &str = "selfrag-7b-q4km";
 /// Id of the default embedder manifest.
 pub const DEFAULT_EMBEDDER: &str = "contriever-msmarco";
 
-/// What a model is used for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ModelRole {
-    /// The Self-RAG language model (one GGUF file).
-    Generator,
-    /// The retriever's passage encoder (a BERT directory).
-    Embedder,
-}
+/// What a model is used for (a manifest's `role`).
+pub use selfrag_core::ModelRole;
 
 /// One file of a model repository.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -11,14 +11,14 @@ mod tests {
     };
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceStatus, DocumentInfo,
-        ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent, LibraryCounts,
+        ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent, LibraryStats,
         LoadedSettings, ModelRole, ModelStatus, ServerCheck, Theme,
     };
     use selfrag_engine::{DownloadStage, ModelDownloadProgress, ModelOffer};
     use ts_rs::{Config, TS};
 
     use crate::commands::IpcError;
-    use crate::library::{JobSource, LibraryEvent, LibraryOverview, WatchResult};
+    use crate::library::{JobSource, LibraryEvent, WatchResult};
 
     fn decl<T: TS>(cfg: &Config) -> String {
         format!("export {}\n", T::decl(cfg))
@@ -48,7 +48,7 @@ mod tests {
             decl::<ModelStatus>(&cfg),
             decl::<DownloadStage>(&cfg),
             decl::<ModelDownloadProgress>(&cfg),
-            decl::<LibraryCounts>(&cfg),
+            decl::<LibraryStats>(&cfg),
             decl::<AppStatus>(&cfg),
             decl::<DocumentInfo>(&cfg),
             decl::<IndexEvent>(&cfg),
@@ -65,7 +65,6 @@ mod tests {
             decl::<LoadedSettings>(&cfg),
             decl::<JobSource>(&cfg),
             decl::<LibraryEvent>(&cfg),
-            decl::<LibraryOverview>(&cfg),
             decl::<WatchResult>(&cfg),
             decl::<IpcError>(&cfg),
         ];

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use selfrag_engine::{Engine, EngineError, IndexEvent};
+use selfrag_engine::{Engine, EngineError, IndexEvent, LibraryStats};
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, Manager};
@@ -43,21 +43,6 @@ pub enum LibraryEvent {
     /// The background work could not run, e.g. a watched folder is gone or the embedding model
     /// is missing.
     Failed { source: JobSource, message: String },
-}
-
-/// The library's size as the pane shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
-pub struct LibraryOverview {
-    pub documents: u32,
-    pub passages: u32,
-    pub pages: u32,
-    /// Bytes the library takes on disk.
-    #[ts(type = "number")]
-    pub disk_bytes: u64,
-    /// Whether the approximate-nearest-neighbour index exists (made past a size threshold).
-    pub vector_index: bool,
-    pub text_index: bool,
 }
 
 /// What `watch_folders` did with the paths it was given.
@@ -211,17 +196,8 @@ pub async fn reindex_document(
 
 /// Counts and disk use of the library.
 #[tauri::command]
-pub async fn library_stats(state: tauri::State<'_, AppState>) -> Result<LibraryOverview, IpcError> {
-    let s = state.engine.library_stats().await?;
-    let count = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    Ok(LibraryOverview {
-        documents: count(s.documents as u64),
-        passages: count(s.passages as u64),
-        pages: count(s.pages),
-        disk_bytes: s.disk_bytes,
-        vector_index: s.vector_index,
-        text_index: s.text_index,
-    })
+pub async fn library_stats(state: tauri::State<'_, AppState>) -> Result<LibraryStats, IpcError> {
+    Ok(state.engine.library_stats().await?)
 }
 
 /// The folders kept in sync with the library.

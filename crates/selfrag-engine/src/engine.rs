@@ -14,7 +14,7 @@ use crate::history::History;
 use crate::history::SavedAnswer;
 use crate::model_thread::{ModelPaths, ModelThread};
 use crate::retriever::LibraryRetriever;
-use crate::status::{AppStatus, DeviceStatus, DocumentInfo, LibraryCounts, ModelRole, ModelStatus};
+use crate::status::{AppStatus, DeviceStatus, DocumentInfo, ModelRole, ModelStatus};
 use crate::{AnswerRecord, EngineConfig, EngineError, ExportOptions, HistoryEntry};
 
 /// The application: models, library, history.
@@ -70,15 +70,8 @@ impl Engine {
     /// Models found or missing, and the library's size.
     pub async fn status(&self) -> AppStatus {
         let library = match self.library().await {
-            Ok(lib) => lib
-                .stats()
-                .await
-                .map(|s| LibraryCounts {
-                    documents: s.documents,
-                    passages: s.passages,
-                })
-                .unwrap_or_default(),
-            Err(_) => LibraryCounts::default(),
+            Ok(lib) => lib.stats().await.unwrap_or_default(),
+            Err(_) => selfrag_index::LibraryStats::default(),
         };
         AppStatus {
             data_dir: self.config.data_dir.display().to_string(),

@@ -34,9 +34,7 @@ pub use history::{AnswerRecord, HistoryEntry, write_atomically};
 pub use indexing::SearchQuery;
 pub use selfrag_index::{LibraryStats, SearchFilter, SearchHit, SearchMode, bench, extract_file};
 pub use settings::{AppSettings, DeviceChoice, LoadedSettings, SettingsStore, Theme};
-pub use status::{
-    AppStatus, DeviceStatus, DocumentInfo, IndexEvent, LibraryCounts, ModelRole, ModelStatus,
-};
+pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};
 
 /// Both binaries call this first thing in `main`: it runs the document-parsing worker when the
 /// engine started the process as one ([`EngineConfig::extract_worker`]) and returns its exit code.

@@ -26,15 +26,6 @@ pub struct ModelStatus {
     pub download: Option<crate::downloads::ModelOffer>,
 }
 
-/// Document and passage counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
-pub struct LibraryCounts {
-    pub documents: usize,
-    pub passages: usize,
-}
-
 /// Where the models run: the choice, what it resolved to, and what this build offers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -57,7 +48,7 @@ pub struct DeviceStatus {
 pub struct AppStatus {
     pub data_dir: String,
     pub models: Vec<ModelStatus>,
-    pub library: LibraryCounts,
+    pub library: selfrag_index::LibraryStats,
     pub device: DeviceStatus,
 }
 

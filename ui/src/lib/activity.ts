@@ -3,7 +3,7 @@
 // step), indexed, skipped (with the engine's reason) or failed (with its error). Files the
 // events never named have no entry; a document without one is simply in the library.
 
-import type { DocumentInfo, IndexEvent, LibraryOverview } from "./ipc/types";
+import type { DocumentInfo, IndexEvent, LibraryStats } from "./ipc/types";
 import { formatBytes } from "./downloads";
 import { fileName, plural } from "./format";
 
@@ -148,7 +148,7 @@ export function stateLabel(state: FileState): string {
 }
 
 /** "12 documents · 340 passages · 55 pages · 4.2 MB on disk". */
-export function statsText(stats: LibraryOverview): string {
+export function statsText(stats: LibraryStats): string {
   return [
     plural(stats.documents, "document"),
     plural(stats.passages, "passage"),

@@ -26,7 +26,7 @@ import type {
   IpcError,
   JobSource,
   LibraryEvent,
-  LibraryOverview,
+  LibraryStats,
 } from "./ipc/types";
 
 /** Who started the job on screen. */
@@ -37,7 +37,7 @@ const REFRESH_DELAY_MS = 250;
 
 export class LibraryController {
   documents = $state<DocumentInfo[]>([]);
-  stats = $state<LibraryOverview | null>(null);
+  stats = $state<LibraryStats | null>(null);
   watched = $state<string[]>([]);
   job = $state<IndexJob | null>(null);
   origin = $state<JobOrigin | null>(null);

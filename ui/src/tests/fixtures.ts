@@ -128,7 +128,15 @@ export function status(overrides: Partial<AppStatus> = {}): AppStatus {
         fix: "",
       },
     ],
-    library: { documents: 1, passages: 12 },
+    library: {
+      documents: 1,
+      passages: 12,
+      contents: 1,
+      pages: 3,
+      diskBytes: 43_000,
+      vectorIndex: false,
+      textIndex: true,
+    },
     device: deviceStatus(),
     ...overrides,
   };

@@ -15,7 +15,7 @@ import type {
   IndexEvent,
   IndexFinished,
   LibraryEvent,
-  LibraryOverview,
+  LibraryStats,
 } from "$lib/ipc/types";
 import { LibraryController } from "$lib/library.svelte";
 
@@ -47,10 +47,11 @@ const NOTES: DocumentInfo = {
   passages: 4,
 };
 
-function overview(over: Partial<LibraryOverview> = {}): LibraryOverview {
+function overview(over: Partial<LibraryStats> = {}): LibraryStats {
   return {
     documents: 2,
     passages: 124,
+    contents: 2,
     pages: 31,
     diskBytes: 4_200_000,
     vectorIndex: false,

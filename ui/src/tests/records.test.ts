@@ -62,6 +62,7 @@ beforeEach(() => {
   mocked.libraryStats.mockResolvedValue({
     documents: 0,
     passages: 0,
+    contents: 0,
     pages: 0,
     diskBytes: 0,
     vectorIndex: false,

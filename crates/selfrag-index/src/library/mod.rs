@@ -37,15 +37,20 @@ const INDEX_CACHE_BYTES: usize = 2 << 30;
 /// The most LanceDB keeps of manifests, fragment and file metadata in memory.
 const METADATA_CACHE_BYTES: usize = 256 << 20;
 
-/// Counts shown in the library pane and by `selfrag library stats`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The library's size: the start screen's counts, the library pane's line and `selfrag
+/// library stats` (one type from the store to the UI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct LibraryStats {
     pub documents: usize,
     pub passages: usize,
     /// Distinct contents (several paths may hold the same file).
     pub contents: usize,
+    #[cfg_attr(feature = "typescript", ts(type = "number"))]
     pub pages: u64,
     /// Bytes the library's folder takes on disk.
+    #[cfg_attr(feature = "typescript", ts(type = "number"))]
     pub disk_bytes: u64,
     /// Whether the passages have an approximate-nearest-neighbour index (made past a size
     /// threshold) and a full-text index.

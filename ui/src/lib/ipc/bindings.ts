@@ -309,9 +309,22 @@ bytesTotal: number, bytesPerSecond: number,
  */
 etaSeconds: number | null, };
 
-export type LibraryCounts = { documents: number, passages: number, };
+export type LibraryStats = { documents: number, passages: number, 
+/**
+ * Distinct contents (several paths may hold the same file).
+ */
+contents: number, pages: number, 
+/**
+ * Bytes the library's folder takes on disk.
+ */
+diskBytes: number, 
+/**
+ * Whether the passages have an approximate-nearest-neighbour index (made past a size
+ * threshold) and a full-text index.
+ */
+vectorIndex: boolean, textIndex: boolean, };
 
-export type AppStatus = { dataDir: string, models: Array<ModelStatus>, library: LibraryCounts, device: DeviceStatus, };
+export type AppStatus = { dataDir: string, models: Array<ModelStatus>, library: LibraryStats, device: DeviceStatus, };
 
 export type DocumentInfo = { id: string, path: string, title: string, 
 /**
@@ -447,16 +460,6 @@ notice: string | null, };
 export type JobSource = "resume" | "watch";
 
 export type LibraryEvent = { "kind": "index", source: JobSource, event: IndexEvent, } | { "kind": "failed", source: JobSource, message: string, };
-
-export type LibraryOverview = { documents: number, passages: number, pages: number, 
-/**
- * Bytes the library takes on disk.
- */
-diskBytes: number, 
-/**
- * Whether the approximate-nearest-neighbour index exists (made past a size threshold).
- */
-vectorIndex: boolean, textIndex: boolean, };
 
 export type WatchResult = { 
 /**

@@ -18,7 +18,7 @@ import type {
   IndexEvent,
   IndexFinished,
   LibraryEvent,
-  LibraryOverview,
+  LibraryStats,
   LoadedSettings,
   Progress,
   ServerCheck,
@@ -232,8 +232,8 @@ export function reindexDocument(
 }
 
 /** Document, passage and page counts and the disk the library takes. */
-export function libraryStats(): Promise<LibraryOverview> {
-  return invoke<LibraryOverview>("library_stats");
+export function libraryStats(): Promise<LibraryStats> {
+  return invoke<LibraryStats>("library_stats");
 }
 
 /** The folders kept in sync with the library. */

@@ -2,10 +2,7 @@
 // Rust test so they cannot drift); this file adds only names the UI finds convenient.
 
 export type * from "./bindings";
-import type { IndexEvent, LibraryCounts } from "./bindings";
+import type { IndexEvent } from "./bindings";
 
 /** The event an indexing job ends with (also what `indexPaths` resolves to). */
 export type IndexFinished = Extract<IndexEvent, { kind: "finished" }>;
-
-/** Document and passage counts of the library. */
-export type LibraryStats = LibraryCounts;

@@ -134,7 +134,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
         done("release build", t);
     }
 
-    for section in wanted {
+    for &section in &wanted {
         let t = step(&format!("bench {section}"));
         let markdown = match section {
             "generator" => generator(&bench)?,
@@ -148,11 +148,19 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
         std::fs::write(&file, &markdown).with_context(|| format!("writing {}", file.display()))?;
         done(&format!("bench {section}"), t);
     }
-    write_benchmarks_md(&bench)
+    write_benchmarks_md(&bench, &wanted)
 }
 
-/// `docs/BENCHMARKS.md`: a short preface and every section's last results.
-fn write_benchmarks_md(bench: &Bench) -> Result<()> {
+/// `docs/BENCHMARKS.md`: a short preface, the sections run now from `target/bench`, and every other
+/// section as the document already has it. The document is where results live: a section not run
+/// here keeps its figures even when this target folder never saw them (a fresh clone, another machine).
+fn write_benchmarks_md(bench: &Bench, ran: &[&str]) -> Result<()> {
+    let path = bench.root.join("docs/BENCHMARKS.md");
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
     let mut text = String::from(
         "# Benchmarks\n\n\
          Written by `cargo xtask bench [generator|embedder|server|index|rerank|all]` (see `xtask/src/bench.rs`); \
@@ -162,20 +170,38 @@ fn write_benchmarks_md(bench: &Bench) -> Result<()> {
          (the values of the weights do not change the speed).\n",
     );
     for section in SECTIONS {
-        let file = bench.out.join(format!("{section}.md"));
         text.push('\n');
-        match std::fs::read_to_string(&file) {
-            Ok(markdown) => text.push_str(&markdown),
-            Err(_) => text.push_str(&format!(
-                "## {}\n\nNot run yet: `cargo xtask bench {section}`.\n",
-                title(section)
-            )),
-        }
+        let markdown = if ran.contains(&section) {
+            let file = bench.out.join(format!("{section}.md"));
+            std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?
+        } else {
+            match existing_section(&existing, title(section)) {
+                Some(kept) => kept.to_owned(),
+                None => format!(
+                    "## {}\n\nNot run yet: `cargo xtask bench {section}`.\n",
+                    title(section)
+                ),
+            }
+        };
+        text.push_str(markdown.trim_end());
+        text.push('\n');
     }
-    let path = bench.root.join("docs/BENCHMARKS.md");
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("\nwrote {}", path.display());
     Ok(())
+}
+
+/// The text of the section headed `## {title}` in `document`, up to the next `## ` heading.
+fn existing_section<'a>(document: &'a str, title: &str) -> Option<&'a str> {
+    let heading = format!("## {title}\n");
+    let start = if document.starts_with(&heading) {
+        0
+    } else {
+        document.find(&format!("\n{heading}"))? + 1
+    };
+    let body = &document[start + heading.len()..];
+    let end = body.find("\n## ").map_or(body.len(), |i| i + 1);
+    Some(&document[start..start + heading.len() + end])
 }
 
 fn title(section: &str) -> &'static str {
@@ -825,5 +851,24 @@ mod tests {
         assert_eq!(ids.len(), PROMPT_TOKENS);
         assert_eq!(ids[0], 1);
         assert!(ids[1..].iter().all(|&id| (300..32_000).contains(&id)));
+    }
+
+    #[test]
+    fn a_section_not_run_keeps_its_figures_in_the_document() {
+        let doc = "# Benchmarks\n\npreface\n\n## Generator\n\nfigures g\n\n## Generator server\n\n\
+                   figures s\n### detail\n\n## Index\n\nfigures i\n";
+        assert_eq!(
+            existing_section(doc, "Generator").unwrap(),
+            "## Generator\n\nfigures g\n\n"
+        );
+        assert_eq!(
+            existing_section(doc, "Generator server").unwrap(),
+            "## Generator server\n\nfigures s\n### detail\n\n"
+        );
+        assert_eq!(
+            existing_section(doc, "Index").unwrap(),
+            "## Index\n\nfigures i\n"
+        );
+        assert_eq!(existing_section(doc, "Embedder"), None);
     }
 }

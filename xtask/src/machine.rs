@@ -89,7 +89,7 @@ const LINUX_NEEDS: &[Need] = &[
          "python3-gi gir1.2-gtk-3.0", "tests/e2e/drag-source.py", Test),
     need(Cmd(&["python3", "-c", "import ensurepip, venv"]), "python3-venv", "the MiniLM weights' virtual environment", Test),
     need(Program("cmake"), "cmake", "building llama-server for the server-generator tests", Test),
-    need(Program("prlimit"), "util-linux", "the parsing worker's memory limit and its test", Test),
+    need(Program("prlimit"), "util-linux", "the parsing worker's address-space fence on Linux (its heap limit is its own)", Test),
     need(Program("mount"), "mount", "the disk-full test's tmpfs", Test),
 ];
 

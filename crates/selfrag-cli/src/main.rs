@@ -355,6 +355,10 @@ impl WeightArgs {
     }
 }
 
+/// Counts a parsing worker's heap so that its memory limit holds on every OS; off otherwise.
+#[global_allocator]
+static HEAP: selfrag_engine::ExtractWorkerHeap = selfrag_engine::ExtractWorkerHeap;
+
 fn main() -> std::process::ExitCode {
     // Document parsing runs in a child copy of this binary (see selfrag_index::worker).
     if let Some(code) = selfrag_engine::main_if_extract_worker() {

@@ -36,6 +36,9 @@ pub use selfrag_index::{LibraryStats, SearchFilter, SearchHit, SearchMode, bench
 pub use settings::{AppSettings, DeviceChoice, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};
 
+/// Both binaries declare this their `#[global_allocator]`: it keeps a parsing worker within its
+/// memory limit on every OS (and is off in the app itself).
+pub use selfrag_index::worker::WorkerHeap as ExtractWorkerHeap;
 /// Both binaries call this first thing in `main`: it runs the document-parsing worker when the
 /// engine started the process as one ([`EngineConfig::extract_worker`]) and returns its exit code.
 pub use selfrag_index::worker::main_if_worker as main_if_extract_worker;

@@ -5,11 +5,15 @@
 //! the child runs [`crate::extract_file`] and writes one JSON [`WorkerReply`] line to stdout.
 //! The parent holds the worker's stdin open while it waits, and the worker exits when that pipe
 //! ends, so no worker outlives the app. The parent gives it a time limit (killing it when it is
-//! spent) and, on Linux, an address-space limit through util-linux's `prlimit`, because setting
-//! a child's rlimit from Rust needs `unsafe` (`pre_exec`), which this workspace forbids. Any
-//! binary can be the worker: it calls [`main_if_worker`] first thing in `main`.
+//! spent) and a memory limit that the worker keeps itself, on every OS, through its global
+//! allocator ([`WorkerHeap`], see `heap`). On Linux util-linux's `prlimit` also fences the
+//! worker's whole address space, a little above that limit. Any binary can be the worker: it
+//! declares [`WorkerHeap`] its global allocator and calls [`main_if_worker`] first thing in `main`.
 //!
 //! ```no_run
+//! #[global_allocator]
+//! static HEAP: selfrag_index::worker::WorkerHeap = selfrag_index::worker::WorkerHeap;
+//!
 //! fn main() -> std::process::ExitCode {
 //!     if let Some(code) = selfrag_index::worker::main_if_worker() {
 //!         return code;
@@ -30,6 +34,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::IndexError;
 use crate::extract::{ExtractedDocument, extract_file};
+
+mod heap;
+pub use heap::{HEAP_LIMIT_ENV, HEAP_LIMIT_EXIT, WorkerHeap};
 
 /// The first argument that turns a binary into an extraction worker.
 pub const WORKER_FLAG: &str = "--selfrag-extract-worker";
@@ -55,10 +62,13 @@ pub fn main_if_worker() -> Option<ExitCode> {
     if std::env::var_os(WATCH_PARENT_ENV).is_some() {
         watch_parent();
     }
-    let reply = match extract_file(Path::new(&path)) {
-        Ok(document) => WorkerReply::Extracted { document },
-        Err(e) => WorkerReply::Failed {
+    let reply = match WorkerHeap::limit_from_env().map(|()| extract_file(Path::new(&path))) {
+        Ok(Ok(document)) => WorkerReply::Extracted { document },
+        Ok(Err(e)) => WorkerReply::Failed {
             error: WireError::from_error(&e),
+        },
+        Err(message) => WorkerReply::Failed {
+            error: WireError::Other { message },
         },
     };
     let written = serde_json::to_string(&reply)
@@ -193,16 +203,19 @@ struct WorkerProcess {
     /// The most bytes of reply read from a worker: past it the document is refused, so that a
     /// small compressed file that inflates to gigabytes of text cannot take the app's memory.
     reply_limit: usize,
-    /// util-linux `prlimit`, when this system has it.
+    /// util-linux `prlimit`, when this system has it (Linux).
     prlimit: Option<PathBuf>,
 }
 
 impl Extractor {
     /// A file that takes longer than this to parse is given up.
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-    /// Address space a worker may use (Linux): generous for a 1,000-page PDF, small enough that
-    /// a runaway parser cannot take the machine's memory.
+    /// Heap a worker may hold: generous for a 1,000-page PDF, small enough that a runaway
+    /// parser cannot take the machine's memory.
     pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
+    /// What `prlimit` adds to the heap limit for the rest of the address space (code, thread
+    /// stacks, the allocator's own slack), so that the heap limit, which says why, speaks first.
+    const ADDRESS_SPACE_HEADROOM: u64 = 1 << 30;
     /// The most reply read from a worker: the JSON of about 100,000 passages' text, so the
     /// library's own limit on passages per document is met first.
     pub const DEFAULT_REPLY_LIMIT: usize = 256 << 20;
@@ -235,8 +248,8 @@ impl Extractor {
         self
     }
 
-    /// Changes the address-space limit of each worker in bytes; `None` for none. Enforced on
-    /// Linux where `prlimit` is installed, ignored elsewhere.
+    /// Changes the heap limit of each worker in bytes; `None` for none. Enforced on every OS by
+    /// the worker's [`WorkerHeap`].
     pub fn with_memory_limit(mut self, bytes: Option<u64>) -> Self {
         if let Some(w) = &mut self.worker {
             w.memory_limit = bytes;
@@ -296,11 +309,19 @@ impl WorkerProcess {
         let mut command = match (&self.prlimit, self.memory_limit) {
             (Some(prlimit), Some(bytes)) => {
                 let mut c = Command::new(prlimit);
-                c.arg(format!("--as={bytes}")).arg("--").arg(&self.exe);
+                c.arg(format!(
+                    "--as={}",
+                    bytes.saturating_add(Extractor::ADDRESS_SPACE_HEADROOM)
+                ))
+                .arg("--")
+                .arg(&self.exe);
                 c
             }
             _ => Command::new(&self.exe),
         };
+        if let Some(bytes) = self.memory_limit {
+            command.env(HEAP_LIMIT_ENV, bytes.to_string());
+        }
         command
             .arg(WORKER_FLAG)
             .arg(path)
@@ -457,16 +478,20 @@ fn describe_exit(status: ExitStatus, memory_limit: Option<u64>) -> String {
             };
         }
     }
-    let _ = memory_limit;
-    match status.code() {
+    match (status.code(), memory_limit) {
         // Rust's exit code for a panic that unwound out of main.
-        Some(101) => "panicked".into(),
-        Some(code) => format!("exited with status {code}"),
-        None => "stopped".into(),
+        (Some(101), _) => "panicked".into(),
+        (Some(HEAP_LIMIT_EXIT), Some(limit)) => format!(
+            "needed more than {} MiB of memory, the most one file may take to parse (a \
+             decompression bomb, or a document too large to parse whole: split it)",
+            limit >> 20
+        ),
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, _) => "stopped".into(),
     }
 }
 
-/// util-linux `prlimit` on `PATH` (Linux only; other systems run workers without a memory limit).
+/// util-linux `prlimit` on `PATH` (Linux only; elsewhere the heap limit stands alone).
 fn find_prlimit() -> Option<PathBuf> {
     if !cfg!(target_os = "linux") {
         return None;

@@ -10,6 +10,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use selfrag_index::worker::WorkerHeap;
+
+#[global_allocator]
+static HEAP: WorkerHeap = WorkerHeap;
+
 fn main() -> ExitCode {
     let name = std::env::args_os()
         .nth(2)
@@ -31,9 +36,17 @@ fn main() -> ExitCode {
         let _ = writeln!(std::io::stdout(), "this is not a document");
         return ExitCode::SUCCESS;
     } else if name.starts_with("worker-hogs") {
-        // Address space only (never touched): fails at once under the worker's memory limit.
-        let hog: Vec<u8> = Vec::with_capacity(2 << 30);
-        std::hint::black_box(&hog);
+        // Grows a buffer to 2 GiB by reallocation, as a parser inflating a stream does (address
+        // space only, never touched, so it is quick), under the limit the parent set.
+        if let Err(e) = WorkerHeap::limit_from_env() {
+            let _ = writeln!(std::io::stderr(), "{e}");
+            return ExitCode::from(2);
+        }
+        let mut hog: Vec<u8> = Vec::new();
+        while hog.capacity() < 2 << 30 {
+            hog.reserve_exact(hog.capacity() + (64 << 20));
+            std::hint::black_box(&hog);
+        }
     }
     selfrag_index::worker::main_if_worker().unwrap_or(ExitCode::from(2))
 }

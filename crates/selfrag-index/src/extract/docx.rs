@@ -9,12 +9,8 @@ use std::path::Path;
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
-use super::{ExtractedDocument, single_page};
+use super::{ExtractedDocument, MAX_INFLATED_BYTES, single_page};
 use crate::IndexError;
-
-/// An XML part larger than this is not a document anyone wrote by hand: refuse it rather than
-/// inflate a zip bomb.
-const MAX_PART_BYTES: u64 = 256 << 20;
 
 pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     let malformed = |reason: String| IndexError::Malformed {
@@ -72,14 +68,14 @@ fn part<R: Read + std::io::Seek>(
     };
     let mut xml = String::new();
     reader
-        .take(MAX_PART_BYTES + 1)
+        .take(MAX_INFLATED_BYTES + 1)
         .read_to_string(&mut xml)
         .map_err(|e| format!("{name}: {e}"))?;
-    if xml.len() as u64 > MAX_PART_BYTES {
+    if xml.len() as u64 > MAX_INFLATED_BYTES {
         // Cut short, the part would parse as a document that ends early.
         return Err(format!(
             "{name} inflates to more than {} MiB (a zip bomb?)",
-            MAX_PART_BYTES >> 20
+            MAX_INFLATED_BYTES >> 20
         ));
     }
     Ok(Some(xml))

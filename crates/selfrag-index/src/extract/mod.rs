@@ -55,6 +55,11 @@ pub fn max_file_bytes(extension: &str) -> u64 {
     }
 }
 
+/// The most one compressed part of a file (a DOCX's XML part, a PDF's text or font stream) may
+/// inflate to: nobody writes 256 MiB of one page's text, and a bomb is refused before it is
+/// inflated whole.
+pub(crate) const MAX_INFLATED_BYTES: u64 = 256 << 20;
+
 /// [`IndexError::TooLarge`] when a file of `size` bytes is past [`max_file_bytes`]; decided from
 /// a `stat`, before a byte is read.
 pub fn check_size(path: &Path, extension: &str, size: u64) -> Result<(), IndexError> {

@@ -4,16 +4,23 @@
 //! malformed pages) or one scanned page costs that page, reported in the document's notes, and
 //! not the paper. A file with no text at all is an error that says it was probably scanned.
 //!
+//! Before any page is read, every Flate stream the text comes from (contents, fonts, CMaps; not
+//! images, which are never inflated here) is inflated into nothing up to
+//! [`MAX_INFLATED_BYTES`]: a bomb is refused by name instead of being inflated whole by lopdf.
+//!
 //! pdf-extract 0.12 reads text shown by `Tj` and `TJ` only; the `'` and `"` shorthands ("next
 //! line, then show") are rewritten into `T*` and `Tj` first, or their text would be lost.
 
+use std::io::Read;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use pdf_extract::content::{Content, Operation};
 use pdf_extract::{Document, Object, PlainTextOutput};
 
-use super::{ExtractedDocument, ExtractedPage, clean_text, file_stem, read_bytes};
+use super::{
+    ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, clean_text, file_stem, read_bytes,
+};
 use crate::IndexError;
 
 pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
@@ -39,6 +46,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
             path: path.to_path_buf(),
         });
     }
+    refuse_inflation_bombs(&doc).map_err(malformed)?;
     expand_text_shorthands(&mut doc);
     let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
     if numbers.is_empty() {
@@ -79,6 +87,49 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         pages,
         notes,
     })
+}
+
+/// An error naming the first stream that inflates past [`MAX_INFLATED_BYTES`]. Each stream is
+/// inflated into a small buffer and dropped, so the check holds no more than that buffer.
+fn refuse_inflation_bombs(doc: &Document) -> Result<(), String> {
+    for (&(number, generation), object) in &doc.objects {
+        let Object::Stream(stream) = object else {
+            continue;
+        };
+        let name = |key: &[u8]| stream.dict.get(key).and_then(Object::as_name).ok();
+        if name(b"Subtype") == Some(b"Image".as_slice()) {
+            continue;
+        }
+        // The first filter is the one applied to the bytes as stored (a chain is decoded in order).
+        let first_filter = match stream.dict.get(b"Filter") {
+            Ok(Object::Array(filters)) => filters.first().and_then(|f| f.as_name().ok()),
+            _ => name(b"Filter"),
+        };
+        if first_filter != Some(b"FlateDecode".as_slice()) {
+            continue;
+        }
+        if inflated_size(&stream.content, MAX_INFLATED_BYTES + 1) > MAX_INFLATED_BYTES {
+            return Err(format!(
+                "stream {number} {generation} inflates to more than {} MiB (a decompression bomb?)",
+                MAX_INFLATED_BYTES >> 20
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How many bytes `deflated` (zlib) inflates to, counting at most `limit`; a stream that is
+/// damaged part of the way counts what came out before the damage, as a reader would use it.
+fn inflated_size(deflated: &[u8], limit: u64) -> u64 {
+    let mut inflater = flate2::read::ZlibDecoder::new(deflated).take(limit);
+    let mut buffer = [0u8; 64 << 10];
+    let mut total = 0;
+    loop {
+        match inflater.read(&mut buffer) {
+            Ok(0) | Err(_) => return total,
+            Ok(n) => total += n as u64,
+        }
+    }
 }
 
 /// Rewrites the `'` (next line, show) and `"` (set spacing, next line, show) operators of every

@@ -13,7 +13,7 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering::Relaxed};
 
 /// Set by the parent to the most bytes of heap the worker may hold.
 pub const HEAP_LIMIT_ENV: &str = "SELFRAG_WORKER_HEAP_LIMIT";
@@ -28,6 +28,11 @@ static LIMIT: AtomicIsize = AtomicIsize::new(OFF);
 /// Bytes allocated minus bytes freed since the limit was set (what was freed of the heap held
 /// before then makes it a little low, never high).
 static HELD: AtomicIsize = AtomicIsize::new(0);
+/// Set when an allocation of exactly [`PROBE`] bytes was counted: proof that this allocator is
+/// the global one. (Comparing `HELD` before and after would race with other threads' frees.)
+static PROBED: AtomicBool = AtomicBool::new(false);
+/// An allocation size nothing else asks for (a prime just under 64 KiB).
+const PROBE: usize = 65_521;
 
 /// The global allocator of every binary that can be an extraction worker:
 ///
@@ -61,11 +66,9 @@ fn limit(bytes: u64) -> Result<(), String> {
     let bytes = isize::try_from(bytes).unwrap_or(OFF - 1);
     HELD.store(0, Relaxed);
     LIMIT.store(bytes, Relaxed);
-    const PROBE: usize = 1 << 16;
     let probe: Vec<u8> = Vec::with_capacity(PROBE);
-    let counted = HELD.load(Relaxed) >= PROBE as isize;
     drop(std::hint::black_box(probe));
-    if counted {
+    if PROBED.load(Relaxed) {
         Ok(())
     } else {
         LIMIT.store(OFF, Relaxed);
@@ -83,6 +86,9 @@ fn take(bytes: usize) {
     let limit = LIMIT.load(Relaxed);
     if limit == OFF {
         return;
+    }
+    if bytes == PROBE {
+        PROBED.store(true, Relaxed);
     }
     let bytes = isize::try_from(bytes).unwrap_or(OFF);
     let held = HELD.fetch_add(bytes, Relaxed).saturating_add(bytes);

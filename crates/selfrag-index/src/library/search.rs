@@ -758,10 +758,11 @@ mod tests {
         assert_eq!(partitions, Some(44), "√2,000 partitions");
         // Optimizing (after every job) must keep them: Lance rebalances towards the target
         // size recorded in the index, and with no target recorded it joined all 44 into one,
-        // which makes every search a scan.
+        // which makes every search a scan. Training is unseeded k-means, so the rebalance may
+        // merge a few small partitions (37 of 44 seen once in CI): two thirds is the bound.
         lib.optimize().await.unwrap();
         let partitions = lib.vector_index_partitions().await.unwrap().unwrap();
-        assert!(partitions >= 40, "{partitions} partitions after optimize");
+        assert!(partitions >= 30, "{partitions} partitions after optimize");
         let found = clusters.recall(&lib).await;
         assert!(found >= 190, "recall@10 {:.3}", found as f64 / 200.0);
     }

@@ -56,7 +56,7 @@ pub fn save_settings(
     let device = settings.device;
     state.settings.save(settings)?;
     if !selfrag_engine::settings::device_fixed_by_env() {
-        state.engine.set_device(device.as_str())?;
+        state.engine.set_device(device)?;
     }
     Ok(state.engine.device_status())
 }

@@ -10,7 +10,7 @@ mod tests {
         RetrieveDecision, RetrieveMode, Segment, Settings, TreeNode,
     };
     use selfrag_engine::{
-        AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceStatus, DocumentInfo,
+        AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
         ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent, LibraryStats,
         LoadedSettings, ModelRole, ModelStatus, ServerCheck, Theme,
     };
@@ -59,6 +59,7 @@ mod tests {
             decl::<DeviceStatus>(&cfg),
             decl::<Theme>(&cfg),
             decl::<DeviceChoice>(&cfg),
+            decl::<DeviceKind>(&cfg),
             decl::<AppSettings>(&cfg),
             decl::<GeneratorState>(&cfg),
             decl::<ServerCheck>(&cfg),

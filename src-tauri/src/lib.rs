@@ -31,11 +31,11 @@ pub struct AppState {
 
 /// Builds and runs the app until its window closes.
 pub fn run() -> anyhow::Result<()> {
-    let mut config = EngineConfig::from_env();
+    let mut config = EngineConfig::from_env()?;
     let settings = SettingsStore::from_env();
     // The saved device choice, unless SELFRAG_DEVICE fixes it for this run.
     if !selfrag_engine::settings::device_fixed_by_env() {
-        config.device = settings.get().device.as_str().to_string();
+        config.device = settings.get().device;
     }
     // The saved generator server, unless SELFRAG_GENERATOR_URL fixes it for this run.
     if !selfrag_engine::generator_server::generator_fixed_by_env() {

@@ -187,7 +187,7 @@ pub async fn index_while_answering(
 
     let config = EngineConfig {
         data_dir: dir.join("data"),
-        ..EngineConfig::from_env()
+        ..EngineConfig::from_env()?
     };
     let generator = match &config.generator_server {
         Some(server) => server.url.clone(),

@@ -71,7 +71,7 @@ struct SearchOut {
 
 /// `selfrag index PATH... [--watch]`: with no PATH, finishes an interrupted job.
 pub async fn index(paths: Vec<PathBuf>, watch: bool) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env())?;
+    let engine = Engine::new(EngineConfig::from_env()?)?;
     if paths.is_empty() && engine.pending_indexing().await?.is_empty() && !watch {
         bail!("nothing to index: name files or folders (`selfrag index PATH...`)");
     }
@@ -147,7 +147,7 @@ fn eprintln_quiet(line: &str) {
 }
 
 pub async fn library(command: LibraryCommand) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env())?;
+    let engine = Engine::new(EngineConfig::from_env()?)?;
     match command {
         LibraryCommand::List { json } => {
             let docs: Vec<DocumentOut> = engine
@@ -230,7 +230,7 @@ pub async fn search(
     folder: Option<PathBuf>,
     json: bool,
 ) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env())?;
+    let engine = Engine::new(EngineConfig::from_env()?)?;
     let hits = engine
         .search(SearchQuery {
             text: query.clone(),

@@ -14,7 +14,9 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use selfrag_core::{Answer, CritiqueWeights, GenerateRequest, RetrieveMode, Settings};
+use selfrag_core::{
+    Answer, CritiqueWeights, DeviceChoice, GenerateRequest, RetrieveMode, Settings,
+};
 use selfrag_engine::{Engine, EngineConfig, ExportFormat};
 use selfrag_models::{BertEmbedder, GgufTokenizer, LlamaGenerator, pick_device};
 use serde::Serialize;
@@ -217,7 +219,7 @@ enum DebugCommand {
         top: usize,
         /// auto, cpu, cuda or metal.
         #[arg(long, default_value = "cpu")]
-        device: String,
+        device: DeviceChoice,
     },
     /// Mean-pooled, unnormalised embeddings of each TEXT (Contriever's recipe).
     Embed {
@@ -228,7 +230,7 @@ enum DebugCommand {
         texts: Vec<String>,
         /// auto, cpu, cuda or metal.
         #[arg(long, default_value = "cpu")]
-        device: String,
+        device: DeviceChoice,
     },
     /// Time the search of a synthetic library of N passages (for `cargo xtask bench index`).
     BenchSearch {
@@ -299,7 +301,7 @@ enum DebugCommand {
         threads: Option<usize>,
         /// auto, cpu, cuda or metal.
         #[arg(long, default_value = "cpu")]
-        device: String,
+        device: DeviceChoice,
     },
 }
 
@@ -621,8 +623,8 @@ fn models(command: ModelsCommand) -> Result<()> {
 }
 
 fn debug(command: DebugCommand) -> Result<()> {
-    let load = |model: &PathBuf, device: &str| -> Result<LlamaGenerator> {
-        let device = pick_device(device)?;
+    let load = |model: &PathBuf, device: DeviceChoice| -> Result<LlamaGenerator> {
+        let device = pick_device(device);
         LlamaGenerator::load(model, &device)
             .with_context(|| format!("loading the generator {}", model.display()))
     };
@@ -664,7 +666,7 @@ fn debug(command: DebugCommand) -> Result<()> {
             top,
             device,
         } => {
-            let mut generator = load(&model, &device)?;
+            let mut generator = load(&model, device)?;
             let top = generator
                 .top_logprobs(&ids, top)
                 .context("computing the next-token log-probabilities")?
@@ -678,7 +680,7 @@ fn debug(command: DebugCommand) -> Result<()> {
             texts,
             device,
         } => {
-            let device = pick_device(&device)?;
+            let device = pick_device(device);
             let embedder = BertEmbedder::load(&model, &device)
                 .with_context(|| format!("loading the embedder {}", model.display()))?;
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -699,7 +701,7 @@ fn debug(command: DebugCommand) -> Result<()> {
             threads: _,
             device,
         } => {
-            let mut generator = load(&model, &device)?;
+            let mut generator = load(&model, device)?;
             let request = GenerateRequest {
                 max_new_tokens: max_tokens,
                 stop_ids: Vec::new(),
@@ -731,7 +733,7 @@ async fn ask(
     generator_url: Option<String>,
     json: bool,
 ) -> Result<()> {
-    let mut config = EngineConfig::from_env();
+    let mut config = EngineConfig::from_env()?;
     if let Some(url) = generator_url {
         let api_key = config.generator_server.and_then(|s| s.api_key);
         config.generator_server = Some(selfrag_remote::ServerConfig {

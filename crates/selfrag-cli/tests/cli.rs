@@ -117,6 +117,40 @@ fn search_writes_nothing_to_stderr() {
     }
 }
 
+/// A device is typed end to end: a `SELFRAG_DEVICE` that names none is refused before anything
+/// runs, naming the variable and the choices; `--device` is refused by the argument parser.
+#[test]
+fn a_device_that_does_not_exist_is_named_with_the_choices() {
+    let (_tmp, data, models) = indexed_library();
+    let out = common::selfrag_with_models(&data, &models)
+        .env("SELFRAG_DEVICE", "tpu")
+        .args(["search", "reflection tokens"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", common::describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`tpu`")
+            && err.contains("SELFRAG_DEVICE")
+            && err.contains("auto, cpu, cuda or metal"),
+        "{err}"
+    );
+
+    let out = selfrag(
+        &data,
+        &models,
+        &[
+            "debug", "logits", "--model", "m.gguf", "--ids", "1", "--device", "tpu",
+        ],
+    );
+    assert!(!out.status.success(), "{}", common::describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tpu") && err.contains("auto, cpu, cuda or metal"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_file_that_is_not_a_trace_is_named_with_the_fix() {
     let tmp = tempfile::tempdir().unwrap();

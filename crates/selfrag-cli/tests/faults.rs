@@ -409,7 +409,7 @@ fn documents(data: &Path, models: &Path) -> Vec<String> {
             data_dir: data.to_path_buf(),
             generator: Some(models.join("tiny.gguf")),
             embedder: Some(models.join("tiny-bert")),
-            device: "cpu".into(),
+            device: selfrag_engine::DeviceChoice::Cpu,
             extract_worker: None,
             generator_server: None,
         })

@@ -38,7 +38,7 @@ fn consistent_view(data: &Path, models: &Path, corpus: &Path) -> View {
             data_dir: data.to_path_buf(),
             generator: Some(models.join("tiny.gguf")),
             embedder: Some(models.join("tiny-bert")),
-            device: "cpu".into(),
+            device: selfrag_engine::DeviceChoice::Cpu,
             extract_worker: None,
             generator_server: None,
         })

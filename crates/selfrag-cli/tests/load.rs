@@ -140,7 +140,7 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
         data_dir: tmp.path().join("data"),
         generator: Some(gguf),
         embedder: Some(bert),
-        device: "cpu".into(),
+        device: selfrag_engine::DeviceChoice::Cpu,
         // The real worker process, as in the app.
         extract_worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_selfrag"))),
         generator_server: None,

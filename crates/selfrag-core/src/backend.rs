@@ -136,6 +136,91 @@ impl std::fmt::Display for ModelRole {
     }
 }
 
+/// Where the user wants the models to run: the one definition the model loader, the engine's
+/// settings and status, the CLI's `--device` and `SELFRAG_DEVICE`, and the UI share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum DeviceChoice {
+    /// A GPU when this build supports one and it is present, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Cuda,
+    Metal,
+}
+
+impl DeviceChoice {
+    /// Every choice, in the order a menu lists them.
+    pub const ALL: [Self; 4] = [Self::Auto, Self::Cpu, Self::Cuda, Self::Metal];
+
+    /// The name a user types (`--device`, `SELFRAG_DEVICE`) and the settings file stores.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+            Self::Metal => "metal",
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A device name that is none of [`DeviceChoice::ALL`]; its message names it and the choices.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown device `{0}`: choose auto, cpu, cuda or metal")]
+pub struct UnknownDevice(pub String);
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = UnknownDevice;
+
+    /// Case and surrounding spaces do not matter.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s.trim();
+        Self::ALL
+            .into_iter()
+            .find(|choice| choice.as_str().eq_ignore_ascii_case(name))
+            .ok_or_else(|| UnknownDevice(name.to_owned()))
+    }
+}
+
+/// The kind of device the models were loaded on, once a choice is resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum DeviceKind {
+    Cpu,
+    Cuda,
+    Metal,
+}
+
+impl DeviceKind {
+    /// Whether this is a GPU (CUDA or Metal).
+    pub fn is_gpu(self) -> bool {
+        !matches!(self, Self::Cpu)
+    }
+
+    /// `cpu`, `cuda` or `metal`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+            Self::Metal => "metal",
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A passage of the user's library, as found by a `Retriever` and cited in an answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
@@ -156,4 +241,41 @@ pub struct Passage {
 pub trait Retriever {
     /// The top `k` passages for `query`, best first.
     fn search(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, BackendError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_name_parses_in_any_case_and_names_itself_back() {
+        for choice in DeviceChoice::ALL {
+            assert_eq!(choice.as_str().parse::<DeviceChoice>(), Ok(choice));
+            assert_eq!(
+                format!(" {} ", choice.as_str().to_uppercase()).parse::<DeviceChoice>(),
+                Ok(choice)
+            );
+        }
+        let err = "tpu"
+            .parse::<DeviceChoice>()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("`tpu`") && err.contains("auto, cpu, cuda or metal"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_serialised_names_are_the_typed_names() {
+        for choice in DeviceChoice::ALL {
+            let json = serde_json::to_string(&choice).unwrap_or_default();
+            assert_eq!(json, format!("\"{choice}\""));
+        }
+        for kind in [DeviceKind::Cpu, DeviceKind::Cuda, DeviceKind::Metal] {
+            let json = serde_json::to_string(&kind).unwrap_or_default();
+            assert_eq!(json, format!("\"{kind}\""));
+        }
+    }
 }

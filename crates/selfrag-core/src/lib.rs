@@ -29,8 +29,8 @@ pub mod trace;
 mod vocab;
 
 pub use backend::{
-    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, ModelRole, Passage,
-    Retriever, StopReason, TokenId,
+    BackendError, DeviceChoice, DeviceKind, GenerateRequest, GeneratedToken, Generation, Generator,
+    ModelRole, Passage, Retriever, StopReason, TokenId, UnknownDevice,
 };
 pub use critique::{CritiqueScores, segment_score};
 pub use error::SelfRagError;

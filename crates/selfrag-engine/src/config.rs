@@ -4,6 +4,10 @@
 
 use std::path::PathBuf;
 
+use selfrag_core::DeviceChoice;
+
+use crate::EngineError;
+
 /// Paths and choices the engine starts with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
@@ -13,8 +17,8 @@ pub struct EngineConfig {
     pub generator: Option<PathBuf>,
     /// A BERT model folder chosen explicitly; otherwise looked up in the HF cache.
     pub embedder: Option<PathBuf>,
-    /// `auto`, `cpu`, `cuda` or `metal`.
-    pub device: String,
+    /// Where the models run (`SELFRAG_DEVICE`, else `auto`).
+    pub device: DeviceChoice,
     /// The executable documents are parsed in (run as `EXE --selfrag-extract-worker PATH`, see
     /// `selfrag_index::worker`); by default this very program. `None` parses in this process,
     /// where a parser crash takes the process down: only for tests.
@@ -26,8 +30,8 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     /// The platform data dir (e.g. `~/.local/share/selfrag-desktop`) with the environment's
-    /// overrides applied.
-    pub fn from_env() -> Self {
+    /// overrides applied. A `SELFRAG_DEVICE` that names no device is an error that says so.
+    pub fn from_env() -> Result<Self, EngineError> {
         let data_dir = non_empty_var("SELFRAG_DATA_DIR")
             .map(PathBuf::from)
             .or_else(|| {
@@ -35,13 +39,11 @@ impl EngineConfig {
                     .map(|d| d.data_dir().to_path_buf())
             })
             .unwrap_or_else(|| PathBuf::from(".selfrag"));
-        Self {
+        Ok(Self {
             data_dir,
             generator: non_empty_var("SELFRAG_GENERATOR").map(PathBuf::from),
             embedder: non_empty_var("SELFRAG_EMBEDDER").map(PathBuf::from),
-            device: non_empty_var("SELFRAG_DEVICE")
-                .map(|d| d.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "auto".into()),
+            device: device_from_env()?,
             // Both binaries (the app and `selfrag`) start as a worker when asked to.
             extract_worker: std::env::current_exe().ok(),
             generator_server: non_empty_var("SELFRAG_GENERATOR_URL").map(|url| {
@@ -51,7 +53,7 @@ impl EngineConfig {
                     ..selfrag_remote::ServerConfig::new(url.to_string_lossy())
                 }
             }),
-        }
+        })
     }
 
     /// The LanceDB library directory.
@@ -63,6 +65,19 @@ impl EngineConfig {
     pub fn history_dir(&self) -> PathBuf {
         self.data_dir.join("history")
     }
+}
+
+/// `SELFRAG_DEVICE` parsed; unset or empty is `auto`.
+fn device_from_env() -> Result<DeviceChoice, EngineError> {
+    let Some(value) = non_empty_var("SELFRAG_DEVICE") else {
+        return Ok(DeviceChoice::Auto);
+    };
+    let value = value.to_string_lossy();
+    value.parse().map_err(|_| EngineError::Device {
+        choice: value.trim().to_owned(),
+        message: "SELFRAG_DEVICE names no device: set it to auto, cpu, cuda or metal, or unset it"
+            .to_owned(),
+    })
 }
 
 /// An environment variable that is set and not empty (an empty value means "unset").

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use selfrag_core::{Answer, CritiqueWeights, Generator, Progress, Settings};
+use selfrag_core::{Answer, CritiqueWeights, DeviceChoice, Generator, Progress, Settings};
 use selfrag_index::{Extractor, IndexError, Library, PassageEmbedder};
 use tokio::sync::OnceCell;
 
@@ -28,7 +28,7 @@ pub struct Engine {
     library: OnceCell<Arc<Library>>,
     history: History,
     /// The device choice in force (`config.device` until [`Engine::set_device`]).
-    device: std::sync::Mutex<String>,
+    device: std::sync::Mutex<DeviceChoice>,
     /// The generator server in use, if any (see `generator_server.rs`).
     pub(crate) server: std::sync::Mutex<crate::generator_server::ServerSlot>,
 }
@@ -46,11 +46,11 @@ impl Engine {
         let models = ModelThread::spawn(ModelPaths {
             generator: generator.found.clone(),
             embedder: embedder.found.clone(),
-            device: config.device.clone(),
+            device: config.device,
         })?;
         Ok(Self {
             history: History::new(config.history_dir()),
-            device: std::sync::Mutex::new(config.device.clone()),
+            device: std::sync::Mutex::new(config.device),
             server: std::sync::Mutex::new(crate::generator_server::ServerSlot::new(
                 config.generator_server.clone(),
             )),
@@ -88,35 +88,25 @@ impl Engine {
     /// The device chosen, the one in use, and the ones this build offers.
     pub fn device_status(&self) -> DeviceStatus {
         DeviceStatus {
-            chosen: self.device_lock().clone(),
-            in_use: self.models.device_in_use().map(str::to_string),
-            available: selfrag_models::compiled_devices()
-                .into_iter()
-                .map(str::to_string)
-                .collect(),
+            chosen: *self.device_lock(),
+            in_use: self.models.device_in_use(),
+            available: selfrag_models::compiled_devices(),
             fixed_by_env: crate::settings::device_fixed_by_env(),
         }
     }
 
-    /// Runs the models on `device` (`auto`, `cpu`, `cuda`, `metal`) from the next request on;
-    /// the loaded models are dropped once the running request, if any, is done.
-    pub fn set_device(&self, device: &str) -> Result<(), EngineError> {
-        let device = device.trim().to_ascii_lowercase();
-        if !["auto", "cpu", "cuda", "metal"].contains(&device.as_str()) {
-            return Err(EngineError::Device {
-                choice: device,
-                message: "unknown device; choose auto, cpu, cuda or metal".into(),
-            });
-        }
+    /// Runs the models on `device` from the next request on; the loaded models are dropped
+    /// once the running request, if any, is done.
+    pub fn set_device(&self, device: DeviceChoice) -> Result<(), EngineError> {
         let mut current = self.device_lock();
         if *current != device {
-            self.models.set_device(device.clone())?;
+            self.models.set_device(device)?;
             *current = device;
         }
         Ok(())
     }
 
-    fn device_lock(&self) -> std::sync::MutexGuard<'_, String> {
+    fn device_lock(&self) -> std::sync::MutexGuard<'_, DeviceChoice> {
         self.device.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -32,8 +32,9 @@ pub use export::{ExportFormat, ExportOptions, render, render_with};
 pub use generator_server::{GeneratorState, ServerCheck};
 pub use history::{AnswerRecord, HistoryEntry, write_atomically};
 pub use indexing::SearchQuery;
+pub use selfrag_core::{DeviceChoice, DeviceKind};
 pub use selfrag_index::{LibraryStats, SearchFilter, SearchHit, SearchMode, bench, extract_file};
-pub use settings::{AppSettings, DeviceChoice, LoadedSettings, SettingsStore, Theme};
+pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};
 
 /// Both binaries declare this their `#[global_allocator]`: it keeps a parsing worker within its

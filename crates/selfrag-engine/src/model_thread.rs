@@ -24,7 +24,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{
-    BackendError, GenerateRequest, Generation, Generator, GeneratorInfo, ModelRole, TokenId,
+    BackendError, DeviceChoice, DeviceKind, GenerateRequest, Generation, Generator, GeneratorInfo,
+    ModelRole, TokenId,
 };
 use selfrag_models::{
     BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
@@ -69,7 +70,7 @@ enum Command {
     /// A generation, queued behind the one running.
     Generate(GenerateJob),
     /// Loads the models on another device from now on (after the queued generations).
-    SetDevice(String),
+    SetDevice(DeviceChoice),
     /// Points at other model files (after the queued generations).
     SetPaths {
         generator: Option<PathBuf>,
@@ -121,7 +122,7 @@ impl Background {
 /// What waits for the generator, in order.
 enum Queued {
     Generate(GenerateJob),
-    SetDevice(String),
+    SetDevice(DeviceChoice),
     SetPaths {
         generator: Option<PathBuf>,
         embedder: Option<PathBuf>,
@@ -148,9 +149,9 @@ pub(crate) struct GeneratorFacts {
 #[derive(Clone, Debug)]
 pub struct ModelThread {
     commands: mpsc::Sender<Command>,
-    /// The kind of device the models were last loaded on (`cpu`, `cuda`, `metal`); `None` until
+    /// The kind of device the models were last loaded on; `None` until
     /// a model loads. Read without waiting for the thread, which may be busy answering.
-    in_use: Arc<Mutex<Option<&'static str>>>,
+    in_use: Arc<Mutex<Option<DeviceKind>>>,
 }
 
 /// Where the models are, as resolved at start-up.
@@ -158,36 +159,32 @@ pub struct ModelThread {
 pub struct ModelPaths {
     pub generator: Option<PathBuf>,
     pub embedder: Option<PathBuf>,
-    pub device: String,
+    pub device: DeviceChoice,
 }
 
 /// The models, loaded lazily on the model thread.
 struct LoadedModels {
     paths: ModelPaths,
-    in_use: Arc<Mutex<Option<&'static str>>>,
+    in_use: Arc<Mutex<Option<DeviceKind>>>,
     device: Option<selfrag_models::Device>,
     generator: Option<(LlamaGenerator, Arc<GeneratorFacts>)>,
     embedder: Option<BertEmbedder>,
 }
 
 impl LoadedModels {
-    fn device(&mut self) -> Result<selfrag_models::Device, EngineError> {
+    fn device(&mut self) -> selfrag_models::Device {
         if let Some(d) = &self.device {
-            return Ok(d.clone());
+            return d.clone();
         }
-        let d =
-            selfrag_models::pick_device(&self.paths.device).map_err(|e| EngineError::Device {
-                choice: self.paths.device.clone(),
-                message: e.to_string(),
-            })?;
+        let d = selfrag_models::pick_device(self.paths.device);
         self.device = Some(d.clone());
         *lock(&self.in_use) = Some(selfrag_models::device_kind(&d));
-        Ok(d)
+        d
     }
 
     /// Chooses the device the models load on from now on; what was loaded elsewhere is dropped.
     /// Does nothing when `device` is the current choice.
-    fn set_device(&mut self, device: String) {
+    fn set_device(&mut self, device: DeviceChoice) {
         if device == self.paths.device {
             return;
         }
@@ -224,7 +221,7 @@ impl LoadedModels {
             role,
             message: missing.into(),
         })?;
-        let device = self.device()?;
+        let device = self.device();
         let model = load(&path, &device).map_err(|e| EngineError::ModelLoad {
             role,
             path: path.clone(),
@@ -512,7 +509,7 @@ impl ModelThread {
 
     /// Loads the models on `device` from the next request on, once the generations queued now
     /// are done.
-    pub fn set_device(&self, device: String) -> Result<(), EngineError> {
+    pub fn set_device(&self, device: DeviceChoice) -> Result<(), EngineError> {
         self.send(Command::SetDevice(device))
     }
 
@@ -530,7 +527,7 @@ impl ModelThread {
     }
 
     /// The kind of device the models are loaded on, if any are.
-    pub fn device_in_use(&self) -> Option<&'static str> {
+    pub fn device_in_use(&self) -> Option<DeviceKind> {
         *lock(&self.in_use)
     }
 
@@ -699,7 +696,7 @@ mod tests {
         ModelPaths {
             generator: Some(gguf),
             embedder: Some(bert),
-            device: "cpu".into(),
+            device: DeviceChoice::Cpu,
         }
     }
 
@@ -714,13 +711,13 @@ mod tests {
         );
         let never = Arc::new(AtomicBool::new(false));
         thread.open_generator(never.clone()).await.unwrap();
-        assert_eq!(thread.device_in_use(), Some("cpu"));
+        assert_eq!(thread.device_in_use(), Some(DeviceKind::Cpu));
 
         // The same choice again keeps what is loaded.
-        thread.set_device("cpu".into()).unwrap();
+        thread.set_device(DeviceChoice::Cpu).unwrap();
         assert!(thread.generator_loaded().await);
 
-        thread.set_device("auto".into()).unwrap();
+        thread.set_device(DeviceChoice::Auto).unwrap();
         // The change waits for the queue: the next command sees it applied.
         assert!(!thread.generator_loaded().await);
         assert_eq!(thread.device_in_use(), None);

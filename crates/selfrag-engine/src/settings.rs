@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use selfrag_core::Settings;
+use selfrag_core::{DeviceChoice, Settings};
 use serde::{Deserialize, Serialize};
 
 use crate::{EngineError, ExportOptions};
@@ -30,31 +30,6 @@ pub enum Theme {
     System,
     Light,
     Dark,
-}
-
-/// Where the models run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
-pub enum DeviceChoice {
-    /// A GPU when this build supports one and it is present, else the CPU.
-    #[default]
-    Auto,
-    Cpu,
-    Cuda,
-    Metal,
-}
-
-impl DeviceChoice {
-    /// The name `selfrag_models::pick_device` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Cpu => "cpu",
-            Self::Cuda => "cuda",
-            Self::Metal => "metal",
-        }
-    }
 }
 
 /// Everything the app remembers between runs.

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use selfrag_core::ModelRole;
+use selfrag_core::{DeviceChoice, DeviceKind};
 
 /// One model's availability, with the places searched and the fix when it is missing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,12 +32,12 @@ pub struct ModelStatus {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct DeviceStatus {
-    /// `auto`, `cpu`, `cuda` or `metal`, as chosen.
-    pub chosen: String,
-    /// `cpu`, `cuda` or `metal` once a model is loaded; `null` before.
-    pub in_use: Option<String>,
+    /// As chosen.
+    pub chosen: DeviceChoice,
+    /// What the choice resolved to once a model is loaded; `null` before.
+    pub in_use: Option<DeviceKind>,
     /// The choices this build supports: `auto` and `cpu`, plus `cuda` / `metal` when compiled in.
-    pub available: Vec<String>,
+    pub available: Vec<DeviceChoice>,
     /// Set when the choice is fixed by the `SELFRAG_DEVICE` environment variable.
     pub fixed_by_env: bool,
 }

@@ -31,7 +31,7 @@ fn fixture() -> Fixture {
         data_dir: tmp.path().join("data"),
         generator: Some(gguf),
         embedder: Some(bert),
-        device: "cpu".into(),
+        device: selfrag_engine::DeviceChoice::Cpu,
         extract_worker: None,
         generator_server: None,
     };
@@ -189,7 +189,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         data_dir: tmp.path().join("data"),
         generator: Some(tmp.path().join("nowhere.gguf")),
         embedder: Some(tmp.path().join("no-bert")),
-        device: "cpu".into(),
+        device: selfrag_engine::DeviceChoice::Cpu,
         extract_worker: None,
         generator_server: None,
     };

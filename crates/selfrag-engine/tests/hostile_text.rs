@@ -78,7 +78,7 @@ async fn app() -> App {
         data_dir: tmp.path().join("data"),
         generator: Some(gguf),
         embedder: Some(bert),
-        device: "cpu".into(),
+        device: selfrag_engine::DeviceChoice::Cpu,
         extract_worker: None,
         generator_server: None,
     })

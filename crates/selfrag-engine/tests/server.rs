@@ -126,7 +126,7 @@ async fn indexing_goes_on_while_a_server_writes_the_answer() {
             data_dir: tmp.path().join("data"),
             generator: Some(gguf),
             embedder: Some(bert),
-            device: "cpu".into(),
+            device: selfrag_engine::DeviceChoice::Cpu,
             extract_worker: None,
             generator_server: Some(selfrag_remote::ServerConfig::new(format!(
                 "http://127.0.0.1:{}",

@@ -1,58 +1,54 @@
-//! Device choice: `auto` takes CUDA, then Metal, when this build has the feature and the
-//! hardware answers, and falls back to the CPU with a logged reason. Asking for `cuda` or
-//! `metal` explicitly also falls back to the CPU, with a warning, so the app always starts.
+//! A [`DeviceChoice`] (defined in selfrag-core) made a candle device: `auto` takes CUDA, then
+//! Metal, when this build has the feature and the hardware answers, and falls back to the CPU
+//! with a logged reason. Asking for `cuda` or `metal` explicitly also falls back to the CPU,
+//! with a warning, so the app always starts.
 
 use candle_core::Device;
+use selfrag_core::{DeviceChoice, DeviceKind};
 
-use crate::error::ModelError;
-
-/// The device for `pref` (`auto`, `cpu`, `cuda`, `metal`; case-insensitive).
-pub fn pick_device(pref: &str) -> Result<Device, ModelError> {
-    match pref.trim().to_ascii_lowercase().as_str() {
-        "cpu" => Ok(Device::Cpu),
-        "auto" => {
+/// The device for `choice`.
+pub fn pick_device(choice: DeviceChoice) -> Device {
+    match choice {
+        DeviceChoice::Cpu => Device::Cpu,
+        DeviceChoice::Auto => {
             let gpu =
                 try_cuda().or_else(|cuda| try_metal().map_err(|metal| format!("{cuda}; {metal}")));
-            Ok(gpu.unwrap_or_else(|reason| {
+            gpu.unwrap_or_else(|reason| {
                 tracing::info!(%reason, "no GPU available, using the CPU");
                 Device::Cpu
-            }))
+            })
         }
-        "cuda" => Ok(try_cuda().unwrap_or_else(|reason| {
+        DeviceChoice::Cuda => try_cuda().unwrap_or_else(|reason| {
             tracing::warn!(%reason, "CUDA requested but unavailable, falling back to the CPU");
             Device::Cpu
-        })),
-        "metal" => Ok(try_metal().unwrap_or_else(|reason| {
+        }),
+        DeviceChoice::Metal => try_metal().unwrap_or_else(|reason| {
             tracing::warn!(%reason, "Metal requested but unavailable, falling back to the CPU");
             Device::Cpu
-        })),
-        other => Err(ModelError::Device {
-            requested: other.to_owned(),
-            reason: "unknown device; expected auto, cpu, cuda or metal".to_owned(),
         }),
     }
 }
 
-/// The device names this build can use: `auto` and `cpu` always, `cuda` and `metal` only when
+/// The choices this build offers: `auto` and `cpu` always, `cuda` and `metal` only when
 /// compiled in (the `cuda` / `metal` features). Whether a GPU is present is known only when one
 /// is opened.
-pub fn compiled_devices() -> Vec<&'static str> {
-    let mut out = vec!["auto", "cpu"];
+pub fn compiled_devices() -> Vec<DeviceChoice> {
+    let mut out = vec![DeviceChoice::Auto, DeviceChoice::Cpu];
     if candle_core::utils::cuda_is_available() {
-        out.push("cuda");
+        out.push(DeviceChoice::Cuda);
     }
     if candle_core::utils::metal_is_available() {
-        out.push("metal");
+        out.push(DeviceChoice::Metal);
     }
     out
 }
 
-/// `cpu`, `cuda` or `metal`: the kind of an opened device.
-pub fn device_kind(device: &Device) -> &'static str {
+/// The kind of an opened device.
+pub fn device_kind(device: &Device) -> DeviceKind {
     match device {
-        Device::Cpu => "cpu",
-        Device::Cuda(_) => "cuda",
-        Device::Metal(_) => "metal",
+        Device::Cpu => DeviceKind::Cpu,
+        Device::Cuda(_) => DeviceKind::Cuda,
+        Device::Metal(_) => DeviceKind::Metal,
     }
 }
 
@@ -75,26 +71,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_and_auto_always_give_a_device() {
-        assert!(matches!(pick_device("cpu"), Ok(Device::Cpu)));
-        assert!(pick_device("AUTO").is_ok());
-        assert!(pick_device("cuda").is_ok());
+    fn every_choice_gives_a_device_and_the_cpu_is_the_cpu() {
+        assert!(matches!(pick_device(DeviceChoice::Cpu), Device::Cpu));
+        for choice in DeviceChoice::ALL {
+            let kind = device_kind(&pick_device(choice));
+            // Without the GPU features every choice falls back to the CPU.
+            if !cfg!(any(feature = "cuda", feature = "metal")) {
+                assert_eq!(kind, DeviceKind::Cpu, "{choice}");
+            }
+        }
     }
 
     #[test]
     fn the_cpu_is_always_compiled_in_and_named() {
         let devices = compiled_devices();
-        assert_eq!(devices[..2], ["auto", "cpu"]);
-        assert_eq!(devices.contains(&"cuda"), cfg!(feature = "cuda"));
-        assert_eq!(device_kind(&Device::Cpu), "cpu");
-    }
-
-    #[test]
-    fn unknown_preference_is_an_error_naming_it() {
-        let err = pick_device("tpu")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(err.contains("tpu"), "{err}");
+        assert_eq!(devices[..2], [DeviceChoice::Auto, DeviceChoice::Cpu]);
+        assert_eq!(
+            devices.contains(&DeviceChoice::Cuda),
+            cfg!(feature = "cuda")
+        );
+        assert_eq!(device_kind(&Device::Cpu), DeviceKind::Cpu);
     }
 }

@@ -67,11 +67,6 @@ pub enum ModelError {
     #[error("model manifest `{name}`: {reason}; fix the TOML file in models/")]
     InvalidManifest { name: String, reason: String },
 
-    #[error(
-        "device `{requested}`: {reason}; use `cpu`, or rebuild with the `cuda` or `metal` feature"
-    )]
-    Device { requested: String, reason: String },
-
     #[error("{context}: {source}")]
     Candle {
         context: String,

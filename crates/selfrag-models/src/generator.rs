@@ -602,7 +602,7 @@ impl Generator for LlamaGenerator {
                 || self.path.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
             ),
-            runtime: crate::device_kind(&self.device).to_owned(),
+            runtime: crate::device_kind(&self.device).to_string(),
             url: None,
         })
     }

@@ -19,7 +19,7 @@
 //!   never yields a reflection token.
 //! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe); on the CPU
 //!   through `bert`, BERT with the element-wise passes fused between candle's matmuls.
-//! - [`pick_device`]: `auto | cpu | cuda | metal`, falling back to the CPU.
+//! - [`pick_device`]: a `DeviceChoice` made a candle device, falling back to the CPU.
 //! - [`store`]: model manifests and the hub cache lookup.
 //! - [`download`]: fetching models into the hub cache (resume, cancel, progress, SHA-256) and
 //!   checking what is there.
@@ -30,7 +30,7 @@
 //! use selfrag_models::{LlamaGenerator, pick_device};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let device = pick_device("auto")?;
+//! let device = pick_device(selfrag_core::DeviceChoice::Auto);
 //! let mut model = LlamaGenerator::load("selfrag_llama2_7b.q4_k_m.gguf".as_ref(), &device)?;
 //! let mut prompt = vec![model.bos_id()];
 //! prompt.extend(model.tokenize("### Instruction:\nWho wrote Hamlet?\n\n### Response:\n")?);

@@ -31,6 +31,7 @@ vi.mock("$lib/ipc", () => ({
   onLibraryEvent: vi.fn(),
   watchFolders: vi.fn(),
   pickFolder: vi.fn(),
+  generatorState: vi.fn(),
 }));
 
 const mocked = vi.mocked(ipc);
@@ -68,6 +69,7 @@ beforeEach(() => {
   mocked.loadSettings.mockResolvedValue(loadedSettings());
   mocked.saveSettings.mockResolvedValue(deviceStatus());
   mocked.listHistory.mockResolvedValue([]);
+  mocked.generatorState.mockResolvedValue({ url: null, fixedByEnv: false, hasApiKey: false });
   mocked.listDocuments.mockResolvedValue([
     {
       id: "d1",
@@ -299,6 +301,35 @@ describe("App", () => {
     mocked.rerank.mockResolvedValue(record());
     await fireEvent.click(screen.getByTestId("hard-constraints"));
     expect(mocked.rerank).toHaveBeenCalledWith("a1", { rel: 1, sup: 1, use: 0.5 }, true);
+  });
+
+  it("says in the Device menu when a server generates and the device runs the embedder", async () => {
+    mocked.appStatus.mockResolvedValue(
+      status({ device: deviceStatus({ chosen: "cpu", inUse: "cpu" }) }),
+    );
+    mocked.generatorState.mockResolvedValue({
+      url: "http://gpu-box:8080",
+      fixedByEnv: false,
+      hasApiKey: false,
+    });
+    render(App);
+    await waitFor(() =>
+      expect(screen.getByTestId("device-in-use")).toHaveTextContent("CPU · embedder only"),
+    );
+    expect(screen.getByTestId("device-server-note")).toHaveTextContent(
+      "Answers are generated on gpu-box:8080; this device runs the embedder",
+    );
+  });
+
+  it("says nothing of a server in the Device menu when this computer generates", async () => {
+    mocked.appStatus.mockResolvedValue(
+      status({ device: deviceStatus({ chosen: "cpu", inUse: "cpu" }) }),
+    );
+    render(App);
+    await waitFor(() => expect(screen.getByTestId("device-in-use")).toHaveTextContent("· CPU"));
+    expect(screen.getByTestId("generator-in-use")).toHaveTextContent("this computer");
+    expect(screen.getByTestId("device-in-use")).not.toHaveTextContent("embedder");
+    expect(screen.queryByTestId("device-server-note")).toBeNull();
   });
 
   it("shows a failed call's message in a banner that can be dismissed", async () => {

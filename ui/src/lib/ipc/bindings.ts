@@ -376,17 +376,17 @@ citations: number, };
 
 export type DeviceStatus = { 
 /**
- * `auto`, `cpu`, `cuda` or `metal`, as chosen.
+ * As chosen.
  */
-chosen: string, 
+chosen: DeviceChoice, 
 /**
- * `cpu`, `cuda` or `metal` once a model is loaded; `null` before.
+ * What the choice resolved to once a model is loaded; `null` before.
  */
-inUse: string | null, 
+inUse: DeviceKind | null, 
 /**
  * The choices this build supports: `auto` and `cpu`, plus `cuda` / `metal` when compiled in.
  */
-available: Array<string>, 
+available: Array<DeviceChoice>, 
 /**
  * Set when the choice is fixed by the `SELFRAG_DEVICE` environment variable.
  */
@@ -395,6 +395,8 @@ fixedByEnv: boolean, };
 export type Theme = "system" | "light" | "dark";
 
 export type DeviceChoice = "auto" | "cpu" | "cuda" | "metal";
+
+export type DeviceKind = "cpu" | "cuda" | "metal";
 
 export type AppSettings = { 
 /**

@@ -11,13 +11,13 @@ mod tests {
     };
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
-        ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent, LibraryStats,
-        LoadedSettings, ModelRole, ModelStatus, ServerCheck, Theme,
+        ErrorCode, ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent,
+        LibraryStats, LoadedSettings, ModelRole, ModelStatus, ServerCheck, Theme,
     };
     use selfrag_engine::{DownloadStage, ModelDownloadProgress, ModelOffer};
     use ts_rs::{Config, TS};
 
-    use crate::commands::IpcError;
+    use crate::commands::{IpcError, IpcErrorCode, ShellErrorCode};
     use crate::library::{JobSource, LibraryEvent, WatchResult};
 
     fn decl<T: TS>(cfg: &Config) -> String {
@@ -67,6 +67,9 @@ mod tests {
             decl::<JobSource>(&cfg),
             decl::<LibraryEvent>(&cfg),
             decl::<WatchResult>(&cfg),
+            decl::<ErrorCode>(&cfg),
+            decl::<ShellErrorCode>(&cfg),
+            decl::<IpcErrorCode>(&cfg),
             decl::<IpcError>(&cfg),
         ];
         format!(

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_core::{CritiqueWeights, Progress, Settings};
 use selfrag_engine::{
-    AnswerRecord, AppStatus, DocumentInfo, EngineError, ExportOptions, IndexEvent,
+    AnswerRecord, AppStatus, DocumentInfo, EngineError, ErrorCode, ExportOptions, IndexEvent,
 };
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -17,24 +17,51 @@ use crate::AppState;
 /// The one error shape the UI receives: a stable code and a message for people.
 #[derive(Debug, Serialize, ts_rs::TS)]
 pub struct IpcError {
-    pub(crate) code: String,
+    pub(crate) code: IpcErrorCode,
     pub(crate) message: String,
+}
+
+/// What the UI switches on: the engine's codes, or the shell's own. On the wire and in
+/// TypeScript both are one union of `snake_case` strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(untagged)]
+pub enum IpcErrorCode {
+    Engine(ErrorCode),
+    Shell(ShellErrorCode),
+}
+
+/// The failures of the shell's own commands (grants, sources, the library pane, downloads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ShellErrorCode {
+    /// A path that was neither dropped on the window nor picked in a dialog.
+    PathNotGranted,
+    /// A document id or path the library does not hold.
+    NotInLibrary,
+    /// A citation number the answer does not have.
+    UnknownSource,
+    /// The cited file is gone from disk.
+    SourceMissing,
+    /// The OS could not open the file with its default app.
+    OpenFailed,
+    /// The model is already being downloaded.
+    DownloadBusy,
 }
 
 impl From<EngineError> for IpcError {
     fn from(e: EngineError) -> Self {
         Self {
-            code: e.code().to_string(),
+            code: IpcErrorCode::Engine(e.code()),
             message: e.to_string(),
         }
     }
 }
 
 impl IpcError {
-    /// An error that does not come from the engine, e.g. from the shell's own commands.
-    pub(crate) fn new(code: &str, message: String) -> Self {
+    /// An error that does not come from the engine: the shell's own commands.
+    pub(crate) fn new(code: ShellErrorCode, message: String) -> Self {
         Self {
-            code: code.to_string(),
+            code: IpcErrorCode::Shell(code),
             message,
         }
     }
@@ -146,4 +173,19 @@ pub async fn export_answer(
     };
     state.engine.export(&answer_id, options, &path)?;
     Ok(Some(path.display().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Engine and shell codes travel as one flat union of strings, as `bindings.ts` declares.
+    #[test]
+    fn an_error_code_is_a_plain_string_on_the_wire() {
+        let engine = IpcError::from(EngineError::ModelThreadGone);
+        let shell = IpcError::new(ShellErrorCode::NotInLibrary, "gone".into());
+        let json = |e: &IpcError| serde_json::to_value(e).unwrap()["code"].clone();
+        assert_eq!(json(&engine), "model_thread");
+        assert_eq!(json(&shell), "not_in_library");
+    }
 }

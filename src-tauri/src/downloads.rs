@@ -10,7 +10,7 @@ use selfrag_engine::{AppStatus, ModelDownloadProgress};
 use tauri::ipc::Channel;
 
 use crate::AppState;
-use crate::commands::IpcError;
+use crate::commands::{IpcError, ShellErrorCode};
 
 /// The cancel flags of the downloads under way, by model id.
 #[derive(Default)]
@@ -38,7 +38,7 @@ pub async fn download_model(
         let mut running = downloads.running();
         if running.contains_key(&model_id) {
             return Err(IpcError::new(
-                "download_busy",
+                ShellErrorCode::DownloadBusy,
                 format!("{model_id} is already being downloaded; wait for it or cancel it"),
             ));
         }

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use tauri::Manager;
 use tauri_plugin_dialog::{DialogExt, FilePath};
 
-use crate::commands::IpcError;
+use crate::commands::{IpcError, ShellErrorCode};
 
 /// Every path the user dropped on the window or picked in a dialog since the app started.
 #[derive(Default)]
@@ -42,7 +42,7 @@ impl GrantedPaths {
 
 fn not_granted(path: &Path) -> IpcError {
     IpcError::new(
-        "path_not_granted",
+        ShellErrorCode::PathNotGranted,
         format!(
             "{} was not dropped on the window or chosen in Add files/Add folder; drop it on the window or pick it there to add it",
             path.display()
@@ -112,6 +112,9 @@ pub async fn pick_folder(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::IpcErrorCode;
+
+    const NOT_GRANTED: IpcErrorCode = IpcErrorCode::Shell(ShellErrorCode::PathNotGranted);
 
     #[test]
     fn only_the_paths_handed_over_pass() {
@@ -122,7 +125,7 @@ mod tests {
                 .require(std::slice::from_ref(&dropped))
                 .unwrap_err()
                 .code,
-            "path_not_granted"
+            NOT_GRANTED
         );
         grants.grant([&dropped]);
         assert!(grants.require(std::slice::from_ref(&dropped)).is_ok());
@@ -131,7 +134,7 @@ mod tests {
             let error = grants
                 .require(&[dropped.clone(), PathBuf::from(sneaky)])
                 .unwrap_err();
-            assert_eq!(error.code, "path_not_granted");
+            assert_eq!(error.code, NOT_GRANTED);
             assert!(error.message.contains(sneaky), "{}", error.message);
         }
     }

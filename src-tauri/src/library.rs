@@ -16,7 +16,7 @@ use tauri::{AppHandle, Emitter, Manager};
 use tokio::sync::Notify;
 
 use crate::AppState;
-use crate::commands::IpcError;
+use crate::commands::{IpcError, ShellErrorCode};
 
 /// The app event carrying a [`LibraryEvent`].
 pub const LIBRARY_EVENT: &str = "library-event";
@@ -142,7 +142,7 @@ pub async fn remove_document(
     let held = state.engine.documents().await?;
     let Some(document) = held.into_iter().find(|d| d.id == document_id) else {
         return Err(IpcError::new(
-            "not_in_library",
+            ShellErrorCode::NotInLibrary,
             format!(
                 "no document with id `{document_id}` in the library; it may have been removed already"
             ),
@@ -171,7 +171,7 @@ pub async fn reindex_document(
     let held = engine.documents().await?;
     if !held.iter().any(|d| Path::new(&d.path) == path) {
         return Err(IpcError::new(
-            "not_in_library",
+            ShellErrorCode::NotInLibrary,
             format!(
                 "{} is not a document in the library; add it by dropping it on the window or with Add files",
                 path.display()

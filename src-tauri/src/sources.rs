@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use tauri_plugin_opener::OpenerExt;
 
 use crate::AppState;
-use crate::commands::IpcError;
+use crate::commands::{IpcError, ShellErrorCode};
 
 /// Opens the file of passage `citation` (1-based, as in `[n]`) of answer `answer_id`, and
 /// returns the path opened. The platform opener (xdg-open, `open`, ShellExecute) takes a path
@@ -25,14 +25,14 @@ pub fn open_source(
         .and_then(|i| record.answer.passages.get(i))
         .ok_or_else(|| {
             IpcError::new(
-                "unknown_source",
+                ShellErrorCode::UnknownSource,
                 format!("answer `{answer_id}` has no source [{citation}]"),
             )
         })?;
     let path = PathBuf::from(&passage.path);
     if !path.is_file() {
         return Err(IpcError::new(
-            "source_missing",
+            ShellErrorCode::SourceMissing,
             format!(
                 "{} is no longer there (moved or deleted); add it to the library again to open it",
                 path.display()
@@ -43,7 +43,7 @@ pub fn open_source(
         .open_path(path.to_string_lossy(), None::<&str>)
         .map_err(|e| {
             IpcError::new(
-                "open_failed",
+                ShellErrorCode::OpenFailed,
                 format!(
                     "could not open {} with the default app: {e}; open it from your file manager",
                     path.display()

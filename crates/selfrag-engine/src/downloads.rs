@@ -100,7 +100,7 @@ impl Engine {
     ) -> Result<AppStatus, EngineError> {
         let spec = ModelSpec::by_id(id).map_err(|e| EngineError::Download {
             model: id.to_owned(),
-            code: "unknown_model",
+            code: crate::error::DownloadFailure::UnknownModel,
             message: format!("{e}; the known ids are those of `selfrag models list`"),
         })?;
         let options = HubOptions::from_env();
@@ -114,7 +114,7 @@ impl Engine {
         .await
         .map_err(|e| EngineError::Download {
             model: id.to_owned(),
-            code: "download",
+            code: crate::error::DownloadFailure::Failed,
             message: format!("the download stopped unexpectedly ({e}); start it again, it resumes"),
         })?;
         // Whatever happened, what is on disk may have changed (a partial file, another model).
@@ -133,11 +133,7 @@ impl Engine {
             }
             Err(e) => Err(EngineError::Download {
                 model: id.to_owned(),
-                code: match e.code() {
-                    "cancelled" => "download_cancelled",
-                    "offline" => "offline",
-                    _ => "download",
-                },
+                code: crate::error::DownloadFailure::from(&*e),
                 message: e.to_string(),
             }),
         }

@@ -1,5 +1,5 @@
-//! The engine's error: one enum for both front ends, each variant with a stable `code` the UI
-//! can switch on and a message that says what to do.
+//! The engine's error: one enum for both front ends, each variant with a stable [`ErrorCode`]
+//! the UI can switch on (exported to TypeScript) and a message that says what to do.
 
 use std::path::PathBuf;
 
@@ -43,28 +43,83 @@ pub enum EngineError {
     #[error("{message}")]
     Download {
         model: String,
-        code: &'static str,
+        code: DownloadFailure,
         message: String,
     },
 }
 
+/// How a model download ended without the model: the part of a download error the UI treats
+/// differently (a stop the user asked for is not shown as a failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownloadFailure {
+    /// The user stopped it.
+    Cancelled,
+    /// The hub could not be reached at all.
+    Offline,
+    /// No model has the id asked for.
+    UnknownModel,
+    /// Anything else; the message says what.
+    Failed,
+}
+
+impl From<&selfrag_models::download::DownloadError> for DownloadFailure {
+    fn from(e: &selfrag_models::download::DownloadError) -> Self {
+        use selfrag_models::download::DownloadError;
+        match e {
+            DownloadError::Cancelled { .. } => Self::Cancelled,
+            DownloadError::Offline { .. } => Self::Offline,
+            _ => Self::Failed,
+        }
+    }
+}
+
+/// The stable, machine-readable kind of an [`EngineError`], sent to the UI with the message
+/// (`snake_case` on the wire). The UI maps every variant, so a new one fails its type check
+/// until it is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum ErrorCode {
+    ModelMissing,
+    ModelLoad,
+    Device,
+    Index,
+    Cancelled,
+    EmptyQuestion,
+    Selfrag,
+    GeneratorServer,
+    UnknownAnswer,
+    Write,
+    ReadTrace,
+    ModelThread,
+    DownloadCancelled,
+    Offline,
+    UnknownModel,
+    Download,
+}
+
 impl EngineError {
     /// A stable machine-readable code, sent to the UI with the message.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Self::ModelMissing { .. } => "model_missing",
-            Self::ModelLoad { .. } => "model_load",
-            Self::Device { .. } => "device",
-            Self::Index(_) => "index",
-            Self::SelfRag(selfrag_core::SelfRagError::Cancelled) => "cancelled",
-            Self::SelfRag(selfrag_core::SelfRagError::EmptyQuestion) => "empty_question",
-            Self::SelfRag(_) => "selfrag",
-            Self::GeneratorServer(_) => "generator_server",
-            Self::UnknownAnswer(_) => "unknown_answer",
-            Self::Write { .. } => "write",
-            Self::ReadTrace { .. } => "read_trace",
-            Self::ModelThreadGone => "model_thread",
-            Self::Download { code, .. } => code,
+            Self::ModelMissing { .. } => ErrorCode::ModelMissing,
+            Self::ModelLoad { .. } => ErrorCode::ModelLoad,
+            Self::Device { .. } => ErrorCode::Device,
+            Self::Index(_) => ErrorCode::Index,
+            Self::SelfRag(selfrag_core::SelfRagError::Cancelled) => ErrorCode::Cancelled,
+            Self::SelfRag(selfrag_core::SelfRagError::EmptyQuestion) => ErrorCode::EmptyQuestion,
+            Self::SelfRag(_) => ErrorCode::Selfrag,
+            Self::GeneratorServer(_) => ErrorCode::GeneratorServer,
+            Self::UnknownAnswer(_) => ErrorCode::UnknownAnswer,
+            Self::Write { .. } => ErrorCode::Write,
+            Self::ReadTrace { .. } => ErrorCode::ReadTrace,
+            Self::ModelThreadGone => ErrorCode::ModelThread,
+            Self::Download { code, .. } => match code {
+                DownloadFailure::Cancelled => ErrorCode::DownloadCancelled,
+                DownloadFailure::Offline => ErrorCode::Offline,
+                DownloadFailure::UnknownModel => ErrorCode::UnknownModel,
+                DownloadFailure::Failed => ErrorCode::Download,
+            },
         }
     }
 }
@@ -79,5 +134,39 @@ fn write_advice(source: &std::io::Error) -> &'static str {
             "; choose a folder you can write to"
         }
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use selfrag_models::download::DownloadError;
+
+    /// A download the user stopped is not a failure to the UI, and "offline" has its own advice:
+    /// both are told apart by variant, not by matching the models crate's message or code.
+    #[test]
+    fn a_download_error_gets_the_code_of_its_kind() {
+        let code = |e: DownloadError| {
+            EngineError::Download {
+                model: "m".into(),
+                code: DownloadFailure::from(&e),
+                message: e.to_string(),
+            }
+            .code()
+        };
+        let cancelled = DownloadError::Cancelled {
+            file: "model.gguf".into(),
+            done: 1,
+            total: 2,
+        };
+        assert_eq!(code(cancelled), ErrorCode::DownloadCancelled);
+        let offline = DownloadError::Offline {
+            id: "m".into(),
+            repo: "r".into(),
+            file: "f".into(),
+            cache: "/cache".into(),
+        };
+        assert_eq!(code(offline), ErrorCode::Offline);
+        assert_eq!(code(DownloadError::NoCache), ErrorCode::Download);
     }
 }

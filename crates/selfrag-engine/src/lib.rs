@@ -27,7 +27,7 @@ pub use selfrag_export as export;
 pub use config::EngineConfig;
 pub use downloads::{DownloadStage, ModelDownloadProgress, ModelOffer};
 pub use engine::Engine;
-pub use error::EngineError;
+pub use error::{DownloadFailure, EngineError, ErrorCode};
 pub use export::{ExportFormat, ExportOptions, render, render_with};
 pub use generator_server::{GeneratorState, ServerCheck};
 pub use history::{AnswerRecord, HistoryEntry, write_atomically};

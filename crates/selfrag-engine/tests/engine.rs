@@ -211,7 +211,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "model_missing", "{err}");
+    assert_eq!(err.code(), selfrag_engine::ErrorCode::ModelMissing, "{err}");
     assert!(
         engine.documents().await.unwrap().is_empty(),
         "no embedder: an empty library, not an error"
@@ -220,7 +220,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         .index_paths(&[tmp.path().to_path_buf()], |_| {})
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "model_missing", "{err}");
+    assert_eq!(err.code(), selfrag_engine::ErrorCode::ModelMissing, "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,7 +236,7 @@ async fn a_cancelled_question_ends_with_the_cancelled_code() {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "cancelled");
+    assert_eq!(err.code(), selfrag_engine::ErrorCode::Cancelled);
 }
 
 /// Cancelling while the candidates are being decoded stops the batch at its next forward
@@ -261,7 +261,7 @@ async fn a_question_cancelled_while_its_candidates_decode_ends_cancelled_and_the
         )
         .await
         .unwrap_err();
-    assert_eq!(err.code(), "cancelled", "{err}");
+    assert_eq!(err.code(), selfrag_engine::ErrorCode::Cancelled, "{err}");
     let record = engine
         .ask(
             "Who is the president of France?".into(),

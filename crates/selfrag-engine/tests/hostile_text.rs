@@ -117,7 +117,11 @@ async fn empty_whitespace_and_huge_questions_get_a_clear_error_and_the_engine_go
         let err = ask(&app.engine, question, settings(RetrieveMode::Always))
             .await
             .unwrap_err();
-        assert_eq!(err.code(), "empty_question", "{question:?}: {err}");
+        assert_eq!(
+            err.code(),
+            selfrag_engine::ErrorCode::EmptyQuestion,
+            "{question:?}: {err}"
+        );
         assert!(err.to_string().contains("type a question"), "{err}");
     }
     // 100 KB: words, one unbroken word, and characters that need byte tokens.
@@ -133,7 +137,7 @@ async fn empty_whitespace_and_huge_questions_get_a_clear_error_and_the_engine_go
             .await
             .unwrap_err();
         assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
-        assert_eq!(err.code(), "selfrag", "{err}");
+        assert_eq!(err.code(), selfrag_engine::ErrorCode::Selfrag, "{err}");
         let msg = err.to_string();
         assert!(
             msg.contains("shorten the question") && msg.contains("tokens"),

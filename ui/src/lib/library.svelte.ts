@@ -3,6 +3,7 @@
 // interrupted one, or the watched folders' catch-up) and what each file's events said. It lives
 // outside the pane so that a job keeps being followed while another panel covers the pane.
 
+import type { AppError } from "./errors";
 import { nextActivity, queue, type Activity } from "./activity";
 import { nextJob, startJob, type IndexJob } from "./indexing";
 import {
@@ -23,7 +24,6 @@ import type {
   DocumentInfo,
   IndexEvent,
   IndexFinished,
-  IpcError,
   JobSource,
   LibraryEvent,
   LibraryStats,
@@ -167,7 +167,10 @@ export class LibraryController {
   /** One event of the background work. */
   background(event: LibraryEvent): void {
     if (event.kind === "failed") {
-      this.#onerror({ code: `library_${event.source}`, message: event.message });
+      this.#onerror({
+        code: `library_${event.source}`,
+        message: event.message,
+      } satisfies AppError);
       return;
     }
     const e = event.event;
@@ -202,7 +205,7 @@ export class LibraryController {
       this.origin === "watch"
         ? "Catching up with the watched folders; add more when it is done."
         : "Already indexing; add more when it is done, or stop it.";
-    this.#onerror({ code: "busy", message } satisfies IpcError);
+    this.#onerror({ code: "busy", message } satisfies AppError);
     return true;
   }
 

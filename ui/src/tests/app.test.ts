@@ -174,6 +174,10 @@ describe("App", () => {
     mocked.libraryStats.mockRejectedValue({ code: "model_missing", message: "gone since start" });
     render(App);
     expect(await screen.findByTestId("error-banner")).toHaveTextContent("gone since start");
+    // A title for people; the raw code only in its tooltip.
+    const title = screen.getByTestId("error-title");
+    expect(title).toHaveTextContent(/^Model missing\.$/);
+    expect(title).toHaveAttribute("title", "Error code: model_missing");
   });
 
   it("asks on Enter and renders the Progress events in the status line", async () => {
@@ -334,7 +338,7 @@ describe("App", () => {
 
   it("shows a failed call's message in a banner that can be dismissed", async () => {
     mocked.ask.mockRejectedValue({
-      code: "generation_failed",
+      code: "selfrag",
       message: "The model ran out of memory.",
     });
     const user = userEvent.setup();

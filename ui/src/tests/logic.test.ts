@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { toIpcError } from "$lib/errors";
+import { toAppError } from "$lib/errors";
 import { excerpt, fileName, generatorLine } from "$lib/format";
 import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
@@ -115,15 +115,20 @@ describe("reflection labels", () => {
 
 describe("helpers", () => {
   it("wraps whatever a call rejected with as {code, message}", () => {
-    expect(toIpcError({ code: "not_found", message: "no such answer" })).toEqual({
-      code: "not_found",
+    expect(toAppError({ code: "unknown_answer", message: "no such answer" })).toEqual({
+      code: "unknown_answer",
       message: "no such answer",
     });
-    expect(toIpcError("command ask not found")).toEqual({
+    // A code this build does not know keeps its message and is shown as unknown.
+    expect(toAppError({ code: "from_the_future", message: "new" })).toEqual({
+      code: "unknown",
+      message: "new",
+    });
+    expect(toAppError("command ask not found")).toEqual({
       code: "unknown",
       message: "command ask not found",
     });
-    expect(toIpcError(new Error("boom"))).toEqual({ code: "unknown", message: "boom" });
+    expect(toAppError(new Error("boom"))).toEqual({ code: "unknown", message: "boom" });
   });
 
   it("shortens text at a word and names files on any platform", () => {

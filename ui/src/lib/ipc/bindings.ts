@@ -473,4 +473,10 @@ watched: Array<string>,
  */
 notFolders: Array<string>, };
 
-export type IpcError = { code: string, message: string, };
+export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download";
+
+export type ShellErrorCode = "path_not_granted" | "not_in_library" | "unknown_source" | "source_missing" | "open_failed" | "download_busy";
+
+export type IpcErrorCode = ErrorCode | ShellErrorCode;
+
+export type IpcError = { code: IpcErrorCode, message: string, };

@@ -332,31 +332,6 @@ pub enum DownloadError {
     },
 }
 
-impl DownloadError {
-    /// A stable code for front ends.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Manifest(_) => "manifest",
-            Self::NoCache => "no_cache",
-            Self::Offline { .. } => "offline",
-            Self::Network { .. } => "network",
-            Self::NotFound { .. } => "not_found",
-            Self::Unauthorized { .. } => "unauthorized",
-            Self::Http { .. } => "http",
-            Self::NotAHub { .. } => "not_a_hub",
-            Self::ManifestMismatch { .. } => "manifest_mismatch",
-            Self::Interrupted { .. } => "interrupted",
-            Self::SizeMismatch { .. } => "size_mismatch",
-            Self::HashMismatch { .. } => "hash_mismatch",
-            Self::DiskFull { .. } => "disk_full",
-            Self::Io { .. } => "io",
-            Self::Cancelled { .. } => "cancelled",
-            Self::Busy { .. } => "busy",
-            Self::WrongArchitecture { .. } => "wrong_architecture",
-        }
-    }
-}
-
 /// What the hub says about one file.
 #[derive(Debug, Clone)]
 struct RemoteFile {

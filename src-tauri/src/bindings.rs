@@ -6,7 +6,7 @@
 mod tests {
     use selfrag_core::{
         Answer, Candidate, CritiqueWeights, Expansion, GeneratorInfo, GeneratorKind,
-        IsRelDistribution, IsSupDistribution, IsUseDistribution, Passage, Progress,
+        HardConstraint, IsRelDistribution, IsSupDistribution, IsUseDistribution, Passage, Progress,
         RetrieveDecision, RetrieveMode, Segment, Settings, TreeNode,
     };
     use selfrag_engine::{
@@ -35,6 +35,7 @@ mod tests {
             decl::<IsRelDistribution>(&cfg),
             decl::<IsSupDistribution>(&cfg),
             decl::<IsUseDistribution>(&cfg),
+            decl::<HardConstraint>(&cfg),
             decl::<Candidate>(&cfg),
             decl::<Segment>(&cfg),
             decl::<TreeNode>(&cfg),

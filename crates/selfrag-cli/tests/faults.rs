@@ -79,8 +79,10 @@ fn answer(tag: &str, segments: usize) -> Answer {
                     ends_answer: false,
                     continued: false,
                     passages_dropped: 0,
+                    violates: Vec::new(),
                 }],
                 retrieve: None,
+                excluded: Vec::new(),
             })
             .collect(),
         answer: String::new(),

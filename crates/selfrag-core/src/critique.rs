@@ -4,7 +4,9 @@
 
 use crate::backend::GeneratedToken;
 use crate::settings::CritiqueWeights;
-use crate::trace::{Candidate, IsRelDistribution, IsSupDistribution, IsUseDistribution};
+use crate::trace::{
+    Candidate, HardConstraint, IsRelDistribution, IsSupDistribution, IsUseDistribution,
+};
 use crate::vocab::{ReflectionVocab, TokenGroup, watch};
 
 /// The utility weights of `[Utility:1]` … `[Utility:5]`.
@@ -180,13 +182,26 @@ impl Candidate {
         self.s_sup = scores.s_sup;
         self.s_use = scores.s_use;
         self.score = segment_score(self.p_lm, scores, weights, use_p_lm, self.passage.is_some());
+        self.violates = self.hard_constraint_verdicts();
     }
 
-    /// Whether the hard constraints drop it: the model judged it unsupported or its passage
-    /// irrelevant (step 6). A missing distribution is no verdict, so it does not drop.
+    /// What the hard constraints drop it for: the model judged its passage irrelevant or it
+    /// unsupported (step 6). A missing distribution is no verdict, so it does not drop.
+    pub(crate) fn hard_constraint_verdicts(&self) -> Vec<HardConstraint> {
+        let irrelevant = self.isrel.is_some_and(|d| d.is_irrelevant());
+        let unsupported = self.issup.is_some_and(|d| d.is_unsupported());
+        [
+            (irrelevant, HardConstraint::Irrelevant),
+            (unsupported, HardConstraint::Unsupported),
+        ]
+        .into_iter()
+        .filter_map(|(holds, verdict)| holds.then_some(verdict))
+        .collect()
+    }
+
+    /// Whether the hard constraints drop it.
     pub(crate) fn violates_hard_constraints(&self) -> bool {
-        self.issup.is_some_and(|d| d.is_unsupported())
-            || self.isrel.is_some_and(|d| d.is_irrelevant())
+        !self.hard_constraint_verdicts().is_empty()
     }
 }
 
@@ -203,6 +218,14 @@ pub(crate) fn eligible(candidates: &[Candidate], hard_constraints: bool) -> Vec<
         }
     }
     all.collect()
+}
+
+/// Indices the hard constraints leave out of the choice: the complement of [`eligible`].
+pub(crate) fn excluded(candidates: &[Candidate], hard_constraints: bool) -> Vec<usize> {
+    let kept = eligible(candidates, hard_constraints);
+    (0..candidates.len())
+        .filter(|i| !kept.contains(i))
+        .collect()
 }
 
 /// The candidate with the highest f among the eligible ones; ties go to the lowest index.

@@ -39,7 +39,7 @@ pub use prompt::PromptBuilder;
 pub use rerank::{Reranked, rerank};
 pub use settings::{CritiqueWeights, RetrieveMode, Settings};
 pub use trace::{
-    Answer, Candidate, Expansion, GeneratorInfo, GeneratorKind, IsRelDistribution,
+    Answer, Candidate, Expansion, GeneratorInfo, GeneratorKind, HardConstraint, IsRelDistribution,
     IsSupDistribution, IsUseDistribution, RetrieveDecision, Segment, TreeNode,
 };
 pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};

@@ -357,6 +357,7 @@ impl Run<'_> {
             chosen: node.candidate,
             candidates: candidates.to_vec(),
             retrieve,
+            excluded: Vec::new(),
         });
         child
     }

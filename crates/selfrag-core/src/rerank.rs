@@ -68,6 +68,7 @@ pub fn rerank(answer: &Answer, weights: CritiqueWeights, hard_constraints: bool)
                     chosen: node.candidate,
                     candidates: expansion.candidates.clone(),
                     retrieve: expansion.retrieve,
+                    excluded: Vec::new(),
                 })
             })
             .collect();
@@ -246,8 +247,10 @@ impl Answer {
             .flat_map(|e| e.candidates.iter_mut())
             .for_each(remap);
         let mut parts = Vec::with_capacity(self.segments.len());
+        let hard_constraints = self.settings.hard_constraints;
         for segment in &mut self.segments {
             segment.candidates.iter_mut().for_each(remap);
+            segment.excluded = critique::excluded(&segment.candidates, hard_constraints);
             let chosen = segment.candidates.get(segment.chosen);
             segment.text = chosen
                 .map(|c| c.text.trim().to_string())

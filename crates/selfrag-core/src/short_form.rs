@@ -89,6 +89,7 @@ pub(crate) fn run(
             chosen,
             candidates,
             retrieve: Some(retrieve),
+            excluded: Vec::new(),
         }],
         expansions: Vec::new(),
         answer: String::new(),
@@ -290,6 +291,7 @@ fn build_candidate(
         ends_answer: generation.stop == StopReason::EndOfSequence,
         continued: false,
         passages_dropped: 0,
+        violates: Vec::new(),
     };
     candidate.rescore(settings.weights, settings.use_p_lm);
     Ok(candidate)

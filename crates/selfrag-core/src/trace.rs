@@ -27,6 +27,17 @@ pub struct RetrieveDecision {
     pub passages_dropped: usize,
 }
 
+/// A verdict of the model's own critique that the hard constraints drop a candidate for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum HardConstraint {
+    /// IsRel: `[Irrelevant]` is more likely than `[Relevant]`.
+    Irrelevant,
+    /// IsSup: `[No support / Contradictory]` is the most likely of the three.
+    Unsupported,
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
@@ -108,6 +119,11 @@ pub struct Candidate {
     #[serde(default, skip_serializing_if = "is_zero")]
     #[cfg_attr(feature = "typescript", ts(type = "number | undefined"))]
     pub passages_dropped: usize,
+    /// What the hard constraints (step 6) hold against it, whether or not they are on: its
+    /// passage judged irrelevant, its text judged unsupported. Absent when nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "typescript", ts(type = "Array<HardConstraint> | undefined"))]
+    pub violates: Vec<HardConstraint>,
 }
 
 /// One segment of the answer: its chosen candidate and the rejected ones.
@@ -125,6 +141,12 @@ pub struct Segment {
     /// long-form segment that continued with its passage after `[Continue to Use Evidence]`).
     #[serde(default)]
     pub retrieve: Option<RetrieveDecision>,
+    /// Indices into `candidates` that the hard constraints left out of the choice under the
+    /// trace's settings: none when they are off, or when they would leave nothing. Absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "typescript", ts(type = "Array<number> | undefined"))]
+    pub excluded: Vec<usize>,
 }
 
 /// A place in the long-form search tree: candidate `candidate` of expansion `expansion`.

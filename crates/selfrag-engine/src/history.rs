@@ -357,6 +357,7 @@ mod tests {
                 chosen: 0,
                 candidates: Vec::new(),
                 retrieve: None,
+                excluded: Vec::new(),
             }],
             expansions: Vec::new(),
             answer: format!("{answer} [1]"),

@@ -333,6 +333,7 @@ pub(crate) mod test_answer {
             ends_answer: false,
             continued: false,
             passages_dropped: 0,
+            violates: Vec::new(),
         }
     }
 
@@ -343,6 +344,7 @@ pub(crate) mod test_answer {
             chosen: 0,
             candidates: vec![candidate(text, citation.map(|c| c - 1), issup)],
             retrieve: None,
+            excluded: Vec::new(),
         }
     }
 

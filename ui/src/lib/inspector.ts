@@ -1,7 +1,8 @@
-// The candidate inspector's arithmetic: each candidate's segment score f split into its terms,
-// and one sentence on why the chosen candidate won (mirrors selfrag-core's `choose`).
+// The candidate inspector's words: each candidate's segment score f split into its terms, and
+// one sentence on why the chosen candidate won. What the hard constraints decided comes from
+// the trace (`Segment.excluded`, `Candidate.violates`); nothing here decides it again.
 
-import type { Answer, Candidate, CritiqueWeights, Segment } from "./ipc/types";
+import type { Answer, Candidate, CritiqueWeights, HardConstraint, Segment } from "./ipc/types";
 import { fixed2 } from "./format";
 
 /** The terms of f = p_LM + w_rel·s_rel + w_sup·s_sup + w_use·s_use (p_LM only when it counts). */
@@ -21,22 +22,19 @@ export function scoreTerms(c: Candidate, weights: CritiqueWeights, usePLm: boole
   };
 }
 
-/** Whether the hard constraints drop `c`: IsRel says Irrelevant or IsSup says No support. */
-export function violatesHardConstraints(c: Candidate): boolean {
-  const irrelevant = c.isrel !== null && c.isrel["[Irrelevant]"] > c.isrel["[Relevant]"];
-  const unsupported =
-    c.issup !== null &&
-    c.issup["[No support / Contradictory]"] > c.issup["[Fully supported]"] &&
-    c.issup["[No support / Contradictory]"] > c.issup["[Partially supported]"];
-  return irrelevant || unsupported;
+const VERDICT_NAMES: Record<HardConstraint, string> = {
+  irrelevant: "passage judged irrelevant",
+  unsupported: "judged unsupported",
+};
+
+/** Why the hard constraints hold `c` back, as the core recorded it, e.g. "judged unsupported". */
+export function constraintReason(c: Candidate): string {
+  return (c.violates ?? []).map((v) => VERDICT_NAMES[v]).join(", ");
 }
 
-/** Indices of the candidates the hard constraints keep (all when off or none would be left). */
-export function eligible(candidates: Candidate[], hardConstraints: boolean): number[] {
-  const all = candidates.map((_, i) => i);
-  if (!hardConstraints) return all;
-  const kept = all.filter((i) => !violatesHardConstraints(candidates[i]));
-  return kept.length > 0 ? kept : all;
+/** Whether the core left candidate `i` of `segment` out of the choice (hard constraints). */
+export function isExcluded(segment: Segment, i: number): boolean {
+  return segment.excluded?.includes(i) ?? false;
 }
 
 const TERM_NAMES: Record<keyof ScoreTerms, string> = {
@@ -55,16 +53,19 @@ export function candidateSource(answer: Answer, c: Candidate): string {
 
 /** One sentence: why `segment.chosen` won under the answer's weights and constraints. */
 export function whyChosen(answer: Answer, segment: Segment): string {
-  const { weights, use_p_lm, hard_constraints } = answer.settings;
+  const { weights, use_p_lm } = answer.settings;
   const candidates = segment.candidates;
   const winner = candidates[segment.chosen];
   if (winner === undefined) return "No candidate was chosen.";
   if (candidates.length === 1) return "It was the only candidate.";
-  const kept = eligible(candidates, hard_constraints);
+  const kept = candidates.map((_, i) => i).filter((i) => !isExcluded(segment, i));
   const dropped = candidates.length - kept.length;
+  const reasons = [
+    ...new Set(candidates.flatMap((c, i) => (isExcluded(segment, i) ? (c.violates ?? []) : []))),
+  ];
   const droppedNote =
     dropped > 0
-      ? ` The hard constraints dropped ${dropped} (judged irrelevant or unsupported).`
+      ? ` The hard constraints dropped ${dropped} (${reasons.map((v) => VERDICT_NAMES[v]).join(" or ")}).`
       : "";
   const rivals = kept.filter((i) => i !== segment.chosen);
   if (rivals.length === 0) return `It was the only candidate left.${droppedNote}`;

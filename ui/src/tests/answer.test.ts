@@ -227,6 +227,32 @@ describe("AnswerView", () => {
     );
   });
 
+  it("marks the candidates the trace excludes, with the verdict the core recorded", async () => {
+    const base = answer();
+    const [first, second] = base.segments[0].candidates;
+    const strict = {
+      ...base,
+      settings: { ...base.settings, hard_constraints: true },
+      segments: [
+        {
+          ...base.segments[0],
+          candidates: [first, { ...second, violates: ["unsupported" as const] }],
+          excluded: [1],
+        },
+      ],
+    };
+    render(AnswerView, { record: record({ answer: strict }) });
+    await fireEvent.click(screen.getByText(/Candidates \(2\) and why this one won/));
+    const items = screen.getAllByTestId("candidate");
+    expect(within(items[0]).queryByTestId("candidate-excluded")).toBeNull();
+    expect(within(items[1]).getByTestId("candidate-excluded")).toHaveTextContent(
+      "dropped by hard constraints: judged unsupported",
+    );
+    expect(screen.getByTestId("why-chosen")).toHaveTextContent(
+      "It was the only candidate left. The hard constraints dropped 1 (judged unsupported).",
+    );
+  });
+
   it("marks each segment's support in the answer text with icon and words", () => {
     render(AnswerView, { record: record() });
     const mark = screen.getByTestId("support-1");

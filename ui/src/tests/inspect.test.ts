@@ -11,7 +11,7 @@ import StreamingAnswer from "$lib/components/StreamingAnswer.svelte";
 import ThemeSwitch from "$lib/components/ThemeSwitch.svelte";
 import WeightControls from "$lib/components/WeightControls.svelte";
 import { contentWords, sentences, supportSpan } from "$lib/evidence";
-import { eligible, scoreTerms, whyChosen } from "$lib/inspector";
+import { constraintReason, scoreTerms, whyChosen } from "$lib/inspector";
 import * as ipc from "$lib/ipc";
 import { markInput, measureRepaint, rerankLatency } from "$lib/latency";
 import { nextStatus, startRun } from "$lib/progress";
@@ -71,19 +71,6 @@ describe("candidate inspector", () => {
     expect(scoreTerms(candidate(), { rel: 1, sup: 1, use: 1 }, false).pLm).toBeNull();
   });
 
-  it("drops irrelevant or unsupported candidates under hard constraints, unless none is left", () => {
-    const bad = candidate({
-      issup: {
-        "[Fully supported]": 0.1,
-        "[Partially supported]": 0.1,
-        "[No support / Contradictory]": 0.8,
-      },
-    });
-    expect(eligible([candidate(), bad], true)).toEqual([0]);
-    expect(eligible([candidate(), bad], false)).toEqual([0, 1]);
-    expect(eligible([bad, bad], true)).toEqual([0, 1]);
-  });
-
   it("explains the only candidate, ties and hard-constraint drops", () => {
     const base = answer();
     const seg = base.segments[0];
@@ -92,14 +79,17 @@ describe("candidate inspector", () => {
     );
     const twin = { ...seg, candidates: [seg.candidates[0], { ...seg.candidates[0], passage: 1 }] };
     expect(whyChosen(base, twin)).toMatch(/ties with the candidate from \[2\] Notes on retrieval/);
-    const irrelevant = {
-      ...seg.candidates[1],
-      isrel: { "[Relevant]": 0.1, "[Irrelevant]": 0.9 },
-      score: 9,
-    };
+    // What the core decided is read from the trace, not decided again: the higher-scoring
+    // candidate is out because the trace excludes it, and says why.
+    const irrelevant = { ...seg.candidates[1], violates: ["irrelevant" as const], score: 9 };
     const strict = { ...base, settings: { ...base.settings, hard_constraints: true } };
-    expect(whyChosen(strict, { ...seg, candidates: [seg.candidates[0], irrelevant] })).toBe(
-      "It was the only candidate left. The hard constraints dropped 1 (judged irrelevant or unsupported).",
+    const candidates = [seg.candidates[0], irrelevant];
+    expect(whyChosen(strict, { ...seg, candidates, excluded: [1] })).toBe(
+      "It was the only candidate left. The hard constraints dropped 1 (passage judged irrelevant).",
+    );
+    expect(whyChosen(strict, { ...seg, candidates })).toMatch(/^The beam search chose it/);
+    expect(constraintReason({ ...irrelevant, violates: ["irrelevant", "unsupported"] })).toBe(
+      "passage judged irrelevant, judged unsupported",
     );
   });
 });

@@ -1,6 +1,6 @@
 //! rerank: new weights re-choose among stored candidates without the model.
 
-use selfrag_core::{CritiqueWeights, RetrieveMode, Settings, rerank};
+use selfrag_core::{CritiqueWeights, HardConstraint, RetrieveMode, Settings, rerank};
 
 use crate::util::*;
 
@@ -87,6 +87,39 @@ fn rerank_flips_the_choice_at_the_same_boundary_as_a_fresh_run() {
     assert_eq!(back.answer, answer);
 }
 
+/// When every candidate violates them, the constraints keep all (as the paper's fallback does),
+/// and the trace excludes none while still naming each verdict.
+#[test]
+fn hard_constraints_that_would_leave_nothing_exclude_nothing() {
+    let irrelevant = |text: &str| {
+        Script::candidate(text, (0.1, 0.9), [1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0])
+    };
+    let (a, b) = (irrelevant("alpha"), irrelevant("beta"));
+    let mut g = Scripted::fixed(0.9, 0.1, move |prompt| {
+        if prompt.contains("first") {
+            a.clone()
+        } else {
+            b.clone()
+        }
+    });
+    let settings = Settings {
+        mode: RetrieveMode::Always,
+        hard_constraints: true,
+        ..Settings::default()
+    };
+    let (answer, _) = run(
+        "Q?",
+        &settings,
+        &mut g,
+        &mut Library::new(&["first", "second"]),
+    );
+    let segment = &answer.segments[0];
+    assert!(segment.excluded.is_empty());
+    for candidate in &segment.candidates {
+        assert_eq!(candidate.violates, [HardConstraint::Irrelevant]);
+    }
+}
+
 #[test]
 fn rerank_applies_hard_constraints() {
     let (answer, _) = two_candidates();
@@ -99,6 +132,38 @@ fn rerank_applies_hard_constraints() {
     let constrained = rerank(&answer, weights, true);
     assert_eq!(constrained.answer.answer, "beta [1]");
     assert!(constrained.answer.settings.hard_constraints);
+
+    // The trace says what the constraints decided, so no front end decides it again: alpha
+    // is held to be unsupported in every trace, and left out only while they are on.
+    let segment = |a: &selfrag_core::Answer| a.segments[0].clone();
+    let alpha = |a: &selfrag_core::Answer| {
+        segment(a)
+            .candidates
+            .iter()
+            .position(|c| c.text == "alpha")
+            .unwrap()
+    };
+    for trace in [&answer, &constrained.answer] {
+        let seg = segment(trace);
+        assert_eq!(
+            seg.candidates[alpha(trace)].violates,
+            [HardConstraint::Unsupported]
+        );
+        assert!(seg.candidates[1 - alpha(trace)].violates.is_empty());
+    }
+    assert!(
+        segment(&answer).excluded.is_empty(),
+        "off: nothing excluded"
+    );
+    assert_eq!(
+        segment(&constrained.answer).excluded,
+        [alpha(&constrained.answer)]
+    );
+    let json = serde_json::to_value(&constrained.answer).unwrap();
+    assert_eq!(
+        json["segments"][0]["candidates"][alpha(&constrained.answer)]["violates"],
+        serde_json::json!(["unsupported"])
+    );
     let free = rerank(&constrained.answer, CritiqueWeights::default(), false);
     assert_eq!(free.answer, answer);
 }

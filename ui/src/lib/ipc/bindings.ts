@@ -103,6 +103,8 @@ export type IsSupDistribution = { "[Fully supported]": number, "[Partially suppo
 
 export type IsUseDistribution = { "[Utility:1]": number, "[Utility:2]": number, "[Utility:3]": number, "[Utility:4]": number, "[Utility:5]": number, };
 
+export type HardConstraint = "irrelevant" | "unsupported";
+
 export type Candidate = { 
 /**
  * Index into `Answer::passages` of the passage it was written from; `None` without retrieval.
@@ -141,7 +143,12 @@ continued?: boolean | undefined,
  * reflection token stay. Absent when 0: the prompt held the path exactly as the model
  * wrote it, passages included, as in training.
  */
-passages_dropped?: number | undefined, };
+passages_dropped?: number | undefined, 
+/**
+ * What the hard constraints (step 6) hold against it, whether or not they are on: its
+ * passage judged irrelevant, its text judged unsupported. Absent when nothing.
+ */
+violates?: Array<HardConstraint> | undefined, };
 
 export type Segment = { 
 /**
@@ -160,7 +167,13 @@ chosen: number, candidates: Array<Candidate>,
  * The retrieve decision at this segment's boundary; `None` where none was made (a
  * long-form segment that continued with its passage after `[Continue to Use Evidence]`).
  */
-retrieve: RetrieveDecision | null, };
+retrieve: RetrieveDecision | null, 
+/**
+ * Indices into `candidates` that the hard constraints left out of the choice under the
+ * trace's settings: none when they are off, or when they would leave nothing. Absent when
+ * none.
+ */
+excluded?: Array<number> | undefined, };
 
 export type TreeNode = { 
 /**

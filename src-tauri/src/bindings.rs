@@ -24,6 +24,12 @@ mod tests {
         format!("export {}\n", T::decl(cfg))
     }
 
+    /// `export const NAME: TYPE = JSON;` with a doc comment.
+    fn constant(doc: &str, name_and_type: &str, value: &impl serde::Serialize) -> String {
+        let json = serde_json::to_string_pretty(value).unwrap_or_default();
+        format!("/** {doc} */\nexport const {name_and_type} = {json};\n")
+    }
+
     fn generate() -> String {
         let cfg = Config::new();
         let decls = [
@@ -73,9 +79,23 @@ mod tests {
             decl::<IpcErrorCode>(&cfg),
             decl::<IpcError>(&cfg),
         ];
+        // The defaults too, as values: the UI starts from them and never restates them.
+        let defaults = [
+            constant(
+                "`Settings::default()` of selfrag-core: the paper's defaults.",
+                "DEFAULT_SETTINGS: Settings",
+                &Settings::default(),
+            ),
+            constant(
+                "`AppSettings::default()`: what a first start remembers.",
+                "DEFAULT_APP_SETTINGS: AppSettings",
+                &AppSettings::default(),
+            ),
+        ];
         format!(
-            "// Generated from the Rust types by src-tauri/src/bindings.rs. Do not edit.\n// Regenerate: UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings\n\n{}",
-            decls.join("\n")
+            "// Generated from the Rust types by src-tauri/src/bindings.rs. Do not edit.\n// Regenerate: UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings\n\n{}\n{}",
+            decls.join("\n"),
+            defaults.join("\n")
         )
     }
 

@@ -4,15 +4,14 @@
 
 import { writable } from "svelte/store";
 
-export type ThemeChoice = "system" | "light" | "dark";
+import { DEFAULT_APP_SETTINGS } from "./ipc/bindings";
+import type { Theme } from "./ipc/types";
 
-export const THEME_CHOICES: readonly ThemeChoice[] = ["system", "light", "dark"];
-
-/** The theme in force. Set it to change the look at once. */
-export const theme = writable<ThemeChoice>("system");
+/** The theme in force, the Rust default until the saved one loads. Set it to change the look. */
+export const theme = writable<Theme>(DEFAULT_APP_SETTINGS.theme);
 
 /** Puts `choice` on `root`: `theme-light` / `theme-dark`, or neither to follow the system. */
-export function applyTheme(choice: ThemeChoice, root: HTMLElement): void {
+export function applyTheme(choice: Theme, root: HTMLElement): void {
   root.classList.toggle("theme-light", choice === "light");
   root.classList.toggle("theme-dark", choice === "dark");
 }

@@ -9,6 +9,7 @@ import type {
   DeviceStatus,
   LoadedSettings,
 } from "$lib/ipc/types";
+import { DEFAULT_APP_SETTINGS } from "$lib/ipc/bindings";
 import { defaultSettings } from "$lib/settings";
 
 export function candidate(overrides: Partial<Candidate> = {}): Candidate {
@@ -155,13 +156,7 @@ export function deviceStatus(overrides: Partial<DeviceStatus> = {}): DeviceStatu
 /** The settings as `load_settings` returns them on a first start. */
 export function loadedSettings(overrides: Partial<AppSettings> = {}): LoadedSettings {
   return {
-    settings: {
-      ask: defaultSettings(),
-      theme: "system",
-      device: "auto",
-      export: { format: "md", supportLabels: false, onlySupported: false },
-      ...overrides,
-    },
+    settings: { ...structuredClone(DEFAULT_APP_SETTINGS), ...overrides },
     path: "/home/ada/.config/selfrag-desktop/settings.json",
     notice: null,
   };

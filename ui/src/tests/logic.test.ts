@@ -6,6 +6,7 @@ import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
 import { argmax, isUseBadge, scoreBreakdown } from "$lib/reflection";
+import { defaultSettings } from "$lib/settings";
 import { isCommand } from "$lib/shortcuts";
 import { candidate } from "./fixtures";
 
@@ -114,6 +115,12 @@ describe("reflection labels", () => {
 });
 
 describe("helpers", () => {
+  it("hands out a fresh copy of the Rust defaults each time", () => {
+    const mine = defaultSettings();
+    mine.weights.sup = 9;
+    expect(defaultSettings().weights.sup).toBe(1);
+  });
+
   it("wraps whatever a call rejected with as {code, message}", () => {
     expect(toAppError({ code: "unknown_answer", message: "no such answer" })).toEqual({
       code: "unknown_answer",

@@ -92,10 +92,15 @@ mod tests {
                 &AppSettings::default(),
             ),
         ];
+        let commands = format!(
+            "/** The commands the UI may invoke (build.rs's one list). */\nexport const COMMANDS = {} as const;\n\n/** The name of a command. */\nexport type Command = (typeof COMMANDS)[number];\n",
+            serde_json::to_string_pretty(crate::COMMANDS).unwrap_or_default()
+        );
         format!(
-            "// Generated from the Rust types by src-tauri/src/bindings.rs. Do not edit.\n// Regenerate: UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings\n\n{}\n{}",
+            "// Generated from the Rust types by src-tauri/src/bindings.rs. Do not edit.\n// Regenerate: UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings\n\n{}\n{}\n{}",
             decls.join("\n"),
-            defaults.join("\n")
+            defaults.join("\n"),
+            commands
         )
     }
 

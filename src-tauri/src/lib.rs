@@ -20,6 +20,10 @@ use anyhow::Context;
 use selfrag_engine::{Engine, EngineConfig, SettingsStore};
 use tauri::Manager;
 
+/// The names of the commands the UI may invoke, from build.rs's one list: the invoke handler,
+/// the capability's permissions and the UI's bindings all come from it.
+pub const COMMANDS: &[&str] = include!(concat!(env!("OUT_DIR"), "/command_names.rs"));
+
 /// What every command can reach.
 pub struct AppState {
     engine: Engine,
@@ -77,37 +81,8 @@ pub fn run() -> anyhow::Result<()> {
             settings,
             running: Mutex::new(None),
         })
-        .invoke_handler(tauri::generate_handler![
-            commands::app_status,
-            commands::index_paths,
-            commands::list_documents,
-            commands::ask,
-            commands::cancel_ask,
-            commands::rerank,
-            commands::export_answer,
-            downloads::download_model,
-            downloads::cancel_download,
-            downloads::refresh_models,
-            app_data::list_history,
-            app_data::open_answer,
-            app_data::delete_answer,
-            app_data::render_answer,
-            app_data::load_settings,
-            app_data::save_settings,
-            generator::generator_state,
-            generator::test_generator_server,
-            generator::use_generator_server,
-            sources::open_source,
-            library::cancel_indexing,
-            library::remove_document,
-            library::reindex_document,
-            library::library_stats,
-            library::watched_folders,
-            library::watch_folders,
-            library::unwatch_folder,
-            grants::pick_files,
-            grants::pick_folder,
-        ])
+        // Every command of build.rs's one list (see `COMMANDS`).
+        .invoke_handler(include!(concat!(env!("OUT_DIR"), "/command_handler.rs")))
         // A native drop grants its paths to index_paths and watch_folders. Tauri calls this on
         // the main thread right after it forwards the drop to the page, and the page's
         // index_paths call is served on that thread too, so the grant is always there first.
@@ -166,4 +141,33 @@ fn navigation_guard<R: tauri::Runtime>() -> tauri::plugin::TauriPlugin<R> {
             own
         })
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The capability grants the UI exactly the app's commands (plus the core events and
+    /// zoom): a command added to build.rs's list is not callable until it is granted here, and
+    /// a grant left behind by a removed command fails.
+    #[test]
+    fn the_capability_grants_exactly_the_commands() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("capabilities/default.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let capability: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut granted: Vec<String> = capability["permissions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p.as_str())
+            .filter(|p| !p.starts_with("core:"))
+            .map(str::to_owned)
+            .collect();
+        let mut expected: Vec<String> = super::COMMANDS
+            .iter()
+            .map(|name| format!("allow-{}", name.replace('_', "-")))
+            .collect();
+        granted.sort();
+        expected.sort();
+        assert_eq!(granted, expected);
+    }
 }

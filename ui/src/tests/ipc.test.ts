@@ -1,6 +1,7 @@
-// The command names and argument shapes the Rust side must accept.
+// The argument shapes the Rust side must accept, and that the ipc module reaches every command
+// of the Rust side's list.
 
-import { beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 
 const tauri = vi.hoisted(() => {
   class Channel<T> {
@@ -24,11 +25,23 @@ vi.mock("@tauri-apps/api/webview", () => ({
 }));
 
 import * as ipc from "$lib/ipc";
+import { COMMANDS } from "$lib/ipc/bindings";
 import { defaultSettings } from "$lib/settings";
 
 beforeEach(() => {
   tauri.invoke.mockReset();
   tauri.invoke.mockResolvedValue(undefined);
+});
+
+// Every command of the Rust side's list (generated into the bindings) is called by some
+// function of the ipc module in these tests, and nothing else is: the module's names are
+// type-checked against that list, and this checks the module covers it.
+const invoked = new Set<string>();
+afterEach(() => {
+  for (const [name] of tauri.invoke.mock.calls) invoked.add(name as string);
+});
+afterAll(() => {
+  expect([...invoked].sort()).toEqual([...COMMANDS].sort());
 });
 
 describe("ipc", () => {
@@ -74,6 +87,40 @@ describe("ipc", () => {
     } as const;
     await ipc.saveSettings(settings);
     expect(tauri.invoke).toHaveBeenLastCalledWith("save_settings", { settings });
+  });
+
+  it("calls the library, model, source and generator commands with their arguments", async () => {
+    const last = () => tauri.invoke.mock.lastCall as [string, Record<string, unknown>?];
+    await ipc.openSource("a1", 2);
+    expect(last()).toEqual(["open_source", { answerId: "a1", citation: 2 }]);
+    await ipc.downloadModel("selfrag-7b", () => {});
+    expect(last()[0]).toBe("download_model");
+    expect(last()[1]?.modelId).toBe("selfrag-7b");
+    await ipc.cancelDownload("selfrag-7b");
+    expect(last()).toEqual(["cancel_download", { modelId: "selfrag-7b" }]);
+    await ipc.refreshModels();
+    expect(last()).toEqual(["refresh_models"]);
+    await ipc.cancelIndexing();
+    expect(last()).toEqual(["cancel_indexing"]);
+    await ipc.removeDocument("d1");
+    expect(last()).toEqual(["remove_document", { documentId: "d1" }]);
+    await ipc.reindexDocument("/a.pdf", () => {});
+    expect(last()[0]).toBe("reindex_document");
+    expect(last()[1]?.path).toBe("/a.pdf");
+    await ipc.libraryStats();
+    expect(last()).toEqual(["library_stats"]);
+    await ipc.watchedFolders();
+    expect(last()).toEqual(["watched_folders"]);
+    await ipc.watchFolders(["/papers"]);
+    expect(last()).toEqual(["watch_folders", { paths: ["/papers"] }]);
+    await ipc.unwatchFolder("/papers");
+    expect(last()).toEqual(["unwatch_folder", { folder: "/papers" }]);
+    await ipc.generatorState();
+    expect(last()).toEqual(["generator_state"]);
+    await ipc.testGeneratorServer("http://gpu:8080", null);
+    expect(last()).toEqual(["test_generator_server", { url: "http://gpu:8080", apiKey: null }]);
+    await ipc.useGeneratorServer(null, null);
+    expect(last()).toEqual(["use_generator_server", { url: null, apiKey: null }]);
   });
 
   it("streams ask and index events through a Channel named onEvent", async () => {

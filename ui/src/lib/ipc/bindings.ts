@@ -540,3 +540,39 @@ export const DEFAULT_APP_SETTINGS: AppSettings = {
     "onlySupported": false
   }
 };
+
+/** The commands the UI may invoke (build.rs's one list). */
+export const COMMANDS = [
+  "app_status",
+  "index_paths",
+  "list_documents",
+  "ask",
+  "cancel_ask",
+  "rerank",
+  "export_answer",
+  "download_model",
+  "cancel_download",
+  "refresh_models",
+  "list_history",
+  "open_answer",
+  "delete_answer",
+  "render_answer",
+  "load_settings",
+  "save_settings",
+  "generator_state",
+  "test_generator_server",
+  "use_generator_server",
+  "open_source",
+  "cancel_indexing",
+  "remove_document",
+  "reindex_document",
+  "library_stats",
+  "watched_folders",
+  "watch_folders",
+  "unwatch_folder",
+  "pick_files",
+  "pick_folder"
+] as const;
+
+/** The name of a command. */
+export type Command = (typeof COMMANDS)[number];

@@ -1,10 +1,11 @@
 // Every call from the UI to the Rust side. This is the only module that imports @tauri-apps/*,
 // so the rest of the UI can be tested with `vi.mock("$lib/ipc")`.
 
-import { Channel, invoke } from "@tauri-apps/api/core";
+import { Channel, invoke, type InvokeArgs } from "@tauri-apps/api/core";
 import { listen } from "@tauri-apps/api/event";
 import { getCurrentWebview } from "@tauri-apps/api/webview";
 
+import type { Command } from "./bindings";
 import type {
   AnswerRecord,
   AppStatus,
@@ -30,9 +31,17 @@ import type { ModelDownloadProgress } from "./types";
 
 export type * from "./types";
 
+/**
+ * Invokes a command by its name from the generated list: a command renamed or removed on the
+ * Rust side fails this module's type check.
+ */
+function call<T>(command: Command, args?: InvokeArgs): Promise<T> {
+  return args === undefined ? invoke<T>(command) : invoke<T>(command, args);
+}
+
 /** Which models were found, where the data lives, and how big the library is. */
 export function appStatus(): Promise<AppStatus> {
-  return invoke<AppStatus>("app_status");
+  return call<AppStatus>("app_status");
 }
 
 /** Indexes files and folders, streaming one event per file; resolves with the `finished` event. */
@@ -42,12 +51,12 @@ export function indexPaths(
 ): Promise<IndexFinished> {
   const channel = new Channel<IndexEvent>();
   channel.onmessage = onEvent;
-  return invoke<IndexFinished>("index_paths", { paths, onEvent: channel });
+  return call<IndexFinished>("index_paths", { paths, onEvent: channel });
 }
 
 /** The documents of the library. */
 export function listDocuments(): Promise<DocumentInfo[]> {
-  return invoke<DocumentInfo[]>("list_documents");
+  return call<DocumentInfo[]>("list_documents");
 }
 
 /** Answers a question, streaming the steps of Self-RAG as they happen. */
@@ -58,7 +67,7 @@ export function ask(
 ): Promise<AnswerRecord> {
   const channel = new Channel<Progress>();
   channel.onmessage = onEvent;
-  return invoke<AnswerRecord>("ask", { question, settings, onEvent: channel });
+  return call<AnswerRecord>("ask", { question, settings, onEvent: channel });
 }
 
 /**
@@ -66,7 +75,7 @@ export function ask(
  * IpcError code "cancelled". Does nothing when no question runs.
  */
 export function cancelAsk(): Promise<void> {
-  return invoke<void>("cancel_ask");
+  return call<void>("cancel_ask");
 }
 
 /** Re-chooses the candidates of a stored answer under new weights; no model call. */
@@ -75,7 +84,7 @@ export function rerank(
   weights: CritiqueWeights,
   hardConstraints: boolean,
 ): Promise<AnswerRecord> {
-  return invoke<AnswerRecord>("rerank", { answerId, weights, hardConstraints });
+  return call<AnswerRecord>("rerank", { answerId, weights, hardConstraints });
 }
 
 /**
@@ -83,47 +92,47 @@ export function rerank(
  * extension) and writes it there; resolves with the path, or null when cancelled.
  */
 export function exportAnswer(answerId: string, options: ExportOptions): Promise<string | null> {
-  return invoke<string | null>("export_answer", { answerId, options });
+  return call<string | null>("export_answer", { answerId, options });
 }
 
 /** The answer rendered as the export would write it (for the clipboard). */
 export function renderAnswer(answerId: string, options: ExportOptions): Promise<string> {
-  return invoke<string>("render_answer", { answerId, options });
+  return call<string>("render_answer", { answerId, options });
 }
 
 /** Saved answers whose question or answer contains every word of `query`, newest first. */
 export function listHistory(query: string): Promise<HistoryEntry[]> {
-  return invoke<HistoryEntry[]>("list_history", { query });
+  return call<HistoryEntry[]>("list_history", { query });
 }
 
 /** A saved answer, to show again and re-rank. */
 export function openAnswer(answerId: string): Promise<AnswerRecord> {
-  return invoke<AnswerRecord>("open_answer", { answerId });
+  return call<AnswerRecord>("open_answer", { answerId });
 }
 
 /** Deletes a saved answer for good. */
 export function deleteAnswer(answerId: string): Promise<void> {
-  return invoke<void>("delete_answer", { answerId });
+  return call<void>("delete_answer", { answerId });
 }
 
 /** The settings saved last time (defaults if none), and a notice if the file was broken. */
 export function loadSettings(): Promise<LoadedSettings> {
-  return invoke<LoadedSettings>("load_settings");
+  return call<LoadedSettings>("load_settings");
 }
 
 /** Saves the settings; resolves with the device status (a new device loads on the next ask). */
 export function saveSettings(settings: AppSettings): Promise<DeviceStatus> {
-  return invoke<DeviceStatus>("save_settings", { settings });
+  return call<DeviceStatus>("save_settings", { settings });
 }
 
 /** Where the model generates now: this computer, or a llama.cpp server (`url`). */
 export function generatorState(): Promise<GeneratorState> {
-  return invoke<GeneratorState>("generator_state");
+  return call<GeneratorState>("generator_state");
 }
 
 /** Checks the server at `url` as an answer would, changing nothing; no key: the saved one. */
 export function testGeneratorServer(url: string, apiKey: string | null): Promise<ServerCheck> {
-  return invoke<ServerCheck>("test_generator_server", { url, apiKey });
+  return call<ServerCheck>("test_generator_server", { url, apiKey });
 }
 
 /**
@@ -135,7 +144,7 @@ export function useGeneratorServer(
   url: string | null,
   apiKey: string | null,
 ): Promise<GeneratorState> {
-  return invoke<GeneratorState>("use_generator_server", { url, apiKey });
+  return call<GeneratorState>("use_generator_server", { url, apiKey });
 }
 
 /**
@@ -143,7 +152,7 @@ export function useGeneratorServer(
  * side shows the native dialog, so the paths it returns are ones `indexPaths` accepts.
  */
 export async function pickFiles(): Promise<string[] | null> {
-  const picked = await invoke<string[]>("pick_files");
+  const picked = await call<string[]>("pick_files");
   return picked.length > 0 ? picked : null;
 }
 
@@ -180,7 +189,7 @@ export function onFilesDropped(
  * passed to the platform opener.
  */
 export function openSource(answerId: string, citation: number): Promise<string> {
-  return invoke<string>("open_source", { answerId, citation });
+  return call<string>("open_source", { answerId, citation });
 }
 
 /**
@@ -195,17 +204,17 @@ export function downloadModel(
 ): Promise<AppStatus> {
   const channel = new Channel<ModelDownloadProgress>();
   channel.onmessage = onEvent;
-  return invoke<AppStatus>("download_model", { modelId, onEvent: channel });
+  return call<AppStatus>("download_model", { modelId, onEvent: channel });
 }
 
 /** Stops the download of a model; does nothing when it is not running. */
 export function cancelDownload(modelId: string): Promise<void> {
-  return invoke<void>("cancel_download", { modelId });
+  return call<void>("cancel_download", { modelId });
 }
 
 /** Looks for the models again (e.g. after copying them in by hand) and returns the new status. */
 export function refreshModels(): Promise<AppStatus> {
-  return invoke<AppStatus>("refresh_models");
+  return call<AppStatus>("refresh_models");
 }
 
 // The library pane: stopping a job, removing and re-indexing documents, statistics, watched
@@ -213,12 +222,12 @@ export function refreshModels(): Promise<AppStatus> {
 
 /** Stops the running indexing job at the next file or embedding batch; its `indexPaths` resolves as cancelled. */
 export function cancelIndexing(): Promise<void> {
-  return invoke<void>("cancel_indexing");
+  return call<void>("cancel_indexing");
 }
 
 /** Removes the library's document `documentId` (the file stays on disk); resolves with the paths removed. */
 export function removeDocument(documentId: string): Promise<string[]> {
-  return invoke<string[]>("remove_document", { documentId });
+  return call<string[]>("remove_document", { documentId });
 }
 
 /** Parses and embeds one document again, streaming the job's events like `indexPaths`. */
@@ -228,17 +237,17 @@ export function reindexDocument(
 ): Promise<IndexFinished> {
   const channel = new Channel<IndexEvent>();
   channel.onmessage = onEvent;
-  return invoke<IndexFinished>("reindex_document", { path, onEvent: channel });
+  return call<IndexFinished>("reindex_document", { path, onEvent: channel });
 }
 
 /** Document, passage and page counts and the disk the library takes. */
 export function libraryStats(): Promise<LibraryStats> {
-  return invoke<LibraryStats>("library_stats");
+  return call<LibraryStats>("library_stats");
 }
 
 /** The folders kept in sync with the library. */
 export function watchedFolders(): Promise<string[]> {
-  return invoke<string[]>("watched_folders");
+  return call<string[]>("watched_folders");
 }
 
 /**
@@ -246,17 +255,17 @@ export function watchedFolders(): Promise<string[]> {
  * `onLibraryEvent`). Paths that are not folders come back in `notFolders`.
  */
 export function watchFolders(paths: string[]): Promise<WatchResult> {
-  return invoke<WatchResult>("watch_folders", { paths });
+  return call<WatchResult>("watch_folders", { paths });
 }
 
 /** Stops watching a folder (its documents stay); resolves with the folders still watched. */
 export function unwatchFolder(folder: string): Promise<string[]> {
-  return invoke<string[]>("unwatch_folder", { folder });
+  return call<string[]>("unwatch_folder", { folder });
 }
 
 /** Lets the user pick one folder to add (a native dialog shown by the Rust side); null when cancelled. */
 export function pickFolder(): Promise<string | null> {
-  return invoke<string | null>("pick_folder");
+  return call<string | null>("pick_folder");
 }
 
 /**

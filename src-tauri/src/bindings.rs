@@ -80,18 +80,11 @@ mod tests {
             decl::<IpcError>(&cfg),
         ];
         // The defaults too, as values: the UI starts from them and never restates them.
-        let defaults = [
-            constant(
-                "`Settings::default()` of selfrag-core: the paper's defaults.",
-                "DEFAULT_SETTINGS: Settings",
-                &Settings::default(),
-            ),
-            constant(
-                "`AppSettings::default()`: what a first start remembers.",
-                "DEFAULT_APP_SETTINGS: AppSettings",
-                &AppSettings::default(),
-            ),
-        ];
+        let defaults = [constant(
+            "`AppSettings::default()`: what a first start remembers; `ask` is `Settings::default()` of selfrag-core, the paper's defaults.",
+            "DEFAULT_APP_SETTINGS: AppSettings",
+            &AppSettings::default(),
+        )];
         let commands = format!(
             "/** The commands the UI may invoke (build.rs's one list). */\nexport const COMMANDS = {} as const;\n\n/** The name of a command. */\nexport type Command = (typeof COMMANDS)[number];\n",
             serde_json::to_string_pretty(crate::COMMANDS).unwrap_or_default()

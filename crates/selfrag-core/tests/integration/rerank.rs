@@ -18,15 +18,26 @@ fn two_candidates() -> (selfrag_core::Answer, Scripted) {
         [1.0, 0.0, 0.0],
         [0.0, 0.0, 1.0, 0.0, 0.0],
     );
+    answer_from(alpha, beta, false)
+}
+
+/// A short-form answer that always retrieves two passages, "first" (written `from_first`) and
+/// "second" (`from_second`).
+fn answer_from(
+    from_first: Script,
+    from_second: Script,
+    hard_constraints: bool,
+) -> (selfrag_core::Answer, Scripted) {
     let mut g = Scripted::fixed(0.9, 0.1, move |prompt| {
         if prompt.contains("first") {
-            alpha.clone()
+            from_first.clone()
         } else {
-            beta.clone()
+            from_second.clone()
         }
     });
     let settings = Settings {
         mode: RetrieveMode::Always,
+        hard_constraints,
         ..Settings::default()
     };
     let (answer, _) = run(
@@ -94,25 +105,7 @@ fn hard_constraints_that_would_leave_nothing_exclude_nothing() {
     let irrelevant = |text: &str| {
         Script::candidate(text, (0.1, 0.9), [1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0])
     };
-    let (a, b) = (irrelevant("alpha"), irrelevant("beta"));
-    let mut g = Scripted::fixed(0.9, 0.1, move |prompt| {
-        if prompt.contains("first") {
-            a.clone()
-        } else {
-            b.clone()
-        }
-    });
-    let settings = Settings {
-        mode: RetrieveMode::Always,
-        hard_constraints: true,
-        ..Settings::default()
-    };
-    let (answer, _) = run(
-        "Q?",
-        &settings,
-        &mut g,
-        &mut Library::new(&["first", "second"]),
-    );
+    let (answer, _) = answer_from(irrelevant("alpha"), irrelevant("beta"), true);
     let segment = &answer.segments[0];
     assert!(segment.excluded.is_empty());
     for candidate in &segment.candidates {

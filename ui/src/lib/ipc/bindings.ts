@@ -494,26 +494,7 @@ export type IpcErrorCode = ErrorCode | ShellErrorCode;
 
 export type IpcError = { code: IpcErrorCode, message: string, };
 
-/** `Settings::default()` of selfrag-core: the paper's defaults. */
-export const DEFAULT_SETTINGS: Settings = {
-  "mode": "adaptive",
-  "threshold": 0.2,
-  "k": 5,
-  "weights": {
-    "rel": 1.0,
-    "sup": 1.0,
-    "use": 0.5
-  },
-  "use_p_lm": true,
-  "hard_constraints": false,
-  "long_form": false,
-  "beam_width": 2,
-  "max_segments": 7,
-  "max_new_tokens": 100,
-  "max_segment_tokens": 200
-};
-
-/** `AppSettings::default()`: what a first start remembers. */
+/** `AppSettings::default()`: what a first start remembers; `ask` is `Settings::default()` of selfrag-core, the paper's defaults. */
 export const DEFAULT_APP_SETTINGS: AppSettings = {
   "ask": {
     "mode": "adaptive",

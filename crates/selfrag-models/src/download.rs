@@ -456,12 +456,6 @@ fn fetch_blob(
     report: &mut DownloadReport,
     cancel: &AtomicBool,
 ) -> Result<PathBuf, DownloadError> {
-    let total = meter.total;
-    let io_err = |path: &Path| {
-        let file = file.name.clone();
-        let path = path.to_path_buf();
-        move |source: io::Error| io_error(&file, &path, total, source)
-    };
     let blobs = repo.join("blobs");
     let blob = blobs.join(&file.etag);
     if fs::metadata(&blob).is_ok_and(|m| m.is_file() && m.len() == file.size) {
@@ -470,132 +464,212 @@ fn fetch_blob(
         meter.emit(DownloadPhase::Checking, &file.name, true);
         return Ok(blob);
     }
-    fs::create_dir_all(&blobs).map_err(io_err(&blobs))?;
-
-    // One writer per blob, across processes (the app and the CLI may both be pulling).
-    let lock_dir = cache.join(".locks").join(
-        repo.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-    );
-    fs::create_dir_all(&lock_dir).map_err(io_err(&lock_dir))?;
-    let lock_path = lock_dir.join(format!("{}.lock", file.etag));
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(io_err(&lock_path))?;
-    match lock.try_lock() {
+    let total = meter.total;
+    fs::create_dir_all(&blobs).map_err(io_err_at(file, total, &blobs))?;
+    let lock = BlobLock::take(cache, repo, file, total)?;
+    let mut partial = PartialBlob::open(&blobs, file, meter, report)?;
+    match receive(client, file, &mut partial, meter, report, cancel) {
         Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            return Err(DownloadError::Busy {
+        // More bytes than announced: what is there cannot be resumed.
+        Err(e @ DownloadError::SizeMismatch { .. }) => {
+            partial.discard();
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    }
+    partial.publish(&blob, file, meter)?;
+    lock.release();
+    Ok(blob)
+}
+
+/// `map_err` for an I/O error on `path` while fetching `file`.
+fn io_err_at<'a>(
+    file: &'a RemoteFile,
+    total: u64,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> DownloadError + 'a {
+    move |source| io_error(&file.name, path, total, source)
+}
+
+/// One writer per blob, across processes (the app and the CLI may both be pulling): an
+/// exclusive lock on `.locks/REPO/ETAG.lock` in the cache, held until the blob is in place.
+struct BlobLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl BlobLock {
+    /// Takes the lock, or says another program holds it.
+    fn take(
+        cache: &Path,
+        repo: &Path,
+        file: &RemoteFile,
+        total: u64,
+    ) -> Result<Self, DownloadError> {
+        let dir = cache.join(".locks").join(
+            repo.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+        fs::create_dir_all(&dir).map_err(io_err_at(file, total, &dir))?;
+        let path = dir.join(format!("{}.lock", file.etag));
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_err_at(file, total, &path))?;
+        match lock.try_lock() {
+            Ok(()) => Ok(Self { file: lock, path }),
+            Err(fs::TryLockError::WouldBlock) => Err(DownloadError::Busy {
                 file: file.name.clone(),
-                lock: lock_path,
-            });
+                lock: path,
+            }),
+            Err(fs::TryLockError::Error(e)) => Err(io_err_at(file, total, &path)(e)),
         }
-        Err(fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
     }
 
-    let partial = blobs.join(format!("{}.incomplete", file.etag));
-    let hf_hub_partial = blobs.join(format!("{}.part", file.etag));
-    if !partial.exists() && hf_hub_partial.is_file() {
-        fs::rename(&hf_hub_partial, &partial).map_err(io_err(&partial))?;
+    /// Unlocks and removes the lock file (a lock left on an error is released when dropped).
+    fn release(self) {
+        drop(self.file);
+        let _ = fs::remove_file(&self.path);
     }
-    let mut out = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&partial)
-        .map_err(io_err(&partial))?;
-    let mut have = out.metadata().map_err(io_err(&partial))?.len();
-    if have > file.size {
-        out.set_len(0).map_err(io_err(&partial))?;
-        have = 0;
-    }
-    // The hash covers the whole file, so a resumed download reads its first part back.
-    let mut hasher = Sha256::new();
-    // Bytes of this file kept from an earlier run (counted in `report.resumed_bytes`).
-    let mut resumed = have;
-    if have > 0 {
-        meter.emit(DownloadPhase::Checking, &file.name, true);
-        if file.sha256.is_some() {
-            hash_prefix(&mut out, have, &mut hasher).map_err(io_err(&partial))?;
-        }
-        report.resumed_bytes += have;
-        meter.done += have;
-    }
-    out.seek(SeekFrom::Start(have)).map_err(io_err(&partial))?;
+}
 
-    let mut attempt = 0;
-    while have < file.size {
-        let reason = match client.get_from(&file.url, have) {
-            Ok(response) => {
-                let content_start = content_range_start(&response);
-                if content_start != Some(have) {
-                    // The server ignored the Range request (a whole file, from byte 0) or
-                    // answered it from another byte: start the file again.
-                    out.set_len(0).map_err(io_err(&partial))?;
-                    out.seek(SeekFrom::Start(0)).map_err(io_err(&partial))?;
-                    hasher = Sha256::new();
-                    // What this run fetched before stays counted as fetched; what an earlier
-                    // run left is no longer resumed.
-                    meter.done = meter.done.saturating_sub(have);
-                    report.resumed_bytes = report.resumed_bytes.saturating_sub(resumed);
-                    resumed = 0;
-                    have = 0;
-                }
-                let mut body = response.into_reader();
-                if content_start != Some(have) {
-                    // Neither where it was asked to start nor at byte 0: this body belongs
-                    // nowhere in the file. It is dropped and the file fetched from the start.
-                    drop(body);
-                    format!(
-                        "the server answered the resume from byte {} instead",
-                        content_start.map_or_else(|| "?".to_owned(), |b| b.to_string())
-                    )
-                } else {
-                    match copy_body(
-                        &mut body,
-                        &mut out,
-                        &mut have,
-                        file,
-                        &mut hasher,
-                        meter,
-                        report,
-                        cancel,
-                    ) {
-                        Ok(()) if have == file.size => break,
-                        Ok(()) => "the connection closed early".to_owned(),
-                        Err(Copy::Cancelled) => {
-                            out.sync_all().map_err(io_err(&partial))?;
-                            return Err(DownloadError::Cancelled {
-                                file: file.name.clone(),
-                                done: have,
-                                total: file.size,
-                            });
-                        }
-                        Err(Copy::TooLong) => {
-                            drop(out);
-                            let _ = fs::remove_file(&partial);
-                            return Err(DownloadError::SizeMismatch {
-                                file: file.name.clone(),
-                                expected: file.size,
-                                received: have + 1,
-                            });
-                        }
-                        Err(Copy::Write(e)) => return Err(io_err(&partial)(e)),
-                        Err(Copy::Read(e)) => e.to_string(),
-                    }
-                }
+/// The blob being written: `ETAG.incomplete` beside the blobs, the bytes it holds and their hash.
+struct PartialBlob {
+    path: PathBuf,
+    out: File,
+    /// Bytes of the file in place.
+    have: u64,
+    /// SHA-256 of those bytes (the hash covers the whole file).
+    hasher: Sha256,
+    /// Bytes of the file kept from an earlier run (counted in `report.resumed_bytes`).
+    resumed: u64,
+}
+
+impl PartialBlob {
+    /// Opens the partial file where an earlier run (ours, or huggingface_hub's `.part`) left it,
+    /// hashing what is there, or starts it empty.
+    fn open(
+        blobs: &Path,
+        file: &RemoteFile,
+        meter: &mut Meter<'_>,
+        report: &mut DownloadReport,
+    ) -> Result<Self, DownloadError> {
+        let path = blobs.join(format!("{}.incomplete", file.etag));
+        let total = meter.total;
+        let io_err = |source| io_error(&file.name, &path, total, source);
+        let hf_hub_partial = blobs.join(format!("{}.part", file.etag));
+        if !path.exists() && hf_hub_partial.is_file() {
+            fs::rename(&hf_hub_partial, &path).map_err(io_err)?;
+        }
+        let mut out = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_err)?;
+        let mut have = out.metadata().map_err(io_err)?.len();
+        if have > file.size {
+            out.set_len(0).map_err(io_err)?;
+            have = 0;
+        }
+        // A resumed download reads its first part back for the hash.
+        let mut hasher = Sha256::new();
+        if have > 0 {
+            meter.emit(DownloadPhase::Checking, &file.name, true);
+            if file.sha256.is_some() {
+                hash_prefix(&mut out, have, &mut hasher).map_err(io_err)?;
             }
+            report.resumed_bytes += have;
+            meter.done += have;
+        }
+        out.seek(SeekFrom::Start(have)).map_err(io_err)?;
+        Ok(Self {
+            path,
+            out,
+            have,
+            hasher,
+            resumed: have,
+        })
+    }
+
+    /// Empties the file to fetch it from byte 0 again; what an earlier run left is no longer
+    /// resumed, and what this run fetched stays counted as fetched.
+    fn restart(&mut self, meter: &mut Meter<'_>, report: &mut DownloadReport) -> io::Result<()> {
+        self.out.set_len(0)?;
+        self.out.seek(SeekFrom::Start(0))?;
+        self.hasher = Sha256::new();
+        meter.done = meter.done.saturating_sub(self.have);
+        report.resumed_bytes = report.resumed_bytes.saturating_sub(self.resumed);
+        self.resumed = 0;
+        self.have = 0;
+        Ok(())
+    }
+
+    /// Closes and removes the file.
+    fn discard(self) {
+        drop(self.out);
+        let _ = fs::remove_file(&self.path);
+    }
+
+    /// Syncs the file, checks its hash where one is known (a mismatch removes it) and renames
+    /// it to `blob`.
+    fn publish(
+        self,
+        blob: &Path,
+        file: &RemoteFile,
+        meter: &mut Meter<'_>,
+    ) -> Result<(), DownloadError> {
+        let Self {
+            path, out, hasher, ..
+        } = self;
+        let total = meter.total;
+        out.sync_all().map_err(io_err_at(file, total, &path))?;
+        drop(out);
+        if let Some((expected, source_of_hash)) = &file.sha256 {
+            meter.emit(DownloadPhase::Verifying, &file.name, true);
+            let actual = hex(&hasher.finalize());
+            if &actual != expected {
+                let _ = fs::remove_file(&path);
+                return Err(DownloadError::HashMismatch {
+                    file: file.name.clone(),
+                    expected: expected.clone(),
+                    actual,
+                    source_of_hash: source_of_hash.clone(),
+                });
+            }
+        }
+        fs::rename(&path, blob).map_err(io_err_at(file, total, blob))
+    }
+}
+
+/// Fetches the rest of `file` into `partial`, resuming after a dropped connection up to the
+/// client's retries, until it holds the whole file.
+fn receive(
+    client: &Client,
+    file: &RemoteFile,
+    partial: &mut PartialBlob,
+    meter: &mut Meter<'_>,
+    report: &mut DownloadReport,
+    cancel: &AtomicBool,
+) -> Result<(), DownloadError> {
+    let total = meter.total;
+    let mut attempt = 0;
+    while partial.have < file.size {
+        let reason = match client.get_from(&file.url, partial.have) {
+            Ok(response) => match receive_body(response, file, partial, meter, report, cancel)? {
+                None => return Ok(()),
+                Some(reason) => reason,
+            },
             Err(e @ (DownloadError::Network { .. } | DownloadError::Http { .. })) => {
                 if attempt >= client.retries {
-                    return Err(if have > 0 {
+                    return Err(if partial.have > 0 {
                         DownloadError::Interrupted {
                             file: file.name.clone(),
-                            done: have,
+                            done: partial.have,
                             total: file.size,
                             reason: e.to_string(),
                         }
@@ -608,38 +682,85 @@ fn fetch_blob(
             Err(e) => return Err(e),
         };
         if attempt >= client.retries {
-            out.sync_all().map_err(io_err(&partial))?;
+            partial
+                .out
+                .sync_all()
+                .map_err(io_err_at(file, total, &partial.path))?;
             return Err(DownloadError::Interrupted {
                 file: file.name.clone(),
-                done: have,
+                done: partial.have,
                 total: file.size,
                 reason,
             });
         }
         attempt += 1;
-        tracing::warn!(file = %file.name, done = have, %reason, attempt, "download interrupted, resuming");
+        tracing::warn!(file = %file.name, done = partial.have, %reason, attempt, "download interrupted, resuming");
         std::thread::sleep(Duration::from_millis(250 * u64::from(attempt)));
     }
-    out.sync_all().map_err(io_err(&partial))?;
-    drop(out);
+    Ok(())
+}
 
-    if let Some((expected, source_of_hash)) = &file.sha256 {
-        meter.emit(DownloadPhase::Verifying, &file.name, true);
-        let actual = hex(&hasher.finalize());
-        if &actual != expected {
-            let _ = fs::remove_file(&partial);
-            return Err(DownloadError::HashMismatch {
-                file: file.name.clone(),
-                expected: expected.clone(),
-                actual,
-                source_of_hash: source_of_hash.clone(),
-            });
-        }
+/// Copies one response into `partial`: `None` once the file is whole, or why it stopped short
+/// (a reason to try again); an error where trying again cannot help.
+fn receive_body(
+    response: ureq::Response,
+    file: &RemoteFile,
+    partial: &mut PartialBlob,
+    meter: &mut Meter<'_>,
+    report: &mut DownloadReport,
+    cancel: &AtomicBool,
+) -> Result<Option<String>, DownloadError> {
+    let total = meter.total;
+    let io_err = |path: &Path, source| io_error(&file.name, path, total, source);
+    let content_start = content_range_start(&response);
+    if content_start != Some(partial.have) {
+        // The server ignored the Range request (a whole file, from byte 0) or answered it from
+        // another byte: start the file again.
+        partial
+            .restart(meter, report)
+            .map_err(|e| io_err(&partial.path, e))?;
     }
-    fs::rename(&partial, &blob).map_err(io_err(&blob))?;
-    drop(lock);
-    let _ = fs::remove_file(&lock_path);
-    Ok(blob)
+    let mut body = response.into_reader();
+    if content_start != Some(partial.have) {
+        // Neither where it was asked to start nor at byte 0: this body belongs nowhere in the
+        // file. It is dropped and the file fetched from the start.
+        drop(body);
+        return Ok(Some(format!(
+            "the server answered the resume from byte {} instead",
+            content_start.map_or_else(|| "?".to_owned(), |b| b.to_string())
+        )));
+    }
+    match copy_body(
+        &mut body,
+        &mut partial.out,
+        &mut partial.have,
+        file,
+        &mut partial.hasher,
+        meter,
+        report,
+        cancel,
+    ) {
+        Ok(()) if partial.have == file.size => Ok(None),
+        Ok(()) => Ok(Some("the connection closed early".to_owned())),
+        Err(Copy::Cancelled) => {
+            partial
+                .out
+                .sync_all()
+                .map_err(|e| io_err(&partial.path, e))?;
+            Err(DownloadError::Cancelled {
+                file: file.name.clone(),
+                done: partial.have,
+                total: file.size,
+            })
+        }
+        Err(Copy::TooLong) => Err(DownloadError::SizeMismatch {
+            file: file.name.clone(),
+            expected: file.size,
+            received: partial.have + 1,
+        }),
+        Err(Copy::Write(e)) => Err(io_err(&partial.path, e)),
+        Err(Copy::Read(e)) => Ok(Some(e.to_string())),
+    }
 }
 
 /// How copying a response body into the partial file ended, short of the end of the body.

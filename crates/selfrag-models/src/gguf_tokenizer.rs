@@ -197,48 +197,37 @@ impl PartialOrd for Bigram {
 }
 
 /// One symbol of the linked list the merge loop works on: a byte range of the text.
-#[derive(Debug, Clone, Copy)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
+/// Refuses a GGUF whose `tokenizer.ggml.model` names another tokenizer than SentencePiece.
+fn require_spm(content: &gguf_file::Content) -> Result<(), ModelError> {
+    let Some(model) = content.metadata.get("tokenizer.ggml.model") else {
+        return Ok(());
+    };
+    let model = model
+        .to_string()
+        .map_err(|_| ModelError::InvalidTokenizer {
+            reason: "`tokenizer.ggml.model` is not a string".to_owned(),
+        })?;
+    if model != "llama" {
+        return Err(ModelError::InvalidTokenizer {
+            reason: format!(
+                "tokenizer model `{model}` is not supported, only `llama` (SentencePiece)"
+            ),
+        });
+    }
+    Ok(())
 }
 
-impl GgufTokenizer {
-    /// Reads only the header of the GGUF at `path` (no weights) and builds its tokenizer.
-    pub fn from_gguf_file(path: &std::path::Path) -> Result<Self, ModelError> {
-        let file = std::fs::File::open(path).map_err(ModelError::io(path))?;
-        let content = crate::gguf_header::read(&mut std::io::BufReader::new(file), path)?;
-        Self::from_gguf(&content).map_err(|e| e.in_file(path))
-    }
+/// The pieces with their scores and types, one of each per token id.
+struct Vocabulary {
+    tokens: Vec<String>,
+    scores: Vec<f32>,
+    types: Vec<TokenType>,
+}
 
-    /// The tokenizer of the Llama GGUF at `path` and the model's context length, from the
-    /// header alone: all that building a prompt needs (see `selfrag debug prompt`).
-    pub fn with_context_length(path: &std::path::Path) -> Result<(Self, usize), ModelError> {
-        let file = std::fs::File::open(path).map_err(ModelError::io(path))?;
-        let content = crate::gguf_header::read(&mut std::io::BufReader::new(file), path)?;
-        let config = crate::llama::LlamaConfig::from_gguf(&content, path)?;
-        let tokenizer = Self::from_gguf(&content).map_err(|e| e.in_file(path))?;
-        Ok((tokenizer, config.context_length))
-    }
-
-    /// Builds the tokenizer from `tokenizer.ggml.*` metadata (model `llama`, i.e. SPM).
-    pub fn from_gguf(content: &gguf_file::Content) -> Result<Self, ModelError> {
-        if let Some(model) = content.metadata.get("tokenizer.ggml.model") {
-            let model = model
-                .to_string()
-                .map_err(|_| ModelError::InvalidTokenizer {
-                    reason: "`tokenizer.ggml.model` is not a string".to_owned(),
-                })?;
-            if model != "llama" {
-                return Err(ModelError::InvalidTokenizer {
-                    reason: format!(
-                        "tokenizer model `{model}` is not supported, only `llama` (SentencePiece)"
-                    ),
-                });
-            }
-        }
+impl Vocabulary {
+    /// `tokenizer.ggml.tokens`, `.scores` (0 when absent) and `.token_type` (normal when
+    /// absent), which must be as long as one another.
+    fn read(content: &gguf_file::Content) -> Result<Self, ModelError> {
         let tokens_value = metadata_array(content, "tokenizer.ggml.tokens")?.ok_or_else(|| {
             ModelError::InvalidTokenizer {
                 reason: "`tokenizer.ggml.tokens` is missing".to_owned(),
@@ -286,36 +275,126 @@ impl GgufTokenizer {
                 ),
             });
         }
+        Ok(Self {
+            tokens,
+            scores,
+            types,
+        })
+    }
+}
 
-        let check_id = |key: &str, id: Option<u32>, default: u32| -> Result<u32, ModelError> {
-            let id = id.unwrap_or(default);
+/// BOS, EOS, unknown and padding, each checked to lie inside the vocabulary.
+struct SpecialIds {
+    bos: u32,
+    eos: u32,
+    unk: u32,
+    pad: Option<u32>,
+}
+
+impl SpecialIds {
+    /// From `tokenizer.ggml.*_token_id`, with Llama's defaults (1, 2, 0, no padding).
+    fn read(content: &gguf_file::Content, n: usize) -> Result<Self, ModelError> {
+        let id = |key: &str, default: Option<u32>| -> Result<Option<u32>, ModelError> {
+            let Some(id) = metadata_u32(content, key)?.or(default) else {
+                return Ok(None);
+            };
             if (id as usize) < n {
-                Ok(id)
+                Ok(Some(id))
             } else {
                 Err(ModelError::InvalidTokenizer {
                     reason: format!("`{key}` = {id} is outside the vocabulary of {n} tokens"),
                 })
             }
         };
-        let bos = check_id(
-            "tokenizer.ggml.bos_token_id",
-            metadata_u32(content, "tokenizer.ggml.bos_token_id")?,
-            1,
-        )?;
-        let eos = check_id(
-            "tokenizer.ggml.eos_token_id",
-            metadata_u32(content, "tokenizer.ggml.eos_token_id")?,
-            2,
-        )?;
-        let unk = check_id(
-            "tokenizer.ggml.unknown_token_id",
-            metadata_u32(content, "tokenizer.ggml.unknown_token_id")?,
-            0,
-        )?;
-        let pad = match metadata_u32(content, "tokenizer.ggml.padding_token_id")? {
-            None => None,
-            Some(id) => Some(check_id("tokenizer.ggml.padding_token_id", Some(id), 0)?),
+        Ok(Self {
+            bos: id("tokenizer.ggml.bos_token_id", Some(1))?.unwrap_or(1),
+            eos: id("tokenizer.ggml.eos_token_id", Some(2))?.unwrap_or(2),
+            unk: id("tokenizer.ggml.unknown_token_id", Some(0))?.unwrap_or(0),
+            pad: id("tokenizer.ggml.padding_token_id", None)?,
+        })
+    }
+}
+
+/// The lookups the encoder needs: normal pieces, every piece, the special pieces longest first,
+/// and the byte-fallback tokens.
+struct PieceIndex {
+    normal_ids: HashMap<String, u32>,
+    all_ids: HashMap<String, u32>,
+    specials: Vec<(String, u32)>,
+    byte_ids: [Option<u32>; 256],
+}
+
+impl PieceIndex {
+    fn build(tokens: &[String], types: &[TokenType]) -> Result<Self, ModelError> {
+        let mut index = Self {
+            normal_ids: HashMap::new(),
+            all_ids: HashMap::new(),
+            specials: Vec::new(),
+            byte_ids: [None; 256],
         };
+        for (id, (piece, ty)) in tokens.iter().zip(types).enumerate() {
+            let id = u32::try_from(id).map_err(|_| ModelError::InvalidTokenizer {
+                reason: "more than 2^32 tokens".to_owned(),
+            })?;
+            // First occurrence wins, as in llama.cpp.
+            index.all_ids.entry(piece.clone()).or_insert(id);
+            match ty {
+                TokenType::Normal => {
+                    index.normal_ids.entry(piece.clone()).or_insert(id);
+                }
+                TokenType::Byte => {
+                    if let Some(byte) = parse_byte_token(piece) {
+                        index.byte_ids[usize::from(byte)].get_or_insert(id);
+                    }
+                }
+                TokenType::Control | TokenType::UserDefined if !piece.is_empty() => {
+                    index.specials.push((piece.clone(), id));
+                }
+                _ => {}
+            }
+        }
+        index
+            .specials
+            .sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        Ok(index)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Symbol {
+    start: usize,
+    len: usize,
+    prev: Option<usize>,
+    next: Option<usize>,
+}
+
+impl GgufTokenizer {
+    /// Reads only the header of the GGUF at `path` (no weights) and builds its tokenizer.
+    pub fn from_gguf_file(path: &std::path::Path) -> Result<Self, ModelError> {
+        let file = std::fs::File::open(path).map_err(ModelError::io(path))?;
+        let content = crate::gguf_header::read(&mut std::io::BufReader::new(file), path)?;
+        Self::from_gguf(&content).map_err(|e| e.in_file(path))
+    }
+
+    /// The tokenizer of the Llama GGUF at `path` and the model's context length, from the
+    /// header alone: all that building a prompt needs (see `selfrag debug prompt`).
+    pub fn with_context_length(path: &std::path::Path) -> Result<(Self, usize), ModelError> {
+        let file = std::fs::File::open(path).map_err(ModelError::io(path))?;
+        let content = crate::gguf_header::read(&mut std::io::BufReader::new(file), path)?;
+        let config = crate::llama::LlamaConfig::from_gguf(&content, path)?;
+        let tokenizer = Self::from_gguf(&content).map_err(|e| e.in_file(path))?;
+        Ok((tokenizer, config.context_length))
+    }
+
+    /// Builds the tokenizer from `tokenizer.ggml.*` metadata (model `llama`, i.e. SPM).
+    pub fn from_gguf(content: &gguf_file::Content) -> Result<Self, ModelError> {
+        require_spm(content)?;
+        let Vocabulary {
+            tokens,
+            scores,
+            types,
+        } = Vocabulary::read(content)?;
+        let SpecialIds { bos, eos, unk, pad } = SpecialIds::read(content, tokens.len())?;
         let flag = |key: &str, default: bool| {
             content
                 .metadata
@@ -325,34 +404,12 @@ impl GgufTokenizer {
         };
         let add_bos = flag("tokenizer.ggml.add_bos_token", true);
         let add_space_prefix = flag("tokenizer.ggml.add_space_prefix", true);
-
-        let mut normal_ids = HashMap::new();
-        let mut all_ids = HashMap::new();
-        let mut specials = Vec::new();
-        let mut byte_ids = [None; 256];
-        for (id, (piece, ty)) in tokens.iter().zip(&types).enumerate() {
-            let id = u32::try_from(id).map_err(|_| ModelError::InvalidTokenizer {
-                reason: "more than 2^32 tokens".to_owned(),
-            })?;
-            // First occurrence wins, as in llama.cpp.
-            all_ids.entry(piece.clone()).or_insert(id);
-            match ty {
-                TokenType::Normal => {
-                    normal_ids.entry(piece.clone()).or_insert(id);
-                }
-                TokenType::Byte => {
-                    if let Some(byte) = parse_byte_token(piece) {
-                        byte_ids[usize::from(byte)].get_or_insert(id);
-                    }
-                }
-                TokenType::Control | TokenType::UserDefined if !piece.is_empty() => {
-                    specials.push((piece.clone(), id));
-                }
-                _ => {}
-            }
-        }
-        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
-
+        let PieceIndex {
+            normal_ids,
+            all_ids,
+            specials,
+            byte_ids,
+        } = PieceIndex::build(&tokens, &types)?;
         Ok(Self {
             tokens,
             scores,

@@ -678,6 +678,34 @@ fn wrong_bytes_are_an_error_naming_the_file_and_leave_nothing_locate_accepts() {
 }
 
 #[test]
+fn more_bytes_than_announced_are_refused_and_leave_no_partial_file() {
+    let hub = Hub::start();
+    let cache = tempfile::tempdir().unwrap();
+    let weights = noise(200_000, 5);
+    let repo = "test-org/too-long";
+    let spec = embedder(&hub, repo, &weights);
+    let mut longer = weights.clone();
+    longer.extend_from_slice(&[7; 1_000]);
+    hub.with(|s| {
+        s.files
+            .get_mut(&format!("/{repo}/resolve/main/pytorch_model.bin"))
+            .unwrap()
+            .send_instead = Some(longer);
+    });
+    let (result, _) = run(&spec, &hub.options(cache.path()));
+    let err = result.unwrap_err();
+    assert!(matches!(err, DownloadError::SizeMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("pytorch_model.bin"), "{err}");
+    // What came cannot be resumed: nothing is left to resume from.
+    let left = leftovers(cache.path(), repo);
+    assert!(
+        !left.iter().any(|name| name.ends_with(".incomplete")),
+        "{left:?}"
+    );
+    assert_eq!(locate_in(cache.path(), &spec).found, None);
+}
+
+#[test]
 fn a_manifest_hash_the_hub_disagrees_with_stops_before_downloading() {
     let hub = Hub::start();
     let cache = tempfile::tempdir().unwrap();

@@ -23,6 +23,7 @@ mod long_form;
 mod progress;
 mod prompt;
 mod rerank;
+mod run;
 pub mod settings;
 mod short_form;
 pub mod trace;
@@ -60,25 +61,21 @@ pub fn answer(
     cancel: &dyn Cancel,
 ) -> Result<Answer, SelfRagError> {
     settings.validate()?;
-    let answer = if settings.long_form {
-        long_form::run(
-            question,
-            settings,
-            generator,
-            retriever,
-            on_progress,
-            cancel,
-        )
-    } else {
-        short_form::run(
-            question,
-            settings,
-            generator,
-            retriever,
-            on_progress,
-            cancel,
-        )
-    };
+    let answer = run::RunContext::new(
+        question,
+        settings,
+        generator,
+        retriever,
+        on_progress,
+        cancel,
+    )
+    .and_then(|run| {
+        if settings.long_form {
+            long_form::run(run)
+        } else {
+            short_form::run(run)
+        }
+    });
     match answer {
         Err(SelfRagError::Generator { .. }) if cancel.is_cancelled() => {
             Err(SelfRagError::Cancelled)

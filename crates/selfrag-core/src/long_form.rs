@@ -5,19 +5,13 @@
 //! training, while the context allows), so siblings never read each other's text. Every
 //! expansion is kept in the trace (`Answer::expansions`) for re-rank to replay.
 
-use crate::backend::{
-    GenerateRequest, Generation, Generator, Passage, Retriever, StopReason, TokenId,
-};
+use crate::backend::{GenerateRequest, Generation, Passage, StopReason, TokenId};
 use crate::critique;
 use crate::error::SelfRagError;
-use crate::progress::{self, Cancel, Progress};
 use crate::prompt::{Prompt, PromptBuilder, WrittenSegment};
-use crate::settings::Settings;
-use crate::short_form::{
-    announce_segments, build_prompts, decide, generate_candidates, search, validate,
-};
+use crate::run::RunContext;
+use crate::short_form::{announce_segments, build_prompts};
 use crate::trace::{Answer, Candidate, Expansion, RetrieveDecision, Segment, TreeNode};
-use crate::vocab::ReflectionVocab;
 
 /// One path of the beam search.
 #[derive(Debug, Clone, Default)]
@@ -52,13 +46,7 @@ impl Beam {
 
 /// What every expansion of one run shares.
 struct Run<'a> {
-    question: &'a str,
-    settings: &'a Settings,
-    generator: &'a mut dyn Generator,
-    retriever: &'a mut dyn Retriever,
-    on_progress: &'a mut dyn FnMut(Progress),
-    cancel: &'a dyn Cancel,
-    vocab: ReflectionVocab,
+    ctx: RunContext<'a>,
     prompts: PromptBuilder,
     request: GenerateRequest,
     /// Every passage retrieved by any beam, deduplicated by id.
@@ -68,33 +56,24 @@ struct Run<'a> {
 }
 
 /// Runs long-form Self-RAG; see [`crate::answer`].
-pub(crate) fn run(
-    question: &str,
-    settings: &Settings,
-    generator: &mut dyn Generator,
-    retriever: &mut dyn Retriever,
-    on_progress: &mut dyn FnMut(Progress),
-    cancel: &dyn Cancel,
-) -> Result<Answer, SelfRagError> {
-    let question = validate(question)?;
-    progress::check(cancel)?;
-    let vocab = ReflectionVocab::resolve(&*generator)?;
-    let described = generator.describe();
-    let prompts = PromptBuilder::new(&*generator, &vocab, question, settings.max_segment_tokens)?;
+pub(crate) fn run(ctx: RunContext<'_>) -> Result<Answer, SelfRagError> {
+    let settings = ctx.settings;
+    let question = ctx.question;
+    let described = ctx.generator.describe();
+    let prompts = PromptBuilder::new(
+        &*ctx.generator,
+        &ctx.vocab,
+        question,
+        settings.max_segment_tokens,
+    )?;
     let request = GenerateRequest {
         max_new_tokens: settings.max_segment_tokens,
-        stop_ids: vocab.retrieve_ids().to_vec(),
-        markup_ids: vocab.markup_ids(),
-        watch_ids: vocab.critique_watch_ids(),
+        stop_ids: ctx.vocab.retrieve_ids().to_vec(),
+        markup_ids: ctx.vocab.markup_ids(),
+        watch_ids: ctx.vocab.critique_watch_ids(),
     };
     let mut run = Run {
-        question,
-        settings,
-        generator,
-        retriever,
-        on_progress,
-        cancel,
-        vocab,
+        ctx,
         prompts,
         request,
         pool: Vec::new(),
@@ -135,7 +114,7 @@ pub(crate) fn run(
                 // The step it broke off is left out of the tree, which then ends where the
                 // answer does.
                 Err(err @ SelfRagError::Generator { .. })
-                    if segment > 0 && !run.cancel.is_cancelled() =>
+                    if segment > 0 && !run.ctx.cancel.is_cancelled() =>
                 {
                     cut_short = Some(err.to_string());
                     run.tree.truncate(explored);
@@ -173,7 +152,7 @@ pub(crate) fn run(
     };
     answer.passages = keep_used_passages(run.pool, &mut answer);
     answer.assemble();
-    announce_segments(&answer, run.on_progress);
+    announce_segments(&answer, run.ctx.on_progress);
     Ok(answer)
 }
 
@@ -181,7 +160,7 @@ impl Run<'_> {
     /// The children of `beam` at `segment`: one per candidate the hard constraints keep. The
     /// expansion goes into the run's tree.
     fn expand(&mut self, beam: &Beam, segment: usize) -> Result<Vec<Beam>, SelfRagError> {
-        progress::check(self.cancel)?;
+        self.ctx.check_cancel()?;
         let (sources, decision, prompts) = match beam.passage {
             // [Continue to Use Evidence]: the passage is already in the prompt; the next text
             // follows the token directly, with no new search and no new IsRel judgement.
@@ -197,25 +176,17 @@ impl Run<'_> {
                     .map(|s| s.and_then(|i| self.pool.get(i)))
                     .collect();
                 let prompts =
-                    build_prompts(&*self.generator, &self.prompts, &beam.path, &passages)?;
+                    build_prompts(&*self.ctx.generator, &self.prompts, &beam.path, &passages)?;
                 (sources, Some(decision), prompts)
             }
         };
-        progress::check(self.cancel)?;
+        self.ctx.check_cancel()?;
 
-        let (mut candidates, generations): (Vec<Candidate>, Vec<Generation>) = generate_candidates(
-            self.generator,
-            &self.vocab,
-            &prompts,
-            &sources,
-            &self.request,
-            self.settings,
-            segment,
-            self.on_progress,
-            self.cancel,
-        )?
-        .into_iter()
-        .unzip();
+        let (mut candidates, generations): (Vec<Candidate>, Vec<Generation>) = self
+            .ctx
+            .generate_candidates(&prompts, &sources, &self.request, segment)?
+            .into_iter()
+            .unzip();
         if decision.is_none() {
             let judged = beam
                 .segments
@@ -225,12 +196,12 @@ impl Run<'_> {
             for candidate in &mut candidates {
                 candidate.continued = true;
                 candidate.isrel = judged;
-                candidate.rescore(self.settings.weights, self.settings.use_p_lm);
+                candidate.rescore(self.ctx.settings.weights, self.ctx.settings.use_p_lm);
             }
         }
 
         let expansion = self.tree.len();
-        let children = critique::eligible(&candidates, self.settings.hard_constraints)
+        let children = critique::eligible(&candidates, self.ctx.settings.hard_constraints)
             .into_iter()
             .map(|i| {
                 let node = TreeNode {
@@ -265,15 +236,9 @@ impl Run<'_> {
         segment: usize,
     ) -> Result<(Vec<Option<usize>>, RetrieveDecision), SelfRagError> {
         let point = self.prompts.decision_point(&beam.path)?;
-        let mut decision = decide(
-            self.generator,
-            &self.vocab,
-            &point.ids,
-            self.settings,
-            self.on_progress,
-        )?;
+        let mut decision = self.ctx.decide(&point.ids)?;
         decision.passages_dropped = point.passages_dropped;
-        progress::check(self.cancel)?;
+        self.ctx.check_cancel()?;
         let found = if decision.retrieved {
             let previous = beam
                 .segments
@@ -281,17 +246,11 @@ impl Run<'_> {
                 .and_then(|s| s.candidates.get(s.chosen))
                 .map_or("", |c| c.text.as_str());
             let query = if previous.is_empty() {
-                self.question.to_string()
+                self.ctx.question.to_string()
             } else {
-                format!("{} {previous}", self.question)
+                format!("{} {previous}", self.ctx.question)
             };
-            search(
-                self.retriever,
-                &query,
-                self.settings.k,
-                segment,
-                self.on_progress,
-            )?
+            self.ctx.search(&query, segment)?
         } else {
             Vec::new()
         };
@@ -331,13 +290,17 @@ impl Run<'_> {
         let last = written.last().copied();
         // The closing Retrieve token is replaced by the next segment's opening: the decision
         // made at the boundary, or the Continue token itself.
-        if last.is_some_and(|id| id == self.vocab.eos || self.vocab.retrieve_ids().contains(&id)) {
+        if last.is_some_and(|id| {
+            id == self.ctx.vocab.eos || self.ctx.vocab.retrieve_ids().contains(&id)
+        }) {
             written.pop();
         }
         let (opening, read) = prompt
             .opening()
             .split_first()
-            .map_or((self.vocab.no_retrieval, &[][..]), |(&o, rest)| (o, rest));
+            .map_or((self.ctx.vocab.no_retrieval, &[][..]), |(&o, rest)| {
+                (o, rest)
+            });
         let chosen = &candidates[node.candidate];
         let mut child = beam.clone();
         child.path.push(WrittenSegment {
@@ -346,8 +309,8 @@ impl Run<'_> {
             written,
         });
         child.passage = passage;
-        child.continues =
-            generation.stop == StopReason::StopToken && last == Some(self.vocab.continue_evidence);
+        child.continues = generation.stop == StopReason::StopToken
+            && last == Some(self.ctx.vocab.continue_evidence);
         child.finished = chosen.ends_answer || chosen.text.is_empty();
         child.score_sum += chosen.score;
         child.node = Some(node);

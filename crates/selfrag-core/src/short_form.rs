@@ -2,48 +2,38 @@
 //! a single batch, critique, choice. Also the steps long form repeats at every segment:
 //! the retrieve decision, the passage search, and generating + scoring a batch of candidates.
 
-use crate::backend::{
-    GenerateRequest, Generation, Generator, Passage, Retriever, StopReason, TokenId,
-};
+use crate::backend::{GenerateRequest, Generation, Generator, Passage, StopReason, TokenId};
 use crate::critique;
 use crate::error::SelfRagError;
-use crate::progress::{self, Cancel, Progress};
+use crate::progress::Progress;
 use crate::prompt::{Prompt, PromptBuilder, WrittenSegment};
+use crate::run::RunContext;
 use crate::settings::{RetrieveMode, Settings};
 use crate::trace::{Answer, Candidate, RetrieveDecision, Segment};
 use crate::vocab::ReflectionVocab;
 
 /// Runs short-form Self-RAG; see [`crate::answer`].
-pub(crate) fn run(
-    question: &str,
-    settings: &Settings,
-    generator: &mut dyn Generator,
-    retriever: &mut dyn Retriever,
-    on_progress: &mut dyn FnMut(Progress),
-    cancel: &dyn Cancel,
-) -> Result<Answer, SelfRagError> {
-    let question = validate(question)?;
-    progress::check(cancel)?;
-    let vocab = ReflectionVocab::resolve(&*generator)?;
-    let prompts = PromptBuilder::new(&*generator, &vocab, question, settings.max_new_tokens)?;
-
-    let mut retrieve = decide(
-        generator,
-        &vocab,
-        &prompts.decision_point(&[])?.ids,
-        settings,
-        on_progress,
+pub(crate) fn run(mut run: RunContext<'_>) -> Result<Answer, SelfRagError> {
+    let settings = run.settings;
+    let question = run.question;
+    let prompts = PromptBuilder::new(
+        &*run.generator,
+        &run.vocab,
+        question,
+        settings.max_new_tokens,
     )?;
-    progress::check(cancel)?;
+
+    let mut retrieve = run.decide(&prompts.decision_point(&[])?.ids)?;
+    run.check_cancel()?;
     let passages = if retrieve.retrieved {
-        search(retriever, question, settings.k, 0, on_progress)?
+        run.search(question, 0)?
     } else {
         Vec::new()
     };
     // No passage found: answer as if the model had chosen not to retrieve, and say so.
     retrieve.found_nothing = retrieve.retrieved && passages.is_empty();
     retrieve.retrieved = !passages.is_empty();
-    progress::check(cancel)?;
+    run.check_cancel()?;
 
     let sources: Vec<Option<&Passage>> = if passages.is_empty() {
         vec![None]
@@ -55,27 +45,18 @@ pub(crate) fn run(
     } else {
         (0..passages.len()).map(Some).collect()
     };
-    let batch = build_prompts(&*generator, &prompts, &[], &sources)?;
+    let batch = build_prompts(&*run.generator, &prompts, &[], &sources)?;
     let request = GenerateRequest {
         max_new_tokens: settings.max_new_tokens,
         stop_ids: Vec::new(),
         markup_ids: Vec::new(),
-        watch_ids: vocab.critique_watch_ids(),
+        watch_ids: run.vocab.critique_watch_ids(),
     };
-    let candidates = generate_candidates(
-        generator,
-        &vocab,
-        &batch,
-        &indices,
-        &request,
-        settings,
-        0,
-        on_progress,
-        cancel,
-    )?
-    .into_iter()
-    .map(|(candidate, _)| candidate)
-    .collect::<Vec<_>>();
+    let candidates = run
+        .generate_candidates(&batch, &indices, &request, 0)?
+        .into_iter()
+        .map(|(candidate, _)| candidate)
+        .collect::<Vec<_>>();
 
     let chosen = critique::choose(&candidates, settings.hard_constraints);
     let mut answer = Answer {
@@ -93,77 +74,134 @@ pub(crate) fn run(
         }],
         expansions: Vec::new(),
         answer: String::new(),
-        generator: generator.describe(),
+        generator: run.generator.describe(),
         cut_short: None,
     };
     answer.assemble();
-    announce_segments(&answer, on_progress);
+    announce_segments(&answer, run.on_progress);
     Ok(answer)
 }
 
-/// The trimmed question, or `EmptyQuestion`.
-pub(crate) fn validate(question: &str) -> Result<&str, SelfRagError> {
-    let question = question.trim();
-    if question.is_empty() {
-        Err(SelfRagError::EmptyQuestion)
-    } else {
-        Ok(question)
+impl RunContext<'_> {
+    /// Step 1: reads p([Retrieval]) and p([No Retrieval]) after `prompt` and applies the mode.
+    /// p_retrieve is always recorded, even where the mode ignores it. `model` mode retrieves
+    /// iff [Retrieval] is the most likely next token over the whole vocabulary, i.e. what
+    /// greedy decoding would write (not merely likelier than [No Retrieval]: the model may
+    /// rather write text, which is a choice not to retrieve); ties go to the lower id, as in
+    /// greedy decoding. That reading holds the pair too, so the prompt is read once in every
+    /// mode.
+    pub(crate) fn decide(&mut self, prompt: &[TokenId]) -> Result<RetrieveDecision, SelfRagError> {
+        let (settings, vocab) = (self.settings, &self.vocab);
+        let watch: Vec<TokenId> = if settings.mode == RetrieveMode::Model {
+            (0..self.generator.vocab_size())
+                .filter_map(|id| TokenId::try_from(id).ok())
+                .collect()
+        } else {
+            vec![vocab.retrieval, vocab.no_retrieval]
+        };
+        let probs = self
+            .generator
+            .next_token_probs(prompt, &watch)
+            .map_err(SelfRagError::generator("deciding whether to retrieve"))?;
+        // Probabilities, never log-probabilities: a missing or negative value is no mass at all.
+        let prob = |id: TokenId| {
+            watch
+                .iter()
+                .position(|&w| w == id)
+                .and_then(|i| probs.get(i).copied())
+                .filter(|p| *p > 0.0)
+                .unwrap_or(0.0)
+        };
+        let (p_yes, p_no) = (prob(vocab.retrieval), prob(vocab.no_retrieval));
+        let total = p_yes + p_no;
+        let p_retrieve = if total > 0.0 { p_yes / total } else { 0.0 };
+        let retrieved = match settings.mode {
+            RetrieveMode::Adaptive => p_retrieve > settings.threshold,
+            RetrieveMode::Always => true,
+            RetrieveMode::Never => false,
+            RetrieveMode::Model => argmax(&watch, &probs) == Some(vocab.retrieval),
+        };
+        (self.on_progress)(Progress::RetrieveDecided {
+            p_retrieve,
+            threshold: settings.threshold,
+            mode: settings.mode,
+            retrieved,
+        });
+        Ok(RetrieveDecision {
+            p_retrieve,
+            retrieved,
+            found_nothing: false,
+            passages_dropped: 0,
+        })
     }
-}
 
-/// Step 1: reads p([Retrieval]) and p([No Retrieval]) after `prompt` and applies the mode.
-/// p_retrieve is always recorded, even where the mode ignores it. `model` mode retrieves iff
-/// [Retrieval] is the most likely next token over the whole vocabulary, i.e. what greedy
-/// decoding would write (not merely likelier than [No Retrieval]: the model may rather write
-/// text, which is a choice not to retrieve); ties go to the lower id, as in greedy decoding.
-/// That reading holds the pair too, so the prompt is read once in every mode.
-pub(crate) fn decide(
-    generator: &mut dyn Generator,
-    vocab: &ReflectionVocab,
-    prompt: &[TokenId],
-    settings: &Settings,
-    on_progress: &mut dyn FnMut(Progress),
-) -> Result<RetrieveDecision, SelfRagError> {
-    let watch: Vec<TokenId> = if settings.mode == RetrieveMode::Model {
-        (0..generator.vocab_size())
-            .filter_map(|id| TokenId::try_from(id).ok())
-            .collect()
-    } else {
-        vec![vocab.retrieval, vocab.no_retrieval]
-    };
-    let probs = generator
-        .next_token_probs(prompt, &watch)
-        .map_err(SelfRagError::generator("deciding whether to retrieve"))?;
-    // Probabilities, never log-probabilities: a missing or negative value is no mass at all.
-    let prob = |id: TokenId| {
-        watch
-            .iter()
-            .position(|&w| w == id)
-            .and_then(|i| probs.get(i).copied())
-            .filter(|p| *p > 0.0)
-            .unwrap_or(0.0)
-    };
-    let (p_yes, p_no) = (prob(vocab.retrieval), prob(vocab.no_retrieval));
-    let total = p_yes + p_no;
-    let p_retrieve = if total > 0.0 { p_yes / total } else { 0.0 };
-    let retrieved = match settings.mode {
-        RetrieveMode::Adaptive => p_retrieve > settings.threshold,
-        RetrieveMode::Always => true,
-        RetrieveMode::Never => false,
-        RetrieveMode::Model => argmax(&watch, &probs) == Some(vocab.retrieval),
-    };
-    on_progress(Progress::RetrieveDecided {
-        p_retrieve,
-        threshold: settings.threshold,
-        mode: settings.mode,
-        retrieved,
-    });
-    Ok(RetrieveDecision {
-        p_retrieve,
-        retrieved,
-        found_nothing: false,
-        passages_dropped: 0,
-    })
+    /// Step 2: the top `k` passages for `query` (at most `k`, whatever the retriever returns).
+    pub(crate) fn search(
+        &mut self,
+        query: &str,
+        segment: usize,
+    ) -> Result<Vec<Passage>, SelfRagError> {
+        let k = self.settings.k;
+        let mut passages = self
+            .retriever
+            .search(query, k)
+            .map_err(SelfRagError::retriever)?;
+        passages.truncate(k);
+        (self.on_progress)(Progress::PassagesRetrieved {
+            segment,
+            count: passages.len(),
+        });
+        Ok(passages)
+    }
+
+    /// Step 3–5: generates all `batch` prompts in one `generate_batch` call and scores each
+    /// continuation; `passages[i]` is the passage index candidate `i` was written from.
+    pub(crate) fn generate_candidates(
+        &mut self,
+        batch: &[Prompt],
+        passages: &[Option<usize>],
+        request: &GenerateRequest,
+        segment: usize,
+    ) -> Result<Vec<(Candidate, Generation)>, SelfRagError> {
+        let count = batch.len();
+        (self.on_progress)(Progress::CandidatesStarted { segment, count });
+        let ids: Vec<Vec<TokenId>> = batch.iter().map(|p| p.ids.clone()).collect();
+        let generations = self
+            .generator
+            .generate_batch(&ids, request)
+            .map_err(SelfRagError::generator("writing candidate answers"))?;
+        if generations.len() != count {
+            return Err(SelfRagError::Generator {
+                during: "writing candidate answers",
+                source: format!(
+                    "the backend returned {} continuations for {count} prompts",
+                    generations.len()
+                )
+                .into(),
+            });
+        }
+        self.check_cancel()?;
+        let mut out = Vec::with_capacity(count);
+        for (index, ((generation, passage), prompt)) in
+            generations.into_iter().zip(passages).zip(batch).enumerate()
+        {
+            let mut candidate = build_candidate(
+                &*self.generator,
+                &self.vocab,
+                &generation,
+                *passage,
+                self.settings,
+            )?;
+            candidate.passages_dropped = prompt.passages_dropped;
+            (self.on_progress)(Progress::CandidateFinished {
+                segment,
+                index,
+                count,
+            });
+            out.push((candidate, generation));
+        }
+        Ok(out)
+    }
 }
 
 /// The id of the largest probability, the first (lowest) on ties; `None` when nothing came.
@@ -176,25 +214,6 @@ fn argmax(ids: &[TokenId], probs: &[f32]) -> Option<TokenId> {
             _ => Some((i, p)),
         });
     best.and_then(|(i, _)| ids.get(i).copied())
-}
-
-/// Step 2: the top `k` passages for `query` (at most `k`, whatever the retriever returns).
-pub(crate) fn search(
-    retriever: &mut dyn Retriever,
-    query: &str,
-    k: usize,
-    segment: usize,
-    on_progress: &mut dyn FnMut(Progress),
-) -> Result<Vec<Passage>, SelfRagError> {
-    let mut passages = retriever
-        .search(query, k)
-        .map_err(SelfRagError::retriever)?;
-    passages.truncate(k);
-    on_progress(Progress::PassagesRetrieved {
-        segment,
-        count: passages.len(),
-    });
-    Ok(passages)
 }
 
 /// One prompt per source after `path` (the segments written so far): with its passage, or
@@ -212,53 +231,6 @@ pub(crate) fn build_prompts(
             None => prompts.without_passage(path),
         })
         .collect()
-}
-
-/// Step 3–5: generates all `batch` prompts in one `generate_batch` call and scores each
-/// continuation; `passages[i]` is the passage index candidate `i` was written from.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn generate_candidates(
-    generator: &mut dyn Generator,
-    vocab: &ReflectionVocab,
-    batch: &[Prompt],
-    passages: &[Option<usize>],
-    request: &GenerateRequest,
-    settings: &Settings,
-    segment: usize,
-    on_progress: &mut dyn FnMut(Progress),
-    cancel: &dyn Cancel,
-) -> Result<Vec<(Candidate, Generation)>, SelfRagError> {
-    let count = batch.len();
-    on_progress(Progress::CandidatesStarted { segment, count });
-    let ids: Vec<Vec<TokenId>> = batch.iter().map(|p| p.ids.clone()).collect();
-    let generations = generator
-        .generate_batch(&ids, request)
-        .map_err(SelfRagError::generator("writing candidate answers"))?;
-    if generations.len() != count {
-        return Err(SelfRagError::Generator {
-            during: "writing candidate answers",
-            source: format!(
-                "the backend returned {} continuations for {count} prompts",
-                generations.len()
-            )
-            .into(),
-        });
-    }
-    progress::check(cancel)?;
-    let mut out = Vec::with_capacity(count);
-    for (index, ((generation, passage), prompt)) in
-        generations.into_iter().zip(passages).zip(batch).enumerate()
-    {
-        let mut candidate = build_candidate(&*generator, vocab, &generation, *passage, settings)?;
-        candidate.passages_dropped = prompt.passages_dropped;
-        on_progress(Progress::CandidateFinished {
-            segment,
-            index,
-            count,
-        });
-        out.push((candidate, generation));
-    }
-    Ok(out)
 }
 
 /// A scored candidate from one generated row.

@@ -104,31 +104,62 @@ impl LlamaConfig {
         content: &gguf_file::Content,
         path: &Path,
     ) -> std::result::Result<Self, ModelError> {
-        let architecture = content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .ok_or_else(|| ModelError::MissingMetadata {
-                path: path.to_owned(),
-                key: "general.architecture".to_owned(),
-            })?;
-        if architecture != "llama" {
-            return Err(ModelError::UnsupportedArchitecture {
-                path: path.to_owned(),
-                found: architecture.clone(),
-            });
-        }
+        require_llama(content, path)?;
+        let shape = Shape::read(content, path)?;
+        let (vocab_size, feed_forward_length) = tensor_sizes(content, path, &shape)?;
+        Ok(Self {
+            vocab_size,
+            embedding_length: shape.embedding_length,
+            feed_forward_length,
+            block_count: shape.block_count,
+            head_count: shape.head_count,
+            head_count_kv: shape.head_count_kv,
+            head_dim: shape.embedding_length / shape.head_count,
+            rms_norm_eps: shape.rms_norm_eps,
+            rope_freq_base: shape.rope_freq_base,
+            context_length: shape.context_length,
+        })
+    }
+}
+
+/// Refuses a GGUF of another architecture than `llama`, or one that names none.
+fn require_llama(content: &gguf_file::Content, path: &Path) -> std::result::Result<(), ModelError> {
+    let architecture = content
+        .metadata
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .ok_or_else(|| ModelError::MissingMetadata {
+            path: path.to_owned(),
+            key: "general.architecture".to_owned(),
+        })?;
+    if architecture != "llama" {
+        return Err(ModelError::UnsupportedArchitecture {
+            path: path.to_owned(),
+            found: architecture.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// The `llama.*` hyper-parameters, checked to describe a model this crate runs.
+struct Shape {
+    head_count: usize,
+    head_count_kv: usize,
+    block_count: usize,
+    embedding_length: usize,
+    context_length: usize,
+    rms_norm_eps: f64,
+    rope_freq_base: f32,
+}
+
+impl Shape {
+    fn read(content: &gguf_file::Content, path: &Path) -> std::result::Result<Self, ModelError> {
         let required = |key: &str| -> std::result::Result<usize, ModelError> {
             metadata_usize(content, path, key)?.ok_or_else(|| ModelError::MissingMetadata {
                 path: path.to_owned(),
                 key: key.to_owned(),
             })
         };
-        let invalid = |reason: String| ModelError::InvalidGguf {
-            path: path.to_owned(),
-            reason,
-        };
-
         let head_count = required("llama.attention.head_count")?;
         let block_count = required("llama.block_count")?;
         let embedding_length = required("llama.embedding_length")?;
@@ -145,39 +176,26 @@ impl LlamaConfig {
         let rope_freq_base =
             metadata_f64(content, path, "llama.rope.freq_base")?.unwrap_or(10_000.0) as f32;
         let experts = metadata_usize(content, path, "llama.expert_count")?.unwrap_or(0);
+        let shape = Self {
+            head_count,
+            head_count_kv,
+            block_count,
+            embedding_length,
+            context_length,
+            rms_norm_eps,
+            rope_freq_base,
+        };
+        let invalid = |reason: String| ModelError::InvalidGguf {
+            path: path.to_owned(),
+            reason,
+        };
         if experts > 1 {
             return Err(invalid(format!(
                 "mixture-of-experts Llama models ({experts} experts) are not supported"
             )));
         }
-        if head_count == 0 || block_count == 0 || context_length == 0 {
-            return Err(invalid(
-                "head count, block count and context length must be positive".to_owned(),
-            ));
-        }
-        if !embedding_length.is_multiple_of(head_count)
-            || !(embedding_length / head_count).is_multiple_of(2)
-        {
-            return Err(invalid(format!(
-                "embedding length {embedding_length} does not split into {head_count} heads of even size"
-            )));
-        }
-        if !(rms_norm_eps.is_finite() && rms_norm_eps > 0.0) {
-            return Err(invalid(format!(
-                "RMS norm epsilon {rms_norm_eps} is not a small positive number"
-            )));
-        }
-        if !(rope_freq_base.is_finite() && rope_freq_base > 0.0) {
-            return Err(invalid(format!(
-                "RoPE frequency base {rope_freq_base} is not a positive number"
-            )));
-        }
+        shape.check().map_err(invalid)?;
         let head_dim = embedding_length / head_count;
-        if head_count_kv == 0 || !head_count.is_multiple_of(head_count_kv) {
-            return Err(invalid(format!(
-                "{head_count} attention heads cannot share {head_count_kv} key/value heads"
-            )));
-        }
         let rope_dimension =
             metadata_usize(content, path, "llama.rope.dimension_count")?.unwrap_or(head_dim);
         if rope_dimension != head_dim {
@@ -185,53 +203,93 @@ impl LlamaConfig {
                 "partial rotary embeddings ({rope_dimension} of {head_dim} dimensions) are not supported"
             )));
         }
+        Ok(shape)
+    }
 
-        // Checked against the tensors before anything is sized by it: a corrupt count must not
-        // allocate room for billions of blocks.
-        let last_block = format!("blk.{}.attn_q.weight", block_count.saturating_sub(1));
-        if block_count > content.tensor_infos.len()
-            || !content.tensor_infos.contains_key(&last_block)
-        {
-            return Err(invalid(format!(
-                "`llama.block_count` says {block_count} blocks but the file has no `{last_block}`"
-            )));
-        }
-        let dims = |name: &str| {
-            content
-                .tensor_infos
-                .get(name)
-                .map(|info| info.shape.dims().to_vec())
-                .ok_or_else(|| invalid(format!("tensor `{name}` is missing")))
-        };
-        let vocab_size = match dims("token_embd.weight")?[..] {
-            [rows, cols] if cols == embedding_length => rows,
-            ref other => {
-                return Err(invalid(format!(
-                    "`token_embd.weight` has shape {other:?}, expected [vocab, {embedding_length}]"
-                )));
-            }
-        };
-        let feed_forward_length = match dims("blk.0.ffn_gate.weight")?[..] {
-            [rows, cols] if cols == embedding_length => rows,
-            ref other => {
-                return Err(invalid(format!(
-                    "`blk.0.ffn_gate.weight` has shape {other:?}, expected [ffn, {embedding_length}]"
-                )));
-            }
-        };
-        Ok(Self {
-            vocab_size,
-            embedding_length,
-            feed_forward_length,
-            block_count,
+    /// What is wrong with these numbers, if anything.
+    fn check(&self) -> std::result::Result<(), String> {
+        let Self {
             head_count,
             head_count_kv,
-            head_dim,
+            block_count,
+            embedding_length,
+            context_length,
             rms_norm_eps,
             rope_freq_base,
-            context_length,
-        })
+        } = *self;
+        if head_count == 0 || block_count == 0 || context_length == 0 {
+            return Err("head count, block count and context length must be positive".to_owned());
+        }
+        if !embedding_length.is_multiple_of(head_count)
+            || !(embedding_length / head_count).is_multiple_of(2)
+        {
+            return Err(format!(
+                "embedding length {embedding_length} does not split into {head_count} heads of even size"
+            ));
+        }
+        if !(rms_norm_eps.is_finite() && rms_norm_eps > 0.0) {
+            return Err(format!(
+                "RMS norm epsilon {rms_norm_eps} is not a small positive number"
+            ));
+        }
+        if !(rope_freq_base.is_finite() && rope_freq_base > 0.0) {
+            return Err(format!(
+                "RoPE frequency base {rope_freq_base} is not a positive number"
+            ));
+        }
+        if head_count_kv == 0 || !head_count.is_multiple_of(head_count_kv) {
+            return Err(format!(
+                "{head_count} attention heads cannot share {head_count_kv} key/value heads"
+            ));
+        }
+        Ok(())
     }
+}
+
+/// The vocabulary and feed-forward sizes, read off the tensors after checking that the file
+/// has as many blocks as `shape` says.
+fn tensor_sizes(
+    content: &gguf_file::Content,
+    path: &Path,
+    shape: &Shape,
+) -> std::result::Result<(usize, usize), ModelError> {
+    let invalid = |reason: String| ModelError::InvalidGguf {
+        path: path.to_owned(),
+        reason,
+    };
+    let (block_count, embedding_length) = (shape.block_count, shape.embedding_length);
+    // Checked against the tensors before anything is sized by it: a corrupt count must not
+    // allocate room for billions of blocks.
+    let last_block = format!("blk.{}.attn_q.weight", block_count.saturating_sub(1));
+    if block_count > content.tensor_infos.len() || !content.tensor_infos.contains_key(&last_block) {
+        return Err(invalid(format!(
+            "`llama.block_count` says {block_count} blocks but the file has no `{last_block}`"
+        )));
+    }
+    let dims = |name: &str| {
+        content
+            .tensor_infos
+            .get(name)
+            .map(|info| info.shape.dims().to_vec())
+            .ok_or_else(|| invalid(format!("tensor `{name}` is missing")))
+    };
+    let vocab_size = match dims("token_embd.weight")?[..] {
+        [rows, cols] if cols == embedding_length => rows,
+        ref other => {
+            return Err(invalid(format!(
+                "`token_embd.weight` has shape {other:?}, expected [vocab, {embedding_length}]"
+            )));
+        }
+    };
+    let feed_forward_length = match dims("blk.0.ffn_gate.weight")?[..] {
+        [rows, cols] if cols == embedding_length => rows,
+        ref other => {
+            return Err(invalid(format!(
+                "`blk.0.ffn_gate.weight` has shape {other:?}, expected [ffn, {embedding_length}]"
+            )));
+        }
+    };
+    Ok((vocab_size, feed_forward_length))
 }
 
 /// A quantized weight matrix, applied as `x · Wᵀ`.

@@ -69,6 +69,21 @@ pub struct JobSummary {
     pub cancelled: bool,
 }
 
+impl JobSummary {
+    /// Counts one file's result (and its passages into `progress`).
+    fn count(&mut self, result: &Result<IndexOutcome, IndexError>, progress: &mut JobProgress) {
+        match result {
+            Ok(IndexOutcome::Indexed { passages, .. }) => {
+                self.indexed += 1;
+                progress.passages += *passages as u64;
+            }
+            Ok(IndexOutcome::Reused { .. } | IndexOutcome::Unchanged { .. }) => self.skipped += 1,
+            Err(IndexError::Unsupported { .. }) => self.skipped += 1,
+            Err(_) => self.failed += 1,
+        }
+    }
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct PendingJob {
     roots: Vec<String>,
@@ -97,42 +112,8 @@ impl Library {
         cancel: &AtomicBool,
         mut on_event: impl FnMut(JobEvent),
     ) -> Result<JobSummary, IndexError> {
-        let resumed: Vec<String> = self
-            .pending_job()
-            .iter()
-            .map(|p| path_key(p))
-            .filter(|p| !roots.iter().any(|r| path_key(r) == *p))
-            .collect();
-        let all: BTreeSet<String> = roots
-            .iter()
-            .map(|r| path_key(r))
-            .chain(resumed.iter().cloned())
-            .collect();
-        let pending = PendingJob {
-            roots: all.iter().cloned().collect(),
-        };
-        let text = serde_json::to_string(&pending)
-            .map_err(|e| IndexError::Schema(format!("cannot encode job.json: {e}")))?;
-        write_atomically(&self.job_file(), text.as_bytes())?;
-
-        let mut files = Vec::new();
-        let mut links_outside = Vec::new();
-        for root in &all {
-            let before = files.len();
-            let walk = walk(Path::new(root));
-            files.extend(walk.files);
-            links_outside.extend(walk.links_outside);
-            let known = self
-                .documents()
-                .iter()
-                .any(|d| d.path.starts_with(root.as_str()));
-            if files.len() == before && !Path::new(root).exists() && !known {
-                // A path that never was: let indexing say it cannot be read.
-                files.push(PathBuf::from(root));
-            }
-        }
-        files.sort();
-        files.dedup();
+        let (all, resumed) = self.record_job(roots)?;
+        let (files, links_outside) = self.files_under(&all);
         let total = files.len();
         on_event(JobEvent::Started {
             total,
@@ -164,17 +145,7 @@ impl Library {
                 summary.cancelled = true;
                 break;
             }
-            match &result {
-                Ok(IndexOutcome::Indexed { passages, .. }) => {
-                    summary.indexed += 1;
-                    progress.passages += *passages as u64;
-                }
-                Ok(IndexOutcome::Reused { .. } | IndexOutcome::Unchanged { .. }) => {
-                    summary.skipped += 1
-                }
-                Err(IndexError::Unsupported { .. }) => summary.skipped += 1,
-                Err(_) => summary.failed += 1,
-            }
+            summary.count(&result, &mut progress);
             // A full disk fails every file after this one too, each after its parsing and
             // embedding: stop now and keep `job.json`, so the job resumes once there is room.
             if let Err(e) = &result
@@ -218,6 +189,53 @@ impl Library {
         // Done or cancelled on purpose: either way there is nothing left to resume.
         let _ = std::fs::remove_file(self.job_file());
         Ok(summary)
+    }
+
+    /// Writes `job.json` with `roots` and the roots of an unfinished earlier job, so that a job
+    /// cut short resumes at the next start. Returns all of them, and those resumed.
+    fn record_job(&self, roots: &[PathBuf]) -> Result<(BTreeSet<String>, Vec<String>), IndexError> {
+        let resumed: Vec<String> = self
+            .pending_job()
+            .iter()
+            .map(|p| path_key(p))
+            .filter(|p| !roots.iter().any(|r| path_key(r) == *p))
+            .collect();
+        let all: BTreeSet<String> = roots
+            .iter()
+            .map(|r| path_key(r))
+            .chain(resumed.iter().cloned())
+            .collect();
+        let pending = PendingJob {
+            roots: all.iter().cloned().collect(),
+        };
+        let text = serde_json::to_string(&pending)
+            .map_err(|e| IndexError::Schema(format!("cannot encode job.json: {e}")))?;
+        write_atomically(&self.job_file(), text.as_bytes())?;
+        Ok((all, resumed))
+    }
+
+    /// The files under `roots`, sorted and once each, and the links that lead out of their
+    /// root (with their targets). A root that neither exists nor was ever indexed is kept as a
+    /// file, so that indexing says it cannot be read.
+    fn files_under(&self, roots: &BTreeSet<String>) -> (Vec<PathBuf>, Vec<(PathBuf, PathBuf)>) {
+        let mut files = Vec::new();
+        let mut links_outside = Vec::new();
+        for root in roots {
+            let before = files.len();
+            let walk = walk(Path::new(root));
+            files.extend(walk.files);
+            links_outside.extend(walk.links_outside);
+            let known = self
+                .documents()
+                .iter()
+                .any(|d| d.path.starts_with(root.as_str()));
+            if files.len() == before && !Path::new(root).exists() && !known {
+                files.push(PathBuf::from(root));
+            }
+        }
+        files.sort();
+        files.dedup();
+        (files, links_outside)
     }
 
     /// Documents at or under `root` whose files were not found by this job's walk.

@@ -67,22 +67,12 @@ impl Library {
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
     ) -> Result<IndexOutcome, IndexError> {
-        // Before reading a byte: a folder may hold gigabytes of files no parser reads.
-        let extension = crate::extract::supported_extension(path)?;
         let read_err = |source| IndexError::Read {
             path: path.to_path_buf(),
             source,
         };
+        let (size, modified_ns) = stat_indexable(path).await?;
         let key = path_key(path);
-        let stat = tokio::fs::metadata(path).await.map_err(read_err)?;
-        if !stat.is_file() {
-            return Err(IndexError::Unsupported {
-                path: path.to_path_buf(),
-                reason: "not a regular file".into(),
-            });
-        }
-        let (size, modified_ns) = (stat.len(), modified_ns(&stat));
-        crate::extract::check_size(path, &extension, size)?;
         let previous = self.document(&key);
         if let Some(prev) = &previous
             && prev.size == size
@@ -98,70 +88,21 @@ impl Library {
             .await
             .map_err(|e| read_err(std::io::Error::other(e)))?
             .map_err(read_err)?;
-        if let Some(prev) = &previous
-            && prev.id == document_id
+        let stamp = FileStamp {
+            key,
+            size,
+            modified_ns,
+        };
+        if let Some(outcome) = self
+            .reuse_indexed(previous.as_ref(), &document_id, &stamp)
+            .await?
         {
-            // Touched, not changed: remember the new time so the file is not read next time.
-            self.commit(DocumentRecord {
-                size,
-                modified_ns,
-                ..prev.clone()
-            })
-            .await?;
-            return Ok(IndexOutcome::Unchanged { document_id });
-        }
-        let same_content = self
-            .committed()
-            .by_path
-            .values()
-            .find(|d| d.id == document_id)
-            .cloned();
-        if let Some(twin) = same_content {
-            self.commit(DocumentRecord {
-                path: key,
-                size,
-                modified_ns,
-                indexed_at_ms: now_ms(),
-                ..twin.clone()
-            })
-            .await?;
-            self.replaced(previous.as_ref()).await?;
-            return Ok(IndexOutcome::Reused {
-                document_id,
-                passages: twin.passages,
-                from: twin.path,
-            });
+            return Ok(outcome);
         }
 
         let extracted = self.extractor.extract(path).await?;
-        let mut rows = PassageRows::default();
-        for page in &extracted.pages {
-            for chunk in chunk_text(&page.text) {
-                rows.push(&document_id, &key, &extracted.title, page.number, chunk);
-            }
-        }
-        if rows.is_empty() {
-            return Err(IndexError::Empty {
-                path: path.to_path_buf(),
-            });
-        }
-        if rows.len() > self.passage_limit {
-            return Err(IndexError::TooManyPassages {
-                path: path.to_path_buf(),
-                passages: rows.len(),
-                limit: self.passage_limit,
-            });
-        }
-        let mut vectors = Vec::with_capacity(rows.len());
-        for batch in rows.embedding_inputs().chunks(EMBED_BATCH) {
-            if stop.load(Ordering::SeqCst) {
-                return Err(IndexError::Stopped {
-                    path: path.to_path_buf(),
-                });
-            }
-            let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
-            vectors.extend(embed_blocking(embedder, &refs)?);
-        }
+        let rows = self.passage_rows(path, &document_id, &stamp.key, &extracted)?;
+        let vectors = embed_stoppable(embedder, &rows, stop, path)?;
         let count = rows.len() as u32;
         let batch = rows.into_batch(vectors, embedder.dim())?;
         // Passages first, the document row last: the row commits the document.
@@ -173,7 +114,7 @@ impl Library {
             .map_err(self.store_err())?;
         self.commit(DocumentRecord {
             id: document_id.clone(),
-            path: key,
+            path: stamp.key,
             title: extracted.title,
             pages: extracted.pages.len().max(1) as u32,
             passages: count,
@@ -188,6 +129,83 @@ impl Library {
             passages: count,
             notes: extracted.notes,
         })
+    }
+
+    /// The outcome when the content `document_id` is indexed already: under this path (the
+    /// file was touched, not changed: its new time is remembered so it is not read next time),
+    /// or under another path (its passages serve this one too). `None` when it is new.
+    async fn reuse_indexed(
+        &self,
+        previous: Option<&DocumentRecord>,
+        document_id: &str,
+        stamp: &FileStamp,
+    ) -> Result<Option<IndexOutcome>, IndexError> {
+        if let Some(prev) = previous
+            && prev.id == document_id
+        {
+            self.commit(DocumentRecord {
+                size: stamp.size,
+                modified_ns: stamp.modified_ns,
+                ..prev.clone()
+            })
+            .await?;
+            return Ok(Some(IndexOutcome::Unchanged {
+                document_id: document_id.to_owned(),
+            }));
+        }
+        let same_content = self
+            .committed()
+            .by_path
+            .values()
+            .find(|d| d.id == document_id)
+            .cloned();
+        let Some(twin) = same_content else {
+            return Ok(None);
+        };
+        self.commit(DocumentRecord {
+            path: stamp.key.clone(),
+            size: stamp.size,
+            modified_ns: stamp.modified_ns,
+            indexed_at_ms: now_ms(),
+            ..twin.clone()
+        })
+        .await?;
+        self.replaced(previous).await?;
+        Ok(Some(IndexOutcome::Reused {
+            document_id: document_id.to_owned(),
+            passages: twin.passages,
+            from: twin.path,
+        }))
+    }
+
+    /// The passages of `extracted`, page by page; an error when there are none or more than a
+    /// document may have.
+    fn passage_rows(
+        &self,
+        path: &Path,
+        document_id: &str,
+        key: &str,
+        extracted: &crate::extract::ExtractedDocument,
+    ) -> Result<PassageRows, IndexError> {
+        let mut rows = PassageRows::default();
+        for page in &extracted.pages {
+            for chunk in chunk_text(&page.text) {
+                rows.push(document_id, key, &extracted.title, page.number, chunk);
+            }
+        }
+        if rows.is_empty() {
+            return Err(IndexError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        if rows.len() > self.passage_limit {
+            return Err(IndexError::TooManyPassages {
+                path: path.to_path_buf(),
+                passages: rows.len(),
+                limit: self.passage_limit,
+            });
+        }
+        Ok(rows)
     }
 
     /// Writes the document row for `doc.path` (insert or replace, one LanceDB commit).
@@ -251,4 +269,55 @@ fn content_hash(path: &Path) -> std::io::Result<String> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A file's place in the library and what says whether it changed.
+struct FileStamp {
+    /// The path as the library keys it.
+    key: String,
+    size: u64,
+    modified_ns: i64,
+}
+
+/// The size and modification time of `path`, once it is known to be a regular file of a
+/// supported kind within the size limit for its kind, checked before a byte of it is read (a
+/// folder may hold gigabytes of files no parser reads).
+async fn stat_indexable(path: &Path) -> Result<(u64, i64), IndexError> {
+    let extension = crate::extract::supported_extension(path)?;
+    let stat = tokio::fs::metadata(path)
+        .await
+        .map_err(|source| IndexError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if !stat.is_file() {
+        return Err(IndexError::Unsupported {
+            path: path.to_path_buf(),
+            reason: "not a regular file".into(),
+        });
+    }
+    let size = stat.len();
+    crate::extract::check_size(path, &extension, size)?;
+    Ok((size, modified_ns(&stat)))
+}
+
+/// The embeddings of `rows`, batch by batch; `Stopped` as soon as `stop` is set between
+/// batches, so Stop acts inside a long file.
+fn embed_stoppable(
+    embedder: &dyn PassageEmbedder,
+    rows: &PassageRows,
+    stop: &AtomicBool,
+    path: &Path,
+) -> Result<Vec<Vec<f32>>, IndexError> {
+    let mut vectors = Vec::with_capacity(rows.len());
+    for batch in rows.embedding_inputs().chunks(EMBED_BATCH) {
+        if stop.load(Ordering::SeqCst) {
+            return Err(IndexError::Stopped {
+                path: path.to_path_buf(),
+            });
+        }
+        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+        vectors.extend(embed_blocking(embedder, &refs)?);
+    }
+    Ok(vectors)
 }

@@ -47,6 +47,21 @@ const RULES: &[(&str, &str, &[&str])] = &[
         "selfrag-core",
         &["tokio", "lance", "tauri", "selfrag-engine", "selfrag-index"],
     ),
+    // Every crate's tests link it: it stays as light as the core it builds traces of.
+    (
+        "selfrag-testkit",
+        "selfrag-core",
+        &[
+            "candle",
+            "tokio",
+            "lance",
+            "arrow",
+            "tauri",
+            "selfrag-models",
+            "selfrag-index",
+            "selfrag-engine",
+        ],
+    ),
 ];
 
 /// Every normal (non-dev, non-build) dependency of `package` built with `features` (cargo's

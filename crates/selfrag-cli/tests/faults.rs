@@ -19,10 +19,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{describe, selfrag, selfrag_with_models};
-use selfrag_core::{Answer, Candidate, Passage, RetrieveDecision, Segment, Settings};
+use selfrag_core::Answer;
 use selfrag_engine::{
     AppSettings, Engine, EngineConfig, ExportFormat, SettingsStore, render, write_atomically,
 };
+use selfrag_testkit::traces::TraceBuilder;
 
 /// SplitMix64, for replayable kill moments.
 fn next(state: &mut u64) -> u64 {
@@ -43,53 +44,17 @@ fn answer(tag: &str, segments: usize) -> Answer {
             .join(" ")
             + "."
     };
-    Answer {
-        question: format!("What does {tag} say?"),
-        settings: Settings::default(),
-        retrieve: RetrieveDecision {
-            p_retrieve: 0.9,
-            retrieved: true,
-            found_nothing: false,
-            passages_dropped: 0,
-        },
-        passages: vec![Passage {
-            id: "p1".into(),
-            title: format!("{tag} notes"),
-            path: "/docs/notes.md".into(),
-            page: None,
-            text: text(0),
-        }],
-        segments: (0..segments)
-            .map(|i| Segment {
-                text: text(i),
-                citation: Some(1),
-                chosen: 0,
-                candidates: vec![Candidate {
-                    passage: Some(0),
-                    text: text(i),
-                    raw: text(i),
-                    p_lm: 0.5,
-                    isrel: None,
-                    issup: None,
-                    isuse: None,
-                    s_rel: 0.0,
-                    s_sup: 0.0,
-                    s_use: 0.0,
-                    score: 0.5,
-                    ends_answer: false,
-                    continued: false,
-                    passages_dropped: 0,
-                    violates: Vec::new(),
-                }],
-                retrieve: None,
-                excluded: Vec::new(),
-            })
-            .collect(),
-        answer: String::new(),
-        generator: None,
-        expansions: Vec::new(),
-        cut_short: None,
-    }
+    (0..segments)
+        .fold(
+            TraceBuilder::new(format!("What does {tag} say?")).passage(
+                &format!("{tag} notes"),
+                "/docs/notes.md",
+                None,
+                &text(0),
+            ),
+            |trace, i| trace.segment(&text(i), Some(1), None),
+        )
+        .build()
 }
 
 /// The names in `dir` that are temporary files of an atomic write (see `write_atomically`).

@@ -334,36 +334,16 @@ mod tests {
 
     /// An answer of one segment citing one passage.
     fn record(id: &str, question: &str, answer: &str) -> SavedAnswer {
-        use selfrag_core::{Passage, RetrieveDecision, Segment, Settings};
-        let a = Answer {
-            question: question.into(),
-            settings: Settings::default(),
-            retrieve: RetrieveDecision {
-                p_retrieve: 0.9,
-                retrieved: true,
-                found_nothing: false,
-                passages_dropped: 0,
-            },
-            passages: vec![Passage {
-                id: "p1".into(),
-                title: "Notes".into(),
-                path: "/docs/notes.md".into(),
-                page: None,
-                text: "Self-RAG critiques itself.".into(),
-            }],
-            segments: vec![Segment {
-                text: answer.into(),
-                citation: Some(1),
-                chosen: 0,
-                candidates: Vec::new(),
-                retrieve: None,
-                excluded: Vec::new(),
-            }],
-            expansions: Vec::new(),
-            answer: format!("{answer} [1]"),
-            generator: None,
-            cut_short: None,
-        };
+        let a = selfrag_testkit::traces::TraceBuilder::new(question)
+            .passage(
+                "Notes",
+                "/docs/notes.md",
+                None,
+                "Self-RAG critiques itself.",
+            )
+            .segment(answer, Some(1), None)
+            .text(format!("{answer} [1]"))
+            .build();
         SavedAnswer::new(id.into(), a)
     }
 

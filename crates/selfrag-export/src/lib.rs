@@ -306,101 +306,42 @@ fn one_line(s: &str) -> String {
 pub(crate) mod test_answer {
     //! A hand-made answer with every support verdict and hostile text in every field.
 
-    use selfrag_core::{
-        Answer, Candidate, IsSupDistribution, Passage, RetrieveDecision, Segment, Settings,
-    };
+    use selfrag_core::{Answer, Settings};
+    use selfrag_testkit::traces::TraceBuilder;
 
     pub const XSS_IMG: &str = "<img src=x onerror=alert(1)>";
     pub const XSS_SCRIPT: &str = "<script>alert('x')</script>";
 
-    fn candidate(text: &str, passage: Option<usize>, issup: Option<[f32; 3]>) -> Candidate {
-        Candidate {
-            passage,
-            text: text.into(),
-            raw: text.into(),
-            p_lm: 0.5,
-            isrel: None,
-            issup: issup.map(|[fully, partially, no_support]| IsSupDistribution {
-                fully,
-                partially,
-                no_support,
-            }),
-            isuse: None,
-            s_rel: 0.0,
-            s_sup: 0.0,
-            s_use: 0.0,
-            score: 0.0,
-            ends_answer: false,
-            continued: false,
-            passages_dropped: 0,
-            violates: Vec::new(),
-        }
-    }
-
-    fn segment(text: &str, citation: Option<usize>, issup: Option<[f32; 3]>) -> Segment {
-        Segment {
-            text: text.into(),
-            citation,
-            chosen: 0,
-            candidates: vec![candidate(text, citation.map(|c| c - 1), issup)],
-            retrieve: None,
-            excluded: Vec::new(),
-        }
-    }
-
     /// Four segments: fully supported [1], partially supported [2], not supported [1],
     /// unjudged; hostile markup in the question, a segment, a title, a path and a passage.
     pub fn answer() -> Answer {
-        Answer {
-            question: format!("What is {XSS_IMG} in   Self-RAG?"),
-            settings: Settings {
+        TraceBuilder::new(format!("What is {XSS_IMG} in   Self-RAG?"))
+            .settings(Settings {
                 long_form: true,
                 ..Settings::default()
-            },
-            retrieve: RetrieveDecision {
-                p_retrieve: 0.9,
-                retrieved: true,
-                found_nothing: false,
-                passages_dropped: 0,
-            },
-            passages: vec![
-                Passage {
-                    id: "p1".into(),
-                    title: format!("Notes {XSS_SCRIPT} & {{braces}} 100% $5 #1 a_b ^ ~"),
-                    path: "/docs/notes_{x}.md".into(),
-                    page: None,
-                    text: format!("Self-RAG critiques itself.\n{XSS_IMG}"),
-                },
-                Passage {
-                    id: "p2".into(),
-                    title: "Paper".into(),
-                    path: "/docs/paper.pdf".into(),
-                    page: Some(3),
-                    text: "Reflection tokens: IsRel, IsSup, IsUse.".into(),
-                },
-                Passage {
-                    id: "p3".into(),
-                    title: "Paper".into(),
-                    path: "/docs/paper.pdf".into(),
-                    page: Some(7),
-                    text: "Unused passage.".into(),
-                },
-            ],
-            segments: vec![
-                segment(
-                    &format!("It critiques {XSS_SCRIPT} itself."),
-                    Some(1),
-                    Some([0.8, 0.15, 0.05]),
-                ),
-                segment("It uses tokens.", Some(2), Some([0.2, 0.7, 0.1])),
-                segment("It is magic.", Some(1), Some([0.1, 0.2, 0.7])),
-                segment("Hope this helps.", None, None),
-            ],
-            answer: String::new(),
-            generator: None,
-            expansions: Vec::new(),
-            cut_short: None,
-        }
+            })
+            .passage(
+                &format!("Notes {XSS_SCRIPT} & {{braces}} 100% $5 #1 a_b ^ ~"),
+                "/docs/notes_{x}.md",
+                None,
+                &format!("Self-RAG critiques itself.\n{XSS_IMG}"),
+            )
+            .passage(
+                "Paper",
+                "/docs/paper.pdf",
+                Some(3),
+                "Reflection tokens: IsRel, IsSup, IsUse.",
+            )
+            .passage("Paper", "/docs/paper.pdf", Some(7), "Unused passage.")
+            .segment(
+                &format!("It critiques {XSS_SCRIPT} itself."),
+                Some(1),
+                Some([0.8, 0.15, 0.05]),
+            )
+            .segment("It uses tokens.", Some(2), Some([0.2, 0.7, 0.1]))
+            .segment("It is magic.", Some(1), Some([0.1, 0.2, 0.7]))
+            .segment("Hope this helps.", None, None)
+            .build()
     }
 }
 

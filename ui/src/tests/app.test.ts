@@ -9,30 +9,7 @@ import type { AnswerRecord, IndexEvent, IndexFinished, Progress } from "$lib/ipc
 import { defaultSettings } from "$lib/settings";
 import { deviceStatus, loadedSettings, record, reranked, status } from "./fixtures";
 
-vi.mock("$lib/ipc", () => ({
-  appStatus: vi.fn(),
-  indexPaths: vi.fn(),
-  listDocuments: vi.fn(),
-  ask: vi.fn(),
-  cancelAsk: vi.fn(),
-  rerank: vi.fn(),
-  exportAnswer: vi.fn(),
-  renderAnswer: vi.fn(),
-  listHistory: vi.fn(),
-  openAnswer: vi.fn(),
-  deleteAnswer: vi.fn(),
-  loadSettings: vi.fn(),
-  saveSettings: vi.fn(),
-  pickFiles: vi.fn(),
-  openSource: vi.fn(),
-  onFilesDropped: vi.fn(),
-  libraryStats: vi.fn(),
-  watchedFolders: vi.fn(),
-  onLibraryEvent: vi.fn(),
-  watchFolders: vi.fn(),
-  pickFolder: vi.fn(),
-  generatorState: vi.fn(),
-}));
+vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
 const mocked = vi.mocked(ipc);
 

@@ -9,10 +9,7 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import GeneratorSettings from "$lib/components/GeneratorSettings.svelte";
 import * as ipc from "$lib/ipc";
 
-vi.mock("$lib/ipc", async (importOriginal) => {
-  const real = await importOriginal<Record<string, unknown>>();
-  return Object.fromEntries(Object.keys(real).map((name) => [name, vi.fn()]));
-});
+vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
 const mocked = vi.mocked(ipc);
 

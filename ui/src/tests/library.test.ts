@@ -19,10 +19,7 @@ import type {
 } from "$lib/ipc/types";
 import { LibraryController } from "$lib/library.svelte";
 
-vi.mock("$lib/ipc", async (importOriginal) => {
-  const real = await importOriginal<Record<string, unknown>>();
-  return Object.fromEntries(Object.keys(real).map((name) => [name, vi.fn()]));
-});
+vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
 const mocked = vi.mocked(ipc);
 

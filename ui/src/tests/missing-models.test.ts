@@ -13,10 +13,7 @@ import type { AppStatus, ModelDownloadProgress, ModelStatus } from "$lib/ipc/typ
 import { status } from "./fixtures";
 
 // Every export of the IPC module becomes a mock, whatever the module grows.
-vi.mock("$lib/ipc", async (importOriginal) => {
-  const real = await importOriginal<Record<string, unknown>>();
-  return Object.fromEntries(Object.keys(real).map((name) => [name, vi.fn()]));
-});
+vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
 const mocked = vi.mocked(ipc);
 

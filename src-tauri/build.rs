@@ -34,6 +34,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("library", "watched_folders"),
     ("library", "watch_folders"),
     ("library", "unwatch_folder"),
+    ("library", "add_sample_documents"),
     ("grants", "pick_files"),
     ("grants", "pick_folder"),
 ];

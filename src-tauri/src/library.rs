@@ -115,6 +115,22 @@ pub async fn index_job(
     jobs.run(engine, paths, on_event).await
 }
 
+/// Writes the sample documents that ship with the app into its data folder and indexes them as
+/// one job, like a dropped folder. No path comes from the page: the folder is the app's own.
+#[tauri::command]
+pub async fn add_sample_documents(
+    state: tauri::State<'_, AppState>,
+    jobs: tauri::State<'_, LibraryJobs>,
+    on_event: Channel<IndexEvent>,
+) -> Result<IndexEvent, IpcError> {
+    let folder = state.engine.write_sample_documents()?;
+    Ok(index_job(&state.engine, &jobs, &[folder], |e| {
+        // A closed channel means the window went away; indexing still finishes.
+        let _ = on_event.send(e);
+    })
+    .await?)
+}
+
 /// Stops the running indexing job at the next file or embedding batch; what was indexed stays. Does nothing
 /// when no job that can be stopped runs (the watched folders' catch-up ends with
 /// `unwatch_folder`).

@@ -70,10 +70,15 @@ struct SearchOut {
 }
 
 /// `selfrag index PATH... [--watch]`: with no PATH, finishes an interrupted job.
-pub async fn index(paths: Vec<PathBuf>, watch: bool) -> Result<()> {
+pub async fn index(mut paths: Vec<PathBuf>, watch: bool, samples: bool) -> Result<()> {
     let engine = Engine::new(EngineConfig::from_env()?)?;
+    if samples {
+        paths.push(engine.write_sample_documents()?);
+    }
     if paths.is_empty() && engine.pending_indexing().await?.is_empty() && !watch {
-        bail!("nothing to index: name files or folders (`selfrag index PATH...`)");
+        bail!(
+            "nothing to index: name files or folders (`selfrag index PATH...`), or add the sample documents (`selfrag index --samples`)"
+        );
     }
     let finished = engine.index_paths(&paths, print_event).await?;
     if watch {

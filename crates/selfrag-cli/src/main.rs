@@ -40,6 +40,10 @@ enum Command {
         /// Then keep the folders in sync with the library (until Ctrl-C); they stay watched.
         #[arg(long)]
         watch: bool,
+        /// Also the sample documents that ship with the app (written into the data folder):
+        /// how an answer is made, a tour of the badges, how to check a citation.
+        #[arg(long)]
+        samples: bool,
     },
     /// The documents in the library.
     Library {
@@ -428,7 +432,11 @@ fn run(cli: Cli) -> Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Index { paths, watch } => library::index(paths, watch).await,
+            Command::Index {
+                paths,
+                watch,
+                samples,
+            } => library::index(paths, watch, samples).await,
             Command::Library { command } => library::library(command).await,
             Command::Search {
                 query,

@@ -151,6 +151,23 @@ fn a_device_that_does_not_exist_is_named_with_the_choices() {
     );
 }
 
+/// `index --samples` writes the sample documents into the data folder and indexes them, so a
+/// first question has something to be answered from.
+#[test]
+fn index_samples_adds_the_sample_documents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let models = common::tiny_models(&tmp.path().join("models"));
+    ok(selfrag(&data, &models, &["index", "--samples"]));
+    assert!(data.join("samples").join("reading-the-badges.md").is_file());
+    let hits = ok(selfrag(
+        &data,
+        &models,
+        &["search", "badges reflection tokens", "--mode", "fts"],
+    ));
+    assert!(hits.contains("Reading the badges"), "{hits}");
+}
+
 #[test]
 fn a_file_that_is_not_a_trace_is_named_with_the_fix() {
     let tmp = tempfile::tempdir().unwrap();

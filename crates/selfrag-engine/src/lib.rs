@@ -18,6 +18,7 @@ mod history;
 mod indexing;
 mod model_thread;
 mod retriever;
+mod samples;
 pub mod settings;
 mod status;
 
@@ -32,6 +33,7 @@ pub use export::{ExportFormat, ExportOptions, render, render_with};
 pub use generator_server::{GeneratorState, ServerCheck};
 pub use history::{AnswerRecord, HistoryEntry, write_atomically};
 pub use indexing::SearchQuery;
+pub use samples::SAMPLE_DOCUMENTS;
 pub use selfrag_core::{DeviceChoice, DeviceKind};
 pub use selfrag_index::{LibraryStats, SearchFilter, SearchHit, SearchMode, bench, extract_file};
 pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};

@@ -184,3 +184,98 @@ async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
             .contains("What is Self-RAG?")
     );
 }
+
+/// The sample documents are written once into the data folder (an unchanged sample keeps its
+/// file, so a second write leaves indexing nothing to do), indexed like any folder, and a
+/// first question about the badges finds the tour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_documents_are_written_into_the_data_folder_and_indexed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gguf = tmp.path().join("tiny.gguf");
+    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    let bert = tmp.path().join("tiny-bert");
+    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    let engine = Engine::new(EngineConfig {
+        data_dir: tmp.path().join("data"),
+        generator: Some(gguf),
+        embedder: Some(bert),
+        device: DeviceChoice::Cpu,
+        extract_worker: None,
+        generator_server: None,
+    })
+    .unwrap();
+
+    let folder = engine.write_sample_documents().unwrap();
+    assert_eq!(folder, tmp.path().join("data").join("samples"));
+    let written = |name: &str| {
+        std::fs::metadata(folder.join(name))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let first = written("reading-the-badges.md");
+    let finished = engine
+        .index_paths(std::slice::from_ref(&folder), |_| {})
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            finished,
+            selfrag_engine::IndexEvent::Finished {
+                indexed: 3,
+                failed: 0,
+                ..
+            }
+        ),
+        "{finished:?}"
+    );
+
+    // Written again: the same files, so nothing to index.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(engine.write_sample_documents().unwrap(), folder);
+    assert_eq!(written("reading-the-badges.md"), first);
+    let again = engine
+        .index_paths(std::slice::from_ref(&folder), |_| {})
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            again,
+            selfrag_engine::IndexEvent::Finished {
+                indexed: 0,
+                skipped: 3,
+                ..
+            }
+        ),
+        "{again:?}"
+    );
+
+    let titles: Vec<String> = engine
+        .documents()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.title)
+        .collect();
+    assert_eq!(
+        titles.len(),
+        selfrag_engine::SAMPLE_DOCUMENTS.len(),
+        "{titles:?}"
+    );
+    assert!(
+        titles
+            .iter()
+            .any(|t| t == "Reading the badges: a short tour of the reflection tokens"),
+        "{titles:?}"
+    );
+    let hits = engine
+        .search(selfrag_engine::SearchQuery {
+            text: "IsSup Fully supported".into(),
+            k: 1,
+            mode: selfrag_engine::SearchMode::Fts,
+            filter: Default::default(),
+        })
+        .await
+        .unwrap();
+    assert!(hits[0].path.ends_with("reading-the-badges.md"), "{hits:?}");
+}

@@ -7,6 +7,7 @@ import type { AppError } from "./errors";
 import { nextActivity, queue, type Activity } from "./activity";
 import { nextJob, startJob, type IndexJob } from "./indexing";
 import {
+  addSampleDocuments,
   cancelIndexing,
   indexPaths,
   libraryStats,
@@ -109,6 +110,12 @@ export class LibraryController {
     } catch (e) {
       this.#onerror(e);
     }
+  }
+
+  /** Indexes the sample documents that ship with the app, as one job the user can stop. */
+  async addSamples(): Promise<void> {
+    if (this.#busy()) return;
+    await this.#userJob((onEvent) => addSampleDocuments(onEvent));
   }
 
   /** Indexes `paths` as one job the user can stop. */

@@ -104,6 +104,8 @@ describe("ipc", () => {
     expect(last()).toEqual(["cancel_indexing"]);
     await ipc.removeDocument("d1");
     expect(last()).toEqual(["remove_document", { documentId: "d1" }]);
+    await ipc.addSampleDocuments(() => {});
+    expect(last()[0]).toBe("add_sample_documents");
     await ipc.reindexDocument("/a.pdf", () => {});
     expect(last()[0]).toBe("reindex_document");
     expect(last()[1]?.path).toBe("/a.pdf");

@@ -105,6 +105,33 @@ describe("library pane", () => {
     );
   });
 
+  it("offers the sample documents on an empty library and indexes them as a job", async () => {
+    await setup([]);
+    const user = userEvent.setup();
+    mocked.addSampleDocuments.mockImplementation(async (onEvent) => {
+      onEvent({ kind: "started", total: 3, resumed: [] });
+      return { ...FINISHED, indexed: 3 };
+    });
+    const samples: DocumentInfo = {
+      id: "s1",
+      path: "/data/samples/reading-the-badges.md",
+      title: "Reading the badges: a short tour of the reflection tokens",
+      pages: 1,
+      passages: 5,
+    };
+    mocked.listDocuments.mockResolvedValue([samples]);
+    await user.click(screen.getByTestId("add-samples"));
+    expect(mocked.addSampleDocuments).toHaveBeenCalledOnce();
+    expect(await screen.findByText(/Reading the badges/)).toBeInTheDocument();
+    expect(screen.queryByTestId("add-samples")).toBeNull();
+    expect(errors).toEqual([]);
+  });
+
+  it("keeps the samples button disabled until the app can index", async () => {
+    await setup([], false);
+    expect(screen.getByTestId("add-samples")).toBeDisabled();
+  });
+
   it("shows the job's progress bar with files done, rate and ETA, and stops it", async () => {
     const { library } = await setup();
     const done = deferred<IndexFinished>();

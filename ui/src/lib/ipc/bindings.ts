@@ -551,6 +551,7 @@ export const COMMANDS = [
   "watched_folders",
   "watch_folders",
   "unwatch_folder",
+  "add_sample_documents",
   "pick_files",
   "pick_folder"
 ] as const;

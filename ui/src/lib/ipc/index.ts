@@ -230,6 +230,16 @@ export function removeDocument(documentId: string): Promise<string[]> {
   return call<string[]>("remove_document", { documentId });
 }
 
+/**
+ * Writes the sample documents that ship with the app into its data folder and indexes them,
+ * streaming the job's events like `indexPaths`.
+ */
+export function addSampleDocuments(onEvent: (event: IndexEvent) => void): Promise<IndexFinished> {
+  const channel = new Channel<IndexEvent>();
+  channel.onmessage = onEvent;
+  return call<IndexFinished>("add_sample_documents", { onEvent: channel });
+}
+
 /** Parses and embeds one document again, streaming the job's events like `indexPaths`. */
 export function reindexDocument(
   path: string,

@@ -47,21 +47,6 @@ const RULES: &[(&str, &str, &[&str])] = &[
         "selfrag-core",
         &["tokio", "lance", "tauri", "selfrag-engine", "selfrag-index"],
     ),
-    // Every crate's tests link it: it stays as light as the core it builds traces of.
-    (
-        "selfrag-testkit",
-        "selfrag-core",
-        &[
-            "candle",
-            "tokio",
-            "lance",
-            "arrow",
-            "tauri",
-            "selfrag-models",
-            "selfrag-index",
-            "selfrag-engine",
-        ],
-    ),
 ];
 
 /// Every normal (non-dev, non-build) dependency of `package` built with `features` (cargo's
@@ -137,5 +122,44 @@ fn the_index_without_its_store_links_no_lancedb_nor_tokio() {
     assert!(
         found.is_empty(),
         "selfrag-index without `store` reaches {found:?}"
+    );
+}
+
+#[test]
+fn the_testkit_stays_light() {
+    // What xtask links: no crate of ours, so a fresh clone builds `cargo xtask` in seconds.
+    let bare = dependencies("selfrag-testkit", &[]);
+    assert!(
+        bare.iter().any(|d| d == "serde_json"),
+        "the tree was not read: {bare:?}"
+    );
+    let ours: Vec<&String> = bare.iter().filter(|d| d.starts_with("selfrag-")).collect();
+    assert!(ours.is_empty(), "selfrag-testkit reaches {ours:?}");
+    // What the tests link (`traces`): the core it builds traces of, and nothing heavy.
+    let traces = dependencies("selfrag-testkit", &["--features", "traces"]);
+    assert!(
+        traces.iter().any(|d| d == "selfrag-core"),
+        "the tree was not read: {traces:?}"
+    );
+    let heavy: Vec<&String> = traces
+        .iter()
+        .filter(|d| {
+            [
+                "candle",
+                "tokio",
+                "lance",
+                "arrow",
+                "tauri",
+                "selfrag-models",
+                "selfrag-index",
+                "selfrag-engine",
+            ]
+            .iter()
+            .any(|p| d.starts_with(p))
+        })
+        .collect();
+    assert!(
+        heavy.is_empty(),
+        "selfrag-testkit with `traces` reaches {heavy:?}"
     );
 }

@@ -10,12 +10,13 @@
 //!   end, so a reader sees how many tests did not run and why.
 //!
 //! [`llama_server`] starts the real llama.cpp server that the server-generator tests talk to.
-//! [`traces`] builds the hand-made answers that the history, export and CLI tests store and
-//! render (one builder, where each crate's tests had their own).
+//! `traces` (feature `traces`) builds the hand-made answers that the history, export and CLI
+//! tests store and render (one builder, where each crate's tests had their own).
 
 use std::io::Write;
 
 pub mod llama_server;
+#[cfg(feature = "traces")]
 pub mod traces;
 
 /// Asserts that two JSON documents (e.g. two Self-RAG traces) are equal but for numbers, which

@@ -8,6 +8,7 @@
 //! the current tables, so migrations and re-embeddings swap whole tables atomically.
 
 mod ingest;
+mod maintain;
 pub(crate) mod meta;
 mod schema;
 mod search;

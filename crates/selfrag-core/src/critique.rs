@@ -182,12 +182,12 @@ impl Candidate {
         self.s_sup = scores.s_sup;
         self.s_use = scores.s_use;
         self.score = segment_score(self.p_lm, scores, weights, use_p_lm, self.passage.is_some());
-        self.violates = self.hard_constraint_verdicts();
+        self.violates = self.hard_constraint_verdicts().collect();
     }
 
     /// What the hard constraints drop it for: the model judged its passage irrelevant or it
     /// unsupported (step 6). A missing distribution is no verdict, so it does not drop.
-    pub(crate) fn hard_constraint_verdicts(&self) -> Vec<HardConstraint> {
+    fn hard_constraint_verdicts(&self) -> impl Iterator<Item = HardConstraint> {
         let irrelevant = self.isrel.is_some_and(|d| d.is_irrelevant());
         let unsupported = self.issup.is_some_and(|d| d.is_unsupported());
         [
@@ -196,12 +196,11 @@ impl Candidate {
         ]
         .into_iter()
         .filter_map(|(holds, verdict)| holds.then_some(verdict))
-        .collect()
     }
 
-    /// Whether the hard constraints drop it.
+    /// Whether the hard constraints drop it (read by every replay step: no allocation).
     pub(crate) fn violates_hard_constraints(&self) -> bool {
-        !self.hard_constraint_verdicts().is_empty()
+        self.hard_constraint_verdicts().next().is_some()
     }
 }
 

@@ -294,23 +294,30 @@ struct SpecialIds {
 impl SpecialIds {
     /// From `tokenizer.ggml.*_token_id`, with Llama's defaults (1, 2, 0, no padding).
     fn read(content: &gguf_file::Content, n: usize) -> Result<Self, ModelError> {
-        let id = |key: &str, default: Option<u32>| -> Result<Option<u32>, ModelError> {
-            let Some(id) = metadata_u32(content, key)?.or(default) else {
-                return Ok(None);
-            };
-            if (id as usize) < n {
-                Ok(Some(id))
-            } else {
-                Err(ModelError::InvalidTokenizer {
+        // An id the file gives must lie inside the vocabulary.
+        let optional = |key: &str| -> Result<Option<u32>, ModelError> {
+            match metadata_u32(content, key)? {
+                Some(id) if (id as usize) >= n => Err(ModelError::InvalidTokenizer {
                     reason: format!("`{key}` = {id} is outside the vocabulary of {n} tokens"),
-                })
+                }),
+                id => Ok(id),
+            }
+        };
+        // So must a default, for a vocabulary too small to hold it.
+        let with_default = |key: &str, default: u32| -> Result<u32, ModelError> {
+            match optional(key)? {
+                Some(id) => Ok(id),
+                None if (default as usize) < n => Ok(default),
+                None => Err(ModelError::InvalidTokenizer {
+                    reason: format!("`{key}` = {default} is outside the vocabulary of {n} tokens"),
+                }),
             }
         };
         Ok(Self {
-            bos: id("tokenizer.ggml.bos_token_id", Some(1))?.unwrap_or(1),
-            eos: id("tokenizer.ggml.eos_token_id", Some(2))?.unwrap_or(2),
-            unk: id("tokenizer.ggml.unknown_token_id", Some(0))?.unwrap_or(0),
-            pad: id("tokenizer.ggml.padding_token_id", None)?,
+            bos: with_default("tokenizer.ggml.bos_token_id", 1)?,
+            eos: with_default("tokenizer.ggml.eos_token_id", 2)?,
+            unk: with_default("tokenizer.ggml.unknown_token_id", 0)?,
+            pad: optional("tokenizer.ggml.padding_token_id")?,
         })
     }
 }

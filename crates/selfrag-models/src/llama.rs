@@ -114,7 +114,7 @@ impl LlamaConfig {
             block_count: shape.block_count,
             head_count: shape.head_count,
             head_count_kv: shape.head_count_kv,
-            head_dim: shape.embedding_length / shape.head_count,
+            head_dim: shape.head_dim(),
             rms_norm_eps: shape.rms_norm_eps,
             rope_freq_base: shape.rope_freq_base,
             context_length: shape.context_length,
@@ -195,7 +195,7 @@ impl Shape {
             )));
         }
         shape.check().map_err(invalid)?;
-        let head_dim = embedding_length / head_count;
+        let head_dim = shape.head_dim();
         let rope_dimension =
             metadata_usize(content, path, "llama.rope.dimension_count")?.unwrap_or(head_dim);
         if rope_dimension != head_dim {
@@ -204,6 +204,11 @@ impl Shape {
             )));
         }
         Ok(shape)
+    }
+
+    /// Dimensions per attention head (once [`Shape::check`] has passed: no zero head count).
+    fn head_dim(&self) -> usize {
+        self.embedding_length / self.head_count
     }
 
     /// What is wrong with these numbers, if anything.

@@ -22,6 +22,11 @@ export function fileName(path: string): string {
 }
 
 /** At most `max` characters, cut at a word boundary where there is one, with an ellipsis. */
+/** A server's address as people read it: the URL without its scheme, e.g. "gpu-box:8080". */
+export function serverHost(url: string): string {
+  return url.replace(/^https?:\/\//, "");
+}
+
 export function excerpt(text: string, max = 200): string {
   const flat = text.replace(/\s+/g, " ").trim();
   if (flat.length <= max) return flat;

@@ -10,7 +10,8 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use selfrag_models::{GgufTokenizer, TokenType, fixtures};
+use selfrag_fixtures as fixtures;
+use selfrag_models::{GgufTokenizer, TokenType};
 
 fn tiny() -> &'static GgufTokenizer {
     static TOKENIZER: OnceLock<GgufTokenizer> = OnceLock::new();

@@ -13,6 +13,8 @@ const ABOVE_THE_CORE: &[&str] = &[
     "arrow",
     "tauri",
     "selfrag-models",
+    "selfrag-hub",
+    "selfrag-fixtures",
     "selfrag-index",
     "selfrag-engine",
 ];
@@ -27,7 +29,44 @@ const RULES: &[(&str, &str, &[&str])] = &[
     (
         "selfrag-models",
         "candle-core",
-        &["tokio", "lance", "tauri", "selfrag-index", "selfrag-engine"],
+        &[
+            "tokio",
+            "lance",
+            "tauri",
+            "ureq",
+            "selfrag-hub",
+            "selfrag-fixtures",
+            "selfrag-index",
+            "selfrag-engine",
+        ],
+    ),
+    (
+        "selfrag-hub",
+        "ureq",
+        &[
+            "candle",
+            "tokenizers",
+            "tokio",
+            "lance",
+            "tauri",
+            "selfrag-models",
+            "selfrag-fixtures",
+            "selfrag-index",
+            "selfrag-engine",
+        ],
+    ),
+    (
+        "selfrag-fixtures",
+        "candle-core",
+        &[
+            "tokio",
+            "lance",
+            "tauri",
+            "selfrag-models",
+            "selfrag-hub",
+            "selfrag-index",
+            "selfrag-engine",
+        ],
     ),
     (
         "selfrag-index",
@@ -38,15 +77,35 @@ const RULES: &[(&str, &str, &[&str])] = &[
             "tauri",
             "selfrag-core",
             "selfrag-models",
+            "selfrag-hub",
+            "selfrag-fixtures",
         ],
     ),
     ("selfrag-export", "selfrag-core", ABOVE_THE_CORE),
-    ("selfrag-engine", "selfrag-core", &["tauri", "clap"]),
+    (
+        "selfrag-engine",
+        "selfrag-core",
+        &["tauri", "clap", "selfrag-fixtures"],
+    ),
     (
         "selfrag-remote",
         "selfrag-core",
-        &["tokio", "lance", "tauri", "selfrag-engine", "selfrag-index"],
+        &[
+            "tokio",
+            "lance",
+            "tauri",
+            "selfrag-engine",
+            "selfrag-index",
+            "selfrag-hub",
+            "selfrag-fixtures",
+        ],
     ),
+    (
+        "selfrag-cli",
+        "selfrag-engine",
+        &["tauri", "selfrag-fixtures"],
+    ),
+    ("selfrag-desktop", "selfrag-engine", &["selfrag-fixtures"]),
 ];
 
 /// Every normal (non-dev, non-build) dependency of `package` built with `features` (cargo's

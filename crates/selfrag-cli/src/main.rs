@@ -559,10 +559,10 @@ fn run(cli: Cli) -> Result<()> {
 fn models(command: ModelsCommand) -> Result<()> {
     match command {
         ModelsCommand::List { json } => {
-            let listings: Vec<ModelListing> = selfrag_models::ModelSpec::all()?
+            let listings: Vec<ModelListing> = selfrag_hub::ModelSpec::all()?
                 .into_iter()
                 .map(|spec| {
-                    let location = selfrag_models::locate(&spec);
+                    let location = selfrag_hub::locate(&spec);
                     ModelListing {
                         role: format!("{:?}", spec.role).to_lowercase(),
                         found: location.found,
@@ -609,10 +609,10 @@ fn models(command: ModelsCommand) -> Result<()> {
         ModelsCommand::Pull { id, offline } => pull::pull(&id, offline),
         ModelsCommand::Verify { id, json } => pull::verify(id.as_deref(), json),
         ModelsCommand::Path { id } => {
-            let spec = selfrag_models::ModelSpec::by_id(&id).with_context(|| {
+            let spec = selfrag_hub::ModelSpec::by_id(&id).with_context(|| {
                 format!("`{id}` is not a known model; `selfrag models list` shows the ids")
             })?;
-            let location = selfrag_models::locate(&spec);
+            let location = selfrag_hub::locate(&spec);
             match location.found {
                 Some(path) => write_stdout(&format!("{}\n", path.display())),
                 None => anyhow::bail!(

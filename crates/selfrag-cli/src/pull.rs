@@ -7,8 +7,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use selfrag_models::ModelSpec;
-use selfrag_models::download::{
+use selfrag_hub::ModelSpec;
+use selfrag_hub::download::{
     DownloadPhase, DownloadProgress, FileCheck, HubOptions, Verdict, download_model, verify_model,
 };
 use serde::Serialize;
@@ -50,7 +50,7 @@ struct ModelCheck {
 /// Checks model `id`, or every shipped model with files in the cache; fails when a file is
 /// wrong, or (for an explicit `id`) when a required file is missing.
 pub fn verify(id: Option<&str>, json: bool) -> Result<()> {
-    let cache = selfrag_models::hf_hub_cache_dir().context(
+    let cache = selfrag_hub::hf_hub_cache_dir().context(
         "no Hugging Face cache folder: HOME, HF_HOME and HF_HUB_CACHE are all unset; set HF_HOME",
     )?;
     let specs = match id {

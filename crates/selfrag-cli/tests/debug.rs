@@ -31,7 +31,7 @@ fn ids(value: &Value) -> Vec<u64> {
 
 fn tiny_model(dir: &Path) -> String {
     let path = dir.join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&path).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&path).unwrap();
     path.to_str().unwrap().to_owned()
 }
 
@@ -178,7 +178,7 @@ fn generate_with_a_prompt_longer_than_the_context_fails_with_the_reason() {
 fn embed_prints_one_unnormalised_mean_pooled_vector_per_text() {
     let tmp = tempfile::tempdir().unwrap();
     let bert = tmp.path().join("bert");
-    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     let texts = [
         "self-rag retrieves passages",
         "a much longer text that forces padding of the first one",

@@ -1,6 +1,6 @@
 //! Issue 7, "Load": questions asked while a large folder is indexed and a watched folder
 //! churns, on one engine as the app runs them (the real LanceDB library, the `selfrag` binary
-//! as the extraction worker, the tiny GGUF and BERT written by selfrag-models' fixtures).
+//! as the extraction worker, the tiny GGUF and BERT written by selfrag-fixtures).
 //!
 //! Every question must be answered, every file indexed, and the watched folder must end equal
 //! to the disk (no lost update); the process's peak resident memory is printed. The README's
@@ -121,9 +121,9 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
     let questions = env_number("SELFRAG_LOAD_QUESTIONS", 10);
     let tmp = tempfile::tempdir().unwrap();
     let gguf = tmp.path().join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
     let bert = tmp.path().join("tiny-bert");
-    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     let corpus = tmp.path().join("corpus");
     let expected = write_corpus(&corpus, files);
     let watched = tmp.path().join("inbox");

@@ -1,15 +1,15 @@
 //! Getting the models onto the machine from the app: what a missing model would take to
 //! download ([`ModelOffer`], shown on the first-run screen), downloading it into the Hugging
 //! Face cache with progress and cancel ([`Engine::download_model`], over
-//! `selfrag_models::download`), and picking up what is now on disk without a restart
+//! `selfrag_hub::download`), and picking up what is now on disk without a restart
 //! ([`Engine::refresh_models`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use selfrag_models::download::{DownloadPhase, DownloadProgress, HubOptions};
-use selfrag_models::store::{ModelSpec, Resolved};
+use selfrag_hub::download::{DownloadPhase, DownloadProgress, HubOptions};
+use selfrag_hub::store::{ModelSpec, Resolved};
 use serde::{Deserialize, Serialize};
 
 use crate::status::{AppStatus, ModelRole};
@@ -73,8 +73,8 @@ pub struct ModelDownloadProgress {
 /// downloading would not change what the app uses).
 pub(crate) fn offer(location: &Resolved) -> Option<ModelOffer> {
     let spec = location.spec.as_ref()?;
-    let partial_bytes = selfrag_models::hf_hub_cache_dir()
-        .map(|cache| selfrag_models::download::partial_bytes(spec, &cache))
+    let partial_bytes = selfrag_hub::hf_hub_cache_dir()
+        .map(|cache| selfrag_hub::download::partial_bytes(spec, &cache))
         .unwrap_or(0);
     Some(ModelOffer {
         id: spec.id.clone(),
@@ -108,7 +108,7 @@ impl Engine {
         let result = tokio::task::spawn_blocking(move || {
             let mut forward = |p: &DownloadProgress| on_progress(event(&model_id, p));
             // Boxed: the error is large, and it crosses a thread.
-            selfrag_models::download::download_model(&spec, &options, &mut forward, &cancel)
+            selfrag_hub::download::download_model(&spec, &options, &mut forward, &cancel)
                 .map_err(Box::new)
         })
         .await
@@ -143,9 +143,8 @@ impl Engine {
     /// the model thread at what is found now; a model whose path changed loads afresh on its
     /// next use. Returns the new status.
     pub async fn refresh_models(&self) -> AppStatus {
-        let generator =
-            selfrag_models::store::resolve_generator(self.config().generator.as_deref());
-        let embedder = selfrag_models::store::resolve_embedder(self.config().embedder.as_deref());
+        let generator = selfrag_hub::store::resolve_generator(self.config().generator.as_deref());
+        let embedder = selfrag_hub::store::resolve_embedder(self.config().embedder.as_deref());
         let statuses = vec![
             crate::engine::model_status(ModelRole::Generator, &generator),
             crate::engine::model_status(ModelRole::Embedder, &embedder),

@@ -37,8 +37,8 @@ impl Engine {
     /// Starts the engine. Missing models are not an error here: [`Engine::status`] reports them
     /// and the calls that need them fail with a message that says what to do.
     pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
-        let generator = selfrag_models::store::resolve_generator(config.generator.as_deref());
-        let embedder = selfrag_models::store::resolve_embedder(config.embedder.as_deref());
+        let generator = selfrag_hub::store::resolve_generator(config.generator.as_deref());
+        let embedder = selfrag_hub::store::resolve_embedder(config.embedder.as_deref());
         let model_status = vec![
             model_status(ModelRole::Generator, &generator),
             model_status(ModelRole::Embedder, &embedder),
@@ -329,7 +329,7 @@ pub(crate) struct SelfRagRun {
 
 pub(crate) fn model_status(
     role: ModelRole,
-    location: &selfrag_models::store::Resolved,
+    location: &selfrag_hub::store::Resolved,
 ) -> ModelStatus {
     ModelStatus {
         role,

@@ -62,9 +62,9 @@ pub enum DownloadFailure {
     Failed,
 }
 
-impl From<&selfrag_models::download::DownloadError> for DownloadFailure {
-    fn from(e: &selfrag_models::download::DownloadError) -> Self {
-        use selfrag_models::download::DownloadError;
+impl From<&selfrag_hub::download::DownloadError> for DownloadFailure {
+    fn from(e: &selfrag_hub::download::DownloadError) -> Self {
+        use selfrag_hub::download::DownloadError;
         match e {
             DownloadError::Cancelled { .. } => Self::Cancelled,
             DownloadError::Offline { .. } => Self::Offline,
@@ -140,7 +140,7 @@ fn write_advice(source: &std::io::Error) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use selfrag_models::download::DownloadError;
+    use selfrag_hub::download::DownloadError;
 
     /// A download the user stopped is not a failure to the UI, and "offline" has its own advice:
     /// both are told apart by variant, not by matching the models crate's message or code.

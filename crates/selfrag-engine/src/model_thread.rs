@@ -690,9 +690,9 @@ mod tests {
 
     fn tiny_paths(dir: &std::path::Path) -> ModelPaths {
         let gguf = dir.join("tiny.gguf");
-        selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+        selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
         let bert = dir.join("bert");
-        selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+        selfrag_fixtures::write_tiny_bert(&bert).unwrap();
         ModelPaths {
             generator: Some(gguf),
             embedder: Some(bert),

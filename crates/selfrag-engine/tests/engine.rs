@@ -1,5 +1,5 @@
 //! The whole slice through the engine with real components: the tiny GGUF generator and tiny
-//! BERT embedder written by selfrag-models' fixtures, a real LanceDB library in a temp dir.
+//! BERT embedder written by selfrag-fixtures, a real LanceDB library in a temp dir.
 
 // Test code: a failed unwrap is a failed test, at the line that failed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -22,9 +22,9 @@ fn fixture() -> Fixture {
     let models = tmp.path().join("models");
     std::fs::create_dir_all(&models).unwrap();
     let gguf = models.join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
     let bert = models.join("tiny-bert");
-    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     let docs = tmp.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     let config = EngineConfig {

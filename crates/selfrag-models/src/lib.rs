@@ -1,12 +1,13 @@
 //! # selfrag-models: local inference with candle
 //!
-//! This crate owns everything that touches model weights: the Self-RAG generator (a quantized
-//! Llama read from one GGUF file, implementing [`selfrag_core::Generator`]), the tokenizer
-//! built from that file's own metadata, the Contriever/BERT passage embedder, the choice of
-//! device, and where model files live (manifests in `models/`, the Hugging Face hub cache).
+//! This crate runs model weights: the Self-RAG generator (a quantized Llama read from one GGUF
+//! file, implementing [`selfrag_core::Generator`]), the tokenizer built from that file's own
+//! metadata, the Contriever/BERT passage embedder, and the choice of device. Where model files
+//! come from and live is selfrag-hub's; the tiny test models are selfrag-fixtures'.
 //!
-//! It must not depend on tokio, LanceDB, Tauri, selfrag-index or selfrag-engine: it is called
-//! synchronously from the engine's model thread, and knows nothing of documents or the UI.
+//! It must not depend on tokio, LanceDB, Tauri, selfrag-hub, selfrag-index or selfrag-engine:
+//! it is called synchronously from the engine's model thread, and knows nothing of documents,
+//! downloads or the UI.
 //!
 //! ## Tour
 //! - [`LlamaGenerator`]: `load(path, device)`, then the `Generator` methods: exact softmax
@@ -20,10 +21,6 @@
 //! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe); on the CPU
 //!   through `bert`, BERT with the element-wise passes fused between candle's matmuls.
 //! - [`pick_device`]: a `DeviceChoice` made a candle device, falling back to the CPU.
-//! - [`store`]: model manifests and the hub cache lookup.
-//! - [`download`]: fetching models into the hub cache (resume, cancel, progress, SHA-256) and
-//!   checking what is there.
-//! - [`fixtures`]: tiny deterministic random models with the real file layouts, for tests.
 //!
 //! ```no_run
 //! use selfrag_core::Generator;
@@ -46,17 +43,14 @@
 
 mod bert;
 mod device;
-pub mod download;
 mod embedder;
 mod error;
-pub mod fixtures;
 mod generator;
 mod gguf_header;
 mod gguf_tokenizer;
 mod llama;
 mod mapped;
 mod packed;
-pub mod store;
 
 pub use candle_core::Device;
 pub use device::{compiled_devices, device_kind, pick_device};
@@ -67,4 +61,3 @@ pub use gguf_tokenizer::{DummyPrefix, GgufTokenizer, TokenType};
 pub use llama::{LlamaConfig, QuantizedLlama};
 pub use mapped::MappedGguf;
 pub use packed::cpu_supported as packed_kernels_available;
-pub use store::{ModelLocation, ModelRole, ModelSpec, find_in_hf_cache, hf_hub_cache_dir, locate};

@@ -28,20 +28,20 @@ struct Fixture {
 }
 
 fn fixture(slots: usize) -> Option<Fixture> {
-    serving(slots, selfrag_models::fixtures::write_tiny_llama_gguf, &[])
+    serving(slots, selfrag_fixtures::write_tiny_llama_gguf, &[])
 }
 
 /// A server on the model `write` makes, started with `extra` arguments.
 fn serving(
     slots: usize,
-    write: fn(&Path) -> Result<(), selfrag_models::ModelError>,
+    write: fn(&Path) -> Result<(), selfrag_fixtures::FixtureError>,
     extra: &[&str],
 ) -> Option<Fixture> {
     let binary = llama_server::binary()?;
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("tiny.gguf");
     write(&model).unwrap();
-    let context = selfrag_models::fixtures::TINY_LLAMA_CONTEXT;
+    let context = selfrag_fixtures::TINY_LLAMA_CONTEXT;
     let server = LlamaServer::start(&binary, &model, dir.path(), slots, context, extra).unwrap();
     Some(Fixture {
         model,
@@ -337,7 +337,7 @@ fn a_long_answer_whose_server_is_killed_after_a_segment_keeps_it_and_says_why() 
 
 #[test]
 fn a_model_without_the_reflection_tokens_is_refused_before_use() {
-    let Some(f) = serving(1, selfrag_models::fixtures::write_tiny_base_llama_gguf, &[]) else {
+    let Some(f) = serving(1, selfrag_fixtures::write_tiny_base_llama_gguf, &[]) else {
         return;
     };
     let err = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &f.model).unwrap_err();
@@ -357,7 +357,7 @@ fn a_served_model_other_than_the_local_file_is_refused() {
     // The server runs the Self-RAG model; the app's tokenizer comes from a base Llama.
     let Some(f) = fixture(1) else { return };
     let base = f.model.with_file_name("base.gguf");
-    selfrag_models::fixtures::write_tiny_base_llama_gguf(&base).unwrap();
+    selfrag_fixtures::write_tiny_base_llama_gguf(&base).unwrap();
     let err = ServerGenerator::connect(&ServerConfig::new(&f.server.url), &base).unwrap_err();
     assert!(
         matches!(err, RemoteError::VocabularyMismatch { .. }),
@@ -370,7 +370,7 @@ fn a_served_model_other_than_the_local_file_is_refused() {
 fn a_server_with_an_api_key_refuses_a_missing_or_wrong_key_and_takes_the_right_one() {
     let Some(f) = serving(
         1,
-        selfrag_models::fixtures::write_tiny_llama_gguf,
+        selfrag_fixtures::write_tiny_llama_gguf,
         &["--api-key", "sesame"],
     ) else {
         return;

@@ -31,8 +31,8 @@ pub const EMBEDDER: &str = "tiny-bert";
 /// Writes the tiny Self-RAG GGUF and the tiny BERT embedder into `dir` (created) and returns it.
 pub fn tiny_models(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    selfrag_models::fixtures::write_tiny_llama_gguf(&dir.join(GENERATOR)).unwrap();
-    selfrag_models::fixtures::write_tiny_bert(&dir.join(EMBEDDER)).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&dir.join(GENERATOR)).unwrap();
+    selfrag_fixtures::write_tiny_bert(&dir.join(EMBEDDER)).unwrap();
     dir.to_owned()
 }
 

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use candle_core::Device;
 use candle_core::quantized::QTensor;
 use candle_core::quantized::gguf_file::{self, Value};
-use selfrag_models::{BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, fixtures};
+use selfrag_fixtures as fixtures;
+use selfrag_models::{BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError};
 use tempfile::TempDir;
 
 use crate::allocation::largest_allocation;
@@ -514,7 +515,7 @@ fn gguf_of_another_architecture_is_refused_by_name() {
 
 /// A tiny BERT directory written by `write`, and the bytes of its weights file `weights`.
 fn tiny_bert(
-    write: fn(&Path) -> Result<(), ModelError>,
+    write: fn(&Path) -> Result<(), fixtures::FixtureError>,
     weights: &str,
 ) -> (TempDir, PathBuf, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use candle_core::Device;
-use selfrag_models::{BertEmbedder, ModelError, fixtures};
+use selfrag_fixtures as fixtures;
+use selfrag_models::{BertEmbedder, ModelError};
 use tempfile::TempDir;
 
 fn tiny_bert() -> (TempDir, BertEmbedder) {

@@ -8,7 +8,7 @@ use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use selfrag_core::{BackendError, GenerateRequest, Generator, StopReason};
-use selfrag_models::fixtures::{SELFRAG_SPECIAL_TOKENS, TINY_LLAMA_CONTEXT};
+use selfrag_fixtures::{SELFRAG_SPECIAL_TOKENS, TINY_LLAMA_CONTEXT};
 use selfrag_models::{LlamaGenerator, ModelError};
 
 use crate::llama::assert_generations_close;

@@ -8,7 +8,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use selfrag_core::{GenerateRequest, Generation, Generator, StopReason};
-use selfrag_models::fixtures::SELFRAG_SPECIAL_TOKENS;
+use selfrag_fixtures::SELFRAG_SPECIAL_TOKENS;
 use selfrag_models::{LlamaGenerator, MappedGguf, QuantizedLlama};
 
 use crate::tiny_gguf;
@@ -238,7 +238,7 @@ fn greedy_decoding_matches_candles_quantized_llama() {
 fn a_q4_k_m_model_decodes_as_candles_quantized_llama() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("selfrag_llama2_7b.tiny.q4_k_m.gguf");
-    selfrag_models::fixtures::write_tiny_q4_k_m_llama_gguf(&path).unwrap();
+    selfrag_fixtures::write_tiny_q4_k_m_llama_gguf(&path).unwrap();
     let mut model = LlamaGenerator::load(&path, &Device::Cpu).unwrap();
     if selfrag_models::packed_kernels_available() {
         // 7 matrices in each of 2 blocks; the output's rows are the vocabulary, which need

@@ -15,7 +15,6 @@ mod generator;
 mod llama;
 mod minilm;
 mod space_prefix;
-mod store;
 mod tokenizer;
 
 use std::path::PathBuf;
@@ -25,7 +24,7 @@ use std::path::PathBuf;
 #[global_allocator]
 static ALLOCATOR: allocation::Tracking = allocation::Tracking;
 
-use selfrag_models::fixtures;
+use selfrag_fixtures as fixtures;
 use tempfile::TempDir;
 
 /// A temp dir holding the tiny Llama GGUF; keep the dir alive while using the path.

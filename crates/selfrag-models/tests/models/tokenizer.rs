@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
-use selfrag_models::fixtures::SELFRAG_SPECIAL_TOKENS;
+use selfrag_fixtures::SELFRAG_SPECIAL_TOKENS;
 use selfrag_models::{GgufTokenizer, TokenType};
 
 use crate::tiny_gguf;

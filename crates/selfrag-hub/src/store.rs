@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::error::ModelError;
+use crate::error::StoreError;
 
 /// The manifests shipped with the app, `(file name, contents)`.
 const MANIFESTS: [(&str, &str); 4] = [
@@ -91,13 +91,13 @@ pub struct ModelSpec {
 
 impl ModelSpec {
     /// Parses one manifest; `name` is used in errors.
-    pub fn from_toml(name: &str, text: &str) -> Result<Self, ModelError> {
-        let spec: Self = toml::from_str(text).map_err(|e| ModelError::InvalidManifest {
+    pub fn from_toml(name: &str, text: &str) -> Result<Self, StoreError> {
+        let spec: Self = toml::from_str(text).map_err(|e| StoreError::InvalidManifest {
             name: name.to_owned(),
             reason: e.to_string(),
         })?;
         if spec.files.iter().all(|f| !f.required) {
-            return Err(ModelError::InvalidManifest {
+            return Err(StoreError::InvalidManifest {
                 name: name.to_owned(),
                 reason: "lists no required file".to_owned(),
             });
@@ -110,7 +110,7 @@ impl ModelSpec {
                         .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
             });
             if bad_hash {
-                return Err(ModelError::InvalidManifest {
+                return Err(StoreError::InvalidManifest {
                     name: name.to_owned(),
                     reason: format!("the sha256 of {} is not 64 lowercase hex digits", file.name),
                 });
@@ -123,7 +123,7 @@ impl ModelSpec {
                     .split('/')
                     .any(|part| part.is_empty() || part == "." || part == "..");
             if unsafe_name {
-                return Err(ModelError::InvalidManifest {
+                return Err(StoreError::InvalidManifest {
                     name: name.to_owned(),
                     reason: format!(
                         "file name `{}` is not a plain path inside the repository",
@@ -136,7 +136,7 @@ impl ModelSpec {
     }
 
     /// Every manifest shipped with the app.
-    pub fn all() -> Result<Vec<Self>, ModelError> {
+    pub fn all() -> Result<Vec<Self>, StoreError> {
         MANIFESTS
             .iter()
             .map(|(name, text)| Self::from_toml(name, text))
@@ -144,23 +144,23 @@ impl ModelSpec {
     }
 
     /// The shipped manifest with this id.
-    pub fn by_id(id: &str) -> Result<Self, ModelError> {
+    pub fn by_id(id: &str) -> Result<Self, StoreError> {
         Self::all()?
             .into_iter()
             .find(|spec| spec.id == id)
-            .ok_or_else(|| ModelError::InvalidManifest {
+            .ok_or_else(|| StoreError::InvalidManifest {
                 name: id.to_owned(),
                 reason: "no shipped manifest has this id".to_owned(),
             })
     }
 
     /// The default generator, Self-RAG 7B Q4_K_M.
-    pub fn default_generator() -> Result<Self, ModelError> {
+    pub fn default_generator() -> Result<Self, StoreError> {
         Self::by_id(DEFAULT_GENERATOR)
     }
 
     /// The default embedder, Contriever-MS MARCO.
-    pub fn default_embedder() -> Result<Self, ModelError> {
+    pub fn default_embedder() -> Result<Self, StoreError> {
         Self::by_id(DEFAULT_EMBEDDER)
     }
 
@@ -372,7 +372,7 @@ pub fn resolve_embedder(explicit: Option<&Path>) -> Resolved {
 }
 
 fn resolve(
-    spec: Result<ModelSpec, ModelError>,
+    spec: Result<ModelSpec, StoreError>,
     explicit: Option<&Path>,
     variable: &str,
     what: &str,

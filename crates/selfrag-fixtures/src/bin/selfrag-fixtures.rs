@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use selfrag_models::fixtures::{write_tiny_bert, write_tiny_llama_gguf};
+use selfrag_fixtures::{write_tiny_bert, write_tiny_llama_gguf};
 
 fn main() -> ExitCode {
     let Some(dir) = std::env::args_os().nth(1).map(PathBuf::from) else {

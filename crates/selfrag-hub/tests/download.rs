@@ -19,11 +19,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use selfrag_models::download::{
+use selfrag_hub::download::{
     DownloadError, DownloadPhase, DownloadProgress, HubOptions, Verdict, download_model,
     verify_model,
 };
-use selfrag_models::store::{ModelSpec, locate_in};
+use selfrag_hub::store::{ModelSpec, locate_in};
 use sha2::{Digest, Sha256};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -368,7 +368,7 @@ fn run(
     spec: &ModelSpec,
     options: &HubOptions,
 ) -> (
-    Result<selfrag_models::download::DownloadReport, DownloadError>,
+    Result<selfrag_hub::download::DownloadReport, DownloadError>,
     Vec<DownloadProgress>,
 ) {
     let mut events = Vec::new();
@@ -397,7 +397,7 @@ fn a_fresh_download_lands_in_the_hf_cache_layout_where_locate_finds_it() {
     let cache = tempfile::tempdir().unwrap();
     let gguf_dir = tempfile::tempdir().unwrap();
     let gguf_path = gguf_dir.path().join("tiny.gguf");
-    selfrag_models::fixtures::write_tiny_llama_gguf(&gguf_path).unwrap();
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf_path).unwrap();
     let gguf = std::fs::read(&gguf_path).unwrap();
     let repo = "test-org/tiny-selfrag-GGUF";
     hub.put(

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::ModelError;
+use crate::error::StoreError;
 use crate::store::{ModelFile, ModelRole, ModelSpec, locate_in, repo_dir};
 
 /// The public hub, used when `HF_ENDPOINT` is not set.
@@ -186,7 +186,7 @@ pub struct DownloadReport {
 #[derive(Debug, thiserror::Error)]
 pub enum DownloadError {
     #[error(transparent)]
-    Manifest(#[from] ModelError),
+    Store(#[from] StoreError),
 
     #[error(
         "no Hugging Face cache folder: HOME, HF_HOME and HF_HUB_CACHE are all unset; set HF_HOME to a folder with room for the models"
@@ -932,20 +932,15 @@ pub fn check_architecture(spec: &ModelSpec, found: &Path) -> Result<(), Download
         };
     match spec.role {
         ModelRole::Generator => {
-            let mut reader = File::open(found).map_err(ModelError::io(found))?;
-            let content = crate::gguf_header::read(&mut reader, found).map_err(|e| match e {
-                ModelError::InvalidGguf { reason, .. } => wrong(
-                    format!("not a usable GGUF file ({reason})"),
-                    "a Llama GGUF",
-                    found,
-                ),
-                other => other.into(),
-            })?;
-            let architecture = content
-                .metadata
-                .get("general.architecture")
-                .and_then(|v| v.to_string().ok())
-                .cloned()
+            let mut reader = File::open(found).map_err(StoreError::io(found))?;
+            let architecture = crate::gguf::architecture(&mut io::BufReader::new(&mut reader))
+                .map_err(|reason| {
+                    wrong(
+                        format!("not a usable GGUF file ({reason})"),
+                        "a Llama GGUF",
+                        found,
+                    )
+                })?
                 .unwrap_or_else(|| "no general.architecture".to_owned());
             if architecture != "llama" {
                 return Err(wrong(
@@ -958,7 +953,7 @@ pub fn check_architecture(spec: &ModelSpec, found: &Path) -> Result<(), Download
         }
         ModelRole::Embedder => {
             let config = found.join("config.json");
-            let text = fs::read_to_string(&config).map_err(ModelError::io(&config))?;
+            let text = fs::read_to_string(&config).map_err(StoreError::io(&config))?;
             let model_type = serde_json::from_str::<serde_json::Value>(&text)
                 .ok()
                 .and_then(|v| v.get("model_type")?.as_str().map(str::to_owned));

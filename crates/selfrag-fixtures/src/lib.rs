@@ -700,16 +700,43 @@ fn bert_tensors(n_vocab: usize) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
     tensors
 }
 
-/// `config.json` and `vocab.txt` of the tiny BERT; returns the vocabulary size.
-fn write_bert_config_and_vocab(dir: &Path) -> Result<usize, FixtureError> {
+/// The hyper-parameters a BERT fixture's `config.json` states.
+pub(crate) struct BertShape {
+    pub hidden: usize,
+    pub intermediate: usize,
+    pub positions: usize,
+    pub heads: usize,
+    pub layers: usize,
+}
+
+const TINY_BERT: BertShape = BertShape {
+    hidden: BERT_HIDDEN,
+    intermediate: BERT_INTERMEDIATE,
+    positions: BERT_MAX_POSITIONS,
+    heads: BERT_HEADS,
+    layers: BERT_LAYERS,
+};
+
+/// Writes `vocab.txt` and a `config.json` field for field as facebook/contriever-msmarco's, with
+/// `shape`'s sizes, into `dir`.
+pub(crate) fn write_bert_config_and_vocab(
+    dir: &Path,
+    shape: &BertShape,
+    vocab: &[String],
+) -> Result<(), FixtureError> {
     std::fs::create_dir_all(dir).map_err(FixtureError::io(dir))?;
-    let vocab = bert_vocab();
     let vocab_path = dir.join("vocab.txt");
     let mut vocab_text = vocab.join("\n");
     vocab_text.push('\n');
     std::fs::write(&vocab_path, vocab_text).map_err(FixtureError::io(&vocab_path))?;
 
-    // Field for field as facebook/contriever-msmarco's config.json, scaled down.
+    let BertShape {
+        hidden,
+        intermediate,
+        positions,
+        heads,
+        layers,
+    } = shape;
     let config = format!(
         r#"{{
   "architectures": [
@@ -719,14 +746,14 @@ fn write_bert_config_and_vocab(dir: &Path) -> Result<usize, FixtureError> {
   "gradient_checkpointing": false,
   "hidden_act": "gelu",
   "hidden_dropout_prob": 0.1,
-  "hidden_size": {BERT_HIDDEN},
+  "hidden_size": {hidden},
   "initializer_range": 0.02,
-  "intermediate_size": {BERT_INTERMEDIATE},
+  "intermediate_size": {intermediate},
   "layer_norm_eps": 1e-12,
-  "max_position_embeddings": {BERT_MAX_POSITIONS},
+  "max_position_embeddings": {positions},
   "model_type": "bert",
-  "num_attention_heads": {BERT_HEADS},
-  "num_hidden_layers": {BERT_LAYERS},
+  "num_attention_heads": {heads},
+  "num_hidden_layers": {layers},
   "pad_token_id": 0,
   "position_embedding_type": "absolute",
   "transformers_version": "4.6.0.dev0",
@@ -738,14 +765,20 @@ fn write_bert_config_and_vocab(dir: &Path) -> Result<usize, FixtureError> {
         vocab.len()
     );
     let config_path = dir.join("config.json");
-    std::fs::write(&config_path, config).map_err(FixtureError::io(&config_path))?;
+    std::fs::write(&config_path, config).map_err(FixtureError::io(&config_path))
+}
+
+/// The tiny BERT's `config.json` and `vocab.txt`; returns the vocabulary size.
+fn write_tiny_bert_config_and_vocab(dir: &Path) -> Result<usize, FixtureError> {
+    let vocab = bert_vocab();
+    write_bert_config_and_vocab(dir, &TINY_BERT, &vocab)?;
     Ok(vocab.len())
 }
 
 /// Writes a tiny random BERT (32-d, 2 layers) into `dir` as `config.json`, `vocab.txt` and
 /// `model.safetensors`, with contriever-msmarco's tensor names.
 pub fn write_tiny_bert(dir: &Path) -> Result<(), FixtureError> {
-    let n_vocab = write_bert_config_and_vocab(dir)?;
+    let n_vocab = write_tiny_bert_config_and_vocab(dir)?;
     let path = dir.join("model.safetensors");
     let mut tensors = HashMap::new();
     for (name, (shape, data)) in bert_tensors(n_vocab) {
@@ -759,7 +792,7 @@ pub fn write_tiny_bert(dir: &Path) -> Result<(), FixtureError> {
 /// As [`write_tiny_bert`] but with the weights in `pytorch_model.bin` (the PyTorch zip
 /// format, as the real contriever-msmarco ships), written without PyTorch.
 pub fn write_tiny_bert_pytorch_bin(dir: &Path) -> Result<(), FixtureError> {
-    let n_vocab = write_bert_config_and_vocab(dir)?;
+    let n_vocab = write_tiny_bert_config_and_vocab(dir)?;
     let path = dir.join("pytorch_model.bin");
     let mut entries: Vec<(String, PthTensor)> = bert_tensors(n_vocab)
         .into_iter()

@@ -14,11 +14,13 @@ mod tests {
         ErrorCode, ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent,
         LibraryStats, LoadedSettings, ModelRole, ModelStatus, ServerCheck, Theme,
     };
-    use selfrag_engine::{DownloadStage, ModelDownloadProgress, ModelOffer};
+    use selfrag_engine::{
+        DownloadStage, JobKind, JobSource, LibraryEvent, ModelDownloadProgress, ModelOffer,
+    };
     use ts_rs::{Config, TS};
 
     use crate::commands::{IpcError, IpcErrorCode, ShellErrorCode};
-    use crate::library::{JobSource, LibraryEvent, WatchResult};
+    use crate::library::WatchResult;
 
     fn decl<T: TS>(cfg: &Config) -> String {
         format!("export {}\n", T::decl(cfg))
@@ -71,6 +73,7 @@ mod tests {
             decl::<GeneratorState>(&cfg),
             decl::<ServerCheck>(&cfg),
             decl::<LoadedSettings>(&cfg),
+            decl::<JobKind>(&cfg),
             decl::<JobSource>(&cfg),
             decl::<LibraryEvent>(&cfg),
             decl::<WatchResult>(&cfg),

@@ -1,12 +1,11 @@
 //! The commands the UI may invoke (each one granted in `capabilities/default.json`).
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_core::{CritiqueWeights, Progress, Settings};
 use selfrag_engine::{
     AnswerRecord, AppStatus, DocumentInfo, EngineError, ErrorCode, ExportOptions, IndexEvent,
+    JobKind,
 };
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -30,22 +29,18 @@ pub enum IpcErrorCode {
     Shell(ShellErrorCode),
 }
 
-/// The failures of the shell's own commands (grants, sources, the library pane, downloads).
+/// The failures of the shell's own commands (grants, sources).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum ShellErrorCode {
     /// A path that was neither dropped on the window nor picked in a dialog.
     PathNotGranted,
-    /// A document id or path the library does not hold.
-    NotInLibrary,
     /// A citation number the answer does not have.
     UnknownSource,
     /// The cited file is gone from disk.
     SourceMissing,
     /// The OS could not open the file with its default app.
     OpenFailed,
-    /// The model is already being downloaded.
-    DownloadBusy,
 }
 
 impl From<EngineError> for IpcError {
@@ -77,21 +72,20 @@ pub async fn app_status(state: tauri::State<'_, AppState>) -> Result<AppStatus> 
 #[tauri::command]
 pub async fn index_paths(
     state: tauri::State<'_, AppState>,
-    jobs: tauri::State<'_, crate::library::LibraryJobs>,
     grants: tauri::State<'_, crate::grants::GrantedPaths>,
     paths: Vec<PathBuf>,
     on_event: Channel<IndexEvent>,
 ) -> Result<IndexEvent> {
     // Only what the user dropped or picked (see grants.rs).
     grants.require(&paths)?;
-    // One job at a time, stoppable with cancel_indexing (see library.rs).
-    Ok(
-        crate::library::index_job(&state.engine, &jobs, &paths, |e| {
+    // One job at a time (the engine's rule), stoppable with cancel_indexing.
+    Ok(state
+        .engine
+        .index_paths(&paths, |e| {
             // A closed channel means the window went away; indexing still finishes.
             let _ = on_event.send(e);
         })
-        .await?,
-    )
+        .await?)
 }
 
 #[tauri::command]
@@ -106,34 +100,22 @@ pub async fn ask(
     settings: Settings,
     on_event: Channel<Progress>,
 ) -> Result<AnswerRecord> {
-    let cancel = Arc::new(AtomicBool::new(false));
-    if let Ok(mut running) = state.running.lock() {
-        *running = Some(cancel.clone());
-    }
-    let result = state
+    Ok(state
         .engine
-        .ask(
-            question,
-            settings,
-            move |p| {
-                let _ = on_event.send(p);
-            },
-            cancel,
-        )
-        .await;
-    if let Ok(mut running) = state.running.lock() {
-        *running = None;
-    }
-    Ok(result?)
+        .ask(question, settings, move |p| {
+            let _ = on_event.send(p);
+        })
+        .await?)
 }
 
+/// Stops every running job of one kind at its next step: the question being answered (its
+/// `ask` then rejects with `cancelled`), the indexing job (what was indexed stays; the watched
+/// folders' catch-up ends with `unwatch_folder` instead), or a model's download (its
+/// `download_model` rejects with `download_cancelled`; the partial file stays). Returns whether
+/// one was running.
 #[tauri::command]
-pub fn cancel_ask(state: tauri::State<'_, AppState>) {
-    if let Ok(running) = state.running.lock()
-        && let Some(flag) = running.as_ref()
-    {
-        flag.store(true, Ordering::Relaxed);
-    }
+pub fn cancel_job(state: tauri::State<'_, AppState>, job: JobKind) -> bool {
+    state.engine.cancel(&job)
 }
 
 #[tauri::command]
@@ -183,9 +165,9 @@ mod tests {
     #[test]
     fn an_error_code_is_a_plain_string_on_the_wire() {
         let engine = IpcError::from(EngineError::ModelThreadGone);
-        let shell = IpcError::new(ShellErrorCode::NotInLibrary, "gone".into());
+        let shell = IpcError::new(ShellErrorCode::PathNotGranted, "not granted".into());
         let json = |e: &IpcError| serde_json::to_value(e).unwrap()["code"].clone();
         assert_eq!(json(&engine), "model_thread");
-        assert_eq!(json(&shell), "not_in_library");
+        assert_eq!(json(&shell), "path_not_granted");
     }
 }

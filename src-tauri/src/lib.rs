@@ -29,8 +29,6 @@ pub struct AppState {
     engine: Engine,
     /// The persisted settings (theme, device, ask and export choices).
     settings: SettingsStore,
-    /// The cancel flag of the question being answered, if any.
-    running: Mutex<Option<std::sync::Arc<std::sync::atomic::AtomicBool>>>,
 }
 
 /// Builds and runs the app until its window closes.
@@ -73,14 +71,8 @@ pub fn run() -> anyhow::Result<()> {
                 .open_js_links_on_click(false)
                 .build(),
         )
-        .manage(downloads::Downloads::default())
-        .manage(library::LibraryJobs::default())
         .manage(grants::GrantedPaths::default())
-        .manage(AppState {
-            engine,
-            settings,
-            running: Mutex::new(None),
-        })
+        .manage(AppState { engine, settings })
         // Every command of build.rs's one list (see `COMMANDS`).
         .invoke_handler(include!(concat!(env!("OUT_DIR"), "/command_handler.rs")))
         // A native drop grants its paths to index_paths and watch_folders. Tauri calls this on

@@ -2,20 +2,19 @@
 //! answered in the same engine, against the same job alone, and how long the answer takes with
 //! and without the job beside it (JSON, for `cargo xtask bench server`).
 //!
-//! It drives the engine only through its public API (`Engine::index_paths_cancellable`,
+//! It drives the engine only through its public API (`Engine::index_paths`, `Engine::cancel`,
 //! `Engine::ask`), with the models and generator of `EngineConfig::from_env`
 //! (`SELFRAG_GENERATOR`, `SELFRAG_EMBEDDER`, `SELFRAG_GENERATOR_URL` for a server), in a new
 //! data folder. The corpus is written by the command: Markdown notes of one passage each, so
 //! that the job's progress is counted a passage at a time.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use selfrag_core::{RetrieveMode, Settings};
-use selfrag_engine::{Engine, EngineConfig, IndexEvent};
+use selfrag_engine::{Engine, EngineConfig, IndexEvent, JobKind};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -146,12 +145,7 @@ fn settings(k: usize, max_tokens: usize) -> Settings {
 async fn timed_ask(engine: &Engine, question: &str, settings: &Settings) -> Result<(f64, usize)> {
     let started = Instant::now();
     let record = engine
-        .ask(
-            question.to_owned(),
-            settings.clone(),
-            |_| {},
-            Arc::new(AtomicBool::new(false)),
-        )
+        .ask(question.to_owned(), settings.clone(), |_| {})
         .await
         .context("answering the benchmark question")?;
     Ok((
@@ -213,13 +207,12 @@ pub async fn index_while_answering(
     let (answer_seconds_alone, candidates) = timed_ask(&engine, &question, &settings).await?;
 
     let timeline = Arc::new(Timeline::default());
-    let cancel = Arc::new(AtomicBool::new(false));
     let job = {
-        let (engine, timeline, cancel) = (engine.clone(), timeline.clone(), cancel.clone());
+        let (engine, timeline) = (engine.clone(), timeline.clone());
         tokio::spawn(async move {
             let job_timeline = timeline.clone();
             engine
-                .index_paths_cancellable(std::slice::from_ref(&beside), &cancel, move |e| {
+                .index_paths(std::slice::from_ref(&beside), move |e| {
                     job_timeline.record(&e)
                 })
                 .await
@@ -234,7 +227,7 @@ pub async fn index_while_answering(
     let asked = Instant::now();
     let (answer_seconds_while_indexing, _) = timed_ask(&engine, &question, &settings).await?;
     let answered = Instant::now();
-    cancel.store(true, Ordering::Relaxed);
+    engine.cancel(&JobKind::Indexing);
     job.await.context("the indexing job")??;
     let passages_while_answering = timeline.passages_at(answered) - timeline.passages_at(asked);
 

@@ -4,12 +4,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use selfrag_engine::{Engine, EngineConfig, IndexEvent, SearchFilter, SearchMode, SearchQuery};
+use selfrag_engine::{
+    Engine, EngineConfig, IndexEvent, LibraryEvent, SearchFilter, SearchMode, SearchQuery,
+};
 use serde::Serialize;
 
 #[derive(Subcommand)]
@@ -93,10 +93,19 @@ pub async fn index(mut paths: Vec<PathBuf>, watch: bool, samples: bool) -> Resul
         }
         let names: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
         eprintln_quiet(&format!("watching {} (Ctrl-C to stop)", names.join(", ")));
-        // Ctrl-C ends the process: every write to the library is crash-safe.
-        let stop = Arc::new(AtomicBool::new(false));
-        engine.watch(stop, print_event).await?;
-        return Ok(());
+        // Ctrl-C ends the process: every write to the library is crash-safe. The engine's
+        // background work is the app's; here its first failure ends the command.
+        let (failure, mut failed) = tokio::sync::mpsc::unbounded_channel();
+        let in_sync = engine.keep_library_in_sync(|event| match event {
+            LibraryEvent::Index { event, .. } => print_event(event),
+            LibraryEvent::Failed { message, .. } => {
+                let _ = failure.send(message);
+            }
+        });
+        tokio::select! {
+            () = in_sync => return Ok(()),
+            Some(message) = failed.recv() => bail!("{message}"),
+        }
     }
     if let IndexEvent::Finished { failed, .. } = finished
         && failed > 0

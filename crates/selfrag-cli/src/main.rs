@@ -9,8 +9,6 @@ mod rerank_latency;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -750,9 +748,7 @@ async fn ask(
         });
     }
     let engine = Engine::new(config)?;
-    let record = engine
-        .ask(question, settings, |_| {}, Arc::new(AtomicBool::new(false)))
-        .await?;
+    let record = engine.ask(question, settings, |_| {}).await?;
     print_answer(&record.answer, json)
 }
 

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{RetrieveMode, Settings};
-use selfrag_engine::{Engine, EngineConfig, IndexEvent};
+use selfrag_engine::{Engine, EngineConfig, IndexEvent, LibraryEvent};
 
 /// How long the watched folder may take to catch up once the churn stops.
 const SETTLE_LIMIT: Duration = Duration::from_secs(300);
@@ -162,16 +162,23 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
     };
 
     engine.set_watched(&watched, true).await.unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
     let caught_up = AtomicBool::new(false);
     let watch_errors = Mutex::new(Vec::new());
-    let watch = engine.watch(stop.clone(), |event| match event {
-        IndexEvent::Finished { .. } => caught_up.store(true, Ordering::SeqCst),
-        IndexEvent::FileFailed { path, error } => watch_errors
+    // The engine's background work, as the app runs it: it ends when the test's work does.
+    let watch = engine.keep_library_in_sync(|event| match event {
+        LibraryEvent::Index {
+            event: IndexEvent::Finished { .. },
+            ..
+        } => caught_up.store(true, Ordering::SeqCst),
+        LibraryEvent::Index {
+            event: IndexEvent::FileFailed { path, error },
+            ..
+        } => watch_errors
             .lock()
             .unwrap()
             .push(format!("{path}: {error}")),
-        _ => {}
+        LibraryEvent::Failed { message, .. } => watch_errors.lock().unwrap().push(message),
+        LibraryEvent::Index { .. } => {}
     });
 
     let started = Instant::now();
@@ -237,7 +244,6 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
                         format!("What does term{} say about note {q}?", q * 13 % 997),
                         settings,
                         |_| {},
-                        Arc::new(AtomicBool::new(false)),
                     )
                     .await
                     .unwrap_or_else(|e| panic!("question {q} failed while indexing: {e}"));
@@ -257,11 +263,12 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         let settle_view = (in_library(&engine, &watched).await, on_disk(&watched));
-        stop.store(true, Ordering::SeqCst);
         (finished, rounds, ops, answered, settled, settle_view)
     };
-    let (watched_result, (finished, rounds, ops, answered, settled, settle_view)) =
-        tokio::join!(watch, work);
+    let (finished, rounds, ops, answered, settled, settle_view) = tokio::select! {
+        () = watch => unreachable!("the background work ends only when dropped"),
+        done = work => done,
+    };
     let seconds = started.elapsed().as_secs_f64();
     sampling.store(false, Ordering::Relaxed);
     sampler.join().unwrap();
@@ -287,7 +294,6 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
         checkpoints.lock().unwrap(),
     );
 
-    watched_result.unwrap();
     let finished = finished.unwrap();
     assert!(
         job_errors.lock().unwrap().is_empty(),

@@ -5,8 +5,6 @@
 //! ([`Engine::refresh_models`]).
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use selfrag_hub::download::{DownloadPhase, DownloadProgress, HubOptions};
 use selfrag_hub::store::{ModelSpec, Resolved};
@@ -89,15 +87,26 @@ pub(crate) fn offer(location: &Resolved) -> Option<ModelOffer> {
 
 impl Engine {
     /// Downloads shipped model `id` into the Hugging Face cache (honouring `HF_ENDPOINT`,
-    /// `HF_HUB_OFFLINE` and `HF_TOKEN`), streaming progress; `cancel` stops it, keeping the
-    /// partial file for the next attempt. Then re-resolves the models, so a model that is now
-    /// complete is used from the next request on, and returns the new status.
+    /// `HF_HUB_OFFLINE` and `HF_TOKEN`), streaming progress; [`Engine::cancel`] with
+    /// [`crate::JobKind::Download`] stops it, keeping the partial file for the next attempt.
+    /// Then re-resolves the models, so a model that is now complete is used from the next
+    /// request on, and returns the new status. One download per model at a time.
     pub async fn download_model(
         &self,
         id: &str,
         on_progress: impl Fn(ModelDownloadProgress) + Send + 'static,
-        cancel: Arc<AtomicBool>,
     ) -> Result<AppStatus, EngineError> {
+        let kind = crate::JobKind::Download {
+            model: id.to_owned(),
+        };
+        let Some(job) = self.jobs.start_alone(kind) else {
+            return Err(EngineError::Download {
+                model: id.to_owned(),
+                code: crate::error::DownloadFailure::Busy,
+                message: format!("{id} is already being downloaded; wait for it or cancel it"),
+            });
+        };
+        let cancel = job.flag().clone();
         let spec = ModelSpec::by_id(id).map_err(|e| EngineError::Download {
             model: id.to_owned(),
             code: crate::error::DownloadFailure::UnknownModel,

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use selfrag_core::{Answer, CritiqueWeights, DeviceChoice, Generator, Progress, Settings};
 use selfrag_index::{Extractor, IndexError, Library, PassageEmbedder};
@@ -31,6 +30,8 @@ pub struct Engine {
     device: std::sync::Mutex<DeviceChoice>,
     /// The generator server in use, if any (see `generator_server.rs`).
     pub(crate) server: std::sync::Mutex<crate::generator_server::ServerSlot>,
+    /// What runs now and how to stop it; the indexing lock; the watcher's restart signal.
+    pub(crate) jobs: crate::jobs::Jobs,
 }
 
 impl Engine {
@@ -59,6 +60,7 @@ impl Engine {
             model_status: std::sync::RwLock::new(model_status),
             embedder_path: std::sync::RwLock::new(embedder.found),
             library: OnceCell::new(),
+            jobs: crate::jobs::Jobs::default(),
         })
     }
 
@@ -165,15 +167,17 @@ impl Engine {
         Ok(docs)
     }
 
-    /// Answers `question` with Self-RAG, streaming progress; `cancel` stops it between steps
-    /// and a generation at its next forward pass (or, on a server, its next token).
+    /// Answers `question` with Self-RAG, streaming progress. [`Engine::cancel`] with
+    /// [`crate::JobKind::Answer`] stops it between steps and a generation at its next forward
+    /// pass (or, on a server, its next token).
     pub async fn ask(
         &self,
         question: String,
         settings: Settings,
         on_progress: impl Fn(Progress) + Send + 'static,
-        cancel: Arc<AtomicBool>,
     ) -> Result<AnswerRecord, EngineError> {
+        let job = self.jobs.start(crate::JobKind::Answer);
+        let cancel = job.flag().clone();
         // Without an embedder the library cannot open; Self-RAG can still answer without it.
         let library = self.library().await.ok();
         let run = SelfRagRun {
@@ -323,7 +327,7 @@ pub(crate) struct SelfRagRun {
     pub question: String,
     pub settings: Settings,
     pub on_progress: Box<dyn FnMut(Progress) + Send>,
-    pub cancel: Arc<AtomicBool>,
+    pub cancel: Arc<std::sync::atomic::AtomicBool>,
     pub library: Option<Arc<Library>>,
 }
 

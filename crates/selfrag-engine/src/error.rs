@@ -39,6 +39,9 @@ pub enum EngineError {
     ReadTrace { path: PathBuf, message: String },
     #[error("the model thread stopped unexpectedly; restart the app")]
     ModelThreadGone,
+    /// A document id or path the library does not hold; the message says what to do.
+    #[error("{0}")]
+    NotInLibrary(String),
     /// A model download failed or was cancelled; `message` names the file and the fix.
     #[error("{message}")]
     Download {
@@ -58,6 +61,8 @@ pub enum DownloadFailure {
     Offline,
     /// No model has the id asked for.
     UnknownModel,
+    /// The model is already being downloaded.
+    Busy,
     /// Anything else; the message says what.
     Failed,
 }
@@ -95,7 +100,9 @@ pub enum ErrorCode {
     DownloadCancelled,
     Offline,
     UnknownModel,
+    DownloadBusy,
     Download,
+    NotInLibrary,
 }
 
 impl EngineError {
@@ -114,10 +121,12 @@ impl EngineError {
             Self::Write { .. } => ErrorCode::Write,
             Self::ReadTrace { .. } => ErrorCode::ReadTrace,
             Self::ModelThreadGone => ErrorCode::ModelThread,
+            Self::NotInLibrary(_) => ErrorCode::NotInLibrary,
             Self::Download { code, .. } => match code {
                 DownloadFailure::Cancelled => ErrorCode::DownloadCancelled,
                 DownloadFailure::Offline => ErrorCode::Offline,
                 DownloadFailure::UnknownModel => ErrorCode::UnknownModel,
+                DownloadFailure::Busy => ErrorCode::DownloadBusy,
                 DownloadFailure::Failed => ErrorCode::Download,
             },
         }

@@ -1,6 +1,7 @@
-//! The engine's side of the library: indexing jobs (resumed after a crash), removing documents,
-//! searching, statistics and watched folders, with selfrag-index's events turned into the
-//! [`IndexEvent`]s both front ends show.
+//! The engine's side of the library: indexing jobs (one at a time, resumed after a crash),
+//! re-indexing and removing documents, searching, statistics and watched folders, with
+//! selfrag-index's events turned into the [`IndexEvent`]s both front ends show. What runs and how
+//! it stops is `jobs.rs`'.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use selfrag_index::{
     SearchHit, SearchMode, SearchRequest,
 };
 
-use crate::{Engine, EngineError, IndexEvent};
+use crate::{Engine, EngineError, IndexEvent, JobKind};
 
 /// One search from a front end.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,18 +25,53 @@ pub struct SearchQuery {
 
 impl Engine {
     /// Indexes files and folders (recursively), streaming progress, together with any job a
-    /// crash interrupted. One file's failure is an event, never the end of the job.
+    /// crash interrupted. One file's failure is an event, never the end of the job. Waits for a
+    /// running job to end first; [`Engine::cancel`] with [`JobKind::Indexing`] stops it at the
+    /// next file or embedding batch.
     pub async fn index_paths(
         &self,
         paths: &[PathBuf],
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
-        self.index_paths_cancellable(paths, &AtomicBool::new(false), on_event)
-            .await
+        let _one_at_a_time = self.jobs.indexing_lock().await;
+        let job = self.jobs.start(JobKind::Indexing);
+        self.run_index_job(paths, job.flag(), on_event).await
     }
 
-    /// [`Engine::index_paths`], stopping at the next file or embedding batch once `cancel` is set.
-    pub async fn index_paths_cancellable(
+    /// Parses and embeds the library's document at `path` again, as a job of its own. The
+    /// library skips a file whose size, time and content are unchanged, so the document is
+    /// removed first; its passages then come from a fresh parse (or from another path with the
+    /// same content, which the job reports). Only a document the library holds.
+    pub async fn reindex_document(
+        &self,
+        path: &Path,
+        on_event: impl Fn(IndexEvent),
+    ) -> Result<IndexEvent, EngineError> {
+        let library = self.library().await?;
+        if !self
+            .documents()
+            .await?
+            .iter()
+            .any(|d| Path::new(&d.path) == path)
+        {
+            return Err(EngineError::NotInLibrary(format!(
+                "{} is not a document in the library; add it by dropping it on the window or with Add files",
+                path.display()
+            )));
+        }
+        let _one_at_a_time = self.jobs.indexing_lock().await;
+        let job = self.jobs.start(JobKind::Indexing);
+        library.remove(path).await?;
+        self.run_index_job(
+            std::slice::from_ref(&path.to_path_buf()),
+            job.flag(),
+            on_event,
+        )
+        .await
+    }
+
+    /// One indexing job, stopping once `cancel` is set; the caller holds the indexing lock.
+    async fn run_index_job(
         &self,
         paths: &[PathBuf],
         cancel: &AtomicBool,
@@ -61,8 +97,24 @@ impl Engine {
     }
 
     /// Removes the document at `path`, or every document under a folder; returns the paths.
+    /// Waits for a running indexing job, which could be indexing this very file.
     pub async fn remove_documents(&self, path: &Path) -> Result<Vec<String>, EngineError> {
-        Ok(self.library().await?.remove(path).await?)
+        let library = self.library().await?;
+        let _one_at_a_time = self.jobs.indexing_lock().await;
+        Ok(library.remove(path).await?)
+    }
+
+    /// Removes the library's document `document_id` (the file stays on disk); returns the paths
+    /// removed. An id, not a path, for a front end that must not name a folder: `/` would empty
+    /// the library.
+    pub async fn remove_document(&self, document_id: &str) -> Result<Vec<String>, EngineError> {
+        let held = self.documents().await?;
+        let Some(document) = held.into_iter().find(|d| d.id == document_id) else {
+            return Err(EngineError::NotInLibrary(format!(
+                "no document with id `{document_id}` in the library; it may have been removed already"
+            )));
+        };
+        self.remove_documents(Path::new(&document.path)).await
     }
 
     /// Counts, disk use and indexes of the library.
@@ -96,8 +148,8 @@ impl Engine {
         Ok(self.library().await?.watched_folders())
     }
 
-    /// Remembers or forgets `folder` as watched (a running [`Engine::watch`] picks it up when
-    /// restarted).
+    /// Remembers or forgets `folder` as watched; [`Engine::keep_library_in_sync`], if it runs,
+    /// starts its watcher again with the new set.
     pub async fn set_watched(&self, folder: &Path, watched: bool) -> Result<(), EngineError> {
         if watched && !folder.is_dir() {
             return Err(EngineError::Index(IndexError::Watch {
@@ -105,13 +157,17 @@ impl Engine {
                 reason: "it is not a folder".into(),
             }));
         }
-        Ok(self.library().await?.set_watched(folder, watched)?)
+        self.library().await?.set_watched(folder, watched)?;
+        self.jobs.restart_watching();
+        Ok(())
     }
 
     /// Keeps the watched folders in sync with the library until `stop` is set: changes are
     /// applied in debounced batches and reported as events. Each folder is first indexed as a
-    /// job, so changes made while nothing was watching are caught up.
-    pub async fn watch(
+    /// job, so changes made while nothing was watching are caught up; that job holds the
+    /// indexing lock and ends with `stop` (Stop does not end it: unwatching does). The batches
+    /// that follow run beside other jobs, file by file.
+    pub(crate) async fn watch(
         &self,
         stop: Arc<AtomicBool>,
         on_event: impl Fn(IndexEvent),
@@ -123,8 +179,7 @@ impl Engine {
         for folder in &folders {
             watcher.watch(folder)?;
         }
-        self.index_paths_cancellable(&folders, &stop, &on_event)
-            .await?;
+        self.catch_up(&folders, &stop, &on_event).await?;
         // Searches see new rows before the indexes include them (LanceDB scans what is not
         // indexed yet), so the indexes are brought up to date at most every
         // `OPTIMIZE_EVERY`: a folder that changes all the time would otherwise spend most of
@@ -173,7 +228,7 @@ impl Engine {
                 // Notifications were lost (a full kernel queue): walk the folders again, as at
                 // the start, so that no change is missed until the next restart.
                 let caught_up = self
-                    .index_paths_cancellable(&library.watched_folders(), &stop, &on_event)
+                    .catch_up(&library.watched_folders(), &stop, &on_event)
                     .await?;
                 stale |= matches!(caught_up, IndexEvent::Finished { indexed, removed, .. } if indexed + removed > 0);
             }
@@ -186,6 +241,19 @@ impl Engine {
             library.optimize().await?;
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    /// The watcher's walk of its folders, as one job under the indexing lock.
+    async fn catch_up(
+        &self,
+        folders: &[PathBuf],
+        stop: &AtomicBool,
+        on_event: impl Fn(IndexEvent),
+    ) -> Result<IndexEvent, EngineError> {
+        let _one_at_a_time = self.jobs.indexing_lock().await;
+        self.run_index_job(folders, stop, on_event).await
     }
 }
 

@@ -6,10 +6,11 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use selfrag_core::{RetrieveMode, Settings};
-use selfrag_engine::{Engine, EngineConfig, ExportFormat, IndexEvent, ModelRole};
+use selfrag_engine::{
+    Engine, EngineConfig, ExportFormat, IndexEvent, JobKind, LibraryEvent, ModelRole,
+};
 
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -120,7 +121,6 @@ async fn index_ask_rerank_export_with_real_models_and_lancedb() {
             "How does Self-RAG decide to retrieve?".into(),
             always(),
             move |p| sink.lock().unwrap().push(p),
-            Arc::new(AtomicBool::new(false)),
         )
         .await
         .unwrap();
@@ -203,12 +203,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
     }
     assert_eq!(status.models[0].role, ModelRole::Generator);
     let err = engine
-        .ask(
-            "why?".into(),
-            always(),
-            |_| {},
-            Arc::new(AtomicBool::new(false)),
-        )
+        .ask("why?".into(), always(), |_| {})
         .await
         .unwrap_err();
     assert_eq!(err.code(), selfrag_engine::ErrorCode::ModelMissing, "{err}");
@@ -224,19 +219,68 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_question_ends_with_the_cancelled_code() {
+async fn a_cancelled_question_ends_with_the_cancelled_code_and_leaves_no_job() {
     let f = fixture();
-    let engine = Engine::new(f.config.clone()).unwrap();
+    let engine = Arc::new(Engine::new(f.config.clone()).unwrap());
+    let stopper = engine.clone();
     let err = engine
-        .ask(
-            "anything".into(),
-            always(),
-            |_| {},
-            Arc::new(AtomicBool::new(true)),
-        )
+        .ask("anything".into(), always(), move |_| {
+            stopper.cancel(&JobKind::Answer);
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), selfrag_engine::ErrorCode::Cancelled);
+    assert!(engine.running_jobs().is_empty());
+    assert!(!engine.cancel(&JobKind::Answer), "nothing left to stop");
+}
+
+/// A job whose future is dropped half-way (a closed window, a timeout) leaves neither its entry
+/// nor the indexing lock behind: the next job runs, and Stop has nothing stale to hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_indexing_job_dropped_half_way_leaves_nothing_behind() {
+    let f = fixture();
+    for i in 0..40 {
+        write(
+            &f.docs,
+            &format!("note-{i}.md"),
+            &format!("# Note {i}\nOtters number {i} hold hands while sleeping."),
+        );
+    }
+    let engine = Engine::new(f.config.clone()).unwrap();
+    let first_file = tokio::sync::Notify::new();
+    let dropped = tokio::select! {
+        _ = engine.index_paths(std::slice::from_ref(&f.docs), |e| {
+            if matches!(e, IndexEvent::FileIndexed { .. }) {
+                first_file.notify_one();
+            }
+        }) => false,
+        () = first_file.notified() => true,
+    };
+    assert!(dropped, "the job ended before its first file was indexed");
+    assert!(
+        engine.running_jobs().is_empty(),
+        "{:?}",
+        engine.running_jobs()
+    );
+    assert!(!engine.cancel(&JobKind::Indexing));
+    let finished = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        engine.index_paths(std::slice::from_ref(&f.docs), |_| {}),
+    )
+    .await
+    .expect("the next job waited for a lock nobody holds")
+    .unwrap();
+    assert!(
+        matches!(
+            finished,
+            IndexEvent::Finished {
+                failed: 0,
+                cancelled: false,
+                ..
+            }
+        ),
+        "{finished:?}"
+    );
 }
 
 /// Cancelling while the candidates are being decoded stops the batch at its next forward
@@ -245,30 +289,23 @@ async fn a_cancelled_question_ends_with_the_cancelled_code() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_cancelled_while_its_candidates_decode_ends_cancelled_and_the_next_one_runs() {
     let f = fixture();
-    let engine = Engine::new(f.config.clone()).unwrap();
-    let cancel = Arc::new(AtomicBool::new(false));
-    let flag = cancel.clone();
+    let engine = Arc::new(Engine::new(f.config.clone()).unwrap());
+    let stopper = engine.clone();
     let err = engine
         .ask(
             "Who is the president of France?".into(),
             always(),
             move |progress| {
                 if matches!(progress, selfrag_core::Progress::CandidatesStarted { .. }) {
-                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                    stopper.cancel(&JobKind::Answer);
                 }
             },
-            cancel,
         )
         .await
         .unwrap_err();
     assert_eq!(err.code(), selfrag_engine::ErrorCode::Cancelled, "{err}");
     let record = engine
-        .ask(
-            "Who is the president of France?".into(),
-            always(),
-            |_| {},
-            Arc::new(AtomicBool::new(false)),
-        )
+        .ask("Who is the president of France?".into(), always(), |_| {})
         .await
         .unwrap();
     assert!(!record.answer.segments.is_empty());
@@ -300,12 +337,7 @@ async fn long_form_beam_search_runs_on_the_real_models_and_cites_consistently() 
         ..always()
     };
     let record = engine
-        .ask(
-            "Explain Self-RAG.".into(),
-            settings,
-            |_| {},
-            Arc::new(AtomicBool::new(false)),
-        )
+        .ask("Explain Self-RAG.".into(), settings, |_| {})
         .await
         .unwrap();
     let answer = &record.answer;
@@ -386,13 +418,15 @@ async fn a_failing_batch_of_watched_changes_is_reported_and_tried_again() {
     );
     let engine = Arc::new(Engine::new(f.config.clone()).unwrap());
     engine.set_watched(&f.docs, true).await.unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
     let events = Arc::new(std::sync::Mutex::new(Vec::<IndexEvent>::new()));
     let watching = {
-        let (engine, stop, events) = (engine.clone(), stop.clone(), events.clone());
+        let (engine, events) = (engine.clone(), events.clone());
         tokio::spawn(async move {
             engine
-                .watch(stop, move |e| events.lock().unwrap().push(e))
+                .keep_library_in_sync(move |e| match e {
+                    LibraryEvent::Index { event, .. } => events.lock().unwrap().push(event),
+                    LibraryEvent::Failed { message, .. } => panic!("watching stopped: {message}"),
+                })
                 .await
         })
     };
@@ -434,8 +468,8 @@ Seals sleep on ice floes.",
     )
     .await;
 
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    watching.await.unwrap().unwrap();
+    assert!(!watching.is_finished(), "the background work ended");
+    watching.abort();
     let mut paths: Vec<String> = engine
         .documents()
         .await

@@ -11,7 +11,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use selfrag_core::{
@@ -100,12 +99,7 @@ fn settings(mode: RetrieveMode) -> Settings {
 
 async fn ask(engine: &Engine, question: &str, settings: Settings) -> Result<String, EngineError> {
     engine
-        .ask(
-            question.to_string(),
-            settings,
-            |_| {},
-            Arc::new(AtomicBool::new(false)),
-        )
+        .ask(question.to_string(), settings, |_| {})
         .await
         .map(|record| record.answer.answer)
 }

@@ -4,9 +4,6 @@
 // Test code: a failed unwrap is a failed test, at the line that failed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
 use selfrag_core::{RetrieveMode, Settings};
 use selfrag_engine::{
     DeviceChoice, Engine, EngineConfig, EngineError, ExportFormat, ExportOptions,
@@ -45,12 +42,7 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
     let mut ids = Vec::new();
     for question in ["How does Self-RAG critique?", "What is a zebra?"] {
         let record = engine
-            .ask(
-                question.into(),
-                settings.clone(),
-                |_| {},
-                Arc::new(AtomicBool::new(false)),
-            )
+            .ask(question.into(), settings.clone(), |_| {})
             .await
             .unwrap();
         ids.push(record.id);
@@ -118,15 +110,7 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
             .available
             .starts_with(&[DeviceChoice::Auto, DeviceChoice::Cpu])
     );
-    engine
-        .ask(
-            "Again?".into(),
-            settings,
-            |_| {},
-            Arc::new(AtomicBool::new(false)),
-        )
-        .await
-        .unwrap();
+    engine.ask("Again?".into(), settings, |_| {}).await.unwrap();
     assert!(engine.device_status().in_use.is_some());
 }
 
@@ -155,12 +139,7 @@ async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
         ..Settings::default()
     };
     let record = engine
-        .ask(
-            "What is Self-RAG?".into(),
-            settings,
-            |_| {},
-            Arc::new(AtomicBool::new(false)),
-        )
+        .ask("What is Self-RAG?".into(), settings, |_| {})
         .await
         .expect("the answer comes back although it cannot be saved");
     let why = record.not_saved.clone().expect("it says it was not saved");

@@ -8,7 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -146,12 +146,7 @@ async fn indexing_goes_on_while_a_server_writes_the_answer() {
             ..Settings::default()
         };
         asking
-            .ask(
-                "Who runs the model?".into(),
-                settings,
-                |_| {},
-                Arc::new(AtomicBool::new(false)),
-            )
+            .ask("Who runs the model?".into(), settings, |_| {})
             .await
     });
     // The answer is now in flight: the server's candidates are held at the relay.

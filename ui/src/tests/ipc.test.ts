@@ -57,7 +57,7 @@ describe("ipc", () => {
       hardConstraints: true,
     });
     await ipc.cancelAsk();
-    expect(tauri.invoke).toHaveBeenLastCalledWith("cancel_ask");
+    expect(tauri.invoke).toHaveBeenLastCalledWith("cancel_job", { job: { kind: "answer" } });
     const options = { format: "html", supportLabels: true, onlySupported: false } as const;
     await ipc.exportAnswer("a1", options);
     expect(tauri.invoke).toHaveBeenLastCalledWith("export_answer", { answerId: "a1", options });
@@ -97,11 +97,11 @@ describe("ipc", () => {
     expect(last()[0]).toBe("download_model");
     expect(last()[1]?.modelId).toBe("selfrag-7b");
     await ipc.cancelDownload("selfrag-7b");
-    expect(last()).toEqual(["cancel_download", { modelId: "selfrag-7b" }]);
+    expect(last()).toEqual(["cancel_job", { job: { kind: "download", model: "selfrag-7b" } }]);
     await ipc.refreshModels();
     expect(last()).toEqual(["refresh_models"]);
     await ipc.cancelIndexing();
-    expect(last()).toEqual(["cancel_indexing"]);
+    expect(last()).toEqual(["cancel_job", { job: { kind: "indexing" } }]);
     await ipc.removeDocument("d1");
     expect(last()).toEqual(["remove_document", { documentId: "d1" }]);
     await ipc.addSampleDocuments(() => {});

@@ -472,6 +472,8 @@ path: string,
  */
 notice: string | null, };
 
+export type JobKind = { "kind": "answer" } | { "kind": "indexing" } | { "kind": "download", model: string, };
+
 export type JobSource = "resume" | "watch";
 
 export type LibraryEvent = { "kind": "index", source: JobSource, event: IndexEvent, } | { "kind": "failed", source: JobSource, message: string, };
@@ -486,9 +488,9 @@ watched: Array<string>,
  */
 notFolders: Array<string>, };
 
-export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download";
+export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download_busy" | "download" | "not_in_library";
 
-export type ShellErrorCode = "path_not_granted" | "not_in_library" | "unknown_source" | "source_missing" | "open_failed" | "download_busy";
+export type ShellErrorCode = "path_not_granted" | "unknown_source" | "source_missing" | "open_failed";
 
 export type IpcErrorCode = ErrorCode | ShellErrorCode;
 
@@ -528,11 +530,10 @@ export const COMMANDS = [
   "index_paths",
   "list_documents",
   "ask",
-  "cancel_ask",
+  "cancel_job",
   "rerank",
   "export_answer",
   "download_model",
-  "cancel_download",
   "refresh_models",
   "list_history",
   "open_answer",
@@ -544,7 +545,6 @@ export const COMMANDS = [
   "test_generator_server",
   "use_generator_server",
   "open_source",
-  "cancel_indexing",
   "remove_document",
   "reindex_document",
   "library_stats",

@@ -18,6 +18,7 @@ import type {
   HistoryEntry,
   IndexEvent,
   IndexFinished,
+  JobKind,
   LibraryEvent,
   LibraryStats,
   LoadedSettings,
@@ -74,8 +75,16 @@ export function ask(
  * Asks the running question to stop at its next step; its `ask` then rejects with the
  * IpcError code "cancelled". Does nothing when no question runs.
  */
-export function cancelAsk(): Promise<void> {
-  return call<void>("cancel_ask");
+export async function cancelAsk(): Promise<void> {
+  await cancelJob({ kind: "answer" });
+}
+
+/**
+ * Stops every running job of one kind at its next step (the engine's one cancel); resolves
+ * with whether one was running.
+ */
+export function cancelJob(job: JobKind): Promise<boolean> {
+  return call<boolean>("cancel_job", { job });
 }
 
 /** Re-chooses the candidates of a stored answer under new weights; no model call. */
@@ -208,8 +217,8 @@ export function downloadModel(
 }
 
 /** Stops the download of a model; does nothing when it is not running. */
-export function cancelDownload(modelId: string): Promise<void> {
-  return call<void>("cancel_download", { modelId });
+export async function cancelDownload(modelId: string): Promise<void> {
+  await cancelJob({ kind: "download", model: modelId });
 }
 
 /** Looks for the models again (e.g. after copying them in by hand) and returns the new status. */
@@ -221,8 +230,8 @@ export function refreshModels(): Promise<AppStatus> {
 // folders and the background work's events (src-tauri/src/library.rs).
 
 /** Stops the running indexing job at the next file or embedding batch; its `indexPaths` resolves as cancelled. */
-export function cancelIndexing(): Promise<void> {
-  return call<void>("cancel_indexing");
+export async function cancelIndexing(): Promise<void> {
+  await cancelJob({ kind: "indexing" });
 }
 
 /** Removes the library's document `documentId` (the file stays on disk); resolves with the paths removed. */

@@ -1,0 +1,303 @@
+//! The engine's running work, in one place: which jobs run and how each is stopped
+//! ([`JobKind`], [`Engine::cancel`]), the rule that indexing jobs run one at a time, and the
+//! library's background work (the job a crash interrupted, then the watched folders, restarted
+//! whenever their set changes), reported as [`LibraryEvent`]s.
+//!
+//! A job registers itself when it starts and is removed by a guard's `Drop`, so a job whose
+//! future is dropped half-way (a closed window, a timeout) leaves no stale entry behind: the next
+//! download of the same model is not refused, and a later Stop does not hit a finished job.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Engine, EngineError, IndexEvent};
+
+/// A kind of work a front end can stop.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum JobKind {
+    /// A question being answered.
+    Answer,
+    /// An indexing job: files dropped or added, a re-index, the watched folders' catch-up, the
+    /// resumption of an interrupted job.
+    Indexing,
+    /// The download of one model.
+    Download { model: String },
+}
+
+/// Which background work a [`LibraryEvent`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum JobSource {
+    /// The job a crash or a quit interrupted, finished at start.
+    Resume,
+    /// The watched folders: their catch-up job, then each batch of changes.
+    Watch,
+}
+
+/// What the library's background work reports ([`Engine::keep_library_in_sync`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum LibraryEvent {
+    /// Progress of a job, or a change in a watched folder.
+    Index {
+        source: JobSource,
+        event: IndexEvent,
+    },
+    /// The background work could not run, e.g. a watched folder is gone or the embedding model
+    /// is missing; it starts again when the set of watched folders changes.
+    Failed { source: JobSource, message: String },
+}
+
+/// The registry of running jobs, the indexing lock and the watcher's restart signal.
+#[derive(Debug, Default)]
+pub(crate) struct Jobs {
+    running: Mutex<Vec<Running>>,
+    next_id: AtomicU64,
+    /// Held for the length of an indexing job (and of a removal): jobs never run side by side,
+    /// since they share the record of the job to resume.
+    indexing: Arc<tokio::sync::Mutex<()>>,
+    /// Set to stop the running watcher, which then starts again with the new set of folders.
+    watch_stop: Mutex<Option<Arc<AtomicBool>>>,
+    /// Wakes the background work when the set of watched folders changed.
+    watch_changed: tokio::sync::Notify,
+}
+
+#[derive(Debug)]
+struct Running {
+    id: u64,
+    kind: JobKind,
+    cancel: Arc<AtomicBool>,
+}
+
+/// A running job's entry in the registry: its cancel flag, removed from the registry on drop.
+#[derive(Debug)]
+pub(crate) struct JobGuard<'j> {
+    jobs: &'j Jobs,
+    id: u64,
+    cancel: Arc<AtomicBool>,
+}
+
+impl JobGuard<'_> {
+    /// The flag the job polls; set by [`Engine::cancel`].
+    pub(crate) fn flag(&self) -> &Arc<AtomicBool> {
+        &self.cancel
+    }
+}
+
+impl Drop for JobGuard<'_> {
+    fn drop(&mut self) {
+        self.jobs.running().retain(|r| r.id != self.id);
+    }
+}
+
+impl Jobs {
+    fn running(&self) -> MutexGuard<'_, Vec<Running>> {
+        // A panic while the list was held leaves it whole: every change is one push or retain.
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a job of `kind`; jobs of one kind may run side by side (two questions).
+    pub(crate) fn start(&self, kind: JobKind) -> JobGuard<'_> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.running().push(Running {
+            id,
+            kind,
+            cancel: cancel.clone(),
+        });
+        JobGuard {
+            jobs: self,
+            id,
+            cancel,
+        }
+    }
+
+    /// Registers a job of `kind` unless one already runs; `None` then.
+    pub(crate) fn start_alone(&self, kind: JobKind) -> Option<JobGuard<'_>> {
+        let mut running = self.running();
+        if running.iter().any(|r| r.kind == kind) {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let cancel = Arc::new(AtomicBool::new(false));
+        running.push(Running {
+            id,
+            kind,
+            cancel: cancel.clone(),
+        });
+        Some(JobGuard {
+            jobs: self,
+            id,
+            cancel,
+        })
+    }
+
+    /// Sets the cancel flag of every running job of `kind`; returns how many there were.
+    pub(crate) fn cancel(&self, kind: &JobKind) -> usize {
+        let running = self.running();
+        let matching = running.iter().filter(|r| &r.kind == kind);
+        matching
+            .map(|r| r.cancel.store(true, Ordering::SeqCst))
+            .count()
+    }
+
+    pub(crate) fn kinds(&self) -> Vec<JobKind> {
+        self.running().iter().map(|r| r.kind.clone()).collect()
+    }
+
+    /// Waits for the indexing lock (see [`Jobs::indexing`]).
+    pub(crate) async fn indexing_lock(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.indexing.clone().lock_owned().await
+    }
+
+    /// Stops the running watcher, if any, and wakes the background work to start it again.
+    pub(crate) fn restart_watching(&self) {
+        if let Some(stop) = self
+            .watch_stop
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            stop.store(true, Ordering::SeqCst);
+        }
+        self.watch_changed.notify_one();
+    }
+}
+
+impl Engine {
+    /// Stops every running job of `kind` at its next step (a forward pass, a file, an embedding
+    /// batch, a chunk of a download); what was done stays. Returns whether one was running.
+    pub fn cancel(&self, kind: &JobKind) -> bool {
+        self.jobs.cancel(kind) > 0
+    }
+
+    /// The jobs running now, in the order they started.
+    pub fn running_jobs(&self) -> Vec<JobKind> {
+        self.jobs.kinds()
+    }
+
+    /// The library's background work, for as long as the returned future is polled: first the
+    /// indexing job a crash or a quit interrupted, then the watched folders kept in sync, started
+    /// again whenever [`Engine::set_watched`] changes them. A failure is reported as
+    /// [`LibraryEvent::Failed`] and the work waits for the set of folders to change.
+    pub async fn keep_library_in_sync(&self, on_event: impl Fn(LibraryEvent)) {
+        self.resume_interrupted_job(&on_event).await;
+        loop {
+            let folders = match self.watched_folders().await {
+                Ok(folders) => folders,
+                Err(e) => {
+                    on_event(failed(JobSource::Watch, &e));
+                    Vec::new()
+                }
+            };
+            if folders.is_empty() {
+                self.jobs.watch_changed.notified().await;
+                continue;
+            }
+            let stop = Arc::new(AtomicBool::new(false));
+            *self
+                .jobs
+                .watch_stop
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(stop.clone());
+            let watched = self
+                .watch(stop.clone(), |event| {
+                    on_event(LibraryEvent::Index {
+                        source: JobSource::Watch,
+                        event,
+                    })
+                })
+                .await;
+            if let Err(e) = watched {
+                on_event(failed(JobSource::Watch, &e));
+                self.jobs.watch_changed.notified().await;
+            } else if !stop.load(Ordering::SeqCst) {
+                // The watcher ended on its own (its notification source closed): start over.
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+    }
+
+    async fn resume_interrupted_job(&self, on_event: &impl Fn(LibraryEvent)) {
+        let resumed = match self.pending_indexing().await {
+            Ok(pending) if pending.is_empty() => return,
+            Ok(pending) => {
+                tracing::info!(
+                    folders = pending.len(),
+                    "resuming the interrupted indexing job"
+                );
+                // An empty list: the job is the interrupted one's folders alone.
+                self.index_paths(&[], |event| {
+                    on_event(LibraryEvent::Index {
+                        source: JobSource::Resume,
+                        event,
+                    })
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = resumed {
+            on_event(failed(JobSource::Resume, &e));
+        }
+    }
+}
+
+fn failed(source: JobSource, error: &EngineError) -> LibraryEvent {
+    tracing::warn!(?source, error = %error, "library background work failed");
+    let message = match source {
+        JobSource::Resume => format!("Could not finish the interrupted indexing job: {error}"),
+        JobSource::Watch => format!(
+            "Watching folders stopped: {error}. Stop watching the folder it names and add it again, or add the missing model and restart the app."
+        ),
+    };
+    LibraryEvent::Failed { source, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{JobKind, Jobs};
+
+    fn download(model: &str) -> JobKind {
+        JobKind::Download {
+            model: model.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_dropped_job_leaves_no_entry_and_its_kind_can_start_again() {
+        let jobs = Jobs::default();
+        let first = jobs.start_alone(download("m")).unwrap();
+        assert!(
+            jobs.start_alone(download("m")).is_none(),
+            "one download per model"
+        );
+        assert!(jobs.start_alone(download("other")).is_some());
+        drop(first);
+        assert!(jobs.kinds().is_empty());
+        assert!(jobs.start_alone(download("m")).is_some());
+    }
+
+    #[test]
+    fn cancel_reaches_every_job_of_its_kind_and_no_other() {
+        let jobs = Jobs::default();
+        let (a, b) = (jobs.start(JobKind::Answer), jobs.start(JobKind::Answer));
+        let index = jobs.start(JobKind::Indexing);
+        assert_eq!(jobs.cancel(&JobKind::Answer), 2);
+        assert!(a.flag().load(std::sync::atomic::Ordering::SeqCst));
+        assert!(b.flag().load(std::sync::atomic::Ordering::SeqCst));
+        assert!(!index.flag().load(std::sync::atomic::Ordering::SeqCst));
+        drop((a, b, index));
+        assert_eq!(
+            jobs.cancel(&JobKind::Answer),
+            0,
+            "a finished job is not hit"
+        );
+    }
+}

@@ -1,13 +1,16 @@
 //! The TypeScript types of every IPC payload, generated from the Rust types with ts-rs into
 //! `ui/src/lib/ipc/bindings.ts`. The test below fails when the committed file drifts from the
-//! Rust types; `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` rewrites it.
+//! Rust types; `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` rewrites it. So are
+//! the core's retrieve rule's answers (`ui/src/tests/golden/retrieve-rule.json`), which the UI's
+//! test of `wouldRetrieve` reads: the UI's words for a re-run follow the rule the core runs.
 
 #[cfg(test)]
 mod tests {
     use selfrag_core::{
         Answer, Candidate, CritiqueWeights, Expansion, GeneratorInfo, GeneratorKind,
-        HardConstraint, IsRelDistribution, IsSupDistribution, IsUseDistribution, Passage, Progress,
-        RetrieveDecision, RetrieveMode, Segment, Settings, TreeNode,
+        HardConstraint, IsRelDistribution, IsRelVerdict, IsSupDistribution, IsSupVerdict,
+        IsUseDistribution, Passage, Progress, RetrieveDecision, RetrieveMode, Segment, Settings,
+        TreeNode, Verdicts,
     };
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
@@ -44,6 +47,9 @@ mod tests {
             decl::<IsSupDistribution>(&cfg),
             decl::<IsUseDistribution>(&cfg),
             decl::<HardConstraint>(&cfg),
+            decl::<Verdicts>(&cfg),
+            decl::<IsRelVerdict>(&cfg),
+            decl::<IsSupVerdict>(&cfg),
             decl::<Candidate>(&cfg),
             decl::<Segment>(&cfg),
             decl::<TreeNode>(&cfg),
@@ -115,6 +121,51 @@ mod tests {
         assert!(
             committed == fresh,
             "ui/src/lib/ipc/bindings.ts is out of date with the Rust IPC types; run `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` and commit it"
+        );
+    }
+
+    /// The core's [`RetrieveMode::retrieves`] on a grid of cases, as JSON rows
+    /// `{mode, p, threshold, argmax, retrieves}` (`argmax` and `retrieves` may be null).
+    fn retrieve_rule_cases() -> String {
+        let modes = [
+            RetrieveMode::Adaptive,
+            RetrieveMode::Always,
+            RetrieveMode::Never,
+            RetrieveMode::Model,
+        ];
+        let mut rows = Vec::new();
+        for mode in modes {
+            for p in [0.0f32, 0.2, 0.5, 0.51, 1.0] {
+                for threshold in [0.0f32, 0.2, 0.5, 1.0] {
+                    for argmax in [None, Some(false), Some(true)] {
+                        rows.push(serde_json::json!({
+                            "mode": mode,
+                            "p": p,
+                            "threshold": threshold,
+                            "argmax": argmax,
+                            "retrieves": mode.retrieves(p, threshold, argmax),
+                        }));
+                    }
+                }
+            }
+        }
+        serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
+    }
+
+    #[test]
+    fn the_ui_reads_the_retrieve_rule_the_core_runs() {
+        let dir = std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
+        let path = std::path::Path::new(&dir).join("../ui/src/tests/golden/retrieve-rule.json");
+        let fresh = retrieve_rule_cases();
+        if std::env::var_os("UPDATE_BINDINGS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &fresh).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == fresh,
+            "ui/src/tests/golden/retrieve-rule.json is out of date with RetrieveMode::retrieves; run `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` and commit it"
         );
     }
 }

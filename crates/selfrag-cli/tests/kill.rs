@@ -45,7 +45,12 @@ fn consistent_view(data: &Path, models: &Path, corpus: &Path) -> View {
         .unwrap();
         let mut documents = BTreeMap::new();
         let mut per_content = BTreeMap::new();
-        for d in engine.documents().await.unwrap() {
+        let listed = engine.documents().await;
+        if let Err(e) = &listed {
+            // Who still holds the library after the kill (seen once in CI): say so.
+            panic!("{e}; processes holding its lock: {:?}", lock_holders(data));
+        }
+        for d in listed.unwrap() {
             assert!(d.passages > 0, "a document with no passages: {d:?}");
             assert!(Path::new(&d.path).starts_with(corpus), "{}", d.path);
             per_content.insert(d.id.clone(), d.passages as u64);
@@ -184,4 +189,40 @@ fn indexing_killed_at_random_moments_stays_consistent_and_resumes_to_the_same_li
         interrupted >= KILLS / 2,
         "only {interrupted} of {KILLS} kills hit a running job"
     );
+}
+
+/// The processes with the library's lock file of `data` open, as `pid state ppid cmdline`
+/// (Linux `/proc`; empty elsewhere).
+fn lock_holders(data: &Path) -> Vec<String> {
+    let lock = data.join("library").join("library.lock");
+    let mut holders = Vec::new();
+    for process in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let fds = std::fs::read_dir(process.path().join("fd"));
+        let holds = fds
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == lock));
+        if holds {
+            let read =
+                |name: &str| std::fs::read_to_string(process.path().join(name)).unwrap_or_default();
+            let status = read("status");
+            let field = |key: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned()
+            };
+            holders.push(format!(
+                "{} {} ppid {} {}",
+                process.file_name().to_string_lossy(),
+                field("State:"),
+                field("PPid:"),
+                read("cmdline").replace('\0', " ")
+            ));
+        }
+    }
+    holders
 }

@@ -5,7 +5,8 @@
 use crate::backend::GeneratedToken;
 use crate::settings::CritiqueWeights;
 use crate::trace::{
-    Candidate, HardConstraint, IsRelDistribution, IsSupDistribution, IsUseDistribution,
+    Answer, Candidate, HardConstraint, IsRelDistribution, IsRelVerdict, IsSupDistribution,
+    IsSupVerdict, IsUseDistribution, Verdicts,
 };
 use crate::vocab::{ReflectionVocab, TokenGroup, watch};
 
@@ -28,9 +29,18 @@ impl IsRelDistribution {
         ratio(self.relevant, self.relevant + self.irrelevant)
     }
 
+    /// `[Irrelevant]` when it is strictly the more probable token, else `[Relevant]`.
+    pub fn verdict(&self) -> IsRelVerdict {
+        if self.irrelevant > self.relevant {
+            IsRelVerdict::Irrelevant
+        } else {
+            IsRelVerdict::Relevant
+        }
+    }
+
     /// Whether `[Irrelevant]` is strictly the more probable IsRel token (hard constraint).
     pub fn is_irrelevant(&self) -> bool {
-        self.irrelevant > self.relevant
+        self.verdict() == IsRelVerdict::Irrelevant
     }
 }
 
@@ -43,9 +53,21 @@ impl IsSupDistribution {
         )
     }
 
+    /// The most probable IsSup token; on a tie the better verdict (Fully over Partially over
+    /// No support).
+    pub fn verdict(&self) -> IsSupVerdict {
+        if self.fully >= self.partially && self.fully >= self.no_support {
+            IsSupVerdict::Fully
+        } else if self.partially >= self.no_support {
+            IsSupVerdict::Partially
+        } else {
+            IsSupVerdict::NoSupport
+        }
+    }
+
     /// Whether `[No support / Contradictory]` is strictly the most probable IsSup token.
     pub fn is_unsupported(&self) -> bool {
-        self.no_support > self.fully && self.no_support > self.partially
+        self.verdict() == IsSupVerdict::NoSupport
     }
 }
 
@@ -53,6 +75,17 @@ impl IsUseDistribution {
     /// The five probabilities, `[Utility:1]` first.
     pub fn probabilities(&self) -> [f32; 5] {
         [self.u1, self.u2, self.u3, self.u4, self.u5]
+    }
+
+    /// The n of the most probable `[Utility:n]`; on a tie the higher utility.
+    pub fn verdict(&self) -> u8 {
+        let mut best = (1u8, f32::NEG_INFINITY);
+        for (n, p) in (1u8..).zip(self.probabilities()) {
+            if p >= best.1 {
+                best = (n, p);
+            }
+        }
+        best.0
     }
 
     /// s_use = Σ w_i·p(Utility:i) / Σ p(Utility:i) with w = (-1, -0.5, 0, 0.5, 1), in [-1, 1].
@@ -182,6 +215,16 @@ impl Candidate {
         self.s_sup = scores.s_sup;
         self.s_use = scores.s_use;
         self.score = segment_score(self.p_lm, scores, weights, use_p_lm, self.passage.is_some());
+        self.refresh_verdicts();
+    }
+
+    /// Recomputes [`Candidate::verdicts`] and [`Candidate::violates`] from the distributions.
+    fn refresh_verdicts(&mut self) {
+        self.verdicts = Verdicts {
+            isrel: self.isrel.map(|d| d.verdict()),
+            issup: self.issup.map(|d| d.verdict()),
+            isuse: self.isuse.map(|d| d.verdict()),
+        };
         self.violates = self.hard_constraint_verdicts().collect();
     }
 
@@ -201,6 +244,19 @@ impl Candidate {
     /// Whether the hard constraints drop it (read by every replay step: no allocation).
     pub(crate) fn violates_hard_constraints(&self) -> bool {
         self.hard_constraint_verdicts().next().is_some()
+    }
+}
+
+impl Answer {
+    /// Recomputes what the core derives from each candidate's distributions, its verdicts and
+    /// what the hard constraints hold against it, for a trace read back from disk: one saved by
+    /// an older version lacks them, and the UI shows only what the core decided.
+    pub fn refresh_verdicts(&mut self) {
+        let segments = self.segments.iter_mut().flat_map(|s| &mut s.candidates);
+        let expansions = self.expansions.iter_mut().flat_map(|e| &mut e.candidates);
+        for candidate in segments.chain(expansions) {
+            candidate.refresh_verdicts();
+        }
     }
 }
 
@@ -246,6 +302,66 @@ mod tests {
 
     fn close(a: f32, b: f32) -> bool {
         (a - b).abs() < 1e-6
+    }
+
+    #[test]
+    fn verdicts_are_the_most_probable_token_and_ties_go_to_the_better_one() {
+        let rel = |relevant, irrelevant| IsRelDistribution {
+            relevant,
+            irrelevant,
+        };
+        assert_eq!(rel(0.4, 0.6).verdict(), IsRelVerdict::Irrelevant);
+        assert_eq!(rel(0.5, 0.5).verdict(), IsRelVerdict::Relevant);
+        let sup = |fully, partially, no_support| IsSupDistribution {
+            fully,
+            partially,
+            no_support,
+        };
+        assert_eq!(sup(0.2, 0.5, 0.3).verdict(), IsSupVerdict::Partially);
+        assert_eq!(sup(0.4, 0.4, 0.2).verdict(), IsSupVerdict::Fully);
+        assert_eq!(sup(0.1, 0.45, 0.45).verdict(), IsSupVerdict::Partially);
+        assert_eq!(sup(0.1, 0.2, 0.7).verdict(), IsSupVerdict::NoSupport);
+        let utility = |p: [f32; 5]| IsUseDistribution {
+            u1: p[0],
+            u2: p[1],
+            u3: p[2],
+            u4: p[3],
+            u5: p[4],
+        };
+        assert_eq!(utility([0.1, 0.1, 0.6, 0.1, 0.1]).verdict(), 3);
+        assert_eq!(utility([0.4, 0.0, 0.0, 0.0, 0.4]).verdict(), 5);
+        // The hard constraints read the same verdicts.
+        assert!(sup(0.1, 0.45, 0.45).verdict() != IsSupVerdict::NoSupport);
+        assert!(!sup(0.3, 0.3, 0.3).is_unsupported());
+    }
+
+    #[test]
+    fn a_trace_read_back_without_verdicts_gets_them_again() {
+        let mut candidate = Candidate {
+            passage: Some(0),
+            text: "x".into(),
+            raw: String::new(),
+            p_lm: 0.5,
+            isrel: Some(IsRelDistribution {
+                relevant: 0.2,
+                irrelevant: 0.8,
+            }),
+            issup: None,
+            isuse: None,
+            s_rel: 0.0,
+            s_sup: 0.0,
+            s_use: 0.0,
+            score: 0.0,
+            ends_answer: false,
+            continued: false,
+            passages_dropped: 0,
+            violates: Vec::new(),
+            verdicts: Verdicts::default(),
+        };
+        candidate.refresh_verdicts();
+        assert_eq!(candidate.verdicts.isrel, Some(IsRelVerdict::Irrelevant));
+        assert_eq!(candidate.verdicts.issup, None);
+        assert_eq!(candidate.violates, vec![HardConstraint::Irrelevant]);
     }
 
     #[test]

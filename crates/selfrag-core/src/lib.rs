@@ -41,7 +41,8 @@ pub use rerank::{Reranked, rerank};
 pub use settings::{CritiqueWeights, RetrieveMode, Settings};
 pub use trace::{
     Answer, Candidate, Expansion, GeneratorInfo, GeneratorKind, HardConstraint, IsRelDistribution,
-    IsSupDistribution, IsUseDistribution, RetrieveDecision, Segment, TreeNode,
+    IsRelVerdict, IsSupDistribution, IsSupVerdict, IsUseDistribution, RetrieveDecision, Segment,
+    TreeNode, Verdicts,
 };
 pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};
 

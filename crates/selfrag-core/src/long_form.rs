@@ -142,6 +142,7 @@ pub(crate) fn run(ctx: RunContext<'_>) -> Result<Answer, SelfRagError> {
                 retrieved: false,
                 found_nothing: false,
                 passages_dropped: 0,
+                retrieval_is_argmax: None,
             }),
         passages: Vec::new(),
         segments: best.segments,

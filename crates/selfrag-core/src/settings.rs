@@ -21,6 +21,26 @@ pub enum RetrieveMode {
     Model,
 }
 
+impl RetrieveMode {
+    /// The retrieve decision of step 1, the one rule: from the normalised p([Retrieval]), the
+    /// threshold δ, and whether [Retrieval] is the argmax over the whole vocabulary where that was
+    /// read. `None` only in `model` mode without that reading (a trace asked in another mode
+    /// cannot say what `model` mode would do without running the model again).
+    pub fn retrieves(
+        self,
+        p_retrieve: f32,
+        threshold: f32,
+        retrieval_is_argmax: Option<bool>,
+    ) -> Option<bool> {
+        match self {
+            Self::Adaptive => Some(p_retrieve > threshold),
+            Self::Always => Some(true),
+            Self::Never => Some(false),
+            Self::Model => retrieval_is_argmax,
+        }
+    }
+}
+
 impl std::str::FromStr for RetrieveMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

@@ -9,7 +9,7 @@ use crate::progress::Progress;
 use crate::prompt::{Prompt, PromptBuilder, WrittenSegment};
 use crate::run::RunContext;
 use crate::settings::{RetrieveMode, Settings};
-use crate::trace::{Answer, Candidate, RetrieveDecision, Segment};
+use crate::trace::{Answer, Candidate, RetrieveDecision, Segment, Verdicts};
 use crate::vocab::ReflectionVocab;
 
 /// Runs short-form Self-RAG; see [`crate::answer`].
@@ -115,12 +115,13 @@ impl RunContext<'_> {
         let (p_yes, p_no) = (prob(vocab.retrieval), prob(vocab.no_retrieval));
         let total = p_yes + p_no;
         let p_retrieve = if total > 0.0 { p_yes / total } else { 0.0 };
-        let retrieved = match settings.mode {
-            RetrieveMode::Adaptive => p_retrieve > settings.threshold,
-            RetrieveMode::Always => true,
-            RetrieveMode::Never => false,
-            RetrieveMode::Model => argmax(&watch, &probs) == Some(vocab.retrieval),
-        };
+        // Only `model` mode read the whole vocabulary, so only it knows the argmax.
+        let retrieval_is_argmax = (settings.mode == RetrieveMode::Model)
+            .then(|| argmax(&watch, &probs) == Some(vocab.retrieval));
+        let retrieved = settings
+            .mode
+            .retrieves(p_retrieve, settings.threshold, retrieval_is_argmax)
+            .unwrap_or(false);
         (self.on_progress)(Progress::RetrieveDecided {
             p_retrieve,
             threshold: settings.threshold,
@@ -132,6 +133,7 @@ impl RunContext<'_> {
             retrieved,
             found_nothing: false,
             passages_dropped: 0,
+            retrieval_is_argmax,
         })
     }
 
@@ -264,6 +266,7 @@ fn build_candidate(
         continued: false,
         passages_dropped: 0,
         violates: Vec::new(),
+        verdicts: Verdicts::default(),
     };
     candidate.rescore(settings.weights, settings.use_p_lm);
     Ok(candidate)

@@ -25,6 +25,11 @@ pub struct RetrieveDecision {
     #[serde(default, skip_serializing_if = "is_zero")]
     #[cfg_attr(feature = "typescript", ts(type = "number | undefined"))]
     pub passages_dropped: usize,
+    /// Whether `[Retrieval]` was the most probable next token over the whole vocabulary: read
+    /// in `model` mode only (see [`crate::RetrieveMode::retrieves`]). Absent when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(type = "boolean | undefined"))]
+    pub retrieval_is_argmax: Option<bool>,
 }
 
 /// A verdict of the model's own critique that the hard constraints drop a candidate for.
@@ -124,6 +129,41 @@ pub struct Candidate {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "typescript", ts(type = "Array<HardConstraint> | undefined"))]
     pub violates: Vec<HardConstraint>,
+    /// What the model's critique says of it, group by group: what its badges show.
+    #[serde(default)]
+    pub verdicts: Verdicts,
+}
+
+/// The verdict of each critique group: its most probable token, ties going to the better
+/// verdict (so a candidate is irrelevant or unsupported exactly when [`Candidate::violates`]
+/// says so). `None` where the model emitted no token of the group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct Verdicts {
+    pub isrel: Option<IsRelVerdict>,
+    pub issup: Option<IsSupVerdict>,
+    /// 1 to 5, as in `[Utility:n]`.
+    pub isuse: Option<u8>,
+}
+
+/// IsRel's verdict: `[Relevant]` or `[Irrelevant]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum IsRelVerdict {
+    Relevant,
+    Irrelevant,
+}
+
+/// IsSup's verdict: `[Fully supported]`, `[Partially supported]` or
+/// `[No support / Contradictory]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum IsSupVerdict {
+    Fully,
+    Partially,
+    NoSupport,
 }
 
 /// One segment of the answer: its chosen candidate and the rejected ones.

@@ -154,11 +154,12 @@ impl History {
             .then(|| std::fs::read(&path).ok())
             .flatten()
             .ok_or_else(|| EngineError::UnknownAnswer(id.to_string()))?;
-        let record: SavedAnswer =
+        let mut record: SavedAnswer =
             serde_json::from_slice(&bytes).map_err(|e| EngineError::ReadTrace {
                 path,
                 message: e.to_string(),
             })?;
+        record.answer.refresh_verdicts();
         self.lock().insert(id.to_string(), record.clone());
         Ok(record)
     }

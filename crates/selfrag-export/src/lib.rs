@@ -34,7 +34,7 @@ mod bibtex;
 mod html;
 mod markdown;
 
-use selfrag_core::{Answer, IsSupDistribution, Passage, Segment};
+use selfrag_core::{Answer, IsSupDistribution, IsSupVerdict, Passage, Segment};
 use serde::{Deserialize, Serialize};
 
 pub use bibtex::bibtex;
@@ -131,8 +131,8 @@ pub fn render_with(answer: &Answer, options: &ExportOptions) -> String {
     }
 }
 
-/// A segment's IsSup verdict: the most probable of the three tokens (the first on ties, as the
-/// UI's badge reads it), or none where the model emitted no IsSup token.
+/// A segment's IsSup verdict, the core's ([`IsSupDistribution::verdict`], as the UI's badge
+/// shows it), or none where the model emitted no IsSup token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Support {
     Full,
@@ -151,16 +151,11 @@ impl Support {
     }
 
     fn from_distribution(d: &IsSupDistribution) -> Self {
-        let mut best = (Self::Full, d.fully);
-        for (verdict, p) in [
-            (Self::Partial, d.partially),
-            (Self::NotSupported, d.no_support),
-        ] {
-            if p > best.1 {
-                best = (verdict, p);
-            }
+        match d.verdict() {
+            IsSupVerdict::Fully => Self::Full,
+            IsSupVerdict::Partially => Self::Partial,
+            IsSupVerdict::NoSupport => Self::NotSupported,
         }
-        best.0
     }
 
     /// The words the UI's badge uses.

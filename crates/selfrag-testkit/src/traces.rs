@@ -24,6 +24,7 @@ impl TraceBuilder {
                     retrieved: true,
                     found_nothing: false,
                     passages_dropped: 0,
+                    retrieval_is_argmax: None,
                 },
                 passages: Vec::new(),
                 segments: Vec::new(),
@@ -77,7 +78,9 @@ impl TraceBuilder {
         self
     }
 
-    pub fn build(self) -> Answer {
+    /// The answer, with the verdicts the core derives from its distributions.
+    pub fn build(mut self) -> Answer {
+        self.answer.refresh_verdicts();
         self.answer
     }
 }
@@ -105,5 +108,6 @@ pub fn candidate(text: &str, passage: Option<usize>, issup: Option<[f32; 3]>) ->
         continued: false,
         passages_dropped: 0,
         violates: Vec::new(),
+        verdicts: selfrag_core::Verdicts::default(),
     }
 }

@@ -1,4 +1,5 @@
 // Labels for the reflection tokens of one candidate: what the badges and the candidate list say.
+// The verdicts themselves are the core's (`Candidate.verdicts`); this module only words them.
 
 import type {
   Answer,
@@ -7,6 +8,7 @@ import type {
   IsRelDistribution,
   IsSupDistribution,
   IsUseDistribution,
+  IsSupVerdict,
 } from "./ipc/types";
 import { fixed2, fixed3 } from "./format";
 import { retrieveReason } from "./progress";
@@ -41,12 +43,6 @@ export interface DistributionRow {
 export function distributionRows(dist: object | null): DistributionRow[] {
   if (dist === null) return [];
   return Object.entries(dist as Record<string, number>).map(([token, p]) => ({ token, p }));
-}
-
-/** The token with the highest probability, first one on ties. */
-export function argmax<T extends object>(dist: T): keyof T {
-  const entries = Object.entries(dist) as [keyof T, number][];
-  return entries.reduce((best, cur) => (cur[1] > best[1] ? cur : best))[0];
 }
 
 /** "[Relevant] 0.920\n[Irrelevant] 0.080". */
@@ -92,7 +88,8 @@ export function retrieveBadge(answer: Answer): Badge {
 
 export function isRelBadge(c: Candidate): Badge {
   const dist: IsRelDistribution | null = c.isrel;
-  if (dist === null) {
+  const verdict = c.verdicts.isrel;
+  if (dist === null || verdict === null) {
     return {
       name: "IsRel",
       icon: "–",
@@ -104,7 +101,7 @@ export function isRelBadge(c: Candidate): Badge {
       note: describeDistribution(null),
     };
   }
-  const relevant = argmax(dist) === "[Relevant]";
+  const relevant = verdict === "relevant";
   return {
     name: "IsRel",
     icon: relevant ? "✓" : "✗",
@@ -117,15 +114,15 @@ export function isRelBadge(c: Candidate): Badge {
   };
 }
 
-const SUPPORT: Record<keyof IsSupDistribution, { label: string; icon: string; tone: Tone }> = {
-  "[Fully supported]": { label: "Fully supported", icon: "✓", tone: "good" },
-  "[Partially supported]": { label: "Partially supported", icon: "◐", tone: "partial" },
-  "[No support / Contradictory]": { label: "Not supported", icon: "✗", tone: "bad" },
+const SUPPORT: Record<IsSupVerdict, { label: string; icon: string; tone: Tone }> = {
+  fully: { label: "Fully supported", icon: "✓", tone: "good" },
+  partially: { label: "Partially supported", icon: "◐", tone: "partial" },
+  no_support: { label: "Not supported", icon: "✗", tone: "bad" },
 };
 
 export function isSupBadge(c: Candidate): Badge {
   const dist: IsSupDistribution | null = c.issup;
-  if (dist === null) {
+  if (dist === null || c.verdicts.issup === null) {
     return {
       name: "IsSup",
       icon: "–",
@@ -137,7 +134,7 @@ export function isSupBadge(c: Candidate): Badge {
       note: describeDistribution(null),
     };
   }
-  const verdict = SUPPORT[argmax(dist)];
+  const verdict = SUPPORT[c.verdicts.issup];
   return {
     name: "IsSup",
     icon: verdict.icon,
@@ -152,7 +149,8 @@ export function isSupBadge(c: Candidate): Badge {
 
 export function isUseBadge(c: Candidate): Badge {
   const dist: IsUseDistribution | null = c.isuse;
-  if (dist === null) {
+  const utility = c.verdicts.isuse;
+  if (dist === null || utility === null) {
     return {
       name: "IsUse",
       icon: "–",
@@ -164,7 +162,6 @@ export function isUseBadge(c: Candidate): Badge {
       note: describeDistribution(null),
     };
   }
-  const utility = Number(/\d/.exec(String(argmax(dist)))?.[0] ?? 0);
   return {
     name: "IsUse",
     icon: "★",

@@ -4,8 +4,18 @@
 import type { Answer, RetrieveMode, Settings } from "./ipc/types";
 import { fixed2 } from "./format";
 
-/** Whether step 1 retrieves with probability `p` under `mode` and threshold `delta`. */
-export function wouldRetrieve(p: number, mode: RetrieveMode, delta: number): boolean {
+/**
+ * Whether step 1 retrieves with probability `p` under `mode` and threshold `delta`: the core's
+ * rule (`RetrieveMode::retrieves`, pinned by tests/golden/retrieve-rule.json). `argmax` is
+ * whether [Retrieval] was the most probable token over the whole vocabulary, read only in model
+ * mode; without it, model mode's decision is unknown (null) until the model runs again.
+ */
+export function wouldRetrieve(
+  p: number,
+  mode: RetrieveMode,
+  delta: number,
+  argmax?: boolean | null,
+): boolean | null {
   switch (mode) {
     case "adaptive":
       return p > delta;
@@ -14,8 +24,7 @@ export function wouldRetrieve(p: number, mode: RetrieveMode, delta: number): boo
     case "never":
       return false;
     case "model":
-      // p is p(Retrieval) / (p(Retrieval) + p(No Retrieval)): the model prefers retrieval above ½.
-      return p > 0.5;
+      return argmax ?? null;
   }
 }
 
@@ -46,12 +55,16 @@ export function rerunEffects(answer: Answer, now: Settings): string[] {
   const effects: string[] = [];
   const p = answer.retrieve.p_retrieve;
   const before = answer.retrieve.retrieved;
-  const after = wouldRetrieve(p, now.mode, now.threshold);
+  const after = wouldRetrieve(p, now.mode, now.threshold, answer.retrieve.retrieval_is_argmax);
   const rule =
     now.mode === "adaptive"
       ? `p = ${fixed2(p)} ${p > now.threshold ? ">" : "≤"} δ ${fixed2(now.threshold)}`
       : `mode ${now.mode}, p = ${fixed2(p)}`;
-  if (before === after) {
+  if (after === null) {
+    effects.push(
+      `Model mode retrieves when [Retrieval] is the model's most likely next token; this answer, asked in ${asked.mode} mode, did not read that, so only the re-run can tell.`,
+    );
+  } else if (before === after) {
     effects.push(`The first retrieve decision stays the same (${rule}).`);
   } else if (after) {
     effects.push(`It would retrieve this time (${rule}) and cite passages.`);
@@ -64,7 +77,12 @@ export function rerunEffects(answer: Answer, now: Settings): string[] {
     const flips = later.filter(
       (s) =>
         s.retrieve !== null &&
-        s.retrieve.retrieved !== wouldRetrieve(s.retrieve.p_retrieve, now.mode, now.threshold),
+        wouldRetrieve(
+          s.retrieve.p_retrieve,
+          now.mode,
+          now.threshold,
+          s.retrieve.retrieval_is_argmax,
+        ) === !s.retrieve.retrieved,
     ).length;
     if (flips > 0) effects.push(`${flips} later segment decisions would go the other way.`);
   }

@@ -35,6 +35,7 @@ export function candidate(overrides: Partial<Candidate> = {}): Candidate {
     s_sup: 0.935,
     s_use: 0.895,
     score: 2.9225,
+    verdicts: { isrel: "relevant", issup: "fully", isuse: 5 },
     ...overrides,
   };
 }
@@ -80,6 +81,7 @@ export function answer(overrides: Partial<Answer> = {}): Answer {
             },
             s_sup: 0.55,
             score: 2.4,
+            verdicts: { isrel: "relevant", issup: "partially", isuse: 5 },
           }),
         ],
       },

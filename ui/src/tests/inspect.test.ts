@@ -16,6 +16,17 @@ import * as ipc from "$lib/ipc";
 import { markInput, measureRepaint, rerankLatency } from "$lib/latency";
 import { nextStatus, startRun } from "$lib/progress";
 import { changedRunSettings, rerunEffects, wouldRetrieve } from "$lib/rerun";
+import type { RetrieveMode } from "$lib/ipc/types";
+import retrieveRuleJson from "./golden/retrieve-rule.json";
+
+/** The core's `RetrieveMode::retrieves` on a grid (written by src-tauri's bindings test). */
+const retrieveRule = retrieveRuleJson as {
+  mode: RetrieveMode;
+  p: number;
+  threshold: number;
+  argmax: boolean | null;
+  retrieves: boolean | null;
+}[];
 import { defaultSettings } from "$lib/settings";
 import { applyTheme, theme } from "$lib/theme";
 import { answer, candidate } from "./fixtures";
@@ -95,13 +106,25 @@ describe("candidate inspector", () => {
 });
 
 describe("re-run offer", () => {
-  it("applies each retrieve mode to p", () => {
-    expect(wouldRetrieve(0.3, "adaptive", 0.2)).toBe(true);
-    expect(wouldRetrieve(0.3, "adaptive", 0.5)).toBe(false);
-    expect(wouldRetrieve(0.3, "model", 0)).toBe(false);
-    expect(wouldRetrieve(0.6, "model", 0.9)).toBe(true);
-    expect(wouldRetrieve(0, "always", 1)).toBe(true);
-    expect(wouldRetrieve(1, "never", 0)).toBe(false);
+  it("applies the core's retrieve rule, case for case", () => {
+    expect(retrieveRule.length).toBeGreaterThan(100);
+    for (const row of retrieveRule) {
+      expect(wouldRetrieve(row.p, row.mode, row.threshold, row.argmax), JSON.stringify(row)).toBe(
+        row.retrieves,
+      );
+    }
+  });
+
+  it("says model mode cannot be foreseen from an answer asked in another mode", () => {
+    const now = { ...defaultSettings(), mode: "model" as const };
+    expect(rerunEffects(answer(), now)[0]).toMatch(/asked in adaptive mode, did not read that/);
+    const asked = answer({
+      settings: now,
+      retrieve: { p_retrieve: 0.83, retrieved: true, retrieval_is_argmax: true },
+    });
+    expect(rerunEffects(asked, { ...now, k: now.k + 1 })[0]).toBe(
+      "The first retrieve decision stays the same (mode model, p = 0.83).",
+    );
   });
 
   it("offers nothing when only the weights changed", () => {

@@ -5,7 +5,7 @@ import { excerpt, fileName, generatorLine } from "$lib/format";
 import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
-import { argmax, isUseBadge, scoreBreakdown } from "$lib/reflection";
+import { isUseBadge, scoreBreakdown } from "$lib/reflection";
 import { defaultSettings } from "$lib/settings";
 import { isCommand } from "$lib/shortcuts";
 import { candidate } from "./fixtures";
@@ -93,8 +93,7 @@ describe("indexing progress", () => {
 });
 
 describe("reflection labels", () => {
-  it("takes the most probable token", () => {
-    expect(argmax({ a: 0.2, b: 0.5, c: 0.3 })).toBe("b");
+  it("words the core's verdict", () => {
     const third = candidate({
       isuse: {
         "[Utility:1]": 0.1,
@@ -103,8 +102,10 @@ describe("reflection labels", () => {
         "[Utility:4]": 0.1,
         "[Utility:5]": 0.1,
       },
+      verdicts: { isrel: "relevant", issup: "fully", isuse: 3 },
     });
     expect(isUseBadge(third).label).toBe("Utility 3");
+    expect(isUseBadge(third).tone).toBe("partial");
   });
 
   it("leaves p_LM out of the breakdown when it does not count", () => {

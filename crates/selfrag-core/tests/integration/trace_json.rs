@@ -94,7 +94,16 @@ fn answer_json_has_exactly_the_trace_keys() {
             "s_use",
             "score",
             "ends_answer",
+            "verdicts",
         ])
+    );
+    assert_eq!(
+        keys(&candidate["verdicts"]),
+        set(&["isrel", "issup", "isuse"])
+    );
+    assert_eq!(
+        candidate["verdicts"],
+        serde_json::json!({"isrel": "relevant", "issup": "fully", "isuse": 5})
     );
     assert_eq!(
         keys(&candidate["isrel"]),

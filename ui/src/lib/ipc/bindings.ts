@@ -95,7 +95,12 @@ found_nothing?: boolean | undefined,
  * Passages of earlier segments left out of the prompt it was read after, to fit the
  * context (long form; see [`Candidate::passages_dropped`]). Absent when 0.
  */
-passages_dropped?: number | undefined, };
+passages_dropped?: number | undefined, 
+/**
+ * Whether `[Retrieval]` was the most probable next token over the whole vocabulary: read
+ * in `model` mode only (see [`crate::RetrieveMode::retrieves`]). Absent when not read.
+ */
+retrieval_is_argmax?: boolean | undefined, };
 
 export type IsRelDistribution = { "[Relevant]": number, "[Irrelevant]": number, };
 
@@ -104,6 +109,16 @@ export type IsSupDistribution = { "[Fully supported]": number, "[Partially suppo
 export type IsUseDistribution = { "[Utility:1]": number, "[Utility:2]": number, "[Utility:3]": number, "[Utility:4]": number, "[Utility:5]": number, };
 
 export type HardConstraint = "irrelevant" | "unsupported";
+
+export type Verdicts = { isrel: IsRelVerdict | null, issup: IsSupVerdict | null, 
+/**
+ * 1 to 5, as in `[Utility:n]`.
+ */
+isuse: number | null, };
+
+export type IsRelVerdict = "relevant" | "irrelevant";
+
+export type IsSupVerdict = "fully" | "partially" | "no_support";
 
 export type Candidate = { 
 /**
@@ -148,7 +163,11 @@ passages_dropped?: number | undefined,
  * What the hard constraints (step 6) hold against it, whether or not they are on: its
  * passage judged irrelevant, its text judged unsupported. Absent when nothing.
  */
-violates?: Array<HardConstraint> | undefined, };
+violates?: Array<HardConstraint> | undefined, 
+/**
+ * What the model's critique says of it, group by group: what its badges show.
+ */
+verdicts: Verdicts, };
 
 export type Segment = { 
 /**

@@ -106,22 +106,28 @@ mod tests {
         )
     }
 
-    #[test]
-    fn bindings_ts_matches_the_rust_types() {
+    /// Fails unless the committed file `ui_path` (under `ui/`) holds `fresh`, what the Rust side
+    /// generates from `source`; with `UPDATE_BINDINGS` set, writes it first.
+    fn check_generated(ui_path: &str, fresh: &str, source: &str) {
         // The run's CARGO_MANIFEST_DIR follows the checkout even when the binary was built
         // in another one sharing the target dir.
         let dir = std::env::var("CARGO_MANIFEST_DIR")
             .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
-        let path = std::path::Path::new(&dir).join("../ui/src/lib/ipc/bindings.ts");
-        let fresh = generate();
+        let path = std::path::Path::new(&dir).join("../ui").join(ui_path);
         if std::env::var_os("UPDATE_BINDINGS").is_some() {
-            std::fs::write(&path, &fresh).unwrap();
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, fresh).unwrap();
         }
         let committed = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             committed == fresh,
-            "ui/src/lib/ipc/bindings.ts is out of date with the Rust IPC types; run `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` and commit it"
+            "ui/{ui_path} is out of date with {source}; run `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` and commit it"
         );
+    }
+
+    #[test]
+    fn bindings_ts_matches_the_rust_types() {
+        check_generated("src/lib/ipc/bindings.ts", &generate(), "the Rust IPC types");
     }
 
     /// The core's [`RetrieveMode::retrieves`] on a grid of cases, as JSON rows
@@ -154,18 +160,10 @@ mod tests {
 
     #[test]
     fn the_ui_reads_the_retrieve_rule_the_core_runs() {
-        let dir = std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into());
-        let path = std::path::Path::new(&dir).join("../ui/src/tests/golden/retrieve-rule.json");
-        let fresh = retrieve_rule_cases();
-        if std::env::var_os("UPDATE_BINDINGS").is_some() {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &fresh).unwrap();
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == fresh,
-            "ui/src/tests/golden/retrieve-rule.json is out of date with RetrieveMode::retrieves; run `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` and commit it"
+        check_generated(
+            "src/tests/golden/retrieve-rule.json",
+            &retrieve_rule_cases(),
+            "RetrieveMode::retrieves",
         );
     }
 }

@@ -29,15 +29,6 @@ pub enum LibraryCommand {
 }
 
 #[derive(Serialize)]
-struct DocumentOut {
-    id: String,
-    path: String,
-    title: String,
-    pages: u32,
-    passages: u32,
-}
-
-#[derive(Serialize)]
 struct StatsOut {
     documents: usize,
     contents: usize,
@@ -164,18 +155,8 @@ pub async fn library(command: LibraryCommand) -> Result<()> {
     let engine = Engine::new(EngineConfig::from_env()?)?;
     match command {
         LibraryCommand::List { json } => {
-            let docs: Vec<DocumentOut> = engine
-                .documents()
-                .await?
-                .into_iter()
-                .map(|d| DocumentOut {
-                    id: d.id,
-                    path: d.path,
-                    title: d.title,
-                    pages: d.pages,
-                    passages: d.passages,
-                })
-                .collect();
+            // The engine's own type: the JSON the app's UI receives too.
+            let docs = engine.documents().await?;
             if json {
                 return print(&serde_json::to_string_pretty(&docs)?);
             }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use selfrag_core::{
     BackendError, GenerateRequest, Generation, Generator, Passage, PromptBuilder, ReflectionVocab,
-    Settings, TokenId,
+    Settings, TokenId, Tokenizer,
 };
 use selfrag_models::GgufTokenizer;
 use serde::Serialize;
@@ -22,29 +22,12 @@ struct TokenizerOnly {
 }
 
 impl Generator for TokenizerOnly {
-    fn token_id(&self, token: &str) -> Option<TokenId> {
-        self.tokenizer.token_to_id(token)
+    fn tokenizer(&self) -> &dyn Tokenizer {
+        &self.tokenizer
     }
-    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        Ok(self.tokenizer.encode(text, false))
-    }
-    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        Ok(self.tokenizer.encode_after_special(text))
-    }
-    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        Ok(self.tokenizer.decode_checked(ids)?)
-    }
-    fn bos_id(&self) -> TokenId {
-        self.tokenizer.bos_id()
-    }
-    fn eos_id(&self) -> TokenId {
-        self.tokenizer.eos_id()
-    }
+
     fn context_length(&self) -> usize {
         self.context_length
-    }
-    fn vocab_size(&self) -> usize {
-        self.tokenizer.vocab_size()
     }
     fn next_token_probs(&mut self, _: &[TokenId], _: &[TokenId]) -> Result<Vec<f32>, BackendError> {
         Err("selfrag debug prompt reads no weights".into())
@@ -83,7 +66,7 @@ pub fn print(
         tokenizer,
         context_length,
     };
-    let vocab = ReflectionVocab::resolve(&generator)?;
+    let vocab = ReflectionVocab::resolve(&generator.tokenizer)?;
     let budget = max_tokens.unwrap_or(Settings::default().max_new_tokens);
     let builder = PromptBuilder::new(&generator, &vocab, question, budget)?;
     let piece = |id: &TokenId| {

@@ -70,11 +70,12 @@ pub struct Generation {
     pub stop: StopReason,
 }
 
-/// A language model that can score and continue prompts given as token ids.
+/// A model's vocabulary as the algorithm uses it: the ids of named tokens, and text to ids and
+/// back.
 ///
 /// Text is tokenized with special-token parsing off: reflection tokens reach a prompt only by
 /// id, so document text such as `[Fully supported]` can never become a reflection token.
-pub trait Generator {
+pub trait Tokenizer {
     /// The id of an exact vocabulary entry (e.g. `"[Relevant]"`), or `None` if the model lacks it.
     fn token_id(&self, token: &str) -> Option<TokenId>;
     /// Plain-text tokenization, no BOS, special tokens never recognised: text that starts a
@@ -90,10 +91,16 @@ pub trait Generator {
     fn bos_id(&self) -> TokenId;
     /// End-of-sequence id (`</s>`).
     fn eos_id(&self) -> TokenId;
-    /// Maximum prompt + generation length in tokens.
-    fn context_length(&self) -> usize;
     /// Tokens in the vocabulary: ids are `0..vocab_size()`.
     fn vocab_size(&self) -> usize;
+}
+
+/// A language model that can score and continue prompts given as token ids.
+pub trait Generator {
+    /// The vocabulary its prompts are written in and its output is read with.
+    fn tokenizer(&self) -> &dyn Tokenizer;
+    /// Maximum prompt + generation length in tokens.
+    fn context_length(&self) -> usize;
     /// Probabilities (softmax over the whole vocabulary) of `watch_ids` at the position that
     /// follows `prompt`, in the order given.
     fn next_token_probs(

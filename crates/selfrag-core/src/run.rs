@@ -38,7 +38,7 @@ impl<'a> RunContext<'a> {
             return Err(SelfRagError::EmptyQuestion);
         }
         progress::check(cancel)?;
-        let vocab = ReflectionVocab::resolve(&*generator)?;
+        let vocab = ReflectionVocab::resolve(generator.tokenizer())?;
         Ok(Self {
             question,
             settings,

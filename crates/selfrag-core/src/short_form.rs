@@ -93,7 +93,7 @@ impl RunContext<'_> {
     pub(crate) fn decide(&mut self, prompt: &[TokenId]) -> Result<RetrieveDecision, SelfRagError> {
         let (settings, vocab) = (self.settings, &self.vocab);
         let watch: Vec<TokenId> = if settings.mode == RetrieveMode::Model {
-            (0..self.generator.vocab_size())
+            (0..self.generator.tokenizer().vocab_size())
                 .filter_map(|id| TokenId::try_from(id).ok())
                 .collect()
         } else {
@@ -247,6 +247,7 @@ fn build_candidate(
     let critique = critique::read(&generation.tokens, vocab, passage.is_some());
     let decode = |ids: &[TokenId]| {
         generator
+            .tokenizer()
             .decode(ids)
             .map_err(SelfRagError::generator("decoding a candidate"))
     };

@@ -2,7 +2,7 @@
 //! looked up by string (never hard-coded, since a 13B or re-quantized model may number them
 //! differently).
 
-use crate::backend::{Generator, TokenId};
+use crate::backend::{TokenId, Tokenizer};
 use crate::error::SelfRagError;
 
 /// The 15 reflection tokens and `<pad>`, in the id order of `selfrag/selfrag_llama2_7b`
@@ -78,11 +78,11 @@ pub(crate) mod watch {
 }
 
 impl ReflectionVocab {
-    /// Looks every reflection token up in `generator`'s vocabulary; fails naming all the
+    /// Looks every reflection token up in the model's vocabulary; fails naming all the
     /// required ones it lacks (only `<pad>` may be missing).
-    pub fn resolve(generator: &dyn Generator) -> Result<Self, SelfRagError> {
+    pub fn resolve(tokenizer: &dyn Tokenizer) -> Result<Self, SelfRagError> {
         let mut missing = Vec::new();
-        let mut id = |token: &str| match generator.token_id(token) {
+        let mut id = |token: &str| match tokenizer.token_id(token) {
             Some(id) => id,
             None => {
                 missing.push(token.to_string());
@@ -107,8 +107,8 @@ impl ReflectionVocab {
             fully_supported: id("[Fully supported]"),
             partially_supported: id("[Partially supported]"),
             no_support: id("[No support / Contradictory]"),
-            pad: generator.token_id("<pad>"),
-            eos: generator.eos_id(),
+            pad: tokenizer.token_id("<pad>"),
+            eos: tokenizer.eos_id(),
         };
         if missing.is_empty() {
             Ok(vocab)
@@ -209,14 +209,14 @@ impl ReflectionVocab {
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
-    use crate::backend::{BackendError, GenerateRequest, Generation};
+    use crate::backend::BackendError;
 
     /// A vocabulary with the 7B model's ids, minus the tokens named in `lacks`.
     struct Vocabulary {
         lacks: Vec<&'static str>,
     }
 
-    impl Generator for Vocabulary {
+    impl Tokenizer for Vocabulary {
         fn token_id(&self, token: &str) -> Option<TokenId> {
             if self.lacks.contains(&token) {
                 return None;
@@ -239,25 +239,8 @@ mod tests {
         fn eos_id(&self) -> TokenId {
             2
         }
-        fn context_length(&self) -> usize {
-            4096
-        }
         fn vocab_size(&self) -> usize {
             32016
-        }
-        fn next_token_probs(
-            &mut self,
-            _: &[TokenId],
-            _: &[TokenId],
-        ) -> Result<Vec<f32>, BackendError> {
-            Ok(Vec::new())
-        }
-        fn generate_batch(
-            &mut self,
-            _: &[Vec<TokenId>],
-            _: &GenerateRequest,
-        ) -> Result<Vec<Generation>, BackendError> {
-            Ok(Vec::new())
         }
     }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use selfrag_core::{
     BackendError, DeviceChoice, DeviceKind, GenerateRequest, Generation, Generator, GeneratorInfo,
-    ModelRole, TokenId,
+    ModelRole, TokenId, Tokenizer,
 };
 use selfrag_models::{
     BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
@@ -616,36 +616,12 @@ pub(crate) struct ThreadGenerator {
 }
 
 impl Generator for ThreadGenerator {
-    fn token_id(&self, token: &str) -> Option<TokenId> {
-        self.facts.tokenizer.token_to_id(token)
-    }
-
-    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        Ok(self.facts.tokenizer.encode(text, false))
-    }
-
-    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        Ok(self.facts.tokenizer.encode_after_special(text))
-    }
-
-    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        Ok(self.facts.tokenizer.decode_checked(ids)?)
-    }
-
-    fn bos_id(&self) -> TokenId {
-        self.facts.tokenizer.bos_id()
-    }
-
-    fn eos_id(&self) -> TokenId {
-        self.facts.tokenizer.eos_id()
+    fn tokenizer(&self) -> &dyn Tokenizer {
+        &self.facts.tokenizer
     }
 
     fn context_length(&self) -> usize {
         self.facts.context_length
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.facts.tokenizer.vocab_size()
     }
 
     fn describe(&self) -> Option<GeneratorInfo> {
@@ -762,8 +738,13 @@ mod tests {
         let never = Arc::new(AtomicBool::new(false));
         let mut generator = thread.open_generator(never).await.unwrap();
         let prompt = {
-            let mut p = vec![generator.bos_id()];
-            p.extend(generator.tokenize("It was made in the year").unwrap());
+            let mut p = vec![generator.tokenizer().bos_id()];
+            p.extend(
+                generator
+                    .tokenizer()
+                    .tokenize("It was made in the year")
+                    .unwrap(),
+            );
             p
         };
         let watch = lock(&passes).len();
@@ -797,7 +778,7 @@ mod tests {
         let thread = ModelThread::spawn(tiny_paths(tmp.path())).unwrap();
         let cancel = Arc::new(AtomicBool::new(true));
         let mut generator = thread.open_generator(cancel.clone()).await.unwrap();
-        let prompt = vec![generator.bos_id(), 5, 6];
+        let prompt = vec![generator.tokenizer().bos_id(), 5, 6];
         let request = GenerateRequest {
             max_new_tokens: 4,
             stop_ids: vec![],
@@ -814,8 +795,8 @@ mod tests {
         cancel.store(false, Ordering::Relaxed);
         let mut generator = generator;
         let probs = tokio::task::spawn_blocking(move || {
-            let eos = generator.eos_id();
-            generator.next_token_probs(&[generator.bos_id(), 5], &[eos])
+            let eos = generator.tokenizer().eos_id();
+            generator.next_token_probs(&[generator.tokenizer().bos_id(), 5], &[eos])
         })
         .await
         .unwrap()

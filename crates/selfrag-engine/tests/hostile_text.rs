@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 
 use selfrag_core::{
     BackendError, GenerateRequest, Generation, Generator, Passage, REFLECTION_TOKENS, RetrieveMode,
-    Retriever, Settings, TokenId,
+    Retriever, Settings, TokenId, Tokenizer,
 };
 use selfrag_engine::{Engine, EngineConfig, EngineError};
 use selfrag_models::{Device, LlamaGenerator};
@@ -195,29 +195,12 @@ struct Recording {
 }
 
 impl Generator for Recording {
-    fn token_id(&self, token: &str) -> Option<TokenId> {
-        self.inner.token_id(token)
+    fn tokenizer(&self) -> &dyn Tokenizer {
+        self.inner.tokenizer()
     }
-    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        self.inner.tokenize(text)
-    }
-    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        self.inner.tokenize_after_special(text)
-    }
-    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        self.inner.decode(ids)
-    }
-    fn bos_id(&self) -> TokenId {
-        self.inner.bos_id()
-    }
-    fn eos_id(&self) -> TokenId {
-        self.inner.eos_id()
-    }
+
     fn context_length(&self) -> usize {
         self.inner.context_length()
-    }
-    fn vocab_size(&self) -> usize {
-        self.inner.vocab_size()
     }
     fn next_token_probs(
         &mut self,
@@ -330,7 +313,7 @@ fn hostile_questions_and_passages_reach_the_real_tokenizer_as_plain_text() {
         batches: Vec::new(),
     };
     let question = hostile_text("Question:");
-    let vocab = selfrag_core::ReflectionVocab::resolve(&g).unwrap();
+    let vocab = selfrag_core::ReflectionVocab::resolve(g.tokenizer()).unwrap();
     let head = selfrag_core::PromptBuilder::new(&g, &vocab, &question, 12)
         .unwrap()
         .head()
@@ -358,7 +341,7 @@ fn hostile_questions_and_passages_reach_the_real_tokenizer_as_plain_text() {
         "{head_text:?}"
     );
     let specials = special_ids(&g.inner);
-    assert_eq!(head[0], g.bos_id());
+    assert_eq!(head[0], g.tokenizer().bos_id());
     assert!(head[1..].iter().all(|i| !specials.contains(i)), "{head:?}");
     let (mut prompts, mut decisions) = (0, 0);
     for (mode, long_form) in [
@@ -402,7 +385,7 @@ fn hostile_questions_and_passages_reach_the_real_tokenizer_as_plain_text() {
             format!("x{s}y"),
             format!("The text says {s}."),
         ] {
-            let ids = g.inner.tokenize(&text).unwrap();
+            let ids = g.inner.tokenizer().tokenize(&text).unwrap();
             assert!(
                 ids.iter().all(|i| !specials.contains(i)),
                 "{text:?} gave special ids: {ids:?}"

@@ -19,6 +19,7 @@ use std::time::Instant;
 use candle_core::{DType, Device};
 use selfrag_core::{
     BackendError, GenerateRequest, GeneratedToken, Generation, Generator, StopReason, TokenId,
+    Tokenizer,
 };
 
 use crate::error::ModelError;
@@ -563,36 +564,12 @@ impl BatchDecode {
 }
 
 impl Generator for LlamaGenerator {
-    fn token_id(&self, token: &str) -> Option<TokenId> {
-        self.tokenizer.token_to_id(token)
-    }
-
-    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        Ok(self.tokenizer.encode(text, false))
-    }
-
-    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        Ok(self.tokenizer.encode_after_special(text))
-    }
-
-    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        Ok(self.tokenizer.decode_checked(ids)?)
-    }
-
-    fn bos_id(&self) -> TokenId {
-        self.tokenizer.bos_id()
-    }
-
-    fn eos_id(&self) -> TokenId {
-        self.tokenizer.eos_id()
+    fn tokenizer(&self) -> &dyn Tokenizer {
+        &self.tokenizer
     }
 
     fn context_length(&self) -> usize {
         self.model.config().context_length
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.tokenizer.vocab_size()
     }
 
     fn describe(&self) -> Option<selfrag_core::GeneratorInfo> {

@@ -19,6 +19,8 @@ use std::collections::{BinaryHeap, HashMap};
 
 use candle_core::quantized::gguf_file;
 
+use selfrag_core::{BackendError, TokenId, Tokenizer};
+
 use crate::error::ModelError;
 
 /// The SentencePiece word-boundary marker that stands for a space.
@@ -690,5 +692,37 @@ impl GgufTokenizer {
     /// Number of vocabulary entries.
     pub fn vocab_size(&self) -> usize {
         self.tokens.len()
+    }
+}
+
+/// The vocabulary every generator of the app reads and writes with: the local one, the one on
+/// the model thread, the server's (prompts go to a server as our ids) and the prompt-only one.
+impl Tokenizer for GgufTokenizer {
+    fn token_id(&self, token: &str) -> Option<TokenId> {
+        self.token_to_id(token)
+    }
+
+    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        Ok(self.encode(text, false))
+    }
+
+    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+        Ok(self.encode_after_special(text))
+    }
+
+    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
+        Ok(self.decode_checked(ids)?)
+    }
+
+    fn bos_id(&self) -> TokenId {
+        GgufTokenizer::bos_id(self)
+    }
+
+    fn eos_id(&self) -> TokenId {
+        GgufTokenizer::eos_id(self)
+    }
+
+    fn vocab_size(&self) -> usize {
+        GgufTokenizer::vocab_size(self)
     }
 }

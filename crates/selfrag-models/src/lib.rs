@@ -23,17 +23,18 @@
 //! - [`pick_device`]: a `DeviceChoice` made a candle device, falling back to the CPU.
 //!
 //! ```no_run
-//! use selfrag_core::Generator;
+//! use selfrag_core::{Generator, Tokenizer};
 //! use selfrag_models::{LlamaGenerator, pick_device};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let device = pick_device(selfrag_core::DeviceChoice::Auto);
 //! let mut model = LlamaGenerator::load("selfrag_llama2_7b.q4_k_m.gguf".as_ref(), &device)?;
-//! let mut prompt = vec![model.bos_id()];
-//! prompt.extend(model.tokenize("### Instruction:\nWho wrote Hamlet?\n\n### Response:\n")?);
+//! let tokenizer = model.tokenizer();
+//! let mut prompt = vec![tokenizer.bos_id()];
+//! prompt.extend(tokenizer.tokenize("### Instruction:\nWho wrote Hamlet?\n\n### Response:\n")?);
 //! let ids: Vec<u32> = ["[Retrieval]", "[No Retrieval]"]
 //!     .iter()
-//!     .filter_map(|t| model.token_id(t))
+//!     .filter_map(|t| tokenizer.token_id(t))
 //!     .collect();
 //! let probs = model.next_token_probs(&prompt, &ids)?;
 //! # let _ = probs;

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use selfrag_core::{
     BackendError, GenerateRequest, GeneratedToken, Generation, Generator, GeneratorInfo,
-    GeneratorKind, REFLECTION_TOKENS, StopReason, TokenId,
+    GeneratorKind, REFLECTION_TOKENS, StopReason, TokenId, Tokenizer,
 };
 use selfrag_models::{GgufTokenizer, TokenType};
 
@@ -342,36 +342,12 @@ fn lookup(position: &TokenProbs, ids: &[TokenId]) -> Option<Vec<f32>> {
 }
 
 impl Generator for ServerGenerator {
-    fn token_id(&self, token: &str) -> Option<TokenId> {
-        self.tokenizer.token_to_id(token)
-    }
-
-    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        Ok(self.tokenizer.encode(text, false))
-    }
-
-    fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
-        Ok(self.tokenizer.encode_after_special(text))
-    }
-
-    fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
-        Ok(self.tokenizer.decode_checked(ids)?)
-    }
-
-    fn bos_id(&self) -> TokenId {
-        self.tokenizer.bos_id()
-    }
-
-    fn eos_id(&self) -> TokenId {
-        self.tokenizer.eos_id()
+    fn tokenizer(&self) -> &dyn Tokenizer {
+        &self.tokenizer
     }
 
     fn context_length(&self) -> usize {
         self.info.context_length
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.tokenizer.vocab_size()
     }
 
     fn describe(&self) -> Option<GeneratorInfo> {

@@ -53,6 +53,21 @@ export function describeDistribution(dist: object | null): string {
     .join("\n");
 }
 
+/** The badge of a critique group the model emitted no token of. */
+function unjudged(name: string): Badge {
+  const none = describeDistribution(null);
+  return {
+    name,
+    icon: "–",
+    label: "—",
+    score: "",
+    tone: "neutral",
+    distribution: none,
+    rows: [],
+    note: none,
+  };
+}
+
 export function retrieveBadge(answer: Answer): Badge {
   const { p_retrieve, retrieved, found_nothing } = answer.retrieve;
   const { threshold, mode } = answer.settings;
@@ -90,16 +105,7 @@ export function isRelBadge(c: Candidate): Badge {
   const dist: IsRelDistribution | null = c.isrel;
   const verdict = c.verdicts.isrel;
   if (dist === null || verdict === null) {
-    return {
-      name: "IsRel",
-      icon: "–",
-      label: "—",
-      score: "",
-      tone: "neutral",
-      distribution: describeDistribution(null),
-      rows: [],
-      note: describeDistribution(null),
-    };
+    return unjudged("IsRel");
   }
   const relevant = verdict === "relevant";
   return {
@@ -123,16 +129,7 @@ const SUPPORT: Record<IsSupVerdict, { label: string; icon: string; tone: Tone }>
 export function isSupBadge(c: Candidate): Badge {
   const dist: IsSupDistribution | null = c.issup;
   if (dist === null || c.verdicts.issup === null) {
-    return {
-      name: "IsSup",
-      icon: "–",
-      label: "—",
-      score: "",
-      tone: "neutral",
-      distribution: describeDistribution(null),
-      rows: [],
-      note: describeDistribution(null),
-    };
+    return unjudged("IsSup");
   }
   const verdict = SUPPORT[c.verdicts.issup];
   return {
@@ -151,16 +148,7 @@ export function isUseBadge(c: Candidate): Badge {
   const dist: IsUseDistribution | null = c.isuse;
   const utility = c.verdicts.isuse;
   if (dist === null || utility === null) {
-    return {
-      name: "IsUse",
-      icon: "–",
-      label: "—",
-      score: "",
-      tone: "neutral",
-      distribution: describeDistribution(null),
-      rows: [],
-      note: describeDistribution(null),
-    };
+    return unjudged("IsUse");
   }
   return {
     name: "IsUse",

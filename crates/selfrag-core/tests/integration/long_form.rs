@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_core::{
-    CritiqueWeights, Generator, Progress, RetrieveMode, SelfRagError, Settings, rerank,
+    CritiqueWeights, Progress, RetrieveMode, SelfRagError, Settings, Tokenizer, rerank,
 };
 
 use crate::util::*;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use selfrag_core::{
     Answer, BackendError, GenerateRequest, GeneratedToken, Generation, Generator, Passage,
-    Progress, REFLECTION_TOKENS, Retriever, Settings, StopReason, TokenId,
+    Progress, REFLECTION_TOKENS, Retriever, Settings, StopReason, TokenId, Tokenizer,
 };
 
 pub const BOS: TokenId = 1;
@@ -230,7 +230,7 @@ impl Scripted {
     }
 }
 
-impl Generator for Scripted {
+impl Tokenizer for Scripted {
     fn token_id(&self, token: &str) -> Option<TokenId> {
         self.special_id(token).filter(|&id| id != EOS)
     }
@@ -251,11 +251,17 @@ impl Generator for Scripted {
     fn eos_id(&self) -> TokenId {
         EOS
     }
-    fn context_length(&self) -> usize {
-        self.context
-    }
     fn vocab_size(&self) -> usize {
         32016
+    }
+}
+
+impl Generator for Scripted {
+    fn tokenizer(&self) -> &dyn Tokenizer {
+        self
+    }
+    fn context_length(&self) -> usize {
+        self.context
     }
     fn next_token_probs(
         &mut self,

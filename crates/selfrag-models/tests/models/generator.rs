@@ -7,7 +7,7 @@ use std::io::Write;
 use candle_core::quantized::gguf_file::{self, Value};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use selfrag_core::{BackendError, GenerateRequest, Generator, StopReason};
+use selfrag_core::{BackendError, GenerateRequest, Generator, StopReason, Tokenizer};
 use selfrag_fixtures::{SELFRAG_SPECIAL_TOKENS, TINY_LLAMA_CONTEXT};
 use selfrag_models::{LlamaGenerator, ModelError};
 
@@ -21,8 +21,8 @@ fn load() -> (tempfile::TempDir, LlamaGenerator) {
 }
 
 fn prompt(model: &LlamaGenerator, text: &str) -> Vec<u32> {
-    let mut ids = vec![model.bos_id()];
-    ids.extend(model.tokenize(text).unwrap());
+    let mut ids = vec![model.tokenizer().bos_id()];
+    ids.extend(model.tokenizer().tokenize(text).unwrap());
     ids
 }
 
@@ -46,13 +46,13 @@ fn token_id_finds_all_sixteen_reflection_tokens_at_the_end_of_the_vocabulary() {
     let (_dir, model) = load();
     let ids: Vec<u32> = SELFRAG_SPECIAL_TOKENS
         .iter()
-        .map(|t| model.token_id(t).unwrap())
+        .map(|t| model.tokenizer().token_id(t).unwrap())
         .collect();
     let vocab = model.tokenizer().vocab_size() as u32;
     assert_eq!(ids, (vocab - 16..vocab).collect::<Vec<u32>>());
-    assert_eq!(model.token_id("[Not a token]"), None);
-    assert_eq!(model.bos_id(), 1);
-    assert_eq!(model.eos_id(), 2);
+    assert_eq!(model.tokenizer().token_id("[Not a token]"), None);
+    assert_eq!(model.tokenizer().bos_id(), 1);
+    assert_eq!(model.tokenizer().eos_id(), 2);
     assert_eq!(model.context_length(), TINY_LLAMA_CONTEXT);
 }
 
@@ -62,8 +62,8 @@ fn next_token_probs_are_probabilities_of_the_whole_vocabulary() {
     let p = prompt(&model, INSTRUCTION);
     let watch: Vec<u32> = SELFRAG_SPECIAL_TOKENS
         .iter()
-        .map(|t| model.token_id(t).unwrap())
-        .chain([model.eos_id()])
+        .map(|t| model.tokenizer().token_id(t).unwrap())
+        .chain([model.tokenizer().eos_id()])
         .collect();
     let probs = model.next_token_probs(&p, &watch).unwrap();
     assert_eq!(probs.len(), watch.len());
@@ -86,7 +86,7 @@ fn watched_probs_of_the_first_generated_token_match_next_token_probs() {
     let p = prompt(&model, INSTRUCTION);
     let watch: Vec<u32> = ["[Retrieval]", "[No Retrieval]", "[Relevant]"]
         .iter()
-        .map(|t| model.token_id(t).unwrap())
+        .map(|t| model.tokenizer().token_id(t).unwrap())
         .collect();
     let direct = model.next_token_probs(&p, &watch).unwrap();
     let rows = model
@@ -110,10 +110,13 @@ fn generation_stops_at_eos_and_keeps_it() {
         .unwrap();
     let row = &rows[0];
     assert_eq!(row.stop, StopReason::EndOfSequence);
-    assert_eq!(row.tokens.last().map(|t| t.id), Some(model.eos_id()));
+    assert_eq!(
+        row.tokens.last().map(|t| t.id),
+        Some(model.tokenizer().eos_id())
+    );
     let ids: Vec<u32> = row.tokens.iter().map(|t| t.id).collect();
     assert_eq!(
-        model.decode(&ids).unwrap(),
+        Tokenizer::decode(model.tokenizer(), &ids).unwrap(),
         "[Fully supported][Utility:5]</s>"
     );
 }
@@ -223,7 +226,7 @@ fn a_batch_returns_one_row_per_prompt_in_order_with_watched_probs() {
     let b = prompt(&model, "It was made.");
     let watch: Vec<u32> = SELFRAG_SPECIAL_TOKENS
         .iter()
-        .map(|t| model.token_id(t).unwrap())
+        .map(|t| model.tokenizer().token_id(t).unwrap())
         .collect();
     let req = request(12, vec![], watch.clone());
     let batch = model
@@ -263,8 +266,8 @@ fn a_batch_returns_one_row_per_prompt_in_order_with_watched_probs() {
 #[test]
 fn a_prompt_longer_than_the_context_is_an_error_not_a_panic() {
     let (_dir, mut model) = load();
-    let the = model.token_id("\u{2581}the").unwrap();
-    let mut long = vec![model.bos_id()];
+    let the = model.tokenizer().token_id("\u{2581}the").unwrap();
+    let mut long = vec![model.tokenizer().bos_id()];
     long.extend(std::iter::repeat_n(the, TINY_LLAMA_CONTEXT - 10));
     let err = model
         .generate_batch(std::slice::from_ref(&long), &request(20, vec![], vec![]))
@@ -307,7 +310,7 @@ fn bad_ids_and_empty_prompts_are_errors() {
             .generate_batch(&[vec![1]], &request(2, vec![], vec![vocab]))
             .is_err()
     );
-    assert!(model.decode(&[vocab]).is_err());
+    assert!(Tokenizer::decode(model.tokenizer(), &[vocab]).is_err());
 }
 
 fn write_gguf(path: &std::path::Path, metadata: &[(&str, Value)]) {

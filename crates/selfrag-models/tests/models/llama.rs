@@ -7,7 +7,7 @@ use std::fs::File;
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
-use selfrag_core::{GenerateRequest, Generation, Generator, StopReason};
+use selfrag_core::{GenerateRequest, Generation, Generator, StopReason, Tokenizer};
 use selfrag_fixtures::SELFRAG_SPECIAL_TOKENS;
 use selfrag_models::{LlamaGenerator, MappedGguf, QuantizedLlama};
 
@@ -99,8 +99,8 @@ fn load() -> (tempfile::TempDir, std::path::PathBuf, LlamaGenerator) {
 }
 
 fn prompt(model: &LlamaGenerator, text: &str) -> Vec<u32> {
-    let mut ids = vec![model.bos_id()];
-    ids.extend(model.tokenize(text).unwrap());
+    let mut ids = vec![model.tokenizer().bos_id()];
+    ids.extend(model.tokenizer().tokenize(text).unwrap());
     ids
 }
 
@@ -116,7 +116,7 @@ fn request(max_new_tokens: usize, stop_ids: Vec<u32>, watch_ids: Vec<u32>) -> Ge
 fn reflection_ids(model: &LlamaGenerator) -> Vec<u32> {
     SELFRAG_SPECIAL_TOKENS
         .iter()
-        .map(|t| model.token_id(t).unwrap())
+        .map(|t| model.tokenizer().token_id(t).unwrap())
         .collect()
 }
 
@@ -145,13 +145,13 @@ const INSTRUCTION: &str = "### Instruction:\nWho is the president of France?\n\n
 
 /// Self-RAG prompts: one instruction, `[Retrieval]<paragraph>`, then a passage each.
 fn selfrag_prompts(model: &LlamaGenerator, passages: &[&str]) -> Vec<Vec<u32>> {
-    let id = |t: &str| model.token_id(t).unwrap();
+    let id = |t: &str| model.tokenizer().token_id(t).unwrap();
     passages
         .iter()
         .map(|passage| {
             let mut p = prompt(model, INSTRUCTION);
             p.extend([id("[Retrieval]"), id("<paragraph>")]);
-            p.extend(model.tokenize(passage).unwrap());
+            p.extend(model.tokenizer().tokenize(passage).unwrap());
             p.push(id("</paragraph>"));
             p
         })
@@ -213,7 +213,12 @@ fn assert_greedy_matches_candle(
 fn long_prompt(model: &LlamaGenerator) -> Vec<u32> {
     let mut long = prompt(model, INSTRUCTION);
     while long.len() < 300 {
-        long.extend(model.tokenize(" the river of the city was known").unwrap());
+        long.extend(
+            model
+                .tokenizer()
+                .tokenize(" the river of the city was known")
+                .unwrap(),
+        );
     }
     long
 }
@@ -227,7 +232,7 @@ fn greedy_decoding_matches_candles_quantized_llama() {
         selfrag_prompts(&model, &PASSAGES[2..3]).remove(0),
         long_prompt(&model),
     ];
-    assert!(prompts[3].contains(&model.token_id("\u{2581}the").unwrap()));
+    assert!(prompts[3].contains(&model.tokenizer().token_id("\u{2581}the").unwrap()));
     assert_greedy_matches_candle(&path, &mut model, &prompts, 1e-4);
 }
 
@@ -374,7 +379,10 @@ fn a_batch_of_five_decodes_like_five_single_prompts() {
             .unwrap()
             .remove(0);
         assert_generations_close(row, &alone, 1e-4, 1e-5);
-        assert_eq!(row.tokens[0].id, model.token_id("[Relevant]").unwrap());
+        assert_eq!(
+            row.tokens[0].id,
+            model.tokenizer().token_id("[Relevant]").unwrap()
+        );
     }
     // Prompts that are prefixes of one another, and duplicates, share everything they can.
     // With a BOS-only prompt nothing is shared; without it, everything but the last token of
@@ -442,7 +450,10 @@ fn rows_stop_at_different_steps_each_with_its_reason() {
     );
     assert_eq!(batch[0].tokens.len(), max);
     assert_eq!(batch[1].tokens.len(), 3);
-    assert_eq!(batch[1].tokens.last().map(|t| t.id), Some(model.eos_id()));
+    assert_eq!(
+        batch[1].tokens.last().map(|t| t.id),
+        Some(model.tokenizer().eos_id())
+    );
     assert_eq!(batch[2].tokens.last().map(|t| t.id), Some(stop));
     assert!(batch[2].tokens.len() <= 3);
     for (p, row) in prompts.iter().zip(&batch) {

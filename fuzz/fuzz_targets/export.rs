@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use selfrag_core::{
-    Answer, Candidate, IsSupDistribution, Passage, RetrieveDecision, Segment, Settings,
+    Answer, Candidate, IsSupDistribution, Passage, RetrieveDecision, Segment, Settings, Verdicts,
 };
 use selfrag_export::{ExportFormat, ExportOptions, render_with};
 
@@ -82,6 +82,11 @@ fn answer(data: &[u8]) -> Answer {
                     s_sup: f.probability(),
                     s_use: f.probability(),
                     score: f.probability(),
+                    ends_answer: false,
+                    continued: false,
+                    passages_dropped: 0,
+                    violates: Vec::new(),
+                    verdicts: Verdicts::default(),
                 })
                 .collect();
             Segment {
@@ -90,10 +95,11 @@ fn answer(data: &[u8]) -> Answer {
                 chosen: usize::from(f.byte() % 4),
                 candidates,
                 retrieve: None,
+                excluded: Vec::new(),
             }
         })
         .collect();
-    Answer {
+    let mut answer = Answer {
         question,
         settings: Settings {
             long_form: f.byte() % 2 == 0,
@@ -102,11 +108,20 @@ fn answer(data: &[u8]) -> Answer {
         retrieve: RetrieveDecision {
             p_retrieve: f.probability(),
             retrieved: true,
+            found_nothing: false,
+            passages_dropped: 0,
+            retrieval_is_argmax: None,
         },
         passages,
         segments,
+        expansions: Vec::new(),
         answer: f.text(),
-    }
+        generator: None,
+        cut_short: None,
+    };
+    // The verdicts the core derives, as every answer the app exports has them.
+    answer.refresh_verdicts();
+    answer
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -36,7 +36,7 @@ pub use backend::{
 pub use critique::{CritiqueScores, segment_score};
 pub use error::SelfRagError;
 pub use progress::{Cancel, Progress};
-pub use prompt::PromptBuilder;
+pub use prompt::{Prompt, PromptBuilder, WrittenSegment};
 pub use rerank::{Reranked, rerank};
 pub use settings::{CritiqueWeights, RetrieveMode, Settings};
 pub use trace::{

@@ -48,15 +48,20 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     }
     refuse_inflation_bombs(&doc).map_err(malformed)?;
     expand_text_shorthands(&mut doc);
-    let numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
-    if numbers.is_empty() {
+    let numbered = doc.get_pages();
+    if numbered.is_empty() {
         return Err(malformed("it has no pages".into()));
     }
     let mut pages = Vec::new();
     let mut notes = Vec::new();
     let mut unreadable = 0;
-    for number in numbers {
-        match page_text(&doc, number) {
+    for (number, id) in numbered {
+        let text = if parent_chain_loops(&doc, id) {
+            Err("its page tree loops back on itself".to_owned())
+        } else {
+            page_text(&doc, number)
+        };
+        match text {
             Ok(text) if text.trim().is_empty() => {
                 notes.push(format!("page {number} has no text layer (scanned?)"));
             }
@@ -177,6 +182,27 @@ fn expand_text_shorthands(doc: &mut Document) {
     }
 }
 
+/// Whether following the `/Parent` references up from page `page` comes back to an object
+/// already passed. pdf-extract looks a page's inherited attributes (`/MediaBox`, `/Resources`)
+/// up that chain with no end, so such a page would overflow the stack.
+fn parent_chain_loops(doc: &Document, page: pdf_extract::ObjectId) -> bool {
+    let mut passed = std::collections::HashSet::new();
+    let mut current = page;
+    loop {
+        if !passed.insert(current) {
+            return true;
+        }
+        let parent = doc
+            .get_dictionary(current)
+            .and_then(|dict| dict.get(b"Parent"))
+            .and_then(Object::as_reference);
+        match parent {
+            Ok(next) => current = next,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// The text of page `number`, or why it could not be read.
 fn page_text(doc: &Document, number: u32) -> Result<String, String> {
     // pdf-extract unwraps on malformed pages; a panic there is one unreadable page. (Stack
@@ -211,6 +237,71 @@ fn info_title(doc: &Document) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A PDF of `objects` (numbered from 1, the first is the catalog) with a correct xref table.
+    fn pdf_of(objects: &[&str]) -> Vec<u8> {
+        let mut out = b"%PDF-1.4\n".to_vec();
+        let mut offsets = Vec::new();
+        for (i, object) in objects.iter().enumerate() {
+            offsets.push(out.len());
+            out.extend_from_slice(format!("{} 0 obj\n{object}\nendobj\n", i + 1).as_bytes());
+        }
+        let xref = out.len();
+        out.extend_from_slice(
+            format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+        );
+        for offset in offsets {
+            out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+        }
+        out.extend_from_slice(
+            format!(
+                "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+                objects.len() + 1
+            )
+            .as_bytes(),
+        );
+        out
+    }
+
+    /// Found by the `extractors` fuzz target (2026-11-26, under gdb: 57,000 frames of
+    /// pdf-extract's `get_inherited`): a page without `/MediaBox` whose `/Parent` chain loops
+    /// sent pdf-extract up that chain for ever, and the stack overflowed (a crash of the worker
+    /// in the app, of the whole process in-process). The page is now unreadable, and the other
+    /// page of the file is read.
+    #[test]
+    fn a_page_tree_that_loops_is_an_unreadable_page_not_a_stack_overflow() {
+        let stream = "BT /F1 12 Tf 20 100 Td (Hello PDF world.) Tj ET";
+        let font = "<< /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >>";
+        let pdf = pdf_of(&[
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>",
+            // Page 1: no MediaBox of its own, and its parents 6 -> 7 -> 6 loop.
+            &format!("<< /Type /Page /Parent 6 0 R /Contents 5 0 R /Resources {font} >>"),
+            &format!(
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 5 0 R /Resources {font} >>"
+            ),
+            &format!(
+                "<< /Length {} >>\nstream\n{stream}\nendstream",
+                stream.len()
+            ),
+            "<< /Type /Pages /Parent 7 0 R >>",
+            "<< /Type /Pages /Parent 6 0 R >>",
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("looping-page-tree.pdf");
+        std::fs::write(&path, pdf).unwrap();
+        let document = extract(&path).unwrap();
+        assert_eq!(document.pages.len(), 1);
+        assert_eq!(document.pages[0].number, Some(2));
+        assert!(document.pages[0].text.contains("Hello PDF world."));
+        assert!(
+            document.notes.iter().any(
+                |n| n.contains("page 1 could not be read (its page tree loops back on itself)")
+            ),
+            "{:?}",
+            document.notes
+        );
+    }
 
     /// Found by the `extractors` fuzz target (2026-11-22): the page's font `5 0 R` does not
     /// parse (`/Type 'Font`, and `e~dobj` before it), so pdf-extract unwraps a missing object

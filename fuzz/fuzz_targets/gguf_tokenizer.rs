@@ -7,21 +7,8 @@
 
 #![no_main]
 
-use std::sync::OnceLock;
-
 use libfuzzer_sys::fuzz_target;
-use selfrag_fixtures as fixtures;
 use selfrag_models::{GgufTokenizer, TokenType};
-
-fn tiny() -> &'static GgufTokenizer {
-    static TOKENIZER: OnceLock<GgufTokenizer> = OnceLock::new();
-    TOKENIZER.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("tiny.gguf");
-        fixtures::write_tiny_llama_gguf(&path).expect("tiny GGUF");
-        GgufTokenizer::from_gguf_file(&path).expect("tiny tokenizer")
-    })
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
@@ -45,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(rest) else {
         return;
     };
-    let tokenizer = tiny();
+    let tokenizer = selfrag_fuzz::tiny_tokenizer();
     for parse_special in [false, true] {
         let ids = tokenizer.encode(text, parse_special);
         assert!(ids.iter().all(|&id| (id as usize) < tokenizer.vocab_size()));

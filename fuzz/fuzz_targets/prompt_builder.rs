@@ -10,14 +10,11 @@
 
 #![no_main]
 
-use std::sync::OnceLock;
-
 use libfuzzer_sys::fuzz_target;
 use selfrag_core::{
     BackendError, GenerateRequest, Generation, Generator, Passage, PromptBuilder,
     ReflectionVocab, TokenId, Tokenizer, WrittenSegment,
 };
-use selfrag_fixtures as fixtures;
 use selfrag_models::{GgufTokenizer, TokenType};
 
 /// The tiny Self-RAG tokenizer as a generator that only tokenizes.
@@ -41,16 +38,6 @@ impl Generator for TokenizerOnly {
     ) -> Result<Vec<Generation>, BackendError> {
         Ok(Vec::new())
     }
-}
-
-fn tiny() -> &'static GgufTokenizer {
-    static TOKENIZER: OnceLock<GgufTokenizer> = OnceLock::new();
-    TOKENIZER.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("tiny.gguf");
-        fixtures::write_tiny_llama_gguf(&path).expect("tiny GGUF");
-        GgufTokenizer::from_gguf_file(&path).expect("tiny tokenizer")
-    })
 }
 
 fn is_special(tokenizer: &GgufTokenizer, id: TokenId) -> bool {
@@ -94,7 +81,7 @@ fuzz_target!(|data: &[u8]| {
             })
         })
         .collect();
-    let tokenizer = tiny();
+    let tokenizer = selfrag_fuzz::tiny_tokenizer();
     let generator = TokenizerOnly(tokenizer);
     let vocab = ReflectionVocab::resolve(tokenizer).expect("the tiny model has every token");
     let Ok(builder) = PromptBuilder::new(&generator, &vocab, &question, 100) else {

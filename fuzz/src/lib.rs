@@ -2,6 +2,9 @@
 
 use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use selfrag_models::GgufTokenizer;
 
 thread_local! {
     /// Where and why the last panic under [`as_the_app_runs_it`] happened.
@@ -33,4 +36,16 @@ pub fn as_the_app_runs_it<T>(f: impl FnOnce() -> T) -> T {
             )
         }
     }
+}
+
+/// The tokenizer of the tiny Self-RAG GGUF (`selfrag_fixtures`), written and read once per
+/// fuzzing process.
+pub fn tiny_tokenizer() -> &'static GgufTokenizer {
+    static TOKENIZER: OnceLock<GgufTokenizer> = OnceLock::new();
+    TOKENIZER.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("tiny.gguf");
+        selfrag_fixtures::write_tiny_llama_gguf(&path).expect("tiny GGUF");
+        GgufTokenizer::from_gguf_file(&path).expect("tiny tokenizer")
+    })
 }

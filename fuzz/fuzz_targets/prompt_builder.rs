@@ -11,34 +11,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use selfrag_core::{
-    BackendError, GenerateRequest, Generation, Generator, Passage, PromptBuilder,
-    ReflectionVocab, TokenId, Tokenizer, WrittenSegment,
-};
+use selfrag_core::{Passage, PromptBuilder, ReflectionVocab, TokenId, WrittenSegment};
 use selfrag_models::{GgufTokenizer, TokenType};
 
-/// The tiny Self-RAG tokenizer as a generator that only tokenizes.
-struct TokenizerOnly(&'static GgufTokenizer);
-
-impl Generator for TokenizerOnly {
-    fn tokenizer(&self) -> &dyn Tokenizer {
-        self.0
-    }
-    fn context_length(&self) -> usize {
-        // Llama-2's context: room for long passages, so that cutting them is reached too.
-        4096
-    }
-    fn next_token_probs(&mut self, _: &[TokenId], _: &[TokenId]) -> Result<Vec<f32>, BackendError> {
-        Ok(Vec::new())
-    }
-    fn generate_batch(
-        &mut self,
-        _: &[Vec<TokenId>],
-        _: &GenerateRequest,
-    ) -> Result<Vec<Generation>, BackendError> {
-        Ok(Vec::new())
-    }
-}
+/// Llama-2's context: room for long passages, so that cutting them is reached too.
+const CONTEXT_LENGTH: usize = 4096;
 
 fn is_special(tokenizer: &GgufTokenizer, id: TokenId) -> bool {
     matches!(
@@ -61,7 +38,11 @@ fn check(tokenizer: &GgufTokenizer, ids: &[TokenId], allowed: &[usize], what: &s
     }
     let text = tokenizer.decode(ids);
     for marker in ["### Instruction:", "### Response:"] {
-        assert_eq!(text.matches(marker).count(), 1, "{what}: {marker} in {text:?}");
+        assert_eq!(
+            text.matches(marker).count(),
+            1,
+            "{what}: {marker} in {text:?}"
+        );
     }
 }
 
@@ -82,9 +63,8 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     let tokenizer = selfrag_fuzz::tiny_tokenizer();
-    let generator = TokenizerOnly(tokenizer);
     let vocab = ReflectionVocab::resolve(tokenizer).expect("the tiny model has every token");
-    let Ok(builder) = PromptBuilder::new(&generator, &vocab, &question, 100) else {
+    let Ok(builder) = PromptBuilder::new(tokenizer, CONTEXT_LENGTH, &vocab, &question, 100) else {
         return; // the question alone does not fit: an error, as in the app
     };
     let head = builder.head().len();
@@ -118,16 +98,20 @@ fuzz_target!(|data: &[u8]| {
             continue; // too long with the path: an error, as in the app
         };
         check(tokenizer, &decision.ids, &allowed, "decision point");
-        for opening in [
-            builder.without_passage(&path),
-            builder.continuing(&path),
-        ] {
-            let ids = opening.expect("one more token fits when the decision point did").ids;
+        for opening in [builder.without_passage(&path), builder.continuing(&path)] {
+            let ids = opening
+                .expect("one more token fits when the decision point did")
+                .ids;
             let last = ids.len() - 1;
-            check(tokenizer, &ids, &[allowed.as_slice(), &[last]].concat(), "opening");
+            check(
+                tokenizer,
+                &ids,
+                &[allowed.as_slice(), &[last]].concat(),
+                "opening",
+            );
         }
         for passage in &passages {
-            let Ok(prompt) = builder.with_passage(&generator, &path, passage) else {
+            let Ok(prompt) = builder.with_passage(tokenizer, &path, passage) else {
                 continue;
             };
             let ids = &prompt.ids;
@@ -138,14 +122,16 @@ fuzz_target!(|data: &[u8]| {
             if prompt.passages_dropped == 0 {
                 allowed_here.extend_from_slice(&allowed);
             } else {
-                allowed_here.extend(
-                    (head..start).filter(|&i| is_special(tokenizer, ids[i])),
-                );
+                allowed_here.extend((head..start).filter(|&i| is_special(tokenizer, ids[i])));
                 let specials_in_path = ids[head..start]
                     .iter()
                     .filter(|&&id| is_special(tokenizer, id))
                     .count();
-                assert_eq!(specials_in_path, allowed.len() - 1, "a dropped passage kept its specials");
+                assert_eq!(
+                    specials_in_path,
+                    allowed.len() - 1,
+                    "a dropped passage kept its specials"
+                );
             }
             check(tokenizer, ids, &allowed_here, "with a passage");
             assert_eq!(ids[start], vocab.retrieval);

@@ -2,44 +2,15 @@
 //! anyone can check what the model reads, and what a question or document full of section
 //! markers or reflection tokens turns into (text, never the special tokens).
 //!
-//! Only the GGUF's header is read: the tokenizer and the context length are all that the
-//! prompt builder needs; asking the model anything is an error.
+//! Only the GGUF's header is read: its tokenizer and context length are all that the prompt
+//! builder needs.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use selfrag_core::{
-    BackendError, GenerateRequest, Generation, Generator, Passage, PromptBuilder, ReflectionVocab,
-    Settings, TokenId, Tokenizer,
-};
+use selfrag_core::{Passage, PromptBuilder, ReflectionVocab, Settings, TokenId};
 use selfrag_models::GgufTokenizer;
 use serde::Serialize;
-
-/// A GGUF's tokenizer as a `Generator` that builds prompts and runs nothing.
-struct TokenizerOnly {
-    tokenizer: GgufTokenizer,
-    context_length: usize,
-}
-
-impl Generator for TokenizerOnly {
-    fn tokenizer(&self) -> &dyn Tokenizer {
-        &self.tokenizer
-    }
-
-    fn context_length(&self) -> usize {
-        self.context_length
-    }
-    fn next_token_probs(&mut self, _: &[TokenId], _: &[TokenId]) -> Result<Vec<f32>, BackendError> {
-        Err("selfrag debug prompt reads no weights".into())
-    }
-    fn generate_batch(
-        &mut self,
-        _: &[Vec<TokenId>],
-        _: &GenerateRequest,
-    ) -> Result<Vec<Generation>, BackendError> {
-        Err("selfrag debug prompt reads no weights".into())
-    }
-}
 
 #[derive(Serialize)]
 struct PromptOut {
@@ -62,20 +33,10 @@ pub fn print(
 ) -> Result<()> {
     let (tokenizer, context_length) = GgufTokenizer::with_context_length(model)
         .with_context(|| format!("reading the tokenizer of {}", model.display()))?;
-    let generator = TokenizerOnly {
-        tokenizer,
-        context_length,
-    };
-    let vocab = ReflectionVocab::resolve(&generator.tokenizer)?;
+    let vocab = ReflectionVocab::resolve(&tokenizer)?;
     let budget = max_tokens.unwrap_or(Settings::default().max_new_tokens);
-    let builder = PromptBuilder::new(&generator, &vocab, question, budget)?;
-    let piece = |id: &TokenId| {
-        generator
-            .tokenizer
-            .id_to_token(*id)
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let builder = PromptBuilder::new(&tokenizer, context_length, &vocab, question, budget)?;
+    let piece = |id: &TokenId| tokenizer.id_to_token(*id).unwrap_or_default().to_owned();
     let mut prompts = vec![
         ("decision", None, builder.decision_point(&[])?.ids),
         ("no_retrieval", None, builder.without_passage(&[])?.ids),
@@ -92,7 +53,7 @@ pub fn print(
             page: None,
             text,
         };
-        let ids = builder.with_passage(&generator, &[], &passage)?.ids;
+        let ids = builder.with_passage(&tokenizer, &[], &passage)?.ids;
         prompts.push(("passage", Some(file.clone()), ids));
     }
     let out: Vec<PromptOut> = prompts

@@ -61,7 +61,8 @@ pub(crate) fn run(ctx: RunContext<'_>) -> Result<Answer, SelfRagError> {
     let question = ctx.question;
     let described = ctx.generator.describe();
     let prompts = PromptBuilder::new(
-        &*ctx.generator,
+        ctx.generator.tokenizer(),
+        ctx.generator.context_length(),
         &ctx.vocab,
         question,
         settings.max_segment_tokens,

@@ -17,7 +17,8 @@ pub(crate) fn run(mut run: RunContext<'_>) -> Result<Answer, SelfRagError> {
     let settings = run.settings;
     let question = run.question;
     let prompts = PromptBuilder::new(
-        &*run.generator,
+        run.generator.tokenizer(),
+        run.generator.context_length(),
         &run.vocab,
         question,
         settings.max_new_tokens,
@@ -229,7 +230,7 @@ pub(crate) fn build_prompts(
     sources
         .iter()
         .map(|source| match source {
-            Some(passage) => prompts.with_passage(generator, path, passage),
+            Some(passage) => prompts.with_passage(generator.tokenizer(), path, passage),
             None => prompts.without_passage(path),
         })
         .collect()

@@ -314,10 +314,11 @@ fn hostile_questions_and_passages_reach_the_real_tokenizer_as_plain_text() {
     };
     let question = hostile_text("Question:");
     let vocab = selfrag_core::ReflectionVocab::resolve(g.tokenizer()).unwrap();
-    let head = selfrag_core::PromptBuilder::new(&g, &vocab, &question, 12)
-        .unwrap()
-        .head()
-        .to_vec();
+    let head =
+        selfrag_core::PromptBuilder::new(g.tokenizer(), g.context_length(), &vocab, &question, 12)
+            .unwrap()
+            .head()
+            .to_vec();
     let head_text = g.inner.tokenizer().decode(&head[1..]);
     assert!(
         head_text

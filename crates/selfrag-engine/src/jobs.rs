@@ -104,9 +104,21 @@ impl Jobs {
 
     /// Registers a job of `kind`; jobs of one kind may run side by side (two questions).
     pub(crate) fn start(&self, kind: JobKind) -> JobGuard<'_> {
+        self.register(&mut self.running(), kind)
+    }
+
+    /// Registers a job of `kind` unless one already runs; `None` then.
+    pub(crate) fn start_alone(&self, kind: JobKind) -> Option<JobGuard<'_>> {
+        let mut running = self.running();
+        let busy = running.iter().any(|r| r.kind == kind);
+        (!busy).then(|| self.register(&mut running, kind))
+    }
+
+    /// Adds a job of `kind` to `running` (the locked list) with a fresh cancel flag.
+    fn register(&self, running: &mut Vec<Running>, kind: JobKind) -> JobGuard<'_> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let cancel = Arc::new(AtomicBool::new(false));
-        self.running().push(Running {
+        running.push(Running {
             id,
             kind,
             cancel: cancel.clone(),
@@ -116,26 +128,6 @@ impl Jobs {
             id,
             cancel,
         }
-    }
-
-    /// Registers a job of `kind` unless one already runs; `None` then.
-    pub(crate) fn start_alone(&self, kind: JobKind) -> Option<JobGuard<'_>> {
-        let mut running = self.running();
-        if running.iter().any(|r| r.kind == kind) {
-            return None;
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let cancel = Arc::new(AtomicBool::new(false));
-        running.push(Running {
-            id,
-            kind,
-            cancel: cancel.clone(),
-        });
-        Some(JobGuard {
-            jobs: self,
-            id,
-            cancel,
-        })
     }
 
     /// Sets the cancel flag of every running job of `kind`; returns how many there were.

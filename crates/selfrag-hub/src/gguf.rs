@@ -31,6 +31,11 @@ impl ValueType {
 /// Nested arrays deeper than this are refused (the format has no use for more than one level).
 const MAX_ARRAY_DEPTH: u32 = 4;
 
+/// The longest key or `general.architecture` value read into memory: real ones are a few dozen
+/// bytes, and a damaged length must not read gigabytes of a multi-gigabyte file. Other values are
+/// skipped, never read.
+const MAX_STRING: u64 = 1 << 20;
+
 /// A reader that knows how many bytes of the file are left after its position.
 struct Header<'r, R> {
     reader: &'r mut R,
@@ -74,6 +79,11 @@ impl<R: Read + Seek> Header<'_, R> {
 
     fn string(&mut self) -> Result<String, String> {
         let len = self.u64()?;
+        if len > MAX_STRING {
+            return Err(format!(
+                "a header string claims {len} bytes, more than the {MAX_STRING} a key or the architecture may hold"
+            ));
+        }
         self.take(len)?;
         let mut buf = Vec::new();
         (&mut *self.reader)
@@ -205,9 +215,37 @@ mod tests {
         bytes.extend(3u32.to_le_bytes());
         bytes.extend(0u64.to_le_bytes());
         bytes.extend(1u64.to_le_bytes());
-        bytes.extend(u64::MAX.to_le_bytes());
+        // Within the cap on strings, but longer than what the file has left.
+        bytes.extend(1000u64.to_le_bytes());
         let err = architecture(&mut Cursor::new(bytes)).unwrap_err();
         assert!(err.contains("past the end"), "{err}");
+        // And an array of u64 counted past the end of the file, skipped without allocating.
+        let mut bytes = b"GGUF".to_vec();
+        bytes.extend(3u32.to_le_bytes());
+        bytes.extend(0u64.to_le_bytes());
+        bytes.extend(1u64.to_le_bytes());
+        bytes.extend(1u64.to_le_bytes());
+        bytes.push(b'k');
+        bytes.extend(9u32.to_le_bytes());
+        bytes.extend(10u32.to_le_bytes());
+        bytes.extend(u64::MAX.to_le_bytes());
+        let err = architecture(&mut Cursor::new(bytes)).unwrap_err();
+        assert!(
+            err.contains("absurd") || err.contains("past the end"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_key_longer_than_any_real_one_is_refused_before_it_is_read() {
+        let mut bytes = b"GGUF".to_vec();
+        bytes.extend(3u32.to_le_bytes());
+        bytes.extend(0u64.to_le_bytes());
+        bytes.extend(1u64.to_le_bytes());
+        bytes.extend((super::MAX_STRING + 1).to_le_bytes());
+        bytes.resize(bytes.len() + 2 * (1 << 20), b'k');
+        let err = architecture(&mut Cursor::new(bytes)).unwrap_err();
+        assert!(err.contains("claims"), "{err}");
     }
 
     #[test]

@@ -52,7 +52,9 @@ pub fn save_settings(
     mut settings: AppSettings,
 ) -> Result<DeviceStatus> {
     // The generator server is chosen through `use_generator_server` alone.
-    settings.generator_url = state.settings.get().generator_url;
+    let saved = state.settings.get();
+    settings.generator_url = saved.generator_url;
+    settings.generator_model = saved.generator_model;
     let device = settings.device;
     state.settings.save(settings)?;
     if !selfrag_engine::settings::device_fixed_by_env() {

@@ -1,6 +1,6 @@
 //! The generator-server commands: the choice as it stands, the connection test, and switching
-//! between this computer and a llama.cpp server. The URL is kept in the settings file by
-//! `use_generator_server` alone (`save_settings` leaves it as it is); the API key goes to the
+//! between this computer and a server (llama.cpp's, or OpenAI-compatible such as vLLM). The URL
+//! and the model name are kept in the settings file by `use_generator_server` alone (`save_settings` leaves it as it is); the API key goes to the
 //! engine's key file and never back to the page.
 //!
 //! A generator server reads every question and the passages it retrieves, so a new server is
@@ -20,12 +20,19 @@ type Result<T> = std::result::Result<T, IpcError>;
 
 fn current(state: &AppState) -> GeneratorState {
     let config = state.engine.config();
+    let (url, model) = if generator_fixed_by_env() {
+        let server = config.generator_server.as_ref();
+        (
+            server.map(|s| s.url.clone()),
+            server.and_then(|s| s.model.clone()),
+        )
+    } else {
+        let saved = state.settings.get();
+        (saved.generator_url, saved.generator_model)
+    };
     GeneratorState {
-        url: if generator_fixed_by_env() {
-            config.generator_server.as_ref().map(|s| s.url.clone())
-        } else {
-            state.settings.get().generator_url
-        },
+        url,
+        model,
         fixed_by_env: generator_fixed_by_env(),
         has_api_key: saved_api_key(&config.data_dir).is_some(),
     }
@@ -37,22 +44,26 @@ pub fn generator_state(state: tauri::State<'_, AppState>) -> GeneratorState {
     current(&state)
 }
 
-/// Checks the server at `url` as an answer would, changing nothing; `api_key` `None` or empty
-/// uses the saved key.
+/// Checks the server at `url` for `model` (`None`: the one it serves) as an answer would,
+/// changing nothing; `api_key` `None` or empty uses the saved key.
 #[tauri::command]
 pub async fn test_generator_server(
     state: tauri::State<'_, AppState>,
     url: String,
+    model: Option<String>,
     api_key: Option<String>,
 ) -> Result<ServerCheck> {
-    Ok(state.engine.test_generator_server(url, api_key).await?)
+    Ok(state
+        .engine
+        .test_generator_server(url, model, api_key)
+        .await?)
 }
 
 /// The title of the confirmation dialog (the end-to-end tests answer it by this name).
 const CONFIRM_TITLE: &str = "Use a generator server";
 
-/// Generates on the server at `url` from the next question on (`None`: this computer), and
-/// remembers it; a server other than the current one is used only once the person confirms
+/// Generates on the server at `url`, asked for `model`, from the next question on (`None`:
+/// this computer), and remembers both; a server other than the current one is used only once the person confirms
 /// it in a native dialog (declined: nothing changes). `api_key`: `Some` replaces the saved key
 /// (empty removes it), `None` keeps it.
 #[tauri::command]
@@ -60,9 +71,13 @@ pub async fn use_generator_server(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     url: Option<String>,
+    model: Option<String>,
     api_key: Option<String>,
 ) -> Result<GeneratorState> {
     let url = url.map(|u| u.trim().to_owned()).filter(|u| !u.is_empty());
+    let model = model
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty() && url.is_some());
     if let Some(new) = url
         .as_ref()
         .filter(|u| current(&state).url.as_ref() != Some(*u))
@@ -87,10 +102,13 @@ pub async fn use_generator_server(
             return Ok(current(&state));
         }
     }
-    state.engine.set_generator_server(url.clone(), api_key)?;
+    state
+        .engine
+        .set_generator_server(url.clone(), model.clone(), api_key)?;
     if !generator_fixed_by_env() {
         let mut settings = state.settings.get();
         settings.generator_url = url;
+        settings.generator_model = model;
         state.settings.save(settings)?;
     }
     Ok(current(&state))

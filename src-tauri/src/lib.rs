@@ -41,14 +41,14 @@ pub fn run() -> anyhow::Result<()> {
     }
     // The saved generator server, unless SELFRAG_GENERATOR_URL fixes it for this run.
     if !selfrag_engine::generator_server::generator_fixed_by_env() {
-        config.generator_server =
-            settings
-                .get()
-                .generator_url
-                .map(|url| selfrag_remote::ServerConfig {
-                    api_key: selfrag_engine::generator_server::saved_api_key(&config.data_dir),
-                    ..selfrag_remote::ServerConfig::new(url)
-                });
+        let saved = settings.get();
+        config.generator_server = saved.generator_url.map(|url| {
+            selfrag_engine::generator_server::server_config(
+                &url,
+                saved.generator_model,
+                selfrag_engine::generator_server::saved_api_key(&config.data_dir),
+            )
+        });
     }
     init_logging(&config.data_dir);
     // GTK cannot start without a display and would panic inside the event loop; say so plainly.

@@ -1,6 +1,7 @@
 // The app answering through a real llama.cpp server: llama-server (built by `cargo xtask test`)
-// serves the same tiny GGUF, the app is pointed at it with SELFRAG_GENERATOR_URL, and the
-// answer says where it was written. That the server's trace equals the local one is held by
+// serves the same tiny GGUF. The app is pointed at its own API with SELFRAG_GENERATOR_URL, and
+// through the Generator setting at its OpenAI-compatible one (`/v1`, the API vLLM serves), with
+// the model named; each answer says where it was written. That the server's trace equals the local one is held by
 // crates/selfrag-remote/tests/llama_server.rs and the CLI's tests.
 
 import { test } from "node:test";
@@ -64,8 +65,9 @@ test("the app answers through a llama.cpp server and says so", async () => {
   }
 });
 
-test("the generator setting tests a server, switches after the native confirmation, and the answer comes from it", async () => {
-  const { server, url } = await startLlamaServer();
+test("the generator setting tests an OpenAI-compatible server, switches after the native confirmation, and the answer comes from it", async () => {
+  const { server, url: root } = await startLlamaServer();
+  const url = `${root}/v1`;
   const session = await launchWithTestModels();
   try {
     await session.waitFor('[data-testid="question-input"]');
@@ -73,13 +75,19 @@ test("the generator setting tests a server, switches after the native confirmati
     await session.waitFor('[data-testid="generator-in-use"]', { text: (t) => t.includes("this computer") });
     await session.click(await session.find('[data-testid="generator-server"]'));
     await session.type(await session.waitFor('[data-testid="generator-url"]'), url);
+    // llama-server names its model by the file it loaded.
+    await session.type(await session.find('[data-testid="generator-model"]'), process.env.SELFRAG_TEST_GENERATOR);
     await session.click(await session.find('[data-testid="generator-test"]'));
     const report = await session.waitFor('[data-testid="generator-result"]', {
       timeout: 30000,
       text: (t) => t.includes("llama.cpp"),
     });
     const reportText = await session.text(report);
-    assert.match(reportText, /tiny-selfrag\.gguf on llama\.cpp .* reflection tokens and tokenizer match/, reportText);
+    assert.match(
+      reportText,
+      /tiny-selfrag\.gguf on llama\.cpp, OpenAI-compatible API · \d+ tokens · reflection tokens and tokenizer match/,
+      reportText,
+    );
     await session.screenshot("generator-setting-tested");
 
     // Use: the native confirmation names the server; the page cannot answer it, a person can.

@@ -93,12 +93,17 @@ enum Command {
         /// long form.
         #[arg(long)]
         max_tokens: Option<usize>,
-        /// Generate on this llama.cpp server (llama-server) instead of this computer; the GGUF
-        /// file it serves must be here too, for its tokenizer (SELFRAG_GENERATOR or the HF
-        /// cache). The API key, if any, comes from SELFRAG_GENERATOR_API_KEY. Default:
+        /// Generate on this server instead of this computer: llama.cpp's llama-server
+        /// (http://host:8080), or an OpenAI-compatible one such as vLLM (http://host:8000/v1).
+        /// The GGUF file it serves must be here too, for its tokenizer (SELFRAG_GENERATOR or the
+        /// HF cache). The API key, if any, comes from SELFRAG_GENERATOR_API_KEY. Default:
         /// SELFRAG_GENERATOR_URL.
         #[arg(long, value_name = "URL")]
         generator_url: Option<String>,
+        /// The model to ask the server for, where it serves several (vLLM's
+        /// --served-model-name). Default: SELFRAG_GENERATOR_MODEL, else the one it serves.
+        #[arg(long, value_name = "NAME", requires = "generator_url")]
+        generator_model: Option<String>,
     },
     /// Re-rank a saved trace with new weights, without running the model. Says on stderr when
     /// a re-run could write the answer differently.
@@ -456,6 +461,7 @@ fn run(cli: Cli) -> Result<()> {
                 max_segments,
                 max_tokens,
                 generator_url,
+                generator_model,
             } => {
                 let defaults = Settings::default();
                 let settings = Settings {
@@ -471,7 +477,8 @@ fn run(cli: Cli) -> Result<()> {
                     max_segment_tokens: max_tokens.unwrap_or(defaults.max_segment_tokens),
                     ..defaults
                 };
-                ask(question, settings, generator_url, json).await
+                let server = generator_url.map(|url| (url, generator_model));
+                ask(question, settings, server, json).await
             }
             Command::Rerank {
                 trace,
@@ -736,16 +743,18 @@ fn debug(command: DebugCommand) -> Result<()> {
 async fn ask(
     question: String,
     settings: Settings,
-    generator_url: Option<String>,
+    server: Option<(String, Option<String>)>,
     json: bool,
 ) -> Result<()> {
     let mut config = EngineConfig::from_env()?;
-    if let Some(url) = generator_url {
-        let api_key = config.generator_server.and_then(|s| s.api_key);
-        config.generator_server = Some(selfrag_remote::ServerConfig {
-            api_key,
-            ..selfrag_remote::ServerConfig::new(url)
-        });
+    if let Some((url, model)) = server {
+        // The environment's model and key, also where SELFRAG_GENERATOR_URL is unset.
+        let env = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        config.generator_server = Some(selfrag_engine::generator_server::server_config(
+            &url,
+            model.or_else(|| env("SELFRAG_GENERATOR_MODEL")),
+            env("SELFRAG_GENERATOR_API_KEY"),
+        ));
     }
     let engine = Engine::new(config)?;
     let record = engine.ask(question, settings, |_| {}).await?;

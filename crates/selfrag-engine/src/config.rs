@@ -23,8 +23,9 @@ pub struct EngineConfig {
     /// `selfrag_index::worker`); by default this very program. `None` parses in this process,
     /// where a parser crash takes the process down: only for tests.
     pub extract_worker: Option<PathBuf>,
-    /// Answer through this llama.cpp server instead of the local generator. The GGUF file
-    /// (`generator`, or the default one found in the HF cache) still gives the tokenizer.
+    /// Answer through this server (llama.cpp's, or OpenAI-compatible) instead of the local
+    /// generator. The GGUF file (`generator`, or the default one found in the HF cache) still
+    /// gives the tokenizer.
     pub generator_server: Option<selfrag_remote::ServerConfig>,
 }
 
@@ -47,11 +48,12 @@ impl EngineConfig {
             // Both binaries (the app and `selfrag`) start as a worker when asked to.
             extract_worker: std::env::current_exe().ok(),
             generator_server: non_empty_var("SELFRAG_GENERATOR_URL").map(|url| {
-                selfrag_remote::ServerConfig {
-                    api_key: non_empty_var("SELFRAG_GENERATOR_API_KEY")
-                        .map(|k| k.to_string_lossy().into_owned()),
-                    ..selfrag_remote::ServerConfig::new(url.to_string_lossy())
-                }
+                let text = |name| non_empty_var(name).map(|v| v.to_string_lossy().into_owned());
+                crate::generator_server::server_config(
+                    &url.to_string_lossy(),
+                    text("SELFRAG_GENERATOR_MODEL"),
+                    text("SELFRAG_GENERATOR_API_KEY"),
+                )
             }),
         })
     }

@@ -5,7 +5,8 @@
 //! generator in place of the model thread's; the model thread only embeds the queries. The
 //! connected generator is kept for the next question while the choice stands.
 //!
-//! The URL is a setting (`generatorUrl` in settings.json). The API key is kept apart, in
+//! The URL and the model name are settings (`generatorUrl`, `generatorModel` in
+//! settings.json). The API key is kept apart, in
 //! `generator-api-key` in the data folder, created readable by the user only (mode 0600 on
 //! Unix), and never written to the settings file, a trace or a log. `SELFRAG_GENERATOR_URL`
 //! fixes the choice for a run, as `SELFRAG_DEVICE` fixes the device.
@@ -44,14 +45,15 @@ const API_KEY_FILE: &str = "generator-api-key";
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct ServerCheck {
     pub url: String,
-    /// The model file or alias the server loaded.
+    /// The model file, alias or name the server serves.
     pub model: String,
-    /// `llama.cpp <build>`.
+    /// The server and its version, and the API where it is not the server's own, e.g.
+    /// `llama.cpp b6800-abc1234` or `vLLM 0.11.0, OpenAI-compatible API`.
     pub runtime: String,
     /// Tokens of context per request.
     pub context_length: usize,
-    /// Requests the server decodes at once.
-    pub slots: usize,
+    /// Requests the server decodes at once, where it says (llama-server).
+    pub slots: Option<usize>,
     /// The first request's round trip, in milliseconds.
     pub round_trip_ms: f64,
 }
@@ -63,6 +65,8 @@ pub struct ServerCheck {
 pub struct GeneratorState {
     /// The server in use; `None`: this computer.
     pub url: Option<String>,
+    /// The model asked of it; `None`: the one it serves.
+    pub model: Option<String>,
     /// Set when `SELFRAG_GENERATOR_URL` fixes the choice for this run.
     pub fixed_by_env: bool,
     /// Whether an API key is saved (the key itself never leaves the Rust side).
@@ -72,6 +76,16 @@ pub struct GeneratorState {
 /// Whether `SELFRAG_GENERATOR_URL` fixes the generator for this run.
 pub fn generator_fixed_by_env() -> bool {
     std::env::var_os("SELFRAG_GENERATOR_URL").is_some_and(|v| !v.is_empty())
+}
+
+/// The configuration of the server at `url` (trimmed) asked for `model` (`None` or blank: the
+/// one it serves) with `api_key`.
+pub fn server_config(url: &str, model: Option<String>, api_key: Option<String>) -> ServerConfig {
+    ServerConfig {
+        api_key,
+        model: model.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()),
+        ..ServerConfig::new(url.trim())
+    }
 }
 
 fn key_path(data_dir: &Path) -> PathBuf {
@@ -143,14 +157,6 @@ impl Engine {
         answer
     }
 
-    /// The server configuration for `url` with `api_key`.
-    fn config_for(&self, url: &str, api_key: Option<String>) -> ServerConfig {
-        ServerConfig {
-            api_key,
-            ..ServerConfig::new(url.trim())
-        }
-    }
-
     /// The GGUF file whose tokenizer the server must share.
     fn tokenizer_gguf(&self) -> Result<PathBuf, EngineError> {
         self.model_status
@@ -172,17 +178,19 @@ impl Engine {
             })
     }
 
-    /// Connects to the server at `url` and checks it as an answer would (the reflection
-    /// tokens and the tokenizer); `api_key` `None` uses the saved one. Nothing is changed.
+    /// Connects to the server at `url` for `model` and checks it as an answer would (the
+    /// reflection tokens and the tokenizer); `api_key` `None` uses the saved one. Nothing is
+    /// changed.
     pub async fn test_generator_server(
         &self,
         url: String,
+        model: Option<String>,
         api_key: Option<String>,
     ) -> Result<ServerCheck, EngineError> {
         let api_key = api_key
             .filter(|k| !k.trim().is_empty())
             .or_else(|| saved_api_key(&self.config().data_dir));
-        let config = self.config_for(&url, api_key);
+        let config = server_config(&url, model, api_key);
         let gguf = self.tokenizer_gguf()?;
         let generator =
             tokio::task::spawn_blocking(move || ServerGenerator::connect(&config, &gguf))
@@ -192,19 +200,20 @@ impl Engine {
         Ok(ServerCheck {
             url: info.url.clone(),
             model: info.model.clone(),
-            runtime: format!("llama.cpp {}", info.build),
+            runtime: info.runtime.clone(),
             context_length: info.context_length,
             slots: info.slots,
             round_trip_ms: info.round_trip_ms,
         })
     }
 
-    /// Generates on the server at `url` from the next question on, or on this computer with
-    /// `None`. `api_key`: `Some` saves it (an empty one removes it), `None` keeps the saved one.
-    /// Ignored where `SELFRAG_GENERATOR_URL` fixes the choice.
+    /// Generates on the server at `url` (asked for `model`) from the next question on, or on
+    /// this computer with `None`. `api_key`: `Some` saves it (an empty one removes it), `None`
+    /// keeps the saved one. Ignored where `SELFRAG_GENERATOR_URL` fixes the choice.
     pub fn set_generator_server(
         &self,
         url: Option<String>,
+        model: Option<String>,
         api_key: Option<String>,
     ) -> Result<(), EngineError> {
         if generator_fixed_by_env() {
@@ -216,7 +225,7 @@ impl Engine {
         }
         let server = url
             .filter(|u| !u.trim().is_empty())
-            .map(|u| self.config_for(&u, saved_api_key(data_dir)));
+            .map(|u| server_config(&u, model, saved_api_key(data_dir)));
         if let Some(config) = &server {
             selfrag_remote::check_url(&config.url)?;
         }

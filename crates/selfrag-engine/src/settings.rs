@@ -41,11 +41,15 @@ pub struct AppSettings {
     pub ask: Settings,
     pub theme: Theme,
     pub device: DeviceChoice,
-    /// The llama.cpp server that generates; `None`: this computer. Its API key is not here
-    /// (see `generator_server`).
+    /// The server that generates (llama.cpp's, or OpenAI-compatible at a URL ending in `/v1`);
+    /// `None`: this computer. Its API key is not here (see `generator_server`).
     #[cfg_attr(feature = "typescript", ts(optional))]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generator_url: Option<String>,
+    /// The model to ask that server for, where it serves several; `None`: the one it serves.
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_model: Option<String>,
     /// The export menu's last choices.
     pub export: ExportOptions,
 }
@@ -240,6 +244,7 @@ mod tests {
             theme: Theme::Dark,
             device: DeviceChoice::Cpu,
             generator_url: Some("http://gpu-box:8080".into()),
+            generator_model: Some("selfrag/selfrag_llama2_13b".into()),
             export: ExportOptions {
                 format: ExportFormat::Bib,
                 support_labels: true,

@@ -23,16 +23,30 @@ pub enum RemoteError {
     },
 
     #[error(
-        "the generator server at {url} is not a llama.cpp server ({what}): Self-RAG needs \
-         llama.cpp's llama-server, which takes prompts as token ids and returns token probabilities"
+        "the generator server at {url} answers neither as llama.cpp's llama-server nor as an \
+         OpenAI-compatible completions server ({what}): point the generator URL at llama-server \
+         or at vLLM (e.g. http://gpu-box:8000/v1)"
     )]
-    NotLlamaServer { url: String, what: String },
+    NotAServer { url: String, what: String },
 
     #[error(
-        "the generator server at {url} returned no token probabilities ({what}): Self-RAG reads \
-         its reflection tokens' probabilities; use a llama-server build that supports `n_probs`"
+        "the generator server at {url} returned no exact token probabilities ({what}): Self-RAG \
+         reads its reflection tokens' probabilities; use llama.cpp's llama-server, or vLLM with \
+         `prompt_logprobs` and `return_tokens_as_token_ids` (0.6 or later)"
     )]
     NoProbabilities { url: String, what: String },
+
+    #[error(
+        "the server at {url} does not serve {}: it serves {}. Set the generator's model name to \
+         one of them",
+        wanted.as_deref().map_or("one model only".to_owned(), |w| format!("the model {w:?}")),
+        if served.is_empty() { "none".to_owned() } else { format!("{served:?}") }
+    )]
+    ModelNotServed {
+        url: String,
+        wanted: Option<String>,
+        served: Vec<String>,
+    },
 
     #[error(
         "the model served at {url} does not have the Self-RAG token {token} as one token of its \

@@ -1,25 +1,33 @@
-//! The Self-RAG generator on an inference server: llama.cpp's `llama-server`, which runs the
-//! model on whatever the user's machine or lab has (CUDA, Metal, Vulkan, ROCm, CPU).
+//! The Self-RAG generator on an inference server: llama.cpp's `llama-server` (native API), or
+//! any OpenAI-compatible completions server that returns token ids and exact log-probabilities
+//! (vLLM, llama-server's `/v1`). These run the model on whatever the user's machine or lab has
+//! (CUDA, Metal, Vulkan, ROCm, tensor-parallel GPUs, CPU).
 //!
 //! [`ServerGenerator`] is a peer of the local candle generator behind selfrag-core's
 //! `Generator` trait. Three rules make its traces equal to the local ones:
 //! - **Prompts travel as token ids** built by the local GGUF tokenizer with special tokens off.
 //!   A server given text turns `[Fully supported]` written in a document into the reflection
 //!   token: llama.cpp matches a GGUF's user-defined tokens even with `parse_special` off (the
-//!   tests show it). Given ids, it reads exactly what the local model reads.
+//!   tests show it), and Hugging Face tokenizers (vLLM) always match added tokens. Given ids,
+//!   it reads exactly what the local model reads.
 //! - **Probabilities are exact.** Every generated position comes with the server's `top_n` most
 //!   likely tokens, from a softmax of the raw logits over the whole vocabulary. Where the
 //!   algorithm reads the watched ids (the first position, and every position whose token is
-//!   itself watched) and one of them is not among those `top_n`, the position is asked again
-//!   with the whole vocabulary (one token of work: the prefix is in the server's cache). No
-//!   value is ever estimated or made up.
+//!   itself watched) and one of them is not among those `top_n`, it is read exactly: with more
+//!   alternatives where the server gives any number (llama-server), else by scoring each as the
+//!   last token of a prompt (vLLM's `prompt_logprobs`); a server that can do neither is refused
+//!   when it is checked. No value is ever estimated or made up.
 //! - **Checked before use.** [`ServerGenerator::connect`] asks the server for each of the 16
 //!   reflection tokens and requires each to be one token with the local tokenizer's id, and
 //!   compares a plain sentence's ids, so a server running another model fails at once, naming
 //!   the URL.
 //!
 //! The K candidates of a step are sent at once, one streamed request each; the server decodes
-//! them together (start it with `-np K` or more) and keeps each prompt's prefix in its cache.
+//! them together (llama-server: start it with `-np K` or more; vLLM batches by itself) and
+//! keeps each prompt's prefix in its cache.
+//!
+//! Which API a URL speaks: one ending in `/v1` is OpenAI-compatible; any other is asked for
+//! llama.cpp's `/props`, and without it for `/v1/models`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -33,18 +41,26 @@ use selfrag_core::{
 use selfrag_models::{GgufTokenizer, TokenType};
 
 mod error;
+mod http;
 mod llama_server;
+mod openai;
+mod stream;
 
 pub use error::RemoteError;
-use llama_server::{Client, StreamEnd, TokenProbs};
+use http::Http;
+use openai::ExactRead;
+use stream::{StreamEnd, TokenProbs};
 
 /// Where the server is and how to ask it.
 #[derive(Clone, PartialEq)]
 pub struct ServerConfig {
     /// The server's base URL, e.g. `http://127.0.0.1:8080`.
     pub url: String,
-    /// Sent as `Authorization: Bearer …` (llama-server's `--api-key`); never logged.
+    /// Sent as `Authorization: Bearer …` (llama-server's and vLLM's `--api-key`); never
+    /// logged.
     pub api_key: Option<String>,
+    /// The model to ask an OpenAI-compatible server for; `None`: the one it serves.
+    pub model: Option<String>,
     /// Alternatives asked for at every generated position.
     pub top_n: usize,
     /// How long a reply may stay silent.
@@ -57,6 +73,7 @@ impl ServerConfig {
         Self {
             url: url.into(),
             api_key: None,
+            model: None,
             top_n: 20,
             timeout: Duration::from_secs(300),
         }
@@ -69,31 +86,90 @@ impl std::fmt::Debug for ServerConfig {
         f.debug_struct("ServerConfig")
             .field("url", &self.url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("model", &self.model)
             .field("top_n", &self.top_n)
             .field("timeout", &self.timeout)
             .finish()
     }
 }
 
+/// The API a server is spoken to through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerApi {
+    /// llama.cpp's own (`/completion` with `n_probs`).
+    LlamaCpp,
+    /// OpenAI-compatible completions (`/v1/completions` with `logprobs`).
+    OpenAi,
+}
+
 /// What the server said about itself when it was checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerInfo {
+    /// The URL requests go to (an OpenAI-compatible API's ends in `/v1`).
     pub url: String,
-    /// The model file or alias it serves.
+    pub api: ServerApi,
+    /// The model file, alias or name it serves.
     pub model: String,
-    /// llama.cpp's build.
-    pub build: String,
+    /// The server software and version, e.g. `llama.cpp b6800-abc1234` or `vLLM 0.11.0`,
+    /// and the API when it is not the server's own.
+    pub runtime: String,
     /// Tokens of context per request.
     pub context_length: usize,
-    /// Requests it decodes at once.
-    pub slots: usize,
+    /// Requests it decodes at once, where it says (llama-server).
+    pub slots: Option<usize>,
     /// How long the check's first request took, in milliseconds.
     pub round_trip_ms: f64,
 }
 
-/// The generator on a llama-server; see the module documentation.
+/// The server's API, and how it reads a probability its alternatives left out.
+enum Api {
+    LlamaCpp(llama_server::Client),
+    OpenAi {
+        client: openai::Client,
+        exact: ExactRead,
+    },
+}
+
+impl Api {
+    /// The server's tokenization of `text` without BOS, Self-RAG tokens written in it read as
+    /// the tokens.
+    fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, RemoteError> {
+        match self {
+            Api::LlamaCpp(c) => c.tokenize(text, true),
+            Api::OpenAi { client, .. } => client.tokenize(text),
+        }
+    }
+
+    fn next_position(
+        &self,
+        prefix: &[TokenId],
+        width: usize,
+        byte_ids: &[TokenId],
+    ) -> Result<TokenProbs, RemoteError> {
+        match self {
+            Api::LlamaCpp(c) => c.next_position(prefix, width, byte_ids),
+            Api::OpenAi { client, .. } => client.next_position(prefix, width, byte_ids),
+        }
+    }
+
+    fn stream(
+        &self,
+        prompt: &[TokenId],
+        limit: usize,
+        top_n: usize,
+        byte_ids: &[TokenId],
+        on_token: impl FnMut(TokenProbs) -> bool,
+    ) -> Result<StreamEnd, RemoteError> {
+        match self {
+            Api::LlamaCpp(c) => c.stream(prompt, limit, top_n, byte_ids, on_token),
+            Api::OpenAi { client, .. } => client.stream(prompt, limit, top_n, byte_ids, on_token),
+        }
+    }
+}
+
+/// The generator on a server; see the module documentation.
 pub struct ServerGenerator {
-    client: Client,
+    api: Api,
     tokenizer: GgufTokenizer,
     /// The vocabulary's byte tokens (see `Client::next_position`).
     byte_ids: Vec<TokenId>,
@@ -140,19 +216,22 @@ impl ServerGenerator {
     /// vocabulary is in the GGUF file `tokenizer_gguf` (only its header is read).
     pub fn connect(config: &ServerConfig, tokenizer_gguf: &Path) -> Result<Self, RemoteError> {
         check_url(&config.url)?;
-        let tokenizer =
-            GgufTokenizer::from_gguf_file(tokenizer_gguf).map_err(|e| RemoteError::Tokenizer {
+        let (tokenizer, file_context) = GgufTokenizer::with_context_length(tokenizer_gguf)
+            .map_err(|e| RemoteError::Tokenizer {
                 path: tokenizer_gguf.display().to_string(),
                 message: e.to_string(),
             })?;
-        let client = Client::new(&config.url, config.api_key.clone(), config.timeout);
+        let http = Http::new(&config.url, config.api_key.clone(), config.timeout);
         let started = Instant::now();
-        let props = client.props()?;
-        let round_trip_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let url = client.url().to_owned();
+        let (api, mut info) = open(http, config.model.as_deref())?;
+        info.round_trip_ms = started.elapsed().as_secs_f64() * 1000.0;
+        if info.context_length == 0 {
+            info.context_length = file_context;
+        }
+        let url = info.url.clone();
         for token in REFLECTION_TOKENS {
             let ours = tokenizer.token_to_id(token);
-            let theirs = client.tokenize(token, true)?;
+            let theirs = api.tokenize(token)?;
             if theirs.len() != 1 {
                 return Err(RemoteError::MissingReflectionToken {
                     url,
@@ -173,7 +252,7 @@ impl ServerGenerator {
             }
         }
         let ours = tokenizer.encode(TOKENIZER_PROBE, false);
-        let theirs = client.tokenize(TOKENIZER_PROBE, false)?;
+        let theirs = api.tokenize(TOKENIZER_PROBE)?;
         if ours != theirs {
             return Err(RemoteError::VocabularyMismatch {
                 url,
@@ -181,22 +260,22 @@ impl ServerGenerator {
                 detail: format!("{TOKENIZER_PROBE:?} is {theirs:?} there and {ours:?} here"),
             });
         }
-        tracing::info!(%url, model = %props.model, build = %props.build, "generator server checked");
-        let byte_ids = (0..tokenizer.vocab_size())
+        let byte_ids: Vec<TokenId> = (0..tokenizer.vocab_size())
             .filter_map(|id| TokenId::try_from(id).ok())
             .filter(|&id| tokenizer.token_type(id) == Some(TokenType::Byte))
             .collect();
+        let api = match api {
+            Api::OpenAi { client, .. } => {
+                let exact = exact_read(&client, &tokenizer, &byte_ids)?;
+                Api::OpenAi { client, exact }
+            }
+            native => native,
+        };
+        tracing::info!(%url, model = %info.model, runtime = %info.runtime, "generator server checked");
         Ok(Self {
             byte_ids,
-            info: ServerInfo {
-                url,
-                model: props.model,
-                build: props.build,
-                context_length: props.n_ctx,
-                slots: props.slots,
-                round_trip_ms,
-            },
-            client,
+            info,
+            api,
             tokenizer,
             top_n: config.top_n.max(1),
             cancel: None,
@@ -231,31 +310,59 @@ impl ServerGenerator {
         Ok(())
     }
 
-    /// Exact probabilities of `ids` after `prefix`: from the top `top_n` when all are there,
-    /// else the top [`WIDE_TOP_N`], else the whole vocabulary. Every step is exact; the wider
-    /// ones only cost a larger reply (the whole of a 32k vocabulary is about 2 MB of JSON).
+    /// Exact probabilities of `ids` after `prefix`. `first_look` is the position as already
+    /// read with `top_n` alternatives, if it was; else it is read first. Where some of `ids`
+    /// are not among them: llama-server is asked for the top [`WIDE_TOP_N`], then the whole
+    /// vocabulary; an OpenAI-compatible server for what its checked [`ExactRead`] gives. Every
+    /// step is exact; the wider ones only cost a larger reply (the whole of a 32k vocabulary is
+    /// about 2 MB of JSON).
     fn probabilities_after(
         &self,
         prefix: &[TokenId],
         ids: &[TokenId],
+        first_look: Option<&TokenProbs>,
     ) -> Result<Vec<f32>, RemoteError> {
         let vocab = self.tokenizer.vocab_size();
-        let mut widths: Vec<usize> = [self.top_n, WIDE_TOP_N, vocab]
+        let looked;
+        let first = match first_look {
+            Some(position) => position,
+            None => {
+                looked = self
+                    .api
+                    .next_position(prefix, self.top_n.min(vocab), &self.byte_ids)?;
+                &looked
+            }
+        };
+        if let Some(found) = first.lookup(ids) {
+            return Ok(found);
+        }
+        if let Api::OpenAi {
+            client,
+            exact: ExactRead::PromptLogprobs,
+        } = &self.api
+        {
+            return client
+                .score(prefix, ids)?
+                .ok_or_else(|| RemoteError::NoProbabilities {
+                    url: self.info.url.clone(),
+                    what: format!("it stopped scoring prompts (prompt_logprobs) for {ids:?}"),
+                });
+        }
+        let mut widths: Vec<usize> = [WIDE_TOP_N, vocab]
             .into_iter()
             .map(|w| w.min(vocab))
             .collect();
         widths.dedup();
-        for width in widths.into_iter().filter(|&w| w >= self.top_n.min(vocab)) {
-            let position = self.client.next_position(prefix, width, &self.byte_ids)?;
-            if let Some(found) = lookup(&position, ids) {
+        for width in widths.into_iter().filter(|&w| w > self.top_n) {
+            let position = self.api.next_position(prefix, width, &self.byte_ids)?;
+            if let Some(found) = position.lookup(ids) {
                 return Ok(found);
             }
         }
         Err(RemoteError::NoProbabilities {
             url: self.info.url.clone(),
             what: format!(
-                "asked for all {} tokens' probabilities, it left out some of {ids:?}",
-                self.tokenizer.vocab_size()
+                "asked for all {vocab} tokens' probabilities, it left out some of {ids:?}"
             ),
         })
     }
@@ -271,7 +378,7 @@ impl ServerGenerator {
         let mut positions: Vec<TokenProbs> = Vec::new();
         let mut stop = StopReason::Length;
         if request.max_new_tokens > 0 {
-            let end = self.client.stream(
+            let end = self.api.stream(
                 prompt,
                 request.max_new_tokens,
                 self.top_n,
@@ -300,7 +407,7 @@ impl ServerGenerator {
                 let mut prefix = prompt.to_vec();
                 prefix.extend(positions.iter().map(|p| p.id));
                 positions.push(
-                    self.client
+                    self.api
                         .next_position(&prefix, self.top_n, &self.byte_ids)?,
                 );
                 stop = StopReason::EndOfSequence;
@@ -312,9 +419,11 @@ impl ServerGenerator {
             // Read where the algorithm reads: the first position (IsRel) and every watched
             // token's own position (the IsSup and IsUse groups).
             let needed = i == 0 || request.watch_ids.contains(&position.id);
-            let watched = match lookup(position, &request.watch_ids) {
+            let watched = match position.lookup(&request.watch_ids) {
                 Some(found) => found,
-                None if needed => self.probabilities_after(&prefix, &request.watch_ids)?,
+                None if needed => {
+                    self.probabilities_after(&prefix, &request.watch_ids, Some(position))?
+                }
                 None => Vec::new(),
             };
             tokens.push(GeneratedToken {
@@ -328,17 +437,88 @@ impl ServerGenerator {
     }
 }
 
-/// The probabilities of `ids` at `position`, if all of them are among its alternatives.
-fn lookup(position: &TokenProbs, ids: &[TokenId]) -> Option<Vec<f32>> {
-    ids.iter()
-        .map(|&id| {
-            position
-                .top_logprobs
-                .iter()
-                .find(|a| a.id == id)
-                .map(|a| a.logprob.exp())
-        })
-        .collect()
+/// The server at `http`'s URL, through the API it speaks (see the module docs), and what it
+/// says about itself; `context_length` 0 where it does not say.
+fn open(http: Http, model: Option<&str>) -> Result<(Api, ServerInfo), RemoteError> {
+    let openai = |api: Http| -> Result<(Api, ServerInfo), RemoteError> {
+        let (client, models) = openai::Client::connect(api, model)?;
+        let info = ServerInfo {
+            url: client.url().to_owned(),
+            api: ServerApi::OpenAi,
+            model: models.model,
+            runtime: format!("{}, OpenAI-compatible API", models.runtime),
+            context_length: models.context_length.unwrap_or(0),
+            slots: None,
+            round_trip_ms: 0.0,
+        };
+        // Checked once the tokenizer is known (`exact_read`).
+        let exact = ExactRead::AnyWidth;
+        Ok((Api::OpenAi { client, exact }, info))
+    };
+    if http.url().ends_with("/v1") {
+        return openai(http);
+    }
+    let native = llama_server::Client::new(http);
+    match native.props() {
+        Ok(props) => {
+            let info = ServerInfo {
+                url: native.url().to_owned(),
+                api: ServerApi::LlamaCpp,
+                model: props.model,
+                runtime: format!("llama.cpp {}", props.build),
+                context_length: props.n_ctx,
+                slots: Some(props.slots),
+                round_trip_ms: 0.0,
+            };
+            Ok((Api::LlamaCpp(native), info))
+        }
+        Err(RemoteError::NotAServer { url, what }) => {
+            let v1 = native.http().with_base(&format!("{url}/v1"));
+            openai(v1).map_err(|e| match e {
+                RemoteError::NotAServer { what: also, .. } => RemoteError::NotAServer {
+                    url,
+                    what: format!("{what}, and {also}"),
+                },
+                other => other,
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// How an OpenAI-compatible server reads exactly a probability its `logprobs` alternatives
+/// left out, tried on a short prompt: it scores prompts (vLLM), or it gives the whole
+/// vocabulary as alternatives (llama-server). A server that does neither is refused: Self-RAG
+/// would have to guess the reflection tokens it leaves out.
+fn exact_read(
+    client: &openai::Client,
+    tokenizer: &GgufTokenizer,
+    byte_ids: &[TokenId],
+) -> Result<ExactRead, RemoteError> {
+    let mut prefix = vec![tokenizer.bos_id()];
+    prefix.extend(tokenizer.encode(TOKENIZER_PROBE, false));
+    let probe = [tokenizer.eos_id()];
+    if client.score(&prefix, &probe)?.is_some() {
+        return Ok(ExactRead::PromptLogprobs);
+    }
+    let vocab = tokenizer.vocab_size();
+    let refused = |what: String| RemoteError::NoProbabilities {
+        url: client.url().to_owned(),
+        what,
+    };
+    match client.next_position(&prefix, vocab, byte_ids) {
+        Ok(position) if position.top_logprobs.len() >= vocab => Ok(ExactRead::AnyWidth),
+        Ok(position) => Err(refused(format!(
+            "it does not score prompts (prompt_logprobs) and gave {} of the {vocab} alternatives \
+             asked for",
+            position.top_logprobs.len()
+        ))),
+        Err(RemoteError::Failed { status, body, .. }) => Err(refused(format!(
+            "it does not score prompts (prompt_logprobs) and refused to give all {vocab} \
+             alternatives ({status}: {body})"
+        ))),
+        Err(e) => Err(e),
+    }
 }
 
 impl Generator for ServerGenerator {
@@ -354,7 +534,7 @@ impl Generator for ServerGenerator {
         Some(GeneratorInfo {
             kind: GeneratorKind::Server,
             model: self.info.model.clone(),
-            runtime: format!("llama.cpp {}", self.info.build),
+            runtime: self.info.runtime.clone(),
             url: Some(self.info.url.clone()),
         })
     }
@@ -365,7 +545,7 @@ impl Generator for ServerGenerator {
         watch_ids: &[TokenId],
     ) -> Result<Vec<f32>, BackendError> {
         self.check_prompt(prompt, 1)?;
-        Ok(self.probabilities_after(prompt, watch_ids)?)
+        Ok(self.probabilities_after(prompt, watch_ids, None)?)
     }
 
     fn generate_batch(

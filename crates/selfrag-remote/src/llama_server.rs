@@ -6,21 +6,17 @@
 //! token, the `n_probs` most likely tokens with their log-probabilities taken from a softmax of
 //! the raw logits over the whole vocabulary: exact values, not sampler-adjusted ones.
 
-use std::io::{BufRead, BufReader};
-use std::time::Duration;
-
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use selfrag_core::TokenId;
 
 use crate::RemoteError;
+use crate::http::{Http, events};
+use crate::stream::{StreamEnd, StreamEvent, TokenProbs, follow};
 
-/// A connection to one llama-server.
+/// llama.cpp's native API on one server.
 pub(crate) struct Client {
-    agent: ureq::Agent,
-    url: String,
-    api_key: Option<String>,
+    http: Http,
 }
 
 /// What `/props` says about the server.
@@ -34,33 +30,6 @@ pub(crate) struct Props {
     pub build: String,
     /// Requests decoded at once.
     pub slots: usize,
-}
-
-/// One generated position as the server reports it.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct TokenProbs {
-    pub id: TokenId,
-    pub logprob: f32,
-    /// The most likely tokens at this position, most likely first.
-    #[serde(default)]
-    pub top_logprobs: Vec<Alternative>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Alternative {
-    pub id: TokenId,
-    pub logprob: f32,
-}
-
-/// How a streamed completion ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StreamEnd {
-    /// The server stopped: end of sequence.
-    Eos,
-    /// The server stopped: `n_predict` tokens.
-    Limit,
-    /// The caller stopped reading.
-    Caller,
 }
 
 /// The sampling settings of every request: greedy, no penalties, prompts given as ids.
@@ -85,89 +54,32 @@ fn completion_body(prompt: &[TokenId], n_predict: usize, n_probs: usize, stream:
 }
 
 impl Client {
-    pub fn new(url: &str, api_key: Option<String>, timeout: Duration) -> Self {
-        let agent = ureq::AgentBuilder::new()
-            .timeout_connect(Duration::from_secs(10))
-            .timeout_read(timeout)
-            .build();
-        Self {
-            agent,
-            url: url.trim_end_matches('/').to_owned(),
-            api_key,
-        }
+    pub fn new(http: Http) -> Self {
+        Self { http }
     }
 
     pub fn url(&self) -> &str {
-        &self.url
+        self.http.url()
     }
 
-    fn request(&self, method: &str, path: &str) -> ureq::Request {
-        let request = self.agent.request(method, &format!("{}{path}", self.url));
-        match &self.api_key {
-            Some(key) => request.set("Authorization", &format!("Bearer {key}")),
-            None => request,
-        }
-    }
-
-    fn error(&self, e: ureq::Error) -> RemoteError {
-        let url = self.url.clone();
-        match e {
-            ureq::Error::Status(status @ (401 | 403), _) => {
-                RemoteError::Unauthorized { url, status }
-            }
-            ureq::Error::Status(status, response) => RemoteError::Failed {
-                url,
-                status,
-                body: response
-                    .into_string()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(400)
-                    .collect(),
-            },
-            ureq::Error::Transport(t) => RemoteError::Unreachable {
-                url,
-                message: t.to_string(),
-            },
-        }
-    }
-
-    fn post(&self, path: &str, body: &Value) -> Result<ureq::Response, RemoteError> {
-        self.request("POST", path)
-            .set("Content-Type", "application/json")
-            .send_string(&body.to_string())
-            .map_err(|e| self.error(e))
-    }
-
-    fn json(&self, response: ureq::Response, what: &str) -> Result<Value, RemoteError> {
-        let text = response
-            .into_string()
-            .map_err(|e| RemoteError::Interrupted {
-                url: self.url.clone(),
-                message: format!("reading the reply to {what}: {e}"),
-            })?;
-        serde_json::from_str(&text).map_err(|e| RemoteError::NotLlamaServer {
-            url: self.url.clone(),
-            what: format!("{what} answered with no JSON: {e}"),
-        })
+    pub fn http(&self) -> &Http {
+        &self.http
     }
 
     pub fn props(&self) -> Result<Props, RemoteError> {
-        let response = match self.request("GET", "/props").call() {
-            Err(ureq::Error::Status(404, _)) => {
-                return Err(RemoteError::NotLlamaServer {
-                    url: self.url.clone(),
-                    what: "it has no /props".into(),
-                });
-            }
-            other => other.map_err(|e| self.error(e))?,
-        };
-        let props = self.json(response, "/props")?;
+        let response = self
+            .http
+            .get("/props")?
+            .ok_or_else(|| RemoteError::NotAServer {
+                url: self.url().to_owned(),
+                what: "it has no /props".into(),
+            })?;
+        let props = self.http.json(response, "/props")?;
         let n_ctx = props
             .pointer("/default_generation_settings/n_ctx")
             .and_then(Value::as_u64)
-            .ok_or_else(|| RemoteError::NotLlamaServer {
-                url: self.url.clone(),
+            .ok_or_else(|| RemoteError::NotAServer {
+                url: self.url().to_owned(),
                 what: "/props has no default_generation_settings.n_ctx".into(),
             })?;
         let text = |key: &str| {
@@ -196,7 +108,9 @@ impl Client {
     /// `[Fully supported]` into the special token.
     pub fn tokenize(&self, text: &str, parse_special: bool) -> Result<Vec<TokenId>, RemoteError> {
         let body = json!({ "content": text, "add_special": false, "parse_special": parse_special });
-        let reply = self.json(self.post("/tokenize", &body)?, "/tokenize")?;
+        let reply = self
+            .http
+            .json(self.http.post("/tokenize", &body)?, "/tokenize")?;
         reply
             .get("tokens")
             .and_then(Value::as_array)
@@ -205,8 +119,8 @@ impl Client {
                     .map(|id| id.as_u64().and_then(|id| TokenId::try_from(id).ok()))
                     .collect::<Option<Vec<_>>>()
             })
-            .ok_or_else(|| RemoteError::NotLlamaServer {
-                url: self.url.clone(),
+            .ok_or_else(|| RemoteError::NotAServer {
+                url: self.url().to_owned(),
                 what: format!("/tokenize answered {reply}"),
             })
     }
@@ -226,151 +140,106 @@ impl Client {
     ) -> Result<TokenProbs, RemoteError> {
         let mut body = completion_body(prompt, 1, n_probs.max(1), false);
         body["logit_bias"] = byte_ids.iter().map(|&id| json!([id, false])).collect();
-        let reply = self.json(self.post("/completion", &body)?, "/completion")?;
+        let reply = self
+            .http
+            .json(self.http.post("/completion", &body)?, "/completion")?;
         let first = reply
             .get("completion_probabilities")
             .and_then(Value::as_array)
             .and_then(|p| p.first())
             .cloned()
             .ok_or_else(|| RemoteError::NoProbabilities {
-                url: self.url.clone(),
+                url: self.url().to_owned(),
                 what: "/completion answered without completion_probabilities".into(),
             })?;
-        let mut position = self.token_probs(first)?;
-        let best =
-            position
-                .top_logprobs
-                .first()
-                .cloned()
-                .ok_or_else(|| RemoteError::NoProbabilities {
-                    url: self.url.clone(),
-                    what: "/completion answered with no alternatives".into(),
-                })?;
-        position.id = best.id;
-        position.logprob = best.logprob;
-        Ok(position)
+        TokenProbs::most_likely(self.token_probs(first)?.top_logprobs).ok_or_else(|| {
+            RemoteError::NoProbabilities {
+                url: self.url().to_owned(),
+                what: "/completion answered with no alternatives".into(),
+            }
+        })
     }
 
     fn token_probs(&self, value: Value) -> Result<TokenProbs, RemoteError> {
         serde_json::from_value(value).map_err(|e| RemoteError::NoProbabilities {
-            url: self.url.clone(),
+            url: self.url().to_owned(),
             what: format!("unexpected completion_probabilities: {e}"),
         })
     }
 
-    /// Greedy continuation of `prompt`, streamed: `on_token` sees every position in order and
-    /// returns `false` to stop reading (the server then ends the request).
-    ///
-    /// llama-server sends nothing for a token that leaves an incomplete UTF-8 character (a
-    /// byte token in the middle of a multi-byte character): neither its id nor its
-    /// probabilities. Each event counts the tokens generated so far (`tokens_predicted`), so a
-    /// gap is seen, and each missing position is read with a one-token request on the same
-    /// prefix, which the server's cache holds: greedy, the same token it chose.
+    /// Greedy continuation of `prompt`, streamed (see [`follow`]).
     pub fn stream(
         &self,
         prompt: &[TokenId],
         n_predict: usize,
         n_probs: usize,
         byte_ids: &[TokenId],
-        mut on_token: impl FnMut(TokenProbs) -> bool,
+        on_token: impl FnMut(TokenProbs) -> bool,
     ) -> Result<StreamEnd, RemoteError> {
-        let response = self.post(
+        let response = self.http.post(
             "/completion",
             &completion_body(prompt, n_predict, n_probs, true),
         )?;
-        let interrupted = |message: String| RemoteError::Interrupted {
-            url: self.url.clone(),
-            message,
-        };
-        let mut context = prompt.to_vec();
-        let mut generated = 0usize;
-        // Reads the positions the server skipped, up to `upto` generated tokens; false when
-        // the caller stopped.
-        let fill = |context: &mut Vec<TokenId>,
-                    generated: &mut usize,
-                    upto: usize,
-                    on_token: &mut dyn FnMut(TokenProbs) -> bool|
-         -> Result<bool, RemoteError> {
-            while *generated < upto.min(n_predict) {
-                let position = self.next_position(context, n_probs, byte_ids)?;
-                context.push(position.id);
-                *generated += 1;
-                if !on_token(position) {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        };
-        let reader = BufReader::new(response.into_reader());
-        for line in reader.lines() {
-            let line = line.map_err(|e| interrupted(e.to_string()))?;
-            let Some(data) = line.strip_prefix("data: ") else {
-                continue;
-            };
-            let chunk: Value = serde_json::from_str(data)
-                .map_err(|e| interrupted(format!("an event that is not JSON ({e}): {data}")))?;
-            if let Some(error) = chunk.get("error") {
-                return Err(interrupted(format!("the server reported {error}")));
-            }
-            let predicted = chunk
-                .get("tokens_predicted")
-                .and_then(Value::as_u64)
-                .and_then(|n| usize::try_from(n).ok());
-            let probs = chunk
-                .get("completion_probabilities")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let stop = chunk.get("stop").and_then(Value::as_bool) == Some(true);
-            let has_tokens = chunk
-                .get("tokens")
-                .and_then(Value::as_array)
-                .is_some_and(|t| !t.is_empty());
-            if !stop && probs.is_empty() && !has_tokens {
-                // An event that carries no token (the start of the stream, progress).
-                continue;
-            }
-            if !stop {
-                let (Some(predicted), [position]) = (predicted, probs.as_slice()) else {
-                    return Err(RemoteError::NoProbabilities {
-                        url: self.url.clone(),
-                        what: format!(
-                            "a streamed token came without its count and probabilities: {data}"
-                        ),
-                    });
-                };
-                // This event's token is the `predicted`-th; the ones before it that were
-                // never sent are read first.
-                if !fill(
-                    &mut context,
-                    &mut generated,
-                    predicted.saturating_sub(1),
-                    &mut on_token,
-                )? {
-                    return Ok(StreamEnd::Caller);
-                }
-                let position = self.token_probs(position.clone())?;
-                context.push(position.id);
-                generated += 1;
-                if !on_token(position) {
-                    return Ok(StreamEnd::Caller);
-                }
-                continue;
-            }
-            // The last event carries no token; the ones it counts beyond those sent are read.
-            let counted = predicted.unwrap_or(generated);
-            if !fill(&mut context, &mut generated, counted, &mut on_token)? {
-                return Ok(StreamEnd::Caller);
-            }
-            let end = chunk.get("stop_type").and_then(Value::as_str);
-            return Ok(if end == Some("eos") {
-                StreamEnd::Eos
-            } else {
-                StreamEnd::Limit
+        let events = events(self.url(), response).filter_map(|chunk| match chunk {
+            Ok(chunk) => self.stream_event(&chunk).transpose(),
+            Err(e) => Some(Err(e)),
+        });
+        follow(
+            self.url(),
+            prompt,
+            n_predict,
+            events,
+            |prefix| self.next_position(prefix, n_probs, byte_ids),
+            on_token,
+        )
+    }
+
+    /// One streamed event; `None` for one that carries no token (the start, progress).
+    fn stream_event(&self, chunk: &Value) -> Result<Option<StreamEvent>, RemoteError> {
+        if let Some(error) = chunk.get("error") {
+            return Err(RemoteError::Interrupted {
+                url: self.url().to_owned(),
+                message: format!("the server reported {error}"),
             });
         }
-        Err(interrupted(
-            "the stream ended before the server said it had stopped".into(),
-        ))
+        let generated = chunk
+            .get("tokens_predicted")
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok());
+        let probs = chunk
+            .get("completion_probabilities")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if chunk.get("stop").and_then(Value::as_bool) == Some(true) {
+            // The last event carries no token; the ones it counts beyond those sent are read.
+            let end = match chunk.get("stop_type").and_then(Value::as_str) {
+                Some("eos") => StreamEnd::Eos,
+                _ => StreamEnd::Limit,
+            };
+            return Ok(Some(StreamEvent {
+                positions: Vec::new(),
+                generated,
+                end: Some(end),
+            }));
+        }
+        let has_tokens = chunk
+            .get("tokens")
+            .and_then(Value::as_array)
+            .is_some_and(|t| !t.is_empty());
+        if probs.is_empty() && !has_tokens {
+            return Ok(None);
+        }
+        let (Some(generated), [position]) = (generated, probs.as_slice()) else {
+            return Err(RemoteError::NoProbabilities {
+                url: self.url().to_owned(),
+                what: format!("a streamed token came without its count and probabilities: {chunk}"),
+            });
+        };
+        Ok(Some(StreamEvent {
+            positions: vec![self.token_probs(position.clone())?],
+            generated: Some(generated),
+            end: None,
+        }))
     }
 }

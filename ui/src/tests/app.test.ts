@@ -46,7 +46,12 @@ beforeEach(() => {
   mocked.loadSettings.mockResolvedValue(loadedSettings());
   mocked.saveSettings.mockResolvedValue(deviceStatus());
   mocked.listHistory.mockResolvedValue([]);
-  mocked.generatorState.mockResolvedValue({ url: null, fixedByEnv: false, hasApiKey: false });
+  mocked.generatorState.mockResolvedValue({
+    url: null,
+    model: null,
+    fixedByEnv: false,
+    hasApiKey: false,
+  });
   mocked.listDocuments.mockResolvedValue([
     {
       id: "d1",
@@ -290,6 +295,7 @@ describe("App", () => {
     );
     mocked.generatorState.mockResolvedValue({
       url: "http://gpu-box:8080",
+      model: null,
       fixedByEnv: false,
       hasApiKey: false,
     });

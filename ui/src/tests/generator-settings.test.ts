@@ -1,4 +1,4 @@
-// The generator setting: this computer or a llama.cpp server, the connection test's report and
+// The generator setting: this computer or a server (llama.cpp's or OpenAI-compatible), the connection test's report and
 // its errors, and switching (the confirmation itself is native, on the Rust side). The IPC
 // module is mocked.
 
@@ -16,7 +16,12 @@ const mocked = vi.mocked(ipc);
 describe("the generator setting", () => {
   beforeEach(() => {
     vi.resetAllMocks();
-    mocked.generatorState.mockResolvedValue({ url: null, fixedByEnv: false, hasApiKey: false });
+    mocked.generatorState.mockResolvedValue({
+      url: null,
+      model: null,
+      fixedByEnv: false,
+      hasApiKey: false,
+    });
   });
 
   it("tests a server, reports what it serves, and switches to it", async () => {
@@ -31,6 +36,7 @@ describe("the generator setting", () => {
     });
     mocked.useGeneratorServer.mockResolvedValue({
       url: "http://gpu-box:8080",
+      model: null,
       fixedByEnv: false,
       hasApiKey: true,
     });
@@ -47,14 +53,56 @@ describe("the generator setting", () => {
         "selfrag_llama2_7b.q4_k_m.gguf on llama.cpp b6800-abc1234 · 5 slots × 4096 tokens · reflection tokens and tokenizer match · 12 ms",
       ),
     );
-    expect(mocked.testGeneratorServer).toHaveBeenCalledWith("http://gpu-box:8080", "sesame");
+    expect(mocked.testGeneratorServer).toHaveBeenCalledWith("http://gpu-box:8080", null, "sesame");
     await user.click(screen.getByTestId("generator-use"));
     await waitFor(() =>
       expect(screen.getByTestId("generator-in-use")).toHaveTextContent("gpu-box:8080"),
     );
-    expect(mocked.useGeneratorServer).toHaveBeenCalledWith("http://gpu-box:8080", "sesame");
+    expect(mocked.useGeneratorServer).toHaveBeenCalledWith("http://gpu-box:8080", null, "sesame");
     expect(screen.getByTestId("generator-result")).toHaveTextContent(
       "Answers are generated on http://gpu-box:8080.",
+    );
+  });
+
+  it("names the model for an OpenAI-compatible server, which reports no slots", async () => {
+    const user = userEvent.setup();
+    mocked.testGeneratorServer.mockResolvedValue({
+      url: "http://lab:8000/v1",
+      model: "selfrag-13b",
+      runtime: "vLLM 0.11.0, OpenAI-compatible API",
+      contextLength: 4096,
+      slots: null,
+      roundTripMs: 31,
+    });
+    mocked.useGeneratorServer.mockResolvedValue({
+      url: "http://lab:8000/v1",
+      model: "selfrag-13b",
+      fixedByEnv: false,
+      hasApiKey: false,
+    });
+    render(GeneratorSettings);
+    await user.click(await screen.findByTestId("generator-server"));
+    await user.type(screen.getByTestId("generator-url"), "http://lab:8000/v1");
+    await user.type(screen.getByTestId("generator-model"), " selfrag-13b ");
+    await user.click(screen.getByTestId("generator-test"));
+    await waitFor(() =>
+      expect(screen.getByTestId("generator-result")).toHaveTextContent(
+        "selfrag-13b on vLLM 0.11.0, OpenAI-compatible API · 4096 tokens · reflection tokens and tokenizer match · 31 ms",
+      ),
+    );
+    expect(mocked.testGeneratorServer).toHaveBeenCalledWith(
+      "http://lab:8000/v1",
+      "selfrag-13b",
+      null,
+    );
+    await user.click(screen.getByTestId("generator-use"));
+    await waitFor(() =>
+      expect(screen.getByTestId("generator-in-use")).toHaveTextContent("lab:8000"),
+    );
+    expect(mocked.useGeneratorServer).toHaveBeenCalledWith(
+      "http://lab:8000/v1",
+      "selfrag-13b",
+      null,
     );
   });
 
@@ -65,7 +113,12 @@ describe("the generator setting", () => {
       message:
         "could not reach the generator server at http://gpu-box:8080, or it did not answer in time",
     });
-    mocked.useGeneratorServer.mockResolvedValue({ url: null, fixedByEnv: false, hasApiKey: false });
+    mocked.useGeneratorServer.mockResolvedValue({
+      url: null,
+      model: null,
+      fixedByEnv: false,
+      hasApiKey: false,
+    });
     render(GeneratorSettings);
     await user.click(await screen.findByTestId("generator-server"));
     await user.type(screen.getByTestId("generator-url"), "http://gpu-box:8080");
@@ -85,6 +138,7 @@ describe("the generator setting", () => {
   it("is read-only when SELFRAG_GENERATOR_URL fixes it", async () => {
     mocked.generatorState.mockResolvedValue({
       url: "http://lab:8080",
+      model: null,
       fixedByEnv: true,
       hasApiKey: false,
     });

@@ -119,10 +119,16 @@ describe("ipc", () => {
     expect(last()).toEqual(["unwatch_folder", { folder: "/papers" }]);
     await ipc.generatorState();
     expect(last()).toEqual(["generator_state"]);
-    await ipc.testGeneratorServer("http://gpu:8080", null);
-    expect(last()).toEqual(["test_generator_server", { url: "http://gpu:8080", apiKey: null }]);
-    await ipc.useGeneratorServer(null, null);
-    expect(last()).toEqual(["use_generator_server", { url: null, apiKey: null }]);
+    await ipc.testGeneratorServer("http://gpu:8080", null, null);
+    expect(last()).toEqual([
+      "test_generator_server",
+      { url: "http://gpu:8080", model: null, apiKey: null },
+    ]);
+    await ipc.useGeneratorServer("http://gpu:8000/v1", "selfrag-13b", null);
+    expect(last()).toEqual([
+      "use_generator_server",
+      { url: "http://gpu:8000/v1", model: "selfrag-13b", apiKey: null },
+    ]);
   });
 
   it("streams ask and index events through a Channel named onEvent", async () => {

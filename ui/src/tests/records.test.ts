@@ -37,7 +37,12 @@ const HISTORY: HistoryEntry[] = [
 
 beforeEach(() => {
   vi.resetAllMocks();
-  mocked.generatorState.mockResolvedValue({ url: null, fixedByEnv: false, hasApiKey: false });
+  mocked.generatorState.mockResolvedValue({
+    url: null,
+    model: null,
+    fixedByEnv: false,
+    hasApiKey: false,
+  });
   mocked.libraryStats.mockResolvedValue({
     documents: 0,
     passages: 0,

@@ -436,10 +436,14 @@ export type AppSettings = {
  */
 ask: Settings, theme: Theme, device: DeviceChoice, 
 /**
- * The llama.cpp server that generates; `None`: this computer. Its API key is not here
- * (see `generator_server`).
+ * The server that generates (llama.cpp's, or OpenAI-compatible at a URL ending in `/v1`);
+ * `None`: this computer. Its API key is not here (see `generator_server`).
  */
 generatorUrl?: string, 
+/**
+ * The model to ask that server for, where it serves several; `None`: the one it serves.
+ */
+generatorModel?: string, 
 /**
  * The export menu's last choices.
  */
@@ -451,6 +455,10 @@ export type GeneratorState = {
  */
 url: string | null, 
 /**
+ * The model asked of it; `None`: the one it serves.
+ */
+model: string | null, 
+/**
  * Set when `SELFRAG_GENERATOR_URL` fixes the choice for this run.
  */
 fixedByEnv: boolean, 
@@ -461,11 +469,12 @@ hasApiKey: boolean, };
 
 export type ServerCheck = { url: string, 
 /**
- * The model file or alias the server loaded.
+ * The model file, alias or name the server serves.
  */
 model: string, 
 /**
- * `llama.cpp <build>`.
+ * The server and its version, and the API where it is not the server's own, e.g.
+ * `llama.cpp b6800-abc1234` or `vLLM 0.11.0, OpenAI-compatible API`.
  */
 runtime: string, 
 /**
@@ -473,9 +482,9 @@ runtime: string,
  */
 contextLength: number, 
 /**
- * Requests the server decodes at once.
+ * Requests the server decodes at once, where it says (llama-server).
  */
-slots: number, 
+slots: number | null, 
 /**
  * The first request's round trip, in milliseconds.
  */

@@ -134,26 +134,35 @@ export function saveSettings(settings: AppSettings): Promise<DeviceStatus> {
   return call<DeviceStatus>("save_settings", { settings });
 }
 
-/** Where the model generates now: this computer, or a llama.cpp server (`url`). */
+/** Where the model generates now: this computer, or a server (`url`, `model`). */
 export function generatorState(): Promise<GeneratorState> {
   return call<GeneratorState>("generator_state");
 }
 
-/** Checks the server at `url` as an answer would, changing nothing; no key: the saved one. */
-export function testGeneratorServer(url: string, apiKey: string | null): Promise<ServerCheck> {
-  return call<ServerCheck>("test_generator_server", { url, apiKey });
+/**
+ * Checks the server at `url` for `model` (null: the one it serves) as an answer would, changing
+ * nothing; no key: the saved one.
+ */
+export function testGeneratorServer(
+  url: string,
+  model: string | null,
+  apiKey: string | null,
+): Promise<ServerCheck> {
+  return call<ServerCheck>("test_generator_server", { url, model, apiKey });
 }
 
 /**
- * Generates on the server at `url` from the next question on (null: this computer). A new
- * server is used only once the person confirms it in a native dialog; declined, the state is
- * unchanged. `apiKey`: a new key (empty removes it), null keeps the saved one.
+ * Generates on the server at `url`, asked for `model` (null: the one it serves), from the next
+ * question on (`url` null: this computer). A new server is used only once the person confirms
+ * it in a native dialog; declined, the state is unchanged. `apiKey`: a new key (empty removes
+ * it), null keeps the saved one.
  */
 export function useGeneratorServer(
   url: string | null,
+  model: string | null,
   apiKey: string | null,
 ): Promise<GeneratorState> {
-  return call<GeneratorState>("use_generator_server", { url, apiKey });
+  return call<GeneratorState>("use_generator_server", { url, model, apiKey });
 }
 
 /**

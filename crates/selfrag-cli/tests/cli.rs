@@ -259,6 +259,42 @@ fn ask_through_a_llama_server_gives_the_local_trace() {
     remote["generator"].take();
     selfrag_testkit::assert_same_json(&local, &remote, 1e-3, "trace");
 
+    // The same server through its OpenAI-compatible API (the one vLLM serves), asked for its
+    // model by name (llama-server names it by the file it loaded): the same trace.
+    let v1 = format!("{}/v1", server.url);
+    let served = models.join("tiny.gguf");
+    let mut openai_args = ask.to_vec();
+    openai_args.extend([
+        "--generator-url",
+        v1.as_str(),
+        "--generator-model",
+        served.to_str().unwrap(),
+    ]);
+    let mut openai: serde_json::Value =
+        serde_json::from_str(&ok(selfrag(&data, &models, &openai_args))).unwrap();
+    assert_eq!(openai["generator"]["url"], v1.as_str());
+    assert_eq!(
+        openai["generator"]["runtime"],
+        "llama.cpp, OpenAI-compatible API"
+    );
+    openai["generator"].take();
+    selfrag_testkit::assert_same_json(&local, &openai, 1e-3, "trace through /v1");
+    // A model the server does not serve: refused, naming the one it does.
+    let mut wrong_args = ask.to_vec();
+    wrong_args.extend([
+        "--generator-url",
+        v1.as_str(),
+        "--generator-model",
+        "llama-70b",
+    ]);
+    let out = selfrag(&data, &models, &wrong_args);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"llama-70b\"") && stderr.contains(served.to_str().unwrap()),
+        "{stderr}"
+    );
+
     // A server that is not there: the command fails naming the URL and what to do.
     let gone = format!(
         "http://127.0.0.1:{}",

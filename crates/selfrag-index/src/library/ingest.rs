@@ -61,7 +61,19 @@ impl Library {
         self.index_file_locked(path, embedder, stop).await
     }
 
+    /// [`Library::index_file_stoppable`] with the writer lock held: done once durable.
     pub(crate) async fn index_file_locked(
+        &self,
+        path: &Path,
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+    ) -> Result<IndexOutcome, IndexError> {
+        let outcome = self.index_file_unsynced(path, embedder, stop).await?;
+        self.make_durable().await?;
+        Ok(outcome)
+    }
+
+    async fn index_file_unsynced(
         &self,
         path: &Path,
         embedder: &dyn PassageEmbedder,

@@ -99,7 +99,7 @@ impl Library {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot read the vector index's partitioning"),
         }
-        Ok(())
+        self.make_durable().await
     }
 
     /// Merges the small fragments that commits leave behind and deletes the versions older than
@@ -110,7 +110,8 @@ impl Library {
     pub async fn compact(&self) -> Result<(), IndexError> {
         let _writer = self.write.lock().await;
         self.compact_tables(Duration::try_seconds(KEEP_VERSIONS_FOR).unwrap_or_default())
-            .await
+            .await?;
+        self.make_durable().await
     }
 
     async fn compact_tables(&self, keep: Duration) -> Result<(), IndexError> {
@@ -122,6 +123,8 @@ impl Library {
                 })
                 .await
                 .map_err(self.store_err())?;
+            // Durable before pruning: pruning may remove the version durable until now.
+            self.make_durable().await?;
             table
                 .optimize(OptimizeAction::Prune {
                     older_than: Some(keep),

@@ -7,6 +7,7 @@
 //! returned by a search and are removed when the library opens. `library.json` ([`meta`]) names
 //! the current tables, so migrations and re-embeddings swap whole tables atomically.
 
+mod durable;
 mod ingest;
 mod maintain;
 pub(crate) mod meta;
@@ -99,6 +100,8 @@ pub struct Library {
     /// search, so kept here rather than asked of LanceDB each time.
     vector_indexed: AtomicBool,
     text_indexed: AtomicBool,
+    /// What is on disk: every write ends with [`Library::make_durable`].
+    durability: Arc<durable::Durability>,
     /// Held for the library's lifetime: one process writes a library at a time.
     _lock: std::fs::File,
 }
@@ -119,6 +122,9 @@ impl Library {
             source,
         })?;
         let lock = lock_library(dir)?;
+        // Before LanceDB reads anything: the tables go back to their last durable versions.
+        let (durability, _rolled_back) = durable::Durability::open(dir)?;
+        let durability = Arc::new(durability);
         let store_err = |source| IndexError::Store {
             path: dir.to_path_buf(),
             source,
@@ -137,10 +143,10 @@ impl Library {
             .map_err(store_err)?;
         let mut meta = match LibraryMeta::load(dir)? {
             Some(meta) => meta,
-            None => create_or_migrate(&db, dir, embedder).await?,
+            None => create_or_migrate(&db, dir, embedder, &durability).await?,
         };
         if meta.embedder != embedder.model_id() || meta.dim != embedder.dim() {
-            meta = reembed(&db, dir, &meta, embedder).await?;
+            meta = reembed(&db, dir, &meta, embedder, &durability).await?;
         }
         drop_stray_tables(&db, dir, &meta).await?;
         let documents = db
@@ -165,11 +171,13 @@ impl Library {
             uncommitted: AtomicUsize::new(0),
             vector_indexed: AtomicBool::new(false),
             text_indexed: AtomicBool::new(false),
+            durability,
             _lock: lock,
         };
         library.refresh_index_flags().await?;
         library.reload_committed().await?;
         library.remove_orphans().await?;
+        library.make_durable().await?;
         Ok(library)
     }
 
@@ -198,6 +206,36 @@ impl Library {
     /// The embedder whose vectors the library holds.
     pub fn embedder_id(&self) -> &str {
         &self.meta.embedder
+    }
+
+    /// Makes every write so far durable (see [`durable`]): the files LanceDB wrote are synced,
+    /// then the tables' versions recorded. A write counts as done only after this.
+    pub(crate) async fn make_durable(&self) -> Result<(), IndexError> {
+        let versions = [
+            (
+                self.meta.documents_table.clone(),
+                self.documents.version().await,
+            ),
+            (
+                self.meta.passages_table.clone(),
+                self.passages.version().await,
+            ),
+        ];
+        let versions = versions
+            .into_iter()
+            .map(|(name, version)| version.map(|v| (name, v)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(self.store_err())?;
+        let durability = self.durability.clone();
+        tokio::task::spawn_blocking(move || {
+            let named: Vec<(&str, u64)> = versions.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            durability.commit(&named)
+        })
+        .await
+        .map_err(|e| IndexError::Write {
+            path: self.dir.clone(),
+            source: std::io::Error::other(e),
+        })?
     }
 
     fn store_err(&self) -> impl Fn(lancedb::Error) -> IndexError + '_ {
@@ -289,7 +327,9 @@ impl Library {
     /// was one: the folder need not exist any more). Returns the paths removed.
     pub async fn remove(&self, path: &Path) -> Result<Vec<String>, IndexError> {
         let _writer = self.write.lock().await;
-        self.remove_locked(&path_key(path)).await
+        let removed = self.remove_locked(&path_key(path)).await?;
+        self.make_durable().await?;
+        Ok(removed)
     }
 
     async fn remove_locked(&self, key: &str) -> Result<Vec<String>, IndexError> {
@@ -445,6 +485,7 @@ async fn create_or_migrate(
     db: &lancedb::Connection,
     dir: &Path,
     embedder: &dyn PassageEmbedder,
+    durability: &durable::Durability,
 ) -> Result<LibraryMeta, IndexError> {
     let store_err = |source| IndexError::Store {
         path: dir.to_path_buf(),
@@ -525,6 +566,8 @@ async fn create_or_migrate(
             .await
             .map_err(store_err)?;
     }
+    // The new tables reach the disk before library.json names them.
+    durability.sync_new_files()?;
     meta.store(dir)?;
     Ok(meta)
 }
@@ -536,6 +579,7 @@ async fn reembed(
     dir: &Path,
     meta: &LibraryMeta,
     embedder: &dyn PassageEmbedder,
+    durability: &durable::Durability,
 ) -> Result<LibraryMeta, IndexError> {
     let store_err = |source| IndexError::Store {
         path: dir.to_path_buf(),
@@ -591,6 +635,7 @@ async fn reembed(
         passages_table: new_name,
         ..meta.clone()
     };
+    durability.sync_new_files()?;
     updated.store(dir)?;
     Ok(updated)
 }
@@ -723,6 +768,7 @@ impl Library {
             .execute()
             .await
             .map_err(self.store_err())?;
-        self.reload_committed().await
+        self.reload_committed().await?;
+        self.make_durable().await
     }
 }

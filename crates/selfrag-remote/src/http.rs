@@ -8,6 +8,11 @@ use serde_json::Value;
 
 use crate::RemoteError;
 
+/// The most read of one JSON reply: the whole vocabulary's probabilities for a position (asked
+/// where a reflection token is not among the first alternatives) is about 3 MB for Llama-2's
+/// 32k tokens in llama-server's shape, and ureq's own `into_string` stops at 10 MB.
+const REPLY_LIMIT: u64 = 256 << 20;
+
 /// A connection to one server at a base URL (no trailing slash).
 pub(crate) struct Http {
     agent: ureq::Agent,
@@ -105,10 +110,15 @@ impl Http {
         }
     }
 
-    /// The reply's body as JSON; `what` names the request in the error.
+    /// The reply's body as JSON, up to [`REPLY_LIMIT`] bytes; `what` names the request in the
+    /// error.
     pub fn json(&self, response: ureq::Response, what: &str) -> Result<Value, RemoteError> {
-        let text = response
-            .into_string()
+        use std::io::Read;
+        let mut text = String::new();
+        response
+            .into_reader()
+            .take(REPLY_LIMIT)
+            .read_to_string(&mut text)
             .map_err(|e| RemoteError::Interrupted {
                 url: self.url.clone(),
                 message: format!("reading the reply to {what}: {e}"),
@@ -139,7 +149,14 @@ pub(crate) fn events(
                 Ok(line) => line,
                 Err(e) => return Some(Err(interrupted(e.to_string()))),
             };
-            let data = line.strip_prefix("data: ")?.trim();
+            // llama-server reports a failure inside a stream as an `error:` line.
+            if let Some(error) = line.strip_prefix("error:") {
+                return Some(Err(interrupted(format!(
+                    "the server reported {}",
+                    error.trim()
+                ))));
+            }
+            let data = line.strip_prefix("data:")?.trim();
             if data == "[DONE]" {
                 return None;
             }

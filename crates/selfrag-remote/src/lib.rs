@@ -267,6 +267,10 @@ impl ServerGenerator {
         let api = match api {
             Api::OpenAi { client, .. } => {
                 let exact = exact_read(&client, &tokenizer, &byte_ids)?;
+                if exact == ExactRead::PromptLogprobs {
+                    // Scoring a token appends it to the prompt: one position is kept free.
+                    info.context_length = info.context_length.saturating_sub(1);
+                }
                 Api::OpenAi { client, exact }
             }
             native => native,
@@ -406,10 +410,25 @@ impl ServerGenerator {
             if end == StreamEnd::Eos && positions.last().is_none_or(|p| p.id != eos) {
                 let mut prefix = prompt.to_vec();
                 prefix.extend(positions.iter().map(|p| p.id));
-                positions.push(
-                    self.api
-                        .next_position(&prefix, self.top_n, &self.byte_ids)?,
-                );
+                let last = self
+                    .api
+                    .next_position(&prefix, self.top_n, &self.byte_ids)?;
+                // Only the model's own end is taken; a server that stopped at another token
+                // (a generation config's extra stop ids) wrote a row the local generator
+                // would not have, and saying so beats a made-up ending.
+                if last.id != eos {
+                    return Err(RemoteError::Interrupted {
+                        url: self.info.url.clone(),
+                        message: format!(
+                            "it stopped after {} tokens where the model's most likely next \
+                             token is {}, not the end of sequence: start it without extra \
+                             stop tokens",
+                            positions.len(),
+                            last.id
+                        ),
+                    });
+                }
+                positions.push(last);
                 stop = StopReason::EndOfSequence;
             }
         }

@@ -94,10 +94,18 @@ impl Client {
             .get("owned_by")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let context_length = chosen
-            .get("max_model_len")
-            .or_else(|| chosen.pointer("/meta/n_ctx"))
-            .and_then(as_usize);
+        // vLLM says its context here; llama-server's per-request context is its slots' in
+        // `/props` (its `/v1/models` gives the context before it is shared out among slots).
+        let context_length = match chosen.get("max_model_len").and_then(as_usize) {
+            Some(n) => Some(n),
+            None if owned_by == "llamacpp" => {
+                crate::llama_server::Client::new(root.with_base(root.url()))
+                    .props()
+                    .ok()
+                    .map(|p| p.n_ctx)
+            }
+            None => None,
+        };
         let version = match root.get("/version") {
             Ok(Some(reply)) => root
                 .json(reply, "/version")
@@ -359,7 +367,11 @@ fn positions(url: &str, choice: &Value) -> Result<Vec<TokenProbs>, RemoteError> 
                         .map(|(token, lp)| {
                             Ok(Alternative {
                                 id: id_of(token)?,
-                                logprob: lp.as_f64().unwrap_or(f64::NEG_INFINITY) as f32,
+                                logprob: lp.as_f64().ok_or_else(|| {
+                                    no_probabilities(format!(
+                                        "the alternative {token} came without a number: {lp}"
+                                    ))
+                                })? as f32,
                             })
                         })
                         .collect::<Result<Vec<_>, RemoteError>>()

@@ -95,6 +95,15 @@ pub(crate) fn follow(
 ) -> Result<StreamEnd, RemoteError> {
     let mut context = prompt.to_vec();
     let mut generated = 0usize;
+    // Gaps are filled only where every event so far was counted: without the counts, where a
+    // token is missing cannot be told, and a filled gap would continue the wrong prefix.
+    let mut counted_throughout = true;
+    let miscounted = |generated: usize, counted: usize| RemoteError::Interrupted {
+        url: url.to_owned(),
+        message: format!(
+            "its count of generated tokens ({counted}) does not match the {generated} it sent"
+        ),
+    };
     // Hands one position on; false when the caller stopped.
     let mut take = |context: &mut Vec<TokenId>, generated: &mut usize, position: TokenProbs| {
         context.push(position.id);
@@ -107,7 +116,13 @@ pub(crate) fn follow(
         let sent_before = event
             .generated
             .map(|n| n.saturating_sub(event.positions.len()));
+        if event.generated.is_none() && !event.positions.is_empty() {
+            counted_throughout = false;
+        }
         if let Some(upto) = sent_before {
+            if upto < generated || (upto > generated && !counted_throughout) {
+                return Err(miscounted(generated, upto));
+            }
             while generated < upto.min(limit) {
                 let position = next_position(&context)?;
                 if !take(&mut context, &mut generated, position) {
@@ -128,4 +143,84 @@ pub(crate) fn follow(
         url: url.to_owned(),
         message: "the stream ended before the server said it had stopped".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn position(id: TokenId) -> TokenProbs {
+        TokenProbs {
+            id,
+            logprob: -0.5,
+            top_logprobs: vec![Alternative { id, logprob: -0.5 }],
+        }
+    }
+
+    fn event(ids: &[TokenId], generated: Option<usize>, end: Option<StreamEnd>) -> StreamEvent {
+        StreamEvent {
+            positions: ids.iter().copied().map(position).collect(),
+            generated,
+            end,
+        }
+    }
+
+    /// Follows `events` after the prompt `[1]`; a skipped position is read as token 100 + its
+    /// index in the row.
+    fn run(events: Vec<StreamEvent>) -> Result<(Vec<TokenId>, StreamEnd), RemoteError> {
+        let mut seen = Vec::new();
+        let end = follow(
+            "http://gpu:8080",
+            &[1],
+            10,
+            events.into_iter().map(Ok),
+            |prefix| Ok(position(100 + prefix.len() as TokenId - 1)),
+            |p| {
+                seen.push(p.id);
+                true
+            },
+        )?;
+        Ok((seen, end))
+    }
+
+    #[test]
+    fn counted_gaps_are_read_in_place_and_trailing_ones_at_the_end() {
+        // The server skipped the 2nd token (an incomplete character) and the 4th, the last.
+        let (ids, end) = run(vec![
+            event(&[7], Some(1), None),
+            event(&[9], Some(3), None),
+            event(&[], Some(4), Some(StreamEnd::Eos)),
+        ])
+        .unwrap();
+        assert_eq!(ids, [7, 101, 9, 103]);
+        assert_eq!(end, StreamEnd::Eos);
+    }
+
+    #[test]
+    fn a_gap_after_uncounted_events_or_a_count_behind_is_an_error_not_a_guess() {
+        // No counts until the end: where the missing token was cannot be told.
+        let err = run(vec![
+            event(&[7], None, None),
+            event(&[9], None, None),
+            event(&[], Some(3), Some(StreamEnd::Eos)),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("does not match"), "{err}");
+        // Uncounted and complete (vLLM sends every token): fine.
+        let (ids, _) = run(vec![
+            event(&[7, 9], None, None),
+            event(&[2], Some(3), Some(StreamEnd::Eos)),
+        ])
+        .unwrap();
+        assert_eq!(ids, [7, 9, 2]);
+        // A count behind what was sent.
+        let err = run(vec![event(&[7, 9], Some(1), None)]).unwrap_err();
+        assert!(err.to_string().contains("http://gpu:8080"), "{err}");
+    }
+
+    #[test]
+    fn a_stream_cut_before_its_end_is_an_interruption() {
+        let err = run(vec![event(&[7], Some(1), None)]).unwrap_err();
+        assert!(matches!(err, RemoteError::Interrupted { .. }), "{err:?}");
+    }
 }

@@ -318,6 +318,27 @@ fn answers_as_local(f: &Fixture, via: Via) {
     }
 }
 
+/// The context a request may fill is the one llama-server gives in `/props`, through either
+/// API: its `-c` (shared by its slots in one cache), not the model's trained context.
+#[test]
+fn the_context_is_the_one_the_server_gives_through_both_apis() {
+    let Some(binary) = llama_server::binary() else {
+        return;
+    };
+    let _alone = ONE_SERVER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny.gguf");
+    selfrag_fixtures::write_tiny_llama_gguf(&model).unwrap();
+    // Two slots of 128: `-c 256`, half the model's trained 512.
+    let server = LlamaServer::start(&binary, &model, dir.path(), 2, 128, &[]).unwrap();
+    for via in BOTH {
+        let remote = ServerGenerator::connect(&via.config(&server.url), &model).unwrap();
+        assert_eq!(remote.info().context_length, 256, "{via:?}");
+    }
+}
+
 #[test]
 fn an_unreachable_server_is_named_with_what_to_do() {
     let Some(f) = fixture(1) else { return };

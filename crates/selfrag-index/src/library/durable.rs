@@ -17,7 +17,7 @@
 //!
 //! A library written before this file existed has no `durable.json` and is opened as it is.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -53,36 +53,42 @@ pub(crate) struct RolledBack {
 #[derive(Debug)]
 pub(crate) struct Durability {
     dir: PathBuf,
-    synced: Mutex<HashSet<PathBuf>>,
+    /// Every file and folder as it was when synced: a path removed and written again (a table
+    /// dropped and created anew, a file replaced) has another stamp and is synced again.
+    synced: Mutex<HashMap<PathBuf, Stamp>>,
     recorded: Mutex<BTreeMap<String, u64>>,
 }
 
+/// What tells one file from the next at the same path: its length and modification time.
+type Stamp = (u64, Option<std::time::SystemTime>);
+
 impl Durability {
     /// Rolls every table of `dir` back to its last durable version (see the module docs), then
-    /// takes the folder's files as synced, or syncs them all when a table had to be rolled back
-    /// (the stop was unclean, so the files of the last session's final moments may still be
-    /// in the page cache only).
+    /// takes the folder's files as synced after a clean stop. After an unclean one (a table
+    /// rolled back: the last session's final writes may be in the page cache only), or in a
+    /// library with no record yet, they are all synced by the first commit.
     pub fn open(dir: &Path) -> Result<(Self, Vec<RolledBack>), IndexError> {
         let (recorded, rolled_back) = roll_back(dir)?;
+        let clean = rolled_back.is_empty() && !recorded.tables.is_empty();
         let durability = Self {
             dir: dir.to_path_buf(),
-            synced: Mutex::new(HashSet::new()),
+            synced: Mutex::new(HashMap::new()),
             recorded: Mutex::new(recorded.tables),
         };
-        if rolled_back.is_empty() {
-            let mut known = HashSet::new();
-            walk(dir, &mut |path| {
-                known.insert(path.to_path_buf());
+        if clean {
+            let mut known = HashMap::new();
+            walk(dir, &mut |path, stamp| {
+                known.insert(path.to_path_buf(), stamp);
             })
             .map_err(|source| read_error(dir, source))?;
             *durability.synced_mut() = known;
-        } else {
-            durability.sync_new_files()?;
         }
+        // Otherwise (an unclean stop, or a library with no record yet) the first commit syncs
+        // every file once.
         Ok((durability, rolled_back))
     }
 
-    fn synced_mut(&self) -> std::sync::MutexGuard<'_, HashSet<PathBuf>> {
+    fn synced_mut(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Stamp>> {
         // A poisoned set only makes the next sync redo files: it is always safe to use.
         self.synced.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -90,13 +96,16 @@ impl Durability {
     /// Syncs every file and folder of the library folder not synced yet, then the folders
     /// that gained them as entries. Blocking; returns how many files and folders it synced.
     pub fn sync_new_files(&self) -> Result<usize, IndexError> {
+        // Only what exists now is kept: the map follows the folder, pruned files leave it.
+        let mut present: HashMap<PathBuf, Stamp> = HashMap::new();
         let mut fresh: Vec<PathBuf> = Vec::new();
         {
             let synced = self.synced_mut();
-            walk(&self.dir, &mut |path| {
-                if !synced.contains(path) {
+            walk(&self.dir, &mut |path, stamp| {
+                if synced.get(path) != Some(&stamp) {
                     fresh.push(path.to_path_buf());
                 }
+                present.insert(path.to_path_buf(), stamp);
             })
             .map_err(|source| read_error(&self.dir, source))?;
         }
@@ -118,7 +127,9 @@ impl Durability {
                 parents.insert(parent.to_path_buf());
             }
         }
-        for folder in &parents {
+        // A folder's own stamp may miss an entry added within its clock's tick (1 s on some
+        // file systems): the folders of new entries are synced whatever their stamp says.
+        for folder in parents.iter().filter(|p| !fresh.contains(p)) {
             match crate::atomic::sync_dir(folder) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     return Err(write_error(folder, e));
@@ -126,7 +137,7 @@ impl Durability {
                 _ => {}
             }
         }
-        self.synced_mut().extend(fresh.iter().cloned());
+        *self.synced_mut() = present;
         Ok(fresh.len())
     }
 
@@ -142,6 +153,17 @@ impl Durability {
         if *recorded == tables {
             return Ok(());
         }
+        if let Some((name, older)) = tables
+            .iter()
+            .find(|(name, v)| recorded.get(*name).is_some_and(|r| *v < r))
+        {
+            // Versions only grow: an older one here is a stale caller, never a rollback.
+            return Err(IndexError::Schema(format!(
+                "table {name} at version {older} is older than its durable version {}; \
+                 nothing was recorded",
+                recorded.get(name).copied().unwrap_or_default()
+            )));
+        }
         self.sync_new_files()?;
         let record = DurableVersions { tables };
         let path = self.dir.join(DURABLE_FILE);
@@ -149,7 +171,10 @@ impl Durability {
             .map_err(|e| IndexError::Schema(format!("cannot encode {DURABLE_FILE}: {e}")))?;
         crate::atomic::write(&path, &text).map_err(|source| write_error(&path, source))?;
         // The record itself is on disk now: not a file for the next sync.
-        self.synced_mut().insert(path);
+        if let Ok(meta) = std::fs::metadata(&path) {
+            self.synced_mut()
+                .insert(path, (meta.len(), meta.modified().ok()));
+        }
         *recorded = record.tables;
         Ok(())
     }
@@ -178,24 +203,30 @@ fn sync_file(path: &Path) -> std::io::Result<()> {
         .sync_all()
 }
 
-/// Calls `visit` with every regular file and folder under `dir`, a folder before its entries
-/// (symbolic links are not followed).
-fn walk(dir: &Path, visit: &mut dyn FnMut(&Path)) -> std::io::Result<()> {
+/// Calls `visit` with every regular file and folder under `dir` and its stamp, a folder before
+/// its entries (symbolic links are not followed).
+fn walk(dir: &Path, visit: &mut dyn FnMut(&Path, Stamp)) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let Ok(kind) = entry.file_type() else {
             continue;
         };
         let path = entry.path();
+        let stamp = || {
+            entry
+                .metadata()
+                .map(|m| (m.len(), m.modified().ok()))
+                .unwrap_or((0, None))
+        };
         if kind.is_dir() {
-            visit(&path);
+            visit(&path, stamp());
             match walk(&path, visit) {
                 // Removed while walking (a dropped table, a pruned index).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 other => other?,
             }
         } else if kind.is_file() {
-            visit(&path);
+            visit(&path, stamp());
         }
     }
     Ok(())

@@ -68,8 +68,11 @@ impl Library {
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
     ) -> Result<IndexOutcome, IndexError> {
-        let outcome = self.index_file_unsynced(path, embedder, stop).await?;
-        self.make_durable().await?;
+        // Durable whatever happened: a failure after a write leaves that write recorded too.
+        let outcome = self.index_file_unsynced(path, embedder, stop).await;
+        let durable = self.make_durable().await;
+        let outcome = outcome?;
+        durable?;
         Ok(outcome)
     }
 

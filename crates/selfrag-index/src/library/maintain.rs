@@ -62,6 +62,21 @@ impl Library {
         Ok(true)
     }
 
+    /// Whether a full-text search can run: the index is made here when the library has passages
+    /// and no index yet (a job stopped before its `optimize`). Making it is a write, so it
+    /// waits for no writer: while one is busy the search goes without text hits.
+    pub(super) async fn text_index_for_search(&self) -> Result<bool, IndexError> {
+        if self.text_indexed.load(Ordering::SeqCst) {
+            return Ok(true);
+        }
+        let Ok(_writer) = self.write.try_lock() else {
+            return Ok(false);
+        };
+        let made = self.ensure_text_index().await?;
+        self.make_durable().await?;
+        Ok(made)
+    }
+
     /// Brings the search indexes up to date: the full-text index, the ANN index once the
     /// library has [`ANN_THRESHOLD`] passages, and compaction of the files small writes left.
     /// Run after each indexing job.

@@ -265,7 +265,7 @@ impl Library {
         limit: usize,
         filter: Option<&str>,
     ) -> Result<Vec<SearchHit>, IndexError> {
-        if text.trim().is_empty() || !self.ensure_text_index().await? {
+        if text.trim().is_empty() || !self.text_index_for_search().await? {
             return Ok(Vec::new());
         }
         let mut query = self

@@ -140,7 +140,9 @@ impl Library {
             }
             let path = file.display().to_string();
             on_event(JobEvent::FileStarted { path: path.clone() });
+            let watchdog = tokio::spawn(log_slow_file(path.clone(), self.stage.clone()));
             let result = self.index_file_stoppable(file, embedder, cancel).await;
+            watchdog.abort();
             if let Err(IndexError::Stopped { .. }) = result {
                 summary.cancelled = true;
                 break;
@@ -188,6 +190,13 @@ impl Library {
         }
         // Done or cancelled on purpose: either way there is nothing left to resume.
         let _ = std::fs::remove_file(self.job_file());
+        tracing::info!(
+            files = total,
+            done = progress.done,
+            cancelled = summary.cancelled,
+            seconds = started.elapsed().as_secs_f64(),
+            "indexing job ended"
+        );
         Ok(summary)
     }
 
@@ -336,5 +345,21 @@ fn collect(root: &Path, inside: Option<&Path>, path: &Path, walk: &mut Walk) {
         }
     } else {
         walk.files.push(path.to_path_buf());
+    }
+}
+
+/// How long one file may take before the log says so, and then again at each such interval.
+const SLOW_FILE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Logs, while a file is being indexed, each [`SLOW_FILE`] it takes and where it is (its
+/// [`crate::library::IndexStage`]): a file that never ends then shows where it stopped. Runs as
+/// its own task, since parsing and embedding hold the job's thread.
+async fn log_slow_file(path: String, stage: std::sync::Arc<std::sync::atomic::AtomicU8>) {
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        tokio::time::sleep(SLOW_FILE).await;
+        waited += SLOW_FILE;
+        let stage = crate::library::IndexStage::describe(stage.load(Ordering::Relaxed));
+        tracing::warn!(%path, seconds = waited.as_secs(), stage, "a file is taking long");
     }
 }

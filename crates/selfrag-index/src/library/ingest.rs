@@ -57,8 +57,15 @@ impl Library {
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
     ) -> Result<IndexOutcome, IndexError> {
+        self.set_stage(super::IndexStage::WaitingForWriter);
         let _writer = self.write.lock().await;
-        self.index_file_locked(path, embedder, stop).await
+        let outcome = self.index_file_locked(path, embedder, stop).await;
+        self.set_stage(super::IndexStage::Idle);
+        outcome
+    }
+
+    fn set_stage(&self, stage: super::IndexStage) {
+        self.stage.store(stage as u8, Ordering::Relaxed);
     }
 
     /// [`Library::index_file_stoppable`] with the writer lock held: done once durable.
@@ -70,6 +77,7 @@ impl Library {
     ) -> Result<IndexOutcome, IndexError> {
         // Durable whatever happened: a failure after a write leaves that write recorded too.
         let outcome = self.index_file_unsynced(path, embedder, stop).await;
+        self.set_stage(super::IndexStage::Syncing);
         let durable = self.make_durable().await;
         let outcome = outcome?;
         durable?;
@@ -86,6 +94,7 @@ impl Library {
             path: path.to_path_buf(),
             source,
         };
+        self.set_stage(super::IndexStage::Reading);
         let (size, modified_ns) = stat_indexable(path).await?;
         let key = path_key(path);
         let previous = self.document(&key);
@@ -115,9 +124,12 @@ impl Library {
             return Ok(outcome);
         }
 
+        self.set_stage(super::IndexStage::Parsing);
         let extracted = self.extractor.extract(path).await?;
         let rows = self.passage_rows(path, &document_id, &stamp.key, &extracted)?;
+        self.set_stage(super::IndexStage::Embedding);
         let vectors = embed_stoppable(embedder, &rows, stop, path)?;
+        self.set_stage(super::IndexStage::Writing);
         let count = rows.len() as u32;
         let batch = rows.into_batch(vectors, embedder.dim())?;
         // Passages first, the document row last: the row commits the document.

@@ -81,6 +81,43 @@ impl Committed {
     }
 }
 
+/// Where the file being indexed is: what the job's log names when a file takes long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum IndexStage {
+    Idle,
+    WaitingForWriter,
+    Reading,
+    Parsing,
+    Embedding,
+    Writing,
+    Syncing,
+}
+
+impl IndexStage {
+    const ALL: [IndexStage; 7] = [
+        IndexStage::Idle,
+        IndexStage::WaitingForWriter,
+        IndexStage::Reading,
+        IndexStage::Parsing,
+        IndexStage::Embedding,
+        IndexStage::Writing,
+        IndexStage::Syncing,
+    ];
+
+    pub(crate) fn describe(stage: u8) -> &'static str {
+        match Self::ALL.get(usize::from(stage)) {
+            Some(IndexStage::Idle) | None => "between steps",
+            Some(IndexStage::WaitingForWriter) => "waiting for the library's writer",
+            Some(IndexStage::Reading) => "reading the file",
+            Some(IndexStage::Parsing) => "parsing in the worker process",
+            Some(IndexStage::Embedding) => "embedding its passages",
+            Some(IndexStage::Writing) => "writing to LanceDB",
+            Some(IndexStage::Syncing) => "syncing to disk",
+        }
+    }
+}
+
 /// The library: a LanceDB database directory with the documents and passages tables.
 pub struct Library {
     dir: PathBuf,
@@ -102,6 +139,8 @@ pub struct Library {
     text_indexed: AtomicBool,
     /// What is on disk: every write ends with [`Library::make_durable`].
     durability: Arc<durable::Durability>,
+    /// Where the file being indexed is ([`IndexStage`]), for the job's slow-file log.
+    pub(crate) stage: Arc<std::sync::atomic::AtomicU8>,
     /// Held for the library's lifetime: one process writes a library at a time.
     _lock: std::fs::File,
 }
@@ -172,6 +211,7 @@ impl Library {
             vector_indexed: AtomicBool::new(false),
             text_indexed: AtomicBool::new(false),
             durability,
+            stage: Arc::new(std::sync::atomic::AtomicU8::new(IndexStage::Idle as u8)),
             _lock: lock,
         };
         library.refresh_index_flags().await?;

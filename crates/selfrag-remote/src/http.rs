@@ -130,6 +130,28 @@ impl Http {
     }
 }
 
+/// The ids of a `/tokenize` reply, `{"tokens": [ids]}` from llama-server and vLLM alike.
+pub(crate) fn tokenized(
+    url: &str,
+    reply: &Value,
+) -> Result<Vec<selfrag_core::TokenId>, RemoteError> {
+    reply
+        .get("tokens")
+        .and_then(Value::as_array)
+        .and_then(|ids| {
+            ids.iter()
+                .map(|id| {
+                    id.as_u64()
+                        .and_then(|id| selfrag_core::TokenId::try_from(id).ok())
+                })
+                .collect::<Option<Vec<_>>>()
+        })
+        .ok_or_else(|| RemoteError::NotAServer {
+            url: url.to_owned(),
+            what: format!("/tokenize answered {reply}"),
+        })
+}
+
 /// Server-sent events: the `data:` payload of each event, JSON, until the stream ends or
 /// `[DONE]`; an unreadable line or payload is the server stopping mid-answer.
 pub(crate) fn events(

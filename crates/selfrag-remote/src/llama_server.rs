@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use selfrag_core::TokenId;
 
 use crate::RemoteError;
-use crate::http::{Http, events};
+use crate::http::{Http, events, tokenized};
 use crate::stream::{StreamEnd, StreamEvent, TokenProbs, follow};
 
 /// llama.cpp's native API on one server.
@@ -111,18 +111,7 @@ impl Client {
         let reply = self
             .http
             .json(self.http.post("/tokenize", &body)?, "/tokenize")?;
-        reply
-            .get("tokens")
-            .and_then(Value::as_array)
-            .and_then(|ids| {
-                ids.iter()
-                    .map(|id| id.as_u64().and_then(|id| TokenId::try_from(id).ok()))
-                    .collect::<Option<Vec<_>>>()
-            })
-            .ok_or_else(|| RemoteError::NotAServer {
-                url: self.url().to_owned(),
-                what: format!("/tokenize answered {reply}"),
-            })
+        tokenized(self.url(), &reply)
     }
 
     /// The `n_probs` most likely tokens after `prompt` (one position, not streamed); `id` and

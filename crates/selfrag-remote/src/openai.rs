@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use selfrag_core::TokenId;
 
 use crate::RemoteError;
-use crate::http::{Http, events};
+use crate::http::{Http, events, tokenized};
 use crate::stream::{Alternative, StreamEnd, StreamEvent, TokenProbs, follow};
 
 /// The OpenAI-compatible API of one server.
@@ -160,19 +160,7 @@ impl Client {
                     self.root.url()
                 ),
             })?;
-        let reply = self.root.json(reply, "/tokenize")?;
-        reply
-            .get("tokens")
-            .and_then(Value::as_array)
-            .and_then(|ids| {
-                ids.iter()
-                    .map(|id| id.as_u64().and_then(|id| TokenId::try_from(id).ok()))
-                    .collect::<Option<Vec<_>>>()
-            })
-            .ok_or_else(|| RemoteError::NotAServer {
-                url: self.url().to_owned(),
-                what: format!("/tokenize answered {reply}"),
-            })
+        tokenized(self.url(), &self.root.json(reply, "/tokenize")?)
     }
 
     /// The settings of every completion: greedy, no penalties (vLLM takes a value left out from

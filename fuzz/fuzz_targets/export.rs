@@ -59,6 +59,7 @@ fn answer(data: &[u8]) -> Answer {
             title: f.text(),
             path: f.text(),
             page: f.index().map(|p| p as u32),
+            page_label: None,
             text: f.text(),
         })
         .collect();

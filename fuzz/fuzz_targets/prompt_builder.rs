@@ -58,6 +58,7 @@ fuzz_target!(|data: &[u8]| {
                 title,
                 path: format!("p{i}.txt"),
                 page: None,
+                page_label: None,
                 text,
             })
         })

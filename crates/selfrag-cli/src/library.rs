@@ -48,6 +48,8 @@ struct HitOut {
     path: String,
     title: String,
     page: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_label: Option<String>,
     section: Option<String>,
     span: [u64; 2],
     score: f32,
@@ -253,6 +255,7 @@ pub async fn search(
                 path: h.path,
                 title: h.title,
                 page: h.page,
+                page_label: h.page_label,
                 section: h.section,
                 span: [h.span.0, h.span.1],
                 score: h.score,
@@ -264,7 +267,11 @@ pub async fn search(
     }
     let mut text = String::new();
     for (i, h) in out.hits.iter().enumerate() {
-        let page = h.page.map(|p| format!(", p. {p}")).unwrap_or_default();
+        let page = match (h.page, &h.page_label) {
+            (Some(p), Some(label)) => format!(", p. {label} (PDF page {p})"),
+            (Some(p), None) => format!(", p. {p}"),
+            (None, _) => String::new(),
+        };
         text.push_str(&format!(
             "[{}] {:.4}  {}{page}\n    {}\n",
             i + 1,

@@ -51,6 +51,7 @@ pub fn print(
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
             path: file.display().to_string(),
             page: None,
+            page_label: None,
             text,
         };
         let ids = builder.with_passage(&tokenizer, &[], &passage)?.ids;

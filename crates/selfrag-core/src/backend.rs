@@ -238,10 +238,34 @@ pub struct Passage {
     pub title: String,
     /// Path of the source file on disk.
     pub path: String,
-    /// 1-based page in the source, where the format has pages.
+    /// 1-based page in the source, where the format has pages: the page a viewer opens.
     pub page: Option<u32>,
+    /// The number printed on that page, where the source's page labels give one that differs
+    /// from `page` (`xii`, `117`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub page_label: Option<String>,
     /// The passage text the model read.
     pub text: String,
+}
+
+impl Passage {
+    /// The page as a citation gives it: `p. 117 (PDF page 1)` where the printed number
+    /// differs from the page's place in the file, else `p. 1`; `None` without pages.
+    pub fn page_citation(&self) -> Option<String> {
+        let page = self.page?;
+        Some(match &self.page_label {
+            Some(label) => format!("p. {label} (PDF page {page})"),
+            None => format!("p. {page}"),
+        })
+    }
+
+    /// The page as a reference list gives it: the printed number where there is one.
+    pub fn printed_page(&self) -> Option<String> {
+        self.page_label
+            .clone()
+            .or_else(|| self.page.map(|p| p.to_string()))
+    }
 }
 
 /// Finds the passages most relevant to a query.

@@ -315,6 +315,7 @@ mod tests {
             title: "T".into(),
             path: "t.pdf".into(),
             page: None,
+            page_label: None,
             text: text.into(),
         }
     }

@@ -37,6 +37,7 @@ impl Retriever for LibraryRetriever {
                 title: h.title,
                 path: h.path,
                 page: h.page,
+                page_label: h.page_label,
                 text: h.text,
             })
             .collect())

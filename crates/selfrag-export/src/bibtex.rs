@@ -15,14 +15,17 @@ use super::{ExportOptions, View, one_line};
 pub fn bibtex(answer: &Answer, options: &ExportOptions) -> String {
     let view = View::new(answer, options);
     // Documents in order of their first citation, each with its citation numbers and pages.
-    let mut docs: Vec<(&Passage, Vec<usize>, Vec<u32>)> = Vec::new();
+    let mut docs: Vec<(&Passage, Vec<usize>, Vec<CitedPage>)> = Vec::new();
     for (n, p) in &view.sources {
+        let page = p
+            .page
+            .map(|page| (page, p.printed_page().unwrap_or_default()));
         match docs.iter_mut().find(|(d, _, _)| d.path == p.path) {
             Some((_, numbers, pages)) => {
                 numbers.push(*n);
-                pages.extend(p.page);
+                pages.extend(page);
             }
-            None => docs.push((p, vec![*n], p.page.into_iter().collect())),
+            None => docs.push((p, vec![*n], page.into_iter().collect())),
         }
     }
     let mut out = String::from("% Sources cited by an answer exported from Self-RAG Desktop.\n");
@@ -83,22 +86,27 @@ fn fnv1a(bytes: &[u8]) -> u32 {
     })
 }
 
-/// "3, 5--7" from sorted, distinct pages.
-fn page_ranges(pages: &[u32]) -> String {
-    let mut ranges: Vec<(u32, u32)> = Vec::new();
-    for &p in pages {
+/// A cited page: its place in the file, and the number printed on it (the same unless the
+/// file's page labels say otherwise).
+type CitedPage = (u32, String);
+
+/// "3, 5--7" from sorted, distinct pages: runs of consecutive pages of the file, each written
+/// with the numbers printed on its first and last page (`117--119`, `iii--v`).
+fn page_ranges(pages: &[CitedPage]) -> String {
+    let mut ranges: Vec<(&CitedPage, &CitedPage)> = Vec::new();
+    for page in pages {
         match ranges.last_mut() {
-            Some((_, end)) if *end + 1 == p => *end = p,
-            _ => ranges.push((p, p)),
+            Some((_, end)) if end.0 + 1 == page.0 => *end = page,
+            _ => ranges.push((page, page)),
         }
     }
     ranges
         .iter()
-        .map(|&(a, b)| {
-            if a == b {
-                a.to_string()
+        .map(|(a, b)| {
+            if a.0 == b.0 {
+                a.1.clone()
             } else {
-                format!("{a}--{b}")
+                format!("{}--{}", a.1, b.1)
             }
         })
         .collect::<Vec<_>>()
@@ -191,7 +199,19 @@ mod tests {
 
     #[test]
     fn pages_of_one_document_merge_into_ranges() {
-        assert_eq!(page_ranges(&[1, 3, 4, 5, 9]), "1, 3--5, 9");
+        let plain = |pages: &[u32]| -> Vec<CitedPage> {
+            pages.iter().map(|&p| (p, p.to_string())).collect()
+        };
+        assert_eq!(page_ranges(&plain(&[1, 3, 4, 5, 9])), "1, 3--5, 9");
+        // Printed numbers: an article printed from page 117, and roman front matter.
+        let printed = [
+            (1, "iii".to_owned()),
+            (2, "iv".to_owned()),
+            (9, "117".to_owned()),
+            (10, "118".to_owned()),
+            (12, "120".to_owned()),
+        ];
+        assert_eq!(page_ranges(&printed), "iii--iv, 117--118, 120");
         let mut a = test_answer::answer();
         a.segments[0].citation = None;
         a.segments[2].citation = Some(3);

@@ -79,7 +79,10 @@ pub fn html(answer: &Answer, options: &ExportOptions) -> String {
     if !view.sources.is_empty() {
         out.push_str("<section class=\"sources\">\n<h2>Sources</h2>\n<ol>\n");
         for (n, p) in &view.sources {
-            let page = p.page.map(|pg| format!(", p. {pg}")).unwrap_or_default();
+            let page = p
+                .page_citation()
+                .map(|pg| format!(", {}", escape(&pg)))
+                .unwrap_or_default();
             out.push_str(&format!(
                 "<li id=\"source-{n}\" value=\"{n}\"><strong>{}</strong>, <code>{}</code>{page}\n<blockquote>{}</blockquote></li>\n",
                 escape(&one_line(&p.title)),

@@ -344,6 +344,31 @@ pub(crate) mod test_answer {
 mod tests {
     use super::*;
 
+    /// A page whose printed number differs from its place in the file is cited with both in
+    /// every format, and BibTeX's `pages` gives the printed number.
+    #[test]
+    fn printed_page_numbers_are_cited_with_the_pdf_page_in_every_export() {
+        let mut answer = test_answer::answer();
+        for p in answer.passages.iter_mut().filter(|p| p.page == Some(3)) {
+            p.page_label = Some("117".into());
+        }
+        let options = ExportOptions::default();
+        let md = markdown(&answer, &options);
+        assert!(
+            md.contains("`/docs/paper.pdf`, p. 117 (PDF page 3)\n"),
+            "{md}"
+        );
+        let page = html(&answer, &options);
+        assert!(
+            page.contains("<code>/docs/paper.pdf</code>, p. 117 (PDF page 3)\n"),
+            "{page}"
+        );
+        let bib = bibtex(&answer, &options);
+        assert!(bib.contains("  pages = {117},\n"), "{bib}");
+        let json = render(&answer, ExportFormat::Json);
+        assert!(json.contains("\"page_label\": \"117\""), "{json}");
+    }
+
     #[test]
     fn formats_parse_and_name_their_extension() {
         for f in ExportFormat::ALL {

@@ -45,7 +45,10 @@ pub fn markdown(answer: &Answer, options: &ExportOptions) -> String {
         out.push('\n');
     }
     for (n, p) in &view.sources {
-        let page = p.page.map(|pg| format!(", p. {pg}")).unwrap_or_default();
+        let page = p
+            .page_citation()
+            .map(|pg| format!(", {}", escape(&pg)))
+            .unwrap_or_default();
         out.push_str(&format!(
             "[^{n}]: **{}**, {}{page}\n",
             escape(&one_line(&p.title)),

@@ -239,6 +239,74 @@ async fn every_passage_of_a_multi_page_pdf_knows_its_page_title_and_span() {
     assert!(hit.text.contains("Reflection tokens"), "{hit:?}");
 }
 
+/// A PDF's page labels: the numbers printed on its pages, from its `/PageLabels` number tree.
+/// Roman front matter, then an article printed from page 117 with a prefix on its appendix;
+/// the page's place in the file stays what a viewer opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn printed_page_numbers_come_from_the_pdfs_page_labels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut doc = pdf(
+        Some("Proceedings"),
+        &[
+            page(&["Preface of the proceedings volume."]),
+            page(&["Contents of the volume."]),
+            page(&["Self-RAG retrieves passages on demand."]),
+            page(&["Reflection tokens critique the output."]),
+            page(&["Appendix with the critic's training data."]),
+        ],
+    );
+    let range = |style: Option<&str>, start: Option<i64>, prefix: Option<&str>| {
+        let mut d = dictionary! {};
+        if let Some(style) = style {
+            d.set("S", Object::Name(style.as_bytes().to_vec()));
+        }
+        if let Some(start) = start {
+            d.set("St", start);
+        }
+        if let Some(prefix) = prefix {
+            d.set("P", Object::string_literal(prefix));
+        }
+        Object::Dictionary(d)
+    };
+    // A /Kids node between the root and the ranges, as large files lay their trees out.
+    let leaf = doc.add_object(dictionary! {
+        "Nums" => vec![
+            0.into(), range(Some("r"), None, None),
+            2.into(), range(Some("D"), Some(117), None),
+            4.into(), range(Some("D"), None, Some("A-")),
+        ],
+    });
+    let catalog_id = doc.trailer.get(b"Root").unwrap().as_reference().unwrap();
+    let catalog = doc
+        .get_object_mut(catalog_id)
+        .unwrap()
+        .as_dict_mut()
+        .unwrap();
+    catalog.set("PageLabels", dictionary! { "Kids" => vec![leaf.into()] });
+    let file = save(doc, &tmp.path().join("proceedings.pdf"));
+
+    let extracted = extract(&file).unwrap();
+    let labels: Vec<Option<&str>> = extracted.pages.iter().map(|p| p.label.as_deref()).collect();
+    assert_eq!(
+        labels,
+        [Some("i"), Some("ii"), Some("117"), Some("118"), Some("A-1")]
+    );
+    let lib = library(tmp.path(), worker()).await;
+    lib.index_file(&file, &BAG_OF_WORDS).await.unwrap();
+    let hit = best_hit(&lib, "reflection tokens critique output").await;
+    assert_eq!(
+        (hit.page, hit.page_label.as_deref()),
+        (Some(4), Some("118"))
+    );
+
+    // Without page labels, or where a label is just the page's own number, there is none.
+    let plain = save(
+        pdf(None, &[page(&["One page of plain text."])]),
+        &tmp.path().join("plain.pdf"),
+    );
+    assert_eq!(extract(&plain).unwrap().pages[0].label, None);
+}
+
 #[test]
 fn accented_and_typographic_characters_survive_pdf_extraction() {
     let tmp = tempfile::tempdir().unwrap();

@@ -366,6 +366,44 @@ async fn passages_of_a_document_whose_commit_never_landed_are_removed_on_open() 
     ));
 }
 
+/// A library made before page labels (its passages have no `page_label` column) opens, gets the
+/// column as nulls without rewriting a row, and takes new documents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_from_before_page_labels_gets_the_column_and_keeps_its_passages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lib_dir = tmp.path().join("lib");
+    let old = write(tmp.path(), "old.md", "Indexed before page labels existed.");
+    let new = write(tmp.path(), "new.md", "Indexed after the column was added.");
+    {
+        let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
+        lib.index_file(&old, &EMBEDDER).await.unwrap();
+    }
+    let db = lancedb::connect(lib_dir.to_str().unwrap())
+        .execute()
+        .await
+        .unwrap();
+    let passages = db.open_table("passages").execute().await.unwrap();
+    passages.drop_columns(&["page_label"]).await.unwrap();
+    // As a library of the time: no record of durable versions either.
+    std::fs::remove_file(lib_dir.join("durable.json")).unwrap();
+    drop((passages, db));
+
+    let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
+    assert!(
+        texts_found(&lib, "before page labels")
+            .await
+            .iter()
+            .any(|t| t.contains("before page labels"))
+    );
+    lib.index_file(&new, &EMBEDDER).await.unwrap();
+    let hits = lib
+        .search(&query(&EMBEDDER, "column was added", 5))
+        .await
+        .unwrap();
+    assert!(hits.iter().all(|h| h.page_label.is_none()), "{hits:?}");
+    assert_eq!(lib.stats().await.unwrap().documents, 2);
+}
+
 /// Every regular file under `dir` with its length.
 fn files_under(dir: &Path) -> std::collections::BTreeMap<PathBuf, u64> {
     let mut files = std::collections::BTreeMap::new();

@@ -240,6 +240,7 @@ fn passages() -> Fixed {
         title: format!("Doc {id}"),
         path: format!("/docs/{id}.txt"),
         page: None,
+        page_label: None,
         text: text.into(),
     };
     Fixed(vec![
@@ -578,6 +579,7 @@ fn reflection_tokens_written_in_documents_reach_the_server_as_text() {
         title: "Hostile".into(),
         path: "/docs/hostile.md".into(),
         page: None,
+        page_label: None,
         text: hostile.into(),
     };
     let settings = Settings {

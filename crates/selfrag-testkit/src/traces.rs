@@ -51,6 +51,7 @@ impl TraceBuilder {
             title: title.into(),
             path: path.into(),
             page,
+            page_label: None,
             text: text.into(),
         });
         self

@@ -1,4 +1,4 @@
-import type { GeneratorInfo } from "$lib/ipc/types";
+import type { GeneratorInfo, Passage } from "$lib/ipc/types";
 
 /** A probability or score with two decimals, as shown in labels. */
 export function fixed2(x: number): string {
@@ -43,4 +43,16 @@ export function generatorLine(info: GeneratorInfo | undefined): string | null {
     return `Written on this computer (${info.runtime.toUpperCase()}) by ${model}`;
   }
   return `Written on the server ${info.url ?? "(unknown address)"} (${info.runtime}) by ${model}`;
+}
+
+/**
+ * A passage's page as the reader finds it: the number printed on the page, and where that
+ * differs from the page's place in the file, that place too ("117 (PDF page 3)"); null for
+ * formats without pages.
+ */
+export function pageText(passage: Pick<Passage, "page" | "page_label">): string | null {
+  if (passage.page === null) return null;
+  return passage.page_label
+    ? `${passage.page_label} (PDF page ${passage.page})`
+    : `${passage.page}`;
 }

@@ -183,6 +183,17 @@ describe("AnswerView", () => {
     expect(screen.queryByTestId("passage-panel")).toBeNull();
   });
 
+  it("shows the printed page number beside the PDF page in the evidence panel", async () => {
+    const labelled = record();
+    labelled.answer.passages[0] = { ...labelled.answer.passages[0], page: 3, page_label: "117" };
+    render(AnswerView, { record: labelled });
+    await fireEvent.click(screen.getByTestId("citation-1"));
+    const panel = screen.getByTestId("passage-panel");
+    expect(within(panel).getByTestId("passage-page")).toHaveTextContent("117 (PDF page 3)");
+    // The viewer opens the file's page.
+    expect(within(panel).getByTestId("open-source")).toHaveTextContent("Open source (PDF page 3)");
+  });
+
   it("shows the passage title and the start of its text on hover", () => {
     render(AnswerView, { record: record() });
     const button = screen.getByTestId("citation-1");

@@ -216,7 +216,7 @@ describe("evidence panel", () => {
     expect(screen.getByTestId("support-span")).toHaveTextContent("Self-RAG trains a single LM");
     expect(screen.getByTestId("span-hint")).toHaveTextContent("word-overlap estimate");
     expect(screen.getByTestId("passage-isrel")).toHaveTextContent("Relevant");
-    expect(screen.getByTestId("open-source")).toHaveTextContent("Open source (page 3)");
+    expect(screen.getByTestId("open-source")).toHaveTextContent("Open source (PDF page 3)");
   });
 
   it("opens the source through the IPC and shows where", async () => {

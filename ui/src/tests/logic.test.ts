@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 
 import { toAppError } from "$lib/errors";
-import { excerpt, fileName, generatorLine } from "$lib/format";
+import { excerpt, fileName, generatorLine, pageText } from "$lib/format";
 import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
@@ -143,6 +143,13 @@ describe("helpers", () => {
     expect(excerpt("one two three four", 10)).toBe("one two…");
     expect(fileName("C:\\docs\\b.pdf")).toBe("b.pdf");
     expect(fileName("/home/a/c.md")).toBe("c.md");
+  });
+
+  it("gives a page as printed, with its place in the file where the two differ", () => {
+    expect(pageText({ page: 3, page_label: "117" })).toBe("117 (PDF page 3)");
+    expect(pageText({ page: 2, page_label: "ii" })).toBe("ii (PDF page 2)");
+    expect(pageText({ page: 3 })).toBe("3");
+    expect(pageText({ page: null })).toBeNull();
   });
 });
 

@@ -363,6 +363,7 @@ pub fn passage(i: usize, text: &str) -> Passage {
         title: format!("Doc{i}"),
         path: format!("/lib/doc{i}.pdf"),
         page: Some(i as u32 + 1),
+        page_label: None,
         text: text.to_string(),
     }
 }

@@ -24,6 +24,10 @@ use crate::IndexError;
 pub struct ExtractedPage {
     /// 1-based page number, `None` for formats without pages.
     pub number: Option<u32>,
+    /// The number printed on the page where the PDF's page labels give one that differs from
+    /// `number` (`xii`, `117`, `A-3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// The text passages' character spans refer to.
     pub text: String,
 }
@@ -193,7 +197,11 @@ fn single_page(
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().to_string())
             .unwrap_or_else(|| file_stem(path)),
-        pages: vec![ExtractedPage { number: None, text }],
+        pages: vec![ExtractedPage {
+            number: None,
+            label: None,
+            text,
+        }],
         notes: Vec::new(),
     })
 }

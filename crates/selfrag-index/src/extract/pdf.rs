@@ -52,6 +52,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     if numbered.is_empty() {
         return Err(malformed("it has no pages".into()));
     }
+    let labels = PageLabels::read(&doc);
     let mut pages = Vec::new();
     let mut notes = Vec::new();
     let mut unreadable = 0;
@@ -67,6 +68,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
             }
             Ok(text) => pages.push(ExtractedPage {
                 number: Some(number),
+                label: labels.label(number),
                 text: clean_text(&text).into_owned(),
             }),
             Err(reason) => {
@@ -223,6 +225,176 @@ fn page_text(doc: &Document, number: u32) -> Result<String, String> {
 }
 
 /// The `/Title` of the document information dictionary, when it says something.
+/// The PDF's page labels (the catalog's `/PageLabels` number tree): the numbers printed on its
+/// pages, which differ from their places in the file in front matter (`i`, `ii`, …) or in an
+/// article printed as pages 117–131. A damaged tree gives no labels, never an error.
+#[derive(Debug, Default)]
+struct PageLabels {
+    /// (first page index, 0-based; its range's style), by index.
+    ranges: Vec<(u32, LabelRange)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct LabelRange {
+    /// `D`, `R`, `r`, `A`, `a`, or none (the prefix alone).
+    style: Option<u8>,
+    prefix: String,
+    start: u32,
+}
+
+/// How far a hostile number tree is followed.
+const LABEL_TREE_DEPTH: usize = 16;
+const LABEL_RANGES: usize = 100_000;
+
+impl PageLabels {
+    fn read(doc: &Document) -> Self {
+        let mut ranges = Vec::new();
+        let tree = doc
+            .catalog()
+            .ok()
+            .and_then(|catalog| catalog.get(b"PageLabels").ok())
+            .and_then(|tree| resolve_dict(doc, tree));
+        if let Some(tree) = tree {
+            collect_label_ranges(doc, tree, 0, &mut ranges);
+        }
+        ranges.sort_by_key(|(index, _)| *index);
+        ranges.dedup_by_key(|(index, _)| *index);
+        Self { ranges }
+    }
+
+    /// The label of the 1-based page `number`, where it is not just `number` itself.
+    fn label(&self, number: u32) -> Option<String> {
+        let index = number.checked_sub(1)?;
+        let at = self.ranges.partition_point(|(first, _)| *first <= index);
+        let (first, range) = self.ranges.get(at.checked_sub(1)?)?;
+        let value = range.start.saturating_add(index - first);
+        let numeral = match range.style {
+            Some(b'D') => value.to_string(),
+            Some(b'R') => roman(value).to_uppercase(),
+            Some(b'r') => roman(value),
+            Some(b'A') => letters(value).to_uppercase(),
+            Some(b'a') => letters(value),
+            _ => String::new(),
+        };
+        let label = clean_text(&format!("{}{numeral}", range.prefix))
+            .trim()
+            .to_owned();
+        (!label.is_empty() && label != number.to_string()).then_some(label)
+    }
+}
+
+fn resolve_dict<'a>(doc: &'a Document, object: &'a Object) -> Option<&'a pdf_extract::Dictionary> {
+    match object {
+        Object::Reference(id) => doc.get_dictionary(*id).ok(),
+        Object::Dictionary(dict) => Some(dict),
+        _ => None,
+    }
+}
+
+fn resolve<'a>(doc: &'a Document, object: &'a Object) -> &'a Object {
+    match object {
+        Object::Reference(id) => doc.get_object(*id).unwrap_or(object),
+        other => other,
+    }
+}
+
+/// The ranges of one node of the number tree: its `/Nums` pairs, then its `/Kids`.
+fn collect_label_ranges(
+    doc: &Document,
+    node: &pdf_extract::Dictionary,
+    depth: usize,
+    ranges: &mut Vec<(u32, LabelRange)>,
+) {
+    if depth > LABEL_TREE_DEPTH || ranges.len() >= LABEL_RANGES {
+        return;
+    }
+    if let Ok(Object::Array(nums)) = node.get(b"Nums").map(|n| resolve(doc, n)) {
+        for pair in nums.chunks(2) {
+            let [key, value] = pair else { break };
+            let (Ok(index), Some(dict)) = (resolve(doc, key).as_i64(), resolve_dict(doc, value))
+            else {
+                continue;
+            };
+            let Ok(index) = u32::try_from(index) else {
+                continue;
+            };
+            let style = match dict.get(b"S").map(|s| resolve(doc, s)) {
+                Ok(Object::Name(name)) => name.first().copied(),
+                _ => None,
+            };
+            let prefix = dict
+                .get(b"P")
+                .ok()
+                .and_then(|p| pdf_extract::decode_text_string(resolve(doc, p)).ok())
+                .unwrap_or_default();
+            let start = dict
+                .get(b"St")
+                .ok()
+                .and_then(|s| resolve(doc, s).as_i64().ok())
+                .and_then(|s| u32::try_from(s).ok())
+                .filter(|s| *s >= 1)
+                .unwrap_or(1);
+            ranges.push((
+                index,
+                LabelRange {
+                    style,
+                    prefix,
+                    start,
+                },
+            ));
+            if ranges.len() >= LABEL_RANGES {
+                return;
+            }
+        }
+    }
+    if let Ok(Object::Array(kids)) = node.get(b"Kids").map(|k| resolve(doc, k)) {
+        for kid in kids {
+            if let Some(kid) = resolve_dict(doc, kid) {
+                collect_label_ranges(doc, kid, depth + 1, ranges);
+            }
+        }
+    }
+}
+
+/// Lower-case roman numerals; past 3,999 the thousands repeat, as PDF readers print them.
+fn roman(mut n: u32) -> String {
+    const DIGITS: [(u32, &str); 13] = [
+        (1000, "m"),
+        (900, "cm"),
+        (500, "d"),
+        (400, "cd"),
+        (100, "c"),
+        (90, "xc"),
+        (50, "l"),
+        (40, "xl"),
+        (10, "x"),
+        (9, "ix"),
+        (5, "v"),
+        (4, "iv"),
+        (1, "i"),
+    ];
+    // A label is for reading: an absurd start is cut rather than spelled out in thousands.
+    n = n.min(100_000);
+    let mut out = String::new();
+    for (value, digits) in DIGITS {
+        while n >= value {
+            out.push_str(digits);
+            n -= value;
+        }
+    }
+    out
+}
+
+/// Lower-case letter numbering as PDF defines it: a … z, then aa … zz, then aaa …
+fn letters(n: u32) -> String {
+    if n == 0 {
+        return String::new();
+    }
+    let letter = char::from(b'a' + ((n - 1) % 26) as u8);
+    let repeat = (((n - 1) / 26) + 1).min(64) as usize;
+    std::iter::repeat_n(letter, repeat).collect()
+}
+
 fn info_title(doc: &Document) -> Option<String> {
     let info = match doc.trailer.get(b"Info").ok()? {
         Object::Reference(id) => doc.get_dictionary(*id).ok()?,

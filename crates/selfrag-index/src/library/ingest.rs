@@ -217,7 +217,13 @@ impl Library {
         let mut rows = PassageRows::default();
         for page in &extracted.pages {
             for chunk in chunk_text(&page.text) {
-                rows.push(document_id, key, &extracted.title, page.number, chunk);
+                rows.push(
+                    document_id,
+                    key,
+                    &extracted.title,
+                    (page.number, page.label.as_deref()),
+                    chunk,
+                );
             }
         }
         if rows.is_empty() {

@@ -198,6 +198,7 @@ impl Library {
             .execute()
             .await
             .map_err(store_err)?;
+        add_page_labels(&passages).await.map_err(store_err)?;
         let library = Self {
             dir: dir.to_path_buf(),
             meta,
@@ -483,6 +484,32 @@ async fn collect(dir: &Path, query: impl ExecutableQuery) -> Result<Vec<RecordBa
         .try_collect()
         .await
         .map_err(store_err)
+}
+
+/// Gives a passages table made before page labels its `page_label` column, all nulls (a change
+/// of the schema only: no row is rewritten). Its PDFs get labels when they are indexed again.
+async fn add_page_labels(passages: &lancedb::Table) -> Result<(), lancedb::Error> {
+    if passages
+        .schema()
+        .await?
+        .field_with_name(schema::PAGE_LABEL)
+        .is_ok()
+    {
+        return Ok(());
+    }
+    let column = arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+        schema::PAGE_LABEL,
+        arrow_schema::DataType::Utf8,
+        true,
+    )]);
+    passages
+        .add_columns()
+        .transform(lancedb::table::NewColumnTransform::AllNulls(Arc::new(
+            column,
+        )))
+        .execute()
+        .await?;
+    Ok(())
 }
 
 fn lock_library(dir: &Path) -> Result<std::fs::File, IndexError> {
@@ -780,7 +807,7 @@ impl PassageRowsForBench {
             span: (0, text.chars().count()),
             section: None,
         };
-        self.0.push(doc, path, title, None, chunk);
+        self.0.push(doc, path, title, (None, None), chunk);
     }
 }
 

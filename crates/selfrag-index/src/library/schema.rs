@@ -30,6 +30,16 @@ pub struct DocumentRecord {
     pub indexed_at_ms: i64,
 }
 
+/// The printed page label column of `passages` (see `ExtractedPage::label`).
+pub(crate) const PAGE_LABEL: &str = "page_label";
+
+/// The label column of a passages batch: `None` in a table made before it existed.
+pub(crate) fn page_label_column(batch: &RecordBatch) -> Option<&StringArray> {
+    batch
+        .column_by_name(PAGE_LABEL)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+}
+
 pub(crate) fn passages_schema(dim: usize) -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("id", DataType::Utf8, false),
@@ -49,6 +59,9 @@ pub(crate) fn passages_schema(dim: usize) -> SchemaRef {
             ),
             false,
         ),
+        // Added after the vector: libraries made before it get it as a column of nulls when
+        // they open (`Library::open`), and a new column goes at the end.
+        Field::new(PAGE_LABEL, DataType::Utf8, true),
     ]))
 }
 
@@ -129,6 +142,7 @@ pub(crate) struct PassageRows {
     pub paths: Vec<String>,
     pub titles: Vec<String>,
     pub pages: Vec<Option<u32>>,
+    pub page_labels: Vec<Option<String>>,
     pub sections: Vec<Option<String>>,
     pub starts: Vec<u64>,
     pub ends: Vec<u64>,
@@ -136,12 +150,21 @@ pub(crate) struct PassageRows {
 }
 
 impl PassageRows {
-    pub fn push(&mut self, doc: &str, path: &str, title: &str, page: Option<u32>, c: crate::Chunk) {
+    /// One passage of `doc` on `page` (1-based, printed as `label` where that differs).
+    pub fn push(
+        &mut self,
+        doc: &str,
+        path: &str,
+        title: &str,
+        (page, label): (Option<u32>, Option<&str>),
+        c: crate::Chunk,
+    ) {
         self.ids.push(format!("{doc}:{}", self.ids.len()));
         self.doc_ids.push(doc.into());
         self.paths.push(path.into());
         self.titles.push(title.into());
         self.pages.push(page);
+        self.page_labels.push(label.map(str::to_owned));
         self.sections.push(c.section);
         self.starts.push(c.span.0 as u64);
         self.ends.push(c.span.1 as u64);
@@ -155,6 +178,7 @@ impl PassageRows {
             Ok((0..c.len()).map(|i| c.value(i).to_string()).collect())
         };
         let page = column::<UInt32Array>(batch, "page")?;
+        let label = page_label_column(batch);
         let section = string_column(batch, "section")?;
         let (start, end) = (
             column::<UInt64Array>(batch, "span_start")?,
@@ -168,6 +192,13 @@ impl PassageRows {
             titles: strings("title")?,
             pages: (0..n)
                 .map(|i| page.is_valid(i).then(|| page.value(i)))
+                .collect(),
+            page_labels: (0..n)
+                .map(|i| {
+                    label
+                        .filter(|l| l.is_valid(i))
+                        .map(|l| l.value(i).to_string())
+                })
                 .collect(),
             sections: (0..n)
                 .map(|i| section.is_valid(i).then(|| section.value(i).to_string()))
@@ -219,6 +250,7 @@ impl PassageRows {
                 Arc::new(UInt64Array::from(self.ends)),
                 Arc::new(StringArray::from(self.texts)),
                 Arc::new(vectors),
+                Arc::new(StringArray::from(self.page_labels)),
             ],
         )
         .map_err(|e| IndexError::Schema(e.to_string()))

@@ -11,7 +11,7 @@ use arrow_array::{Array, Float32Array, RecordBatch, UInt32Array, UInt64Array};
 use lancedb::DistanceType;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
-use super::schema::{DocumentRecord, column, sql_string, string_column};
+use super::schema::{self, DocumentRecord, column, sql_string, string_column};
 use super::{Library, path_key};
 use crate::IndexError;
 
@@ -33,6 +33,7 @@ pub(crate) const HIT_COLUMNS: &[&str] = &[
     "path",
     "title",
     "page",
+    schema::PAGE_LABEL,
     "section",
     "span_start",
     "span_end",
@@ -123,6 +124,8 @@ pub struct SearchHit {
     pub path: String,
     pub title: String,
     pub page: Option<u32>,
+    /// The number printed on that page, where it differs from `page`.
+    pub page_label: Option<String>,
     pub section: Option<String>,
     /// Character span `[start, end)` in the page text.
     pub span: (u64, u64),
@@ -317,6 +320,7 @@ pub(crate) fn hits_from(
     );
     let section = string_column(b, "section")?;
     let page = column::<UInt32Array>(b, "page")?;
+    let label = schema::page_label_column(b);
     let (start, end) = (
         column::<UInt64Array>(b, "span_start")?,
         column::<UInt64Array>(b, "span_end")?,
@@ -332,6 +336,9 @@ pub(crate) fn hits_from(
             path: document.path.clone(),
             title: document.title.clone(),
             page: page.is_valid(i).then(|| page.value(i)),
+            page_label: label
+                .filter(|l| l.is_valid(i))
+                .map(|l| l.value(i).to_string()),
             section: section.is_valid(i).then(|| section.value(i).to_string()),
             span: (start.value(i), end.value(i)),
             text: text.value(i).into(),
@@ -381,6 +388,7 @@ mod tests {
             path: "p".into(),
             title: "t".into(),
             page: None,
+            page_label: None,
             section: None,
             span: (0, 1),
             text: id.into(),

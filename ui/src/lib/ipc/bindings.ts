@@ -69,9 +69,14 @@ title: string,
  */
 path: string, 
 /**
- * 1-based page in the source, where the format has pages.
+ * 1-based page in the source, where the format has pages: the page a viewer opens.
  */
 page: number | null, 
+/**
+ * The number printed on that page, where the source's page labels give one that differs
+ * from `page` (`xii`, `117`).
+ */
+page_label?: string, 
 /**
  * The passage text the model read.
  */

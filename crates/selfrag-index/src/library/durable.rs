@@ -145,24 +145,19 @@ impl Durability {
     /// written since the last call and records them. Nothing to do (no file walked, nothing
     /// written) when they are the versions recorded last. Blocking.
     pub fn commit(&self, versions: &[(&str, u64)]) -> Result<(), IndexError> {
+        let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        // A recorded version never goes back: a caller whose versions were read before a later
+        // commit was recorded (its task outlived its future) must not undo that record, which
+        // the next open would then roll back.
         let tables: BTreeMap<String, u64> = versions
             .iter()
-            .map(|(name, version)| ((*name).to_owned(), *version))
+            .map(|(name, version)| {
+                let kept = recorded.get(*name).map_or(*version, |r| (*r).max(*version));
+                ((*name).to_owned(), kept)
+            })
             .collect();
-        let mut recorded = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
         if *recorded == tables {
             return Ok(());
-        }
-        if let Some((name, older)) = tables
-            .iter()
-            .find(|(name, v)| recorded.get(*name).is_some_and(|r| *v < r))
-        {
-            // Versions only grow: an older one here is a stale caller, never a rollback.
-            return Err(IndexError::Schema(format!(
-                "table {name} at version {older} is older than its durable version {}; \
-                 nothing was recorded",
-                recorded.get(name).copied().unwrap_or_default()
-            )));
         }
         self.sync_new_files()?;
         let record = DurableVersions { tables };
@@ -336,6 +331,34 @@ fn roll_back(dir: &Path) -> Result<(DurableVersions, Vec<RolledBack>), IndexErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn recorded(dir: &Path) -> BTreeMap<String, u64> {
+        let bytes = std::fs::read(dir.join(DURABLE_FILE)).unwrap();
+        serde_json::from_slice::<DurableVersions>(&bytes)
+            .unwrap()
+            .tables
+    }
+
+    #[test]
+    fn a_recorded_version_never_goes_back_and_new_files_are_synced_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (durability, rolled_back) = Durability::open(dir.path()).unwrap();
+        assert!(rolled_back.is_empty());
+        std::fs::create_dir_all(dir.path().join("t.lance/data")).unwrap();
+        std::fs::write(dir.path().join("t.lance/data/a.lance"), b"rows").unwrap();
+        durability.commit(&[("t", 5)]).unwrap();
+        assert_eq!(recorded(dir.path())["t"], 5);
+        // Everything is synced now: a walk finds nothing new.
+        assert_eq!(durability.sync_new_files().unwrap(), 0);
+        // A stale caller's older version leaves the record as it is.
+        durability.commit(&[("t", 3)]).unwrap();
+        assert_eq!(recorded(dir.path())["t"], 5);
+        // A file written again at the same path (other length) is synced again.
+        std::fs::write(dir.path().join("t.lance/data/a.lance"), b"more rows").unwrap();
+        assert!(durability.sync_new_files().unwrap() >= 1);
+        durability.commit(&[("t", 6)]).unwrap();
+        assert_eq!(recorded(dir.path())["t"], 6);
+    }
 
     #[test]
     fn both_of_lances_manifest_namings_give_the_version() {

@@ -183,10 +183,14 @@ describe("AnswerView", () => {
     expect(screen.queryByTestId("passage-panel")).toBeNull();
   });
 
-  it("shows the printed page number beside the PDF page in the evidence panel", async () => {
+  it("shows the printed page number beside the PDF page in the preview and the evidence panel", async () => {
     const labelled = record();
     labelled.answer.passages[0] = { ...labelled.answer.passages[0], page: 3, page_label: "117" };
     render(AnswerView, { record: labelled });
+    const preview = document.getElementById(
+      screen.getByTestId("citation-1").getAttribute("aria-describedby") ?? "",
+    );
+    expect(preview).toHaveTextContent(", p. 117 (PDF page 3)");
     await fireEvent.click(screen.getByTestId("citation-1"));
     const panel = screen.getByTestId("passage-panel");
     expect(within(panel).getByTestId("passage-page")).toHaveTextContent("117 (PDF page 3)");

@@ -135,7 +135,7 @@ impl Api {
     /// the tokens.
     fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, RemoteError> {
         match self {
-            Api::LlamaCpp(c) => c.tokenize(text, true),
+            Api::LlamaCpp(c) => c.tokenize(text),
             Api::OpenAi { client, .. } => client.tokenize(text),
         }
     }

@@ -104,10 +104,10 @@ impl Client {
         })
     }
 
-    /// The server's tokenization of `text`, without BOS; `parse_special` lets it turn
-    /// `[Fully supported]` into the special token.
-    pub fn tokenize(&self, text: &str, parse_special: bool) -> Result<Vec<TokenId>, RemoteError> {
-        let body = json!({ "content": text, "add_special": false, "parse_special": parse_special });
+    /// The server's tokenization of `text`, without BOS, `[Fully supported]` written in it read
+    /// as the special token (as the OpenAI-compatible client's `tokenize` reads it).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, RemoteError> {
+        let body = json!({ "content": text, "add_special": false, "parse_special": true });
         let reply = self
             .http
             .json(self.http.post("/tokenize", &body)?, "/tokenize")?;

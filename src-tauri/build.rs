@@ -26,6 +26,8 @@ const COMMANDS: &[(&str, &str)] = &[
     ("generator", "test_generator_server"),
     ("generator", "use_generator_server"),
     ("sources", "open_source"),
+    ("sources", "passage_source"),
+    ("sources", "source_pdf"),
     ("library", "remove_document"),
     ("library", "reindex_document"),
     ("library", "library_stats"),

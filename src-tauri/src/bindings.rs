@@ -15,7 +15,8 @@ mod tests {
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
         ErrorCode, ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent,
-        LibraryStats, LoadedSettings, ModelRole, ModelStatus, ServerCheck, Theme,
+        LibraryStats, LoadedSettings, ModelRole, ModelStatus, PassageSource, ServerCheck,
+        SourceView, Theme,
     };
     use selfrag_engine::{
         DownloadStage, JobKind, JobSource, LibraryEvent, ModelDownloadProgress, ModelOffer,
@@ -64,6 +65,8 @@ mod tests {
             decl::<DownloadStage>(&cfg),
             decl::<ModelDownloadProgress>(&cfg),
             decl::<LibraryStats>(&cfg),
+            decl::<PassageSource>(&cfg),
+            decl::<SourceView>(&cfg),
             decl::<AppStatus>(&cfg),
             decl::<DocumentInfo>(&cfg),
             decl::<IndexEvent>(&cfg),

@@ -1,10 +1,13 @@
-//! "Open source": opens the document a cited passage came from in the platform's default app
-//! (tauri-plugin-opener). The webview names an answer and a citation, never a path, so a
-//! compromised page can open only files that an answer of this library cites.
+//! A cited passage's source: the evidence viewer's data (`passage_source`, and `source_pdf` for
+//! the bytes a PDF is rendered from) and "Open in default app" (`open_source`, through
+//! tauri-plugin-opener). The webview names a passage, a content id or an answer's citation,
+//! never a path, so a compromised page can read or open only documents of this library.
 
 use std::path::PathBuf;
 
 use tauri_plugin_opener::OpenerExt;
+
+use selfrag_engine::PassageSource;
 
 use crate::AppState;
 use crate::commands::{IpcError, ShellErrorCode};
@@ -51,4 +54,25 @@ pub fn open_source(
             )
         })?;
     Ok(path.display().to_string())
+}
+
+/// Where passage `passage_id` (a passage of the library, as an answer's trace names it) is in
+/// its source: a PDF's page, or the text it was cut from with its span.
+#[tauri::command]
+pub async fn passage_source(
+    state: tauri::State<'_, AppState>,
+    passage_id: String,
+) -> Result<PassageSource, IpcError> {
+    Ok(state.engine.passage_source(&passage_id).await?)
+}
+
+/// The bytes of the library's PDF with content id `document_id`, sent as raw bytes (no JSON
+/// array of numbers) for the viewer to render.
+#[tauri::command]
+pub async fn source_pdf(
+    state: tauri::State<'_, AppState>,
+    document_id: String,
+) -> Result<tauri::ipc::Response, IpcError> {
+    let bytes = state.engine.document_pdf(&document_id).await?;
+    Ok(tauri::ipc::Response::new(bytes))
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_index::{
-    FolderWatcher, IndexError, IndexOutcome, JobEvent, JobSummary, LibraryStats, SearchFilter,
-    SearchHit, SearchMode, SearchRequest,
+    FolderWatcher, IndexError, IndexOutcome, JobEvent, JobSummary, LibraryStats, PassageSource,
+    SearchFilter, SearchHit, SearchMode, SearchRequest,
 };
 
 use crate::{Engine, EngineError, IndexEvent, JobKind};
@@ -120,6 +120,17 @@ impl Engine {
     /// Counts, disk use and indexes of the library.
     pub async fn library_stats(&self) -> Result<LibraryStats, EngineError> {
         Ok(self.library().await?.stats().await?)
+    }
+
+    /// Where cited passage `passage_id` is in its source, for the evidence viewer: a library
+    /// passage only, its file checked to hold the content that was indexed.
+    pub async fn passage_source(&self, passage_id: &str) -> Result<PassageSource, EngineError> {
+        Ok(self.library().await?.passage_source(passage_id).await?)
+    }
+
+    /// The bytes of the library's PDF with content id `document_id`, for the evidence viewer.
+    pub async fn document_pdf(&self, document_id: &str) -> Result<Vec<u8>, EngineError> {
+        Ok(self.library().await?.document_pdf(document_id).await?)
     }
 
     /// Searches the library; the query is embedded by the model thread's embedder.

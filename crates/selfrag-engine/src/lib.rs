@@ -37,7 +37,10 @@ pub use indexing::SearchQuery;
 pub use jobs::{JobKind, JobSource, LibraryEvent};
 pub use samples::SAMPLE_DOCUMENTS;
 pub use selfrag_core::{DeviceChoice, DeviceKind};
-pub use selfrag_index::{LibraryStats, SearchFilter, SearchHit, SearchMode, bench, extract_file};
+pub use selfrag_index::{
+    LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SourceView, bench,
+    extract_file,
+};
 pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};
 

@@ -100,4 +100,20 @@ pub enum IndexError {
         "the disk holding the library at {path} is full ({reason}); free some space and index again: the job resumes where it stopped, and what was indexed before is kept"
     )]
     DiskFull { path: PathBuf, reason: String },
+    /// A passage id the library does not hold (an answer older than a re-index or a removal).
+    #[error(
+        "the library has no passage `{id}`: its document was removed or re-indexed after this answer was written; ask again to cite the library as it is now"
+    )]
+    UnknownPassage { id: String },
+    /// A content id no document of the library has.
+    #[error("the library has no document `{id}`; add the file to the library to see it here")]
+    UnknownDocument { id: String },
+    #[error(
+        "{path} is no longer there (moved or deleted); add it to the library again to see the passage in its source"
+    )]
+    SourceMissing { path: PathBuf },
+    #[error(
+        "{path} changed since it was indexed, so the passage may no longer be where the library says; re-index it to see the passage in its source"
+    )]
+    SourceChanged { path: PathBuf },
 }

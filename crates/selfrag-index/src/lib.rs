@@ -45,8 +45,8 @@ pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
 pub use job::{JobEvent, JobProgress, JobSummary};
 #[cfg(feature = "store")]
 pub use library::{
-    DocumentRecord, IndexOutcome, Library, LibraryStats, SearchFilter, SearchHit, SearchMode,
-    SearchRequest,
+    DocumentRecord, IndexOutcome, Library, LibraryStats, PassageSource, SearchFilter, SearchHit,
+    SearchMode, SearchRequest, SourceView,
 };
 #[cfg(feature = "store")]
 pub use watch::{ChangeBatch, FolderWatcher};

@@ -93,6 +93,12 @@ describe("ipc", () => {
     const last = () => tauri.invoke.mock.lastCall as [string, Record<string, unknown>?];
     await ipc.openSource("a1", 2);
     expect(last()).toEqual(["open_source", { answerId: "a1", citation: 2 }]);
+    await ipc.passageSource("doc:3");
+    expect(last()).toEqual(["passage_source", { passageId: "doc:3" }]);
+    // A PDF's bytes arrive as an ArrayBuffer (a raw IPC response) and are handed on as bytes.
+    tauri.invoke.mockResolvedValueOnce(new Uint8Array([37, 80, 68, 70]).buffer);
+    expect(await ipc.sourcePdf("doc")).toEqual(new Uint8Array([37, 80, 68, 70]));
+    expect(last()).toEqual(["source_pdf", { documentId: "doc" }]);
     await ipc.downloadModel("selfrag-7b", () => {});
     expect(last()[0]).toBe("download_model");
     expect(last()[1]?.modelId).toBe("selfrag-7b");

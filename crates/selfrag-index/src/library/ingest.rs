@@ -284,7 +284,7 @@ fn modified_ns(meta: &std::fs::Metadata) -> i64 {
 }
 
 /// SHA-256 of the file, read a block at a time (a file is never held whole in the app).
-fn content_hash(path: &Path) -> std::io::Result<String> {
+pub(super) fn content_hash(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
@@ -300,7 +300,7 @@ fn content_hash(path: &Path) -> std::io::Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

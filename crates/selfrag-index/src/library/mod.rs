@@ -13,6 +13,7 @@ mod maintain;
 pub(crate) mod meta;
 mod schema;
 mod search;
+mod source;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ use meta::{LibraryMeta, SCHEMA_VERSION};
 pub use schema::DocumentRecord;
 use schema::{column, documents_schema, passages_schema, sql_string, string_column, vector_dim};
 pub use search::{SearchFilter, SearchHit, SearchMode, SearchRequest};
+pub use source::{PassageSource, SourceView};
 
 use crate::{Extractor, IndexError, PassageEmbedder};
 

@@ -361,6 +361,40 @@ diskBytes: number,
  */
 vectorIndex: boolean, textIndex: boolean, };
 
+export type PassageSource = { passageId: string, 
+/**
+ * The content's id: what [`Library::document_pdf`] takes.
+ */
+documentId: string, 
+/**
+ * The file checked to hold the indexed content.
+ */
+path: string, title: string, 
+/**
+ * 1-based page of the passage (PDF), the page the viewer opens.
+ */
+page: number | null, 
+/**
+ * The number printed on that page, where it differs from `page`.
+ */
+pageLabel: string | null, 
+/**
+ * Pages of the document: 1 for formats without pages.
+ */
+pages: number, 
+/**
+ * The passage text as stored and cited.
+ */
+text: string, view: SourceView, };
+
+export type SourceView = { "kind": "pdf" } | { "kind": "text", text: string, 
+/**
+ * The passage's place in `text`, in characters (Unicode scalar values), `[start, end)`;
+ * `None` where the text read now no longer holds the passage there or anywhere (the
+ * parser changed since the file was indexed).
+ */
+span: [number, number] | null, };
+
 export type AppStatus = { dataDir: string, models: Array<ModelStatus>, library: LibraryStats, device: DeviceStatus, };
 
 export type DocumentInfo = { id: string, path: string, title: string, 
@@ -578,6 +612,8 @@ export const COMMANDS = [
   "test_generator_server",
   "use_generator_server",
   "open_source",
+  "passage_source",
+  "source_pdf",
   "remove_document",
   "reindex_document",
   "library_stats",

@@ -22,6 +22,7 @@ import type {
   LibraryEvent,
   LibraryStats,
   LoadedSettings,
+  PassageSource,
   Progress,
   ServerCheck,
   Settings,
@@ -208,6 +209,19 @@ export function onFilesDropped(
  */
 export function openSource(answerId: string, citation: number): Promise<string> {
   return call<string>("open_source", { answerId, citation });
+}
+
+/**
+ * Where passage `passageId` (as an answer's trace names it) is in its source: a PDF's page, or
+ * the text it was cut from with its span. The Rust side serves only passages of the library.
+ */
+export function passageSource(passageId: string): Promise<PassageSource> {
+  return call<PassageSource>("passage_source", { passageId });
+}
+
+/** The bytes of the library's PDF with content id `documentId`, for the viewer to render. */
+export async function sourcePdf(documentId: string): Promise<Uint8Array> {
+  return new Uint8Array(await call<ArrayBuffer>("source_pdf", { documentId }));
 }
 
 /**

@@ -1,7 +1,9 @@
 // What a script running in the webview could reach, tried from inside the real page as an
 // injected script would: no file system, shell, HTTP or opener plugin; "Open source" opens only
-// files an answer cites; history and exports take ids, never paths; a path-like id is refused;
-// indexing and watching take only paths the user dropped natively or picked in a native dialog.
+// files an answer cites; the evidence viewer reads only documents of the library, by id, and the
+// CSP's `connect-src 'self'` (for pdf.js's data) reaches the app's own files only; history and
+// exports take ids, never paths; a path-like id is refused; indexing and watching take only
+// paths the user dropped natively or picked in a native dialog.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -61,6 +63,28 @@ test("the webview cannot read, write or open files through the IPC", async () =>
       // command and was not taken as one.
       assert.match(result, /^denied: .*(unknown|no answer|not found|invalid)/i, `${cmd} with a path for an id must be refused, got ${result}`);
       assert.doesNotMatch(result, /root:x:0:0/, `${cmd} leaked /etc/passwd`);
+    }
+
+    // The evidence viewer reads a document only by a passage or content id of the library.
+    for (const [cmd, args] of [
+      ["passage_source", { passageId: "/etc/passwd" }],
+      ["passage_source", { passageId: "../../../../etc/passwd:0" }],
+      ["source_pdf", { documentId: "/etc/passwd" }],
+      ["source_pdf", { documentId: "../../../../etc/passwd" }],
+    ]) {
+      const result = await attempt(cmd, args);
+      assert.match(result, /^denied: .*the library has no (passage|document)/, `${cmd} with a path must be refused, got ${result}`);
+      assert.doesNotMatch(result, /root:x:0:0/, `${cmd} leaked /etc/passwd`);
+    }
+
+    // fetch reaches the app's own files (pdf.js's CMaps) and nothing else.
+    const FETCH = `const [url, done] = arguments;
+      fetch(url).then((r) => r.text()).then((t) => done("read: " + t.slice(0, 40)), (e) => done("blocked: " + e));`;
+    const own = await session.execAsync(FETCH, new URL("pdfjs/cmaps/LICENSE", await session.exec("return document.baseURI;")).href);
+    assert.match(own, /^read: /, own);
+    for (const url of ["file:///etc/passwd", "http://127.0.0.1:9/", "https://example.com/"]) {
+      const result = await session.execAsync(FETCH, url);
+      assert.match(result, /^blocked: /, `fetch(${url}) must be blocked, got ${result}`);
     }
 
     // The commands that read new files take only paths the user dropped or picked natively.

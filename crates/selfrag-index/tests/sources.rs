@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-#[allow(dead_code)]
 mod corpus;
 
 use common::BAG_OF_WORDS;

@@ -195,7 +195,9 @@ describe("AnswerView", () => {
     const panel = screen.getByTestId("passage-panel");
     expect(within(panel).getByTestId("passage-page")).toHaveTextContent("117 (PDF page 3)");
     // The viewer opens the file's page.
-    expect(within(panel).getByTestId("open-source")).toHaveTextContent("Open source (PDF page 3)");
+    expect(within(panel).getByTestId("open-source")).toHaveTextContent(
+      "Open in default app (PDF page 3)",
+    );
   });
 
   it("shows the passage title and the start of its text on hover", () => {

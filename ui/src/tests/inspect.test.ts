@@ -31,7 +31,7 @@ import { defaultSettings } from "$lib/settings";
 import { applyTheme, theme } from "$lib/theme";
 import { answer, candidate } from "./fixtures";
 
-vi.mock("$lib/ipc", () => ({ openSource: vi.fn() }));
+vi.mock("$lib/ipc", () => ({ openSource: vi.fn(), passageSource: vi.fn(), sourcePdf: vi.fn() }));
 const mocked = vi.mocked(ipc);
 
 beforeEach(() => {
@@ -216,7 +216,7 @@ describe("evidence panel", () => {
     expect(screen.getByTestId("support-span")).toHaveTextContent("Self-RAG trains a single LM");
     expect(screen.getByTestId("span-hint")).toHaveTextContent("word-overlap estimate");
     expect(screen.getByTestId("passage-isrel")).toHaveTextContent("Relevant");
-    expect(screen.getByTestId("open-source")).toHaveTextContent("Open source (PDF page 3)");
+    expect(screen.getByTestId("open-source")).toHaveTextContent("Open in default app (PDF page 3)");
   });
 
   it("opens the source through the IPC and shows where", async () => {
@@ -227,6 +227,42 @@ describe("evidence panel", () => {
     await waitFor(() =>
       expect(screen.getByTestId("open-status")).toHaveTextContent("Opened selfrag.pdf"),
     );
+  });
+
+  it("shows a text source with the passage marked at its span, counted in characters", async () => {
+    const text = "# Notes 📝\n\nFirst paragraph.\n\nSelf-RAG trains a single LM.\n\nLast one.";
+    const start = Array.from(text).indexOf("S");
+    mocked.passageSource.mockResolvedValue({
+      passageId: "d1:1",
+      documentId: "d1",
+      path: "/home/ada/notes.md",
+      title: "Notes",
+      page: null,
+      pageLabel: null,
+      pages: 1,
+      text: "Self-RAG trains a single LM.",
+      view: { kind: "text", text, span: [start, start + 28] },
+    });
+    render(PassagePanel, props);
+    expect(mocked.passageSource).toHaveBeenCalledWith(base.passages[0].id);
+    await waitFor(() =>
+      expect(screen.getByTestId("text-mark")).toHaveTextContent("Self-RAG trains a single LM."),
+    );
+    expect(screen.getByTestId("text-source").textContent).toBe(text);
+    expect(mocked.sourcePdf).not.toHaveBeenCalled();
+  });
+
+  it("says why the source cannot be shown and keeps the passage the model read", async () => {
+    mocked.passageSource.mockRejectedValue({
+      code: "index",
+      message:
+        "/home/ada/notes.md changed since it was indexed; re-index it to see the passage in its source",
+    });
+    render(PassagePanel, props);
+    await waitFor(() =>
+      expect(screen.getByTestId("source-error")).toHaveTextContent("changed since it was indexed"),
+    );
+    expect(screen.getByTestId("passage-text").textContent).toBe(base.passages[0].text);
   });
 
   it("shows why the source could not be opened", async () => {

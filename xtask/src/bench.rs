@@ -1,4 +1,4 @@
-//! `cargo xtask bench [generator|embedder|server|index|rerank|all]`: the speed of the local models against
+//! `cargo xtask bench [generator|embedder|server|index|papers|rerank|all]`: the speed of the local models against
 //! their reference implementations, measured in one run on this machine with the same thread
 //! count on both sides, printed as tables and written to `docs/BENCHMARKS.md`.
 //!
@@ -13,6 +13,8 @@
 //!   (see `bench/server.rs`).
 //! - **index**: PDF extraction against pdftotext, indexing 10,000 files, hybrid search at 10k,
 //!   100k and 1M passages (see `bench/index.rs`).
+//! - **papers**: real PDFs from Debian's documentation packages read against pdftotext: word
+//!   recall, order, page attribution, refusals (see `bench/papers.rs`).
 //! - **rerank**: a weight slider's move on a full-size long-form answer, against the issue's
 //!   50 ms bound (no peer; see `bench/rerank.rs`).
 //!
@@ -31,6 +33,7 @@
 //! is read with two small field readers rather than a parser.
 
 mod index;
+mod papers;
 mod rerank;
 mod server;
 
@@ -53,7 +56,14 @@ const PASSAGES: usize = 64;
 const EMBED_BATCH: usize = 32;
 
 /// The sections, in the order of `docs/BENCHMARKS.md`.
-const SECTIONS: [&str; 5] = ["generator", "embedder", "server", "index", "rerank"];
+const SECTIONS: [&str; 6] = [
+    "generator",
+    "embedder",
+    "server",
+    "index",
+    "papers",
+    "rerank",
+];
 
 /// What every section needs: the release binaries, the Python environment, the knobs.
 struct Bench {
@@ -141,6 +151,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
             "embedder" => embedder(&bench)?,
             "server" => server::server(&bench)?,
             "rerank" => rerank::rerank(&bench)?,
+            "papers" => papers::papers(&bench)?,
             _ => index::index(&bench)?,
         };
         eprintln!("\n{markdown}");
@@ -163,7 +174,7 @@ fn write_benchmarks_md(bench: &Bench, ran: &[&str]) -> Result<()> {
     };
     let mut text = String::from(
         "# Benchmarks\n\n\
-         Written by `cargo xtask bench [generator|embedder|server|index|rerank|all]` (see `xtask/src/bench.rs`); \
+         Written by `cargo xtask bench [generator|embedder|server|index|papers|rerank|all]` (see `xtask/src/bench.rs`); \
          each section keeps the results of its last run. Both sides of a comparison run on the \
          same machine with the same thread count, as fresh processes taking turns, and every \
          figure is the median of the rounds. The models are random weights in the real shapes \
@@ -210,6 +221,7 @@ fn title(section: &str) -> &'static str {
         "embedder" => "Embedder",
         "server" => "Generator server",
         "rerank" => "Re-rank",
+        "papers" => "Real papers",
         _ => "Index",
     }
 }

@@ -82,6 +82,7 @@ const LINUX_NEEDS: &[Need] = &[
     need(PkgConfig("gobject-2.0"), "libglib2.0-dev", "gobject-sys", Build),
     need(PkgConfig("dbus-1"), "libdbus-1-dev", "libdbus-sys (tao)", Build),
     need(PkgConfig("x11"), "libx11-dev", "x11 (gdkx11)", Build),
+    need(Program("tesseract"), "tesseract-ocr", "the app's OCR of scanned PDF pages (and its tests, with the English model)", Build),
     need(Program("Xvfb"), "xvfb", "the end-to-end tests' display", Test),
     need(Program("WebKitWebDriver"), "webkit2gtk-driver", "tauri-driver, in the end-to-end tests", Test),
     need(Program("xdotool"), "xdotool", "the end-to-end tests' native dialogs and drags", Test),

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use selfrag_engine::{
     Engine, EngineConfig, IndexEvent, LibraryEvent, SearchFilter, SearchMode, SearchQuery,
@@ -50,6 +50,8 @@ struct HitOut {
     page: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     page_label: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ocr_confidence: Option<f32>,
     section: Option<String>,
     span: [u64; 2],
     score: f32,
@@ -256,6 +258,7 @@ pub async fn search(
                 title: h.title,
                 page: h.page,
                 page_label: h.page_label,
+                ocr_confidence: h.ocr_confidence,
                 section: h.section,
                 span: [h.span.0, h.span.1],
                 score: h.score,
@@ -272,8 +275,12 @@ pub async fn search(
             (Some(p), None) => format!(", p. {p}"),
             (None, _) => String::new(),
         };
+        let ocr = h
+            .ocr_confidence
+            .map(|c| format!(" ({})", selfrag_core::ocr_note(c)))
+            .unwrap_or_default();
         text.push_str(&format!(
-            "[{}] {:.4}  {}{page}\n    {}\n",
+            "[{}] {:.4}  {}{page}{ocr}\n    {}\n",
             i + 1,
             h.score,
             h.path,
@@ -315,8 +322,51 @@ struct ExtractOut {
     seconds: f64,
 }
 
-/// `selfrag debug extract FILES...`: extraction alone, in this process, timed (JSON).
-pub async fn extract(files: Vec<PathBuf>) -> Result<()> {
+/// One file as the library reads it, for `scripts/bench/pdf_corpus.py`: its pages and the
+/// passages chunked from them, each with the page it claims.
+#[derive(Serialize)]
+struct ExtractedPages {
+    pages: Vec<selfrag_engine::ExtractedPage>,
+    passages: Vec<PagePassage>,
+}
+
+#[derive(Serialize)]
+struct PagePassage {
+    page: Option<u32>,
+    text: String,
+}
+
+/// `selfrag debug extract --pages-to OUT FILE`: the file's pages and passages as JSON in OUT.
+fn extract_pages(file: &std::path::Path, out: &std::path::Path) -> Result<()> {
+    let doc = selfrag_engine::extract_file(file)?;
+    let passages = doc
+        .pages
+        .iter()
+        .flat_map(|page| {
+            selfrag_engine::chunk_text(&page.text)
+                .into_iter()
+                .map(|chunk| PagePassage {
+                    page: page.number,
+                    text: chunk.text,
+                })
+        })
+        .collect();
+    let json = serde_json::to_vec(&ExtractedPages {
+        pages: doc.pages,
+        passages,
+    })?;
+    std::fs::write(out, json).with_context(|| format!("writing {}", out.display()))
+}
+
+/// `selfrag debug extract FILES...`: extraction alone, in this process, timed (JSON); with
+/// `--pages-to OUT`, one file's pages and passages written to OUT instead.
+pub async fn extract(files: Vec<PathBuf>, pages_to: Option<PathBuf>) -> Result<()> {
+    if let Some(out) = pages_to {
+        let [file] = files.as_slice() else {
+            bail!("--pages-to takes one file, not {}", files.len());
+        };
+        return extract_pages(file, &out);
+    }
     let started = std::time::Instant::now();
     let mut out = ExtractOut {
         files: files.len(),

@@ -285,6 +285,10 @@ enum DebugCommand {
     Extract {
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Write the one file's pages and passages (with the page each claims) as JSON here
+        /// (for `scripts/bench/pdf_corpus.py`).
+        #[arg(long)]
+        pages_to: Option<PathBuf>,
     },
     /// Greedy continuation of IDS with timings; with --batch K, K copies decoded as one batch.
     Generate {
@@ -516,8 +520,8 @@ fn run(cli: Cli) -> Result<()> {
                     },
             } => library::bench_search(dir, passages, dim, queries).await,
             Command::Debug {
-                command: DebugCommand::Extract { files },
-            } => library::extract(files).await,
+                command: DebugCommand::Extract { files, pages_to },
+            } => library::extract(files, pages_to).await,
             Command::Debug {
                 command:
                     DebugCommand::IndexWhileAnswering {

@@ -52,6 +52,7 @@ pub fn print(
             path: file.display().to_string(),
             page: None,
             page_label: None,
+            ocr_confidence: None,
             text,
         };
         let ids = builder.with_passage(&tokenizer, &[], &passage)?.ids;

@@ -245,6 +245,11 @@ pub struct Passage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub page_label: Option<String>,
+    /// Where the page was a scan read by OCR: the engine's mean word confidence, 0–1 (the text
+    /// may hold misread words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub ocr_confidence: Option<f32>,
     /// The passage text the model read.
     pub text: String,
 }
@@ -260,12 +265,22 @@ impl Passage {
         })
     }
 
+    /// "OCR text, confidence 91%" where the passage was read from a scan by OCR.
+    pub fn ocr_note(&self) -> Option<String> {
+        self.ocr_confidence.map(ocr_note)
+    }
+
     /// The page as a reference list gives it: the printed number where there is one.
     pub fn printed_page(&self) -> Option<String> {
         self.page_label
             .clone()
             .or_else(|| self.page.map(|p| p.to_string()))
     }
+}
+
+/// How a citation says its text was read from a scan by OCR with mean word `confidence` (0–1).
+pub fn ocr_note(confidence: f32) -> String {
+    format!("OCR text, confidence {:.0}%", confidence * 100.0)
 }
 
 /// Finds the passages most relevant to a query.

@@ -31,7 +31,7 @@ mod vocab;
 
 pub use backend::{
     BackendError, DeviceChoice, DeviceKind, GenerateRequest, GeneratedToken, Generation, Generator,
-    ModelRole, Passage, Retriever, StopReason, TokenId, Tokenizer, UnknownDevice,
+    ModelRole, Passage, Retriever, StopReason, TokenId, Tokenizer, UnknownDevice, ocr_note,
 };
 pub use critique::{CritiqueScores, segment_score};
 pub use error::SelfRagError;

@@ -316,6 +316,7 @@ mod tests {
             path: "t.pdf".into(),
             page: None,
             page_label: None,
+            ocr_confidence: None,
             text: text.into(),
         }
     }

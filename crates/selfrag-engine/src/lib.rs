@@ -38,8 +38,8 @@ pub use jobs::{JobKind, JobSource, LibraryEvent};
 pub use samples::SAMPLE_DOCUMENTS;
 pub use selfrag_core::{DeviceChoice, DeviceKind};
 pub use selfrag_index::{
-    LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SourceView, bench,
-    extract_file,
+    ExtractedPage, LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SourceView,
+    bench, chunk_text, extract_file,
 };
 pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};

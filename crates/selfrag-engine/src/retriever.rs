@@ -38,6 +38,7 @@ impl Retriever for LibraryRetriever {
                 path: h.path,
                 page: h.page,
                 page_label: h.page_label,
+                ocr_confidence: h.ocr_confidence,
                 text: h.text,
             })
             .collect())

@@ -233,6 +233,7 @@ impl Retriever for HostilePassages {
                 path: format!("/docs/{i}.txt"),
                 page: None,
                 page_label: None,
+                ocr_confidence: None,
                 text: hostile_text(&format!("Passage {i} says")),
             })
             .collect())

@@ -81,8 +81,10 @@ pub fn html(answer: &Answer, options: &ExportOptions) -> String {
         for (n, p) in &view.sources {
             let page = p
                 .page_citation()
+                .into_iter()
+                .chain(p.ocr_note())
                 .map(|pg| format!(", {}", escape(&pg)))
-                .unwrap_or_default();
+                .collect::<String>();
             out.push_str(&format!(
                 "<li id=\"source-{n}\" value=\"{n}\"><strong>{}</strong>, <code>{}</code>{page}\n<blockquote>{}</blockquote></li>\n",
                 escape(&one_line(&p.title)),

@@ -369,6 +369,28 @@ mod tests {
         assert!(json.contains("\"page_label\": \"117\""), "{json}");
     }
 
+    /// A passage read from a scan by OCR says so, with the engine's confidence, in every format.
+    #[test]
+    fn ocr_text_is_marked_with_its_confidence_in_every_export() {
+        let mut answer = test_answer::answer();
+        for p in answer.passages.iter_mut().filter(|p| p.page == Some(3)) {
+            p.ocr_confidence = Some(0.874);
+        }
+        let options = ExportOptions::default();
+        let md = markdown(&answer, &options);
+        assert!(
+            md.contains("`/docs/paper.pdf`, p. 3, OCR text, confidence 87%\n"),
+            "{md}"
+        );
+        let page = html(&answer, &options);
+        assert!(
+            page.contains("<code>/docs/paper.pdf</code>, p. 3, OCR text, confidence 87%\n"),
+            "{page}"
+        );
+        let json = render(&answer, ExportFormat::Json);
+        assert!(json.contains("\"ocr_confidence\": 0.874"), "{json}");
+    }
+
     #[test]
     fn formats_parse_and_name_their_extension() {
         for f in ExportFormat::ALL {

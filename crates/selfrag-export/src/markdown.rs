@@ -47,8 +47,10 @@ pub fn markdown(answer: &Answer, options: &ExportOptions) -> String {
     for (n, p) in &view.sources {
         let page = p
             .page_citation()
+            .into_iter()
+            .chain(p.ocr_note())
             .map(|pg| format!(", {}", escape(&pg)))
-            .unwrap_or_default();
+            .collect::<String>();
         out.push_str(&format!(
             "[^{n}]: **{}**, {}{page}\n",
             escape(&one_line(&p.title)),

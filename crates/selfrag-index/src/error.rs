@@ -32,10 +32,8 @@ pub enum IndexError {
         "{path} is password-protected; save a copy without the password (e.g. print it to PDF) and index that"
     )]
     Encrypted { path: PathBuf },
-    #[error(
-        "{path} has no text layer (scanned?); run OCR on it (e.g. `ocrmypdf`) and index the result"
-    )]
-    NoTextLayer { path: PathBuf },
+    #[error("{path} has no text layer (scanned?); {reason}")]
+    NoTextLayer { path: PathBuf, reason: String },
     #[error(
         "{path} could not be read as {format}: {reason}. Re-save or re-export the file and index it again"
     )]

@@ -107,7 +107,9 @@ enum WireError {
     },
     Empty,
     Encrypted,
-    NoTextLayer,
+    NoTextLayer {
+        reason: String,
+    },
     Malformed {
         format: String,
         reason: String,
@@ -133,7 +135,9 @@ impl WireError {
             },
             IndexError::Empty { .. } => Self::Empty,
             IndexError::Encrypted { .. } => Self::Encrypted,
-            IndexError::NoTextLayer { .. } => Self::NoTextLayer,
+            IndexError::NoTextLayer { reason, .. } => Self::NoTextLayer {
+                reason: reason.clone(),
+            },
             IndexError::Malformed { format, reason, .. } => Self::Malformed {
                 format: format.clone(),
                 reason: reason.clone(),
@@ -164,7 +168,7 @@ impl WireError {
             Self::Unsupported { reason } => IndexError::Unsupported { path, reason },
             Self::Empty => IndexError::Empty { path },
             Self::Encrypted => IndexError::Encrypted { path },
-            Self::NoTextLayer => IndexError::NoTextLayer { path },
+            Self::NoTextLayer { reason } => IndexError::NoTextLayer { path, reason },
             Self::Malformed { format, reason } => IndexError::Malformed {
                 path,
                 format,
@@ -511,7 +515,10 @@ mod tests {
         let path = Path::new("/docs/paper.pdf");
         let errors = [
             IndexError::Encrypted { path: path.into() },
-            IndexError::NoTextLayer { path: path.into() },
+            IndexError::NoTextLayer {
+                path: path.into(),
+                reason: "the OCR found no text on it".into(),
+            },
             IndexError::Empty { path: path.into() },
             IndexError::Unsupported {
                 path: path.into(),

@@ -401,7 +401,11 @@ async fn an_empty_page_is_reported_and_the_rest_is_indexed() {
         panic!("expected the file to be indexed")
     };
     assert_eq!(passages, 2);
-    assert_eq!(notes, ["page 2 has no text layer (scanned?)"]);
+    // A blank page: no text layer and no scan for the OCR either.
+    assert_eq!(
+        notes,
+        ["page 2 has no text layer (scanned?); it draws no image for the OCR to read"]
+    );
     assert_eq!(best_hit(&lib, "conclusion findings").await.page, Some(3));
 }
 

@@ -241,6 +241,7 @@ fn passages() -> Fixed {
         path: format!("/docs/{id}.txt"),
         page: None,
         page_label: None,
+        ocr_confidence: None,
         text: text.into(),
     };
     Fixed(vec![
@@ -580,6 +581,7 @@ fn reflection_tokens_written_in_documents_reach_the_server_as_text() {
         path: "/docs/hostile.md".into(),
         page: None,
         page_label: None,
+        ocr_confidence: None,
         text: hostile.into(),
     };
     let settings = Settings {

@@ -52,6 +52,7 @@ impl TraceBuilder {
             path: path.into(),
             page,
             page_label: None,
+            ocr_confidence: None,
             text: text.into(),
         });
         self

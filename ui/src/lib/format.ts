@@ -56,3 +56,12 @@ export function pageText(passage: Pick<Passage, "page" | "page_label">): string 
     ? `${passage.page_label} (PDF page ${passage.page})`
     : `${passage.page}`;
 }
+
+/**
+ * "OCR text, confidence 91%" for a passage read from a scan by OCR (the same words as the
+ * exports' `ocr_note`), else null.
+ */
+export function ocrText(passage: Pick<Passage, "ocr_confidence">): string | null {
+  const confidence = passage.ocr_confidence;
+  return confidence === undefined ? null : `OCR text, confidence ${Math.round(confidence * 100)}%`;
+}

@@ -200,6 +200,14 @@ describe("AnswerView", () => {
     );
   });
 
+  it("says in the evidence panel that a passage was read from a scan by OCR", async () => {
+    const scanned = record();
+    scanned.answer.passages[0] = { ...scanned.answer.passages[0], ocr_confidence: 0.91 };
+    render(AnswerView, { record: scanned });
+    await fireEvent.click(screen.getByTestId("citation-1"));
+    expect(screen.getByTestId("passage-ocr")).toHaveTextContent("OCR text, confidence 91%");
+  });
+
   it("shows the passage title and the start of its text on hover", () => {
     render(AnswerView, { record: record() });
     const button = screen.getByTestId("citation-1");

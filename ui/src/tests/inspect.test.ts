@@ -239,6 +239,7 @@ describe("evidence panel", () => {
       title: "Notes",
       page: null,
       pageLabel: null,
+      ocrConfidence: null,
       pages: 1,
       text: "Self-RAG trains a single LM.",
       view: { kind: "text", text, span: [start, start + 28] },

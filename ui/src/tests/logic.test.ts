@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 
 import { toAppError } from "$lib/errors";
-import { excerpt, fileName, generatorLine, pageText } from "$lib/format";
+import { excerpt, fileName, generatorLine, ocrText, pageText } from "$lib/format";
 import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
@@ -150,6 +150,11 @@ describe("helpers", () => {
     expect(pageText({ page: 2, page_label: "ii" })).toBe("ii (PDF page 2)");
     expect(pageText({ page: 3 })).toBe("3");
     expect(pageText({ page: null })).toBeNull();
+  });
+
+  it("says a passage was read from a scan by OCR, with the engine's confidence", () => {
+    expect(ocrText({ ocr_confidence: 0.874 })).toBe("OCR text, confidence 87%");
+    expect(ocrText({})).toBeNull();
   });
 });
 

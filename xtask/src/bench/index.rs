@@ -24,6 +24,17 @@ const PDF_FILES: usize = 20;
 const PDF_PAGES: usize = 20;
 const SMALL_FILES: usize = 10_000;
 
+/// Installs poppler-utils (pdftotext, the PDF peer) where it is missing.
+pub(super) fn ensure_pdftotext() -> Result<()> {
+    if !crate::have("pdftotext") {
+        crate::status(
+            Command::new("apt-get").args(["install", "-y", "-q", "poppler-utils"]),
+            "apt-get install poppler-utils (for pdftotext)",
+        )?;
+    }
+    Ok(())
+}
+
 pub(super) fn index(bench: &Bench) -> Result<String> {
     let mut md = String::from("## Index\n\n");
     let scratch = bench.out.join("index");
@@ -32,12 +43,7 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
     let selfrag = bench.binary("selfrag");
 
     // PDF extraction against pdftotext.
-    if !crate::have("pdftotext") {
-        crate::status(
-            Command::new("apt-get").args(["install", "-y", "-q", "poppler-utils"]),
-            "apt-get install poppler-utils (for pdftotext)",
-        )?;
-    }
+    ensure_pdftotext()?;
     let pdfs = scratch.join("pdfs");
     std::fs::create_dir_all(&pdfs)?;
     let mut files = Vec::new();

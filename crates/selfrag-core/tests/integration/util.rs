@@ -364,6 +364,7 @@ pub fn passage(i: usize, text: &str) -> Passage {
         path: format!("/lib/doc{i}.pdf"),
         page: Some(i as u32 + 1),
         page_label: None,
+        ocr_confidence: None,
         text: text.to_string(),
     }
 }

@@ -10,6 +10,7 @@
 
 mod docx;
 mod html;
+pub mod ocr;
 mod pdf;
 mod text;
 
@@ -30,6 +31,10 @@ pub struct ExtractedPage {
     pub label: Option<String>,
     /// The text passages' character spans refer to.
     pub text: String,
+    /// Where the page had no text layer and its scan was read by OCR: the engine's mean word
+    /// confidence, 0–1 ([`ocr`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocr_confidence: Option<f32>,
 }
 
 /// The text of one file, ready to chunk.
@@ -201,6 +206,7 @@ fn single_page(
             number: None,
             label: None,
             text,
+            ocr_confidence: None,
         }],
         notes: Vec::new(),
     })

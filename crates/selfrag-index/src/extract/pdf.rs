@@ -8,18 +8,21 @@
 //! images, which are never inflated here) is inflated into nothing up to
 //! [`MAX_INFLATED_BYTES`]: a bomb is refused by name instead of being inflated whole by lopdf.
 //!
+//! A page's text is tidied for reading ([`tidy_page_text`]): words hyphenated at a line end are
+//! joined and ligature characters written as letters.
+//!
 //! pdf-extract 0.12 reads text shown by `Tj` and `TJ` only; the `'` and `"` shorthands ("next
 //! line, then show") are rewritten into `T*` and `Tj` first, or their text would be lost.
 
 use std::io::Read;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pdf_extract::content::{Content, Operation};
 use pdf_extract::{Document, Object, PlainTextOutput};
 
 use super::{
-    ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, clean_text, file_stem, read_bytes,
+    ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, clean_text, file_stem, ocr, read_bytes,
 };
 use crate::IndexError;
 
@@ -56,6 +59,9 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     let mut pages = Vec::new();
     let mut notes = Vec::new();
     let mut unreadable = 0;
+    // Looked up at the first scanned page, once.
+    let mut ocr_engine: Option<Option<PathBuf>> = None;
+    let mut scan_reason = None;
     for (number, id) in numbered {
         let text = if parent_chain_loops(&doc, id) {
             Err("its page tree loops back on itself".to_owned())
@@ -63,13 +69,25 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
             page_text(&doc, number)
         };
         match text {
-            Ok(text) if text.trim().is_empty() => {
-                notes.push(format!("page {number} has no text layer (scanned?)"));
-            }
+            Ok(text) if text.trim().is_empty() => match read_scan(&doc, id, &mut ocr_engine) {
+                Ok(read) => pages.push(ExtractedPage {
+                    number: Some(number),
+                    label: labels.label(number),
+                    text: tidy_page_text(&clean_text(&read.text)),
+                    ocr_confidence: Some(read.confidence),
+                }),
+                Err(reason) => {
+                    notes.push(format!(
+                        "page {number} has no text layer (scanned?); {reason}"
+                    ));
+                    scan_reason.get_or_insert(reason);
+                }
+            },
             Ok(text) => pages.push(ExtractedPage {
                 number: Some(number),
                 label: labels.label(number),
-                text: clean_text(&text).into_owned(),
+                text: tidy_page_text(&clean_text(&text)),
+                ocr_confidence: None,
             }),
             Err(reason) => {
                 unreadable += 1;
@@ -81,6 +99,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         return Err(if unreadable == 0 {
             IndexError::NoTextLayer {
                 path: path.to_path_buf(),
+                reason: scan_reason.unwrap_or_default(),
             }
         } else {
             malformed(notes.join("; "))
@@ -94,6 +113,24 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         pages,
         notes,
     })
+}
+
+/// A page without a text layer read by OCR; or why it was not, in words that follow "has no
+/// text layer (scanned?); ".
+fn read_scan(
+    doc: &Document,
+    id: pdf_extract::ObjectId,
+    engine: &mut Option<Option<PathBuf>>,
+) -> Result<ocr::OcrPage, String> {
+    let Some(tesseract) = engine.get_or_insert_with(ocr::engine) else {
+        return Err("install Tesseract (the `tesseract-ocr` package, Homebrew's `tesseract`, or the Windows installer) and index it again to read it by OCR".into());
+    };
+    match ocr::read_page(doc, id, tesseract) {
+        Ok(Some(read)) if !read.text.trim().is_empty() => Ok(read),
+        Ok(Some(_)) => Err("the OCR found no text on it".into()),
+        Ok(None) => Err("it draws no image for the OCR to read".into()),
+        Err(reason) => Err(format!("the OCR could not read it: {reason}")),
+    }
 }
 
 /// An error naming the first stream that inflates past [`MAX_INFLATED_BYTES`]. Each stream is
@@ -127,7 +164,7 @@ fn refuse_inflation_bombs(doc: &Document) -> Result<(), String> {
 
 /// How many bytes `deflated` (zlib) inflates to, counting at most `limit`; a stream that is
 /// damaged part of the way counts what came out before the damage, as a reader would use it.
-fn inflated_size(deflated: &[u8], limit: u64) -> u64 {
+pub(super) fn inflated_size(deflated: &[u8], limit: u64) -> u64 {
     let mut inflater = flate2::read::ZlibDecoder::new(deflated).take(limit);
     let mut buffer = [0u8; 64 << 10];
     let mut total = 0;
@@ -222,6 +259,80 @@ fn page_text(doc: &Document, number: u32) -> Result<String, String> {
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("the PDF parser failed on it".into()),
     }
+}
+
+/// A page's text as passages want it:
+/// - a word hyphenated at a line end joined again (`exam-\nple` → `example`, where the line goes
+///   on in lower case: a hyphen before a capital or a digit is kept) and soft hyphens dropped;
+/// - the Latin ligature characters of many fonts' encodings (`ﬁ`, `ﬂ`, `ﬀ`, `ﬃ`, `ﬄ`, `ﬅ`, `ﬆ`)
+///   written as their letters, so that a search for "efficient" finds "eﬃcient";
+/// - TeX's accents put back on their letters: with its 7-bit fonts an accent is a glyph of its
+///   own drawn before the letter (`Conclus˜ao`, `Vin´ıcius`), composed here (`Conclusão`,
+///   `Vinícius`).
+fn tidy_page_text(text: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut accented = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{fb00}' => out.push_str("ff"),
+            '\u{fb01}' => out.push_str("fi"),
+            '\u{fb02}' => out.push_str("fl"),
+            '\u{fb03}' => out.push_str("ffi"),
+            '\u{fb04}' => out.push_str("ffl"),
+            '\u{fb05}' | '\u{fb06}' => out.push_str("st"),
+            '\u{ad}' => {}
+            '-' | '\u{2010}' if out.chars().next_back().is_some_and(char::is_alphabetic) => {
+                // A line end after the hyphen, then the rest of the word in lower case.
+                let mut ahead = chars.clone();
+                while ahead
+                    .next_if(|&c| c == ' ' || c == '\t' || c == '\r')
+                    .is_some()
+                {}
+                if ahead.next_if_eq(&'\n').is_some() {
+                    while ahead.next_if(|&c| c == ' ' || c == '\t').is_some() {}
+                    if ahead.peek().is_some_and(|c| c.is_lowercase()) {
+                        chars = ahead;
+                        continue;
+                    }
+                }
+                out.push(c);
+            }
+            c => match (combining_accent(c), chars.peek()) {
+                (Some(mark), Some(&letter)) if letter.is_alphabetic() => {
+                    chars.next();
+                    out.push(match letter {
+                        'ı' => 'i',
+                        'ȷ' => 'j',
+                        other => other,
+                    });
+                    out.push(mark);
+                    accented = true;
+                }
+                _ => out.push(c),
+            },
+        }
+    }
+    if accented { out.nfc().collect() } else { out }
+}
+
+/// The combining mark of a spacing accent as TeX's 7-bit fonts draw it.
+fn combining_accent(c: char) -> Option<char> {
+    Some(match c {
+        '\u{b4}' => '\u{301}',  // ´ acute
+        '\u{2dc}' => '\u{303}', // ˜ tilde
+        '\u{2c6}' => '\u{302}', // ˆ circumflex
+        '\u{a8}' => '\u{308}',  // ¨ diaeresis
+        '\u{b8}' => '\u{327}',  // ¸ cedilla
+        '\u{2c7}' => '\u{30c}', // ˇ caron
+        '\u{2d8}' => '\u{306}', // ˘ breve
+        '\u{2da}' => '\u{30a}', // ˚ ring
+        '\u{2dd}' => '\u{30b}', // ˝ double acute
+        '\u{af}' => '\u{304}',  // ¯ macron
+        '\u{2d9}' => '\u{307}', // ˙ dot
+        _ => return None,
+    })
 }
 
 /// The `/Title` of the document information dictionary, when it says something.
@@ -409,6 +520,35 @@ fn info_title(doc: &Document) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hyphenated_line_ends_are_joined_and_ligatures_written_as_letters() {
+        assert_eq!(
+            tidy_page_text("an exam-\nple of the ef\u{fb01}cient\nre\u{ad}trieval"),
+            "an example of the efficient\nretrieval"
+        );
+        // A hyphen kept: before a capital or a digit, inside a line, or at the end of the text.
+        assert_eq!(
+            tidy_page_text("Self-\nRAG, Llama-\n2, self-reflective, end-"),
+            "Self-\nRAG, Llama-\n2, self-reflective, end-"
+        );
+        // Spaces around the line end go with it; a dash after a space is not a hyphen.
+        assert_eq!(
+            tidy_page_text("retrie- \n  val and - \nthen"),
+            "retrieval and - \nthen"
+        );
+        assert_eq!(
+            tidy_page_text("\u{fb00} \u{fb02} \u{fb03} \u{fb04} \u{fb06}"),
+            "ff fl ffi ffl st"
+        );
+        // TeX's accents, drawn before their letters, composed with them.
+        assert_eq!(
+            tidy_page_text(
+                "Conclus\u{2dc}ao, Disserta\u{b8}c\u{2dc}oes, Vin\u{b4}\u{131}cius, \u{a8}uber, 5 \u{b4} x"
+            ),
+            "Conclusão, Dissertações, Vinícius, über, 5 ´ x"
+        );
+    }
 
     /// A PDF of `objects` (numbered from 1, the first is the catalog) with a correct xref table.
     fn pdf_of(objects: &[&str]) -> Vec<u8> {

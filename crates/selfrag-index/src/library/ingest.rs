@@ -221,7 +221,7 @@ impl Library {
                     document_id,
                     key,
                     &extracted.title,
-                    (page.number, page.label.as_deref()),
+                    (page.number, page.label.as_deref(), page.ocr_confidence),
                     chunk,
                 );
             }

@@ -200,7 +200,7 @@ impl Library {
             .execute()
             .await
             .map_err(store_err)?;
-        add_page_labels(&passages).await.map_err(store_err)?;
+        add_missing_columns(&passages).await.map_err(store_err)?;
         let library = Self {
             dir: dir.to_path_buf(),
             meta,
@@ -488,29 +488,28 @@ async fn collect(dir: &Path, query: impl ExecutableQuery) -> Result<Vec<RecordBa
         .map_err(store_err)
 }
 
-/// Gives a passages table made before page labels its `page_label` column, all nulls (a change
-/// of the schema only: no row is rewritten). Its PDFs get labels when they are indexed again.
-async fn add_page_labels(passages: &lancedb::Table) -> Result<(), lancedb::Error> {
-    if passages
-        .schema()
-        .await?
-        .field_with_name(schema::PAGE_LABEL)
-        .is_ok()
-    {
-        return Ok(());
+/// Gives a passages table made before page labels or OCR its `page_label` and `ocr_confidence`
+/// columns, all nulls (a change of the schema only: no row is rewritten). Its PDFs get labels
+/// and their scanned pages OCR text when they are indexed again.
+async fn add_missing_columns(passages: &lancedb::Table) -> Result<(), lancedb::Error> {
+    let schema = passages.schema().await?;
+    let wanted = [
+        (schema::PAGE_LABEL, arrow_schema::DataType::Utf8),
+        (schema::OCR_CONFIDENCE, arrow_schema::DataType::Float32),
+    ];
+    for (name, kind) in wanted {
+        if schema.field_with_name(name).is_ok() {
+            continue;
+        }
+        let column = arrow_schema::Schema::new(vec![arrow_schema::Field::new(name, kind, true)]);
+        passages
+            .add_columns()
+            .transform(lancedb::table::NewColumnTransform::AllNulls(Arc::new(
+                column,
+            )))
+            .execute()
+            .await?;
     }
-    let column = arrow_schema::Schema::new(vec![arrow_schema::Field::new(
-        schema::PAGE_LABEL,
-        arrow_schema::DataType::Utf8,
-        true,
-    )]);
-    passages
-        .add_columns()
-        .transform(lancedb::table::NewColumnTransform::AllNulls(Arc::new(
-            column,
-        )))
-        .execute()
-        .await?;
     Ok(())
 }
 
@@ -809,7 +808,7 @@ impl PassageRowsForBench {
             span: (0, text.chars().count()),
             section: None,
         };
-        self.0.push(doc, path, title, (None, None), chunk);
+        self.0.push(doc, path, title, (None, None, None), chunk);
     }
 }
 

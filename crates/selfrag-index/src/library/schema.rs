@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use arrow_array::types::Float32Type;
 use arrow_array::{
-    Array, FixedSizeListArray, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+    Array, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray, UInt32Array,
+    UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
@@ -32,6 +33,17 @@ pub struct DocumentRecord {
 
 /// The printed page label column of `passages` (see `ExtractedPage::label`).
 pub(crate) const PAGE_LABEL: &str = "page_label";
+
+/// The OCR confidence column of `passages`: set on the passages of a page read by OCR (see
+/// `ExtractedPage::ocr_confidence`).
+pub(crate) const OCR_CONFIDENCE: &str = "ocr_confidence";
+
+/// The OCR confidence column of a passages batch: `None` in a table made before it existed.
+pub(crate) fn ocr_confidence_column(batch: &RecordBatch) -> Option<&Float32Array> {
+    batch
+        .column_by_name(OCR_CONFIDENCE)
+        .and_then(|c| c.as_any().downcast_ref::<Float32Array>())
+}
 
 /// The label column of a passages batch: `None` in a table made before it existed.
 pub(crate) fn page_label_column(batch: &RecordBatch) -> Option<&StringArray> {
@@ -62,6 +74,7 @@ pub(crate) fn passages_schema(dim: usize) -> SchemaRef {
         // Added after the vector: libraries made before it get it as a column of nulls when
         // they open (`Library::open`), and a new column goes at the end.
         Field::new(PAGE_LABEL, DataType::Utf8, true),
+        Field::new(OCR_CONFIDENCE, DataType::Float32, true),
     ]))
 }
 
@@ -143,6 +156,7 @@ pub(crate) struct PassageRows {
     pub titles: Vec<String>,
     pub pages: Vec<Option<u32>>,
     pub page_labels: Vec<Option<String>>,
+    pub ocr_confidences: Vec<Option<f32>>,
     pub sections: Vec<Option<String>>,
     pub starts: Vec<u64>,
     pub ends: Vec<u64>,
@@ -150,13 +164,14 @@ pub(crate) struct PassageRows {
 }
 
 impl PassageRows {
-    /// One passage of `doc` on `page` (1-based, printed as `label` where that differs).
+    /// One passage of `doc` on `page` (1-based, printed as `label` where that differs; read by
+    /// OCR with confidence `ocr` where it had no text layer).
     pub fn push(
         &mut self,
         doc: &str,
         path: &str,
         title: &str,
-        (page, label): (Option<u32>, Option<&str>),
+        (page, label, ocr): (Option<u32>, Option<&str>, Option<f32>),
         c: crate::Chunk,
     ) {
         self.ids.push(format!("{doc}:{}", self.ids.len()));
@@ -165,6 +180,7 @@ impl PassageRows {
         self.titles.push(title.into());
         self.pages.push(page);
         self.page_labels.push(label.map(str::to_owned));
+        self.ocr_confidences.push(ocr);
         self.sections.push(c.section);
         self.starts.push(c.span.0 as u64);
         self.ends.push(c.span.1 as u64);
@@ -179,6 +195,7 @@ impl PassageRows {
         };
         let page = column::<UInt32Array>(batch, "page")?;
         let label = page_label_column(batch);
+        let ocr = ocr_confidence_column(batch);
         let section = string_column(batch, "section")?;
         let (start, end) = (
             column::<UInt64Array>(batch, "span_start")?,
@@ -199,6 +216,9 @@ impl PassageRows {
                         .filter(|l| l.is_valid(i))
                         .map(|l| l.value(i).to_string())
                 })
+                .collect(),
+            ocr_confidences: (0..n)
+                .map(|i| ocr.filter(|o| o.is_valid(i)).map(|o| o.value(i)))
                 .collect(),
             sections: (0..n)
                 .map(|i| section.is_valid(i).then(|| section.value(i).to_string()))
@@ -251,6 +271,7 @@ impl PassageRows {
                 Arc::new(StringArray::from(self.texts)),
                 Arc::new(vectors),
                 Arc::new(StringArray::from(self.page_labels)),
+                Arc::new(Float32Array::from(self.ocr_confidences)),
             ],
         )
         .map_err(|e| IndexError::Schema(e.to_string()))

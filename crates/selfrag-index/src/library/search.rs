@@ -34,6 +34,7 @@ pub(crate) const HIT_COLUMNS: &[&str] = &[
     "title",
     "page",
     schema::PAGE_LABEL,
+    schema::OCR_CONFIDENCE,
     "section",
     "span_start",
     "span_end",
@@ -126,6 +127,8 @@ pub struct SearchHit {
     pub page: Option<u32>,
     /// The number printed on that page, where it differs from `page`.
     pub page_label: Option<String>,
+    /// The OCR engine's mean word confidence (0–1) where the page was a scan read by OCR.
+    pub ocr_confidence: Option<f32>,
     pub section: Option<String>,
     /// Character span `[start, end)` in the page text.
     pub span: (u64, u64),
@@ -321,6 +324,7 @@ pub(crate) fn hits_from(
     let section = string_column(b, "section")?;
     let page = column::<UInt32Array>(b, "page")?;
     let label = schema::page_label_column(b);
+    let ocr = schema::ocr_confidence_column(b);
     let (start, end) = (
         column::<UInt64Array>(b, "span_start")?,
         column::<UInt64Array>(b, "span_end")?,
@@ -339,6 +343,7 @@ pub(crate) fn hits_from(
             page_label: label
                 .filter(|l| l.is_valid(i))
                 .map(|l| l.value(i).to_string()),
+            ocr_confidence: ocr.filter(|o| o.is_valid(i)).map(|o| o.value(i)),
             section: section.is_valid(i).then(|| section.value(i).to_string()),
             span: (start.value(i), end.value(i)),
             text: text.value(i).into(),
@@ -389,6 +394,7 @@ mod tests {
             title: "t".into(),
             page: None,
             page_label: None,
+            ocr_confidence: None,
             section: None,
             span: (0, 1),
             text: id.into(),

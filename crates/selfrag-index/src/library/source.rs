@@ -34,6 +34,8 @@ pub struct PassageSource {
     pub page: Option<u32>,
     /// The number printed on that page, where it differs from `page`.
     pub page_label: Option<String>,
+    /// The OCR engine's mean word confidence (0–1) where the page was a scan read by OCR.
+    pub ocr_confidence: Option<f32>,
     /// Pages of the document: 1 for formats without pages.
     pub pages: u32,
     /// The passage text as stored and cited.
@@ -83,6 +85,7 @@ impl Library {
             title: hit.title,
             page: hit.page,
             page_label: hit.page_label,
+            ocr_confidence: hit.ocr_confidence,
             pages: document.pages,
             text: hit.text,
             view,

@@ -78,6 +78,11 @@ page: number | null,
  */
 page_label?: string, 
 /**
+ * Where the page was a scan read by OCR: the engine's mean word confidence, 0–1 (the text
+ * may hold misread words).
+ */
+ocr_confidence?: number, 
+/**
  * The passage text the model read.
  */
 text: string, };
@@ -378,6 +383,10 @@ page: number | null,
  * The number printed on that page, where it differs from `page`.
  */
 pageLabel: string | null, 
+/**
+ * The OCR engine's mean word confidence (0–1) where the page was a scan read by OCR.
+ */
+ocrConfidence: number | null, 
 /**
  * Pages of the document: 1 for formats without pages.
  */

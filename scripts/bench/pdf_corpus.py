@@ -62,11 +62,14 @@ def overlap(a, b):
 
 
 def pdftotext_pages(path):
-    run = subprocess.run(
-        ["pdftotext", "-enc", "UTF-8", path, "-"],
-        capture_output=True,
-        timeout=TIMEOUT_S,
-    )
+    try:
+        run = subprocess.run(
+            ["pdftotext", "-enc", "UTF-8", path, "-"],
+            capture_output=True,
+            timeout=TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return None
     if run.returncode != 0:
         return None
     pages = run.stdout.decode("utf-8", "replace").split("\f")

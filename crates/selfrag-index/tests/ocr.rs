@@ -253,8 +253,12 @@ fn an_engine_that_cannot_run_is_a_note_on_the_page_never_a_crash() {
     );
     let doc = lopdf::Document::load(&file).unwrap();
     let page = doc.get_pages()[&1];
-    let err =
-        selfrag_index::extract::ocr::read_page(&doc, page, Path::new("/nonexistent/tesseract"))
-            .unwrap_err();
+    let err = selfrag_index::extract::ocr::read_page(
+        &doc,
+        page,
+        Path::new("/nonexistent/tesseract"),
+        std::time::Duration::from_secs(30),
+    )
+    .unwrap_err();
     assert!(err.contains("could not be started"), "{err}");
 }

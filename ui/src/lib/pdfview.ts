@@ -12,10 +12,19 @@ type PdfJs = typeof import("pdfjs-dist/legacy/build/pdf.mjs");
 
 let loading: Promise<PdfJs> | null = null;
 
-/** The pdf.js module, imported once. */
+/**
+ * The pdf.js module, imported once, with its worker started by the app: pdf.js would start it
+ * itself only where it judges the page's origin the worker's (else through a `blob:` URL, which
+ * the CSP refuses, and then on the main thread, freezing the window on a large PDF).
+ */
 export function pdfjs(): Promise<PdfJs> {
   loading ??= import("pdfjs-dist/legacy/build/pdf.mjs").then((lib) => {
     lib.GlobalWorkerOptions.workerSrc = workerUrl;
+    try {
+      lib.GlobalWorkerOptions.workerPort = new Worker(workerUrl, { type: "module" });
+    } catch {
+      // No module workers: pdf.js falls back to its own means.
+    }
     return lib;
   });
   return loading;
@@ -61,6 +70,7 @@ export async function renderPage(
   signal: AbortSignal,
 ): Promise<RenderedPage> {
   const lib = await pdfjs();
+  signal.throwIfAborted();
   const viewport = page.getViewport({ scale });
   const ratio = window.devicePixelRatio || 1;
   canvas.width = Math.floor(viewport.width * ratio);
@@ -74,6 +84,7 @@ export async function renderPage(
   });
   const cancel = () => task.cancel();
   signal.addEventListener("abort", cancel);
+  if (signal.aborted) task.cancel();
   textLayer.replaceChildren();
   textLayer.style.setProperty("--total-scale-factor", String(scale));
   const text = new lib.TextLayer({
@@ -82,6 +93,7 @@ export async function renderPage(
     viewport,
   });
   signal.addEventListener("abort", () => text.cancel());
+  if (signal.aborted) text.cancel();
   try {
     await Promise.all([task.promise, text.render()]);
   } finally {

@@ -2,8 +2,9 @@
 //
 // A PDF page's text comes from pdf.js as runs of text ("items"), one per text-layer span; the
 // passage comes from the library's own PDF reader. The two agree on the letters and digits but
-// not always on spaces, line breaks, hyphenation at line ends or ligatures, so both are folded
-// to their letters and digits (NFKC, lower case) before the passage is looked for on the page.
+// not always on spaces, line breaks, hyphenation at line ends, ligatures or accents, so both are
+// folded to their base letters and digits (NFKD without the marks, lower case) before the
+// passage is looked for on the page.
 // A text source (HTML, Markdown, plain text, DOCX) needs no search: the library gives the
 // passage's span in the text, in characters, which is turned into JavaScript's UTF-16 indices.
 
@@ -41,7 +42,9 @@ function fold(items: readonly string[]): Folded {
     for (const ch of item) {
       const source = { item: i, start: offset, end: offset + ch.length };
       offset += ch.length;
-      for (const c of ch.normalize("NFKC").toLowerCase()) {
+      // Compatibility forms and accents folded away on both sides: a PDF may draw an accent
+      // as a glyph of its own (TeX's `Conclus˜ao`) where the library composed it (`Conclusão`).
+      for (const c of ch.normalize("NFKD").toLowerCase().replace(/ı/g, "i")) {
         if (!LETTER_OR_DIGIT.test(c)) continue;
         text += c;
         for (let u = 0; u < c.length; u++) from.push(source);

@@ -230,9 +230,10 @@ describe("evidence panel", () => {
   });
 
   it("shows a text source with the passage marked at its span, counted in characters", async () => {
-    const text = "# Notes 📝\n\nFirst paragraph.\n\nSelf-RAG trains a single LM.\n\nLast one.";
+    const cited = base.passages[0].text;
+    const text = `# Notes 📝\n\nFirst paragraph.\n\n${cited}\n\nLast one.`;
     const start = Array.from(text).indexOf("S");
-    mocked.passageSource.mockResolvedValue({
+    const source = {
       passageId: "d1:1",
       documentId: "d1",
       path: "/home/ada/notes.md",
@@ -241,16 +242,29 @@ describe("evidence panel", () => {
       pageLabel: null,
       ocrConfidence: null,
       pages: 1,
-      text: "Self-RAG trains a single LM.",
-      view: { kind: "text", text, span: [start, start + 28] },
-    });
-    render(PassagePanel, props);
+      text: cited,
+      view: {
+        kind: "text" as const,
+        text,
+        span: [start, start + Array.from(cited).length] as [number, number],
+      },
+    };
+    mocked.passageSource.mockResolvedValue(source);
+    const { unmount } = render(PassagePanel, props);
     expect(mocked.passageSource).toHaveBeenCalledWith(base.passages[0].id);
-    await waitFor(() =>
-      expect(screen.getByTestId("text-mark")).toHaveTextContent("Self-RAG trains a single LM."),
-    );
+    await waitFor(() => expect(screen.getByTestId("text-mark")).toHaveTextContent(cited));
     expect(screen.getByTestId("text-source").textContent).toBe(text);
     expect(mocked.sourcePdf).not.toHaveBeenCalled();
+    // The cited text is the library's: nothing says otherwise.
+    expect(screen.queryByTestId("source-changed")).toBeNull();
+    unmount();
+
+    // A re-index since the answer gave the same passage id other text: said so.
+    mocked.passageSource.mockResolvedValue({ ...source, text: "Other text now." });
+    render(PassagePanel, props);
+    await waitFor(() =>
+      expect(screen.getByTestId("source-changed")).toHaveTextContent("re-indexed"),
+    );
   });
 
   it("says why the source cannot be shown and keeps the passage the model read", async () => {

@@ -30,6 +30,15 @@ describe("markOnPage", () => {
     expect(markedText(items, mark?.ranges ?? [])).toBe("The eﬃcient ﬁlter is ﬁne");
   });
 
+  it("finds a passage whose accents the library composed from TeX's separate accent glyphs", () => {
+    const items = ["Trabalhos de Conclus˜ao de Curso, Teses e Disserta¸c˜oes,", "por Vin´ıcius"];
+    const mark = markOnPage(
+      items,
+      "Trabalhos de Conclusão de Curso, Teses e Dissertações, por Vinícius",
+    );
+    expect(mark?.match).toBe("exact");
+  });
+
   it("falls back to the passage's two ends where the readers differ inside it", () => {
     const head = "Reflection tokens are special tokens that signal the need for retrieval";
     const tail = "and confirm the output's relevance, support or completeness of the answer";

@@ -156,7 +156,12 @@ fn find_deb(debs: &Path, package: &str) -> Result<Option<PathBuf>> {
 /// the package, skipping content already seen.
 fn collect_pdfs(top: &Path, dir: &Path, target: &Path, seen: &mut HashSet<u64>) -> Result<()> {
     for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
+        let entry = entry?;
+        let path = entry.path();
+        // A package's links point into the package or elsewhere on the system: not its PDFs.
+        if entry.file_type()?.is_symlink() {
+            continue;
+        }
         if path.is_dir() {
             collect_pdfs(top, &path, target, seen)?;
             continue;

@@ -2,15 +2,18 @@
 //!
 //! The engine is Tesseract, run as a process (`tesseract - - tsv`) on the page's scan: the
 //! largest image drawn on the page, handed over in a format Tesseract reads (JPEG as stored, raw
-//! samples as PNM, CCITT fax as TIFF). Tesseract runs on Linux, macOS and Windows and is installed
-//! the way each platform installs programs (Debian's `tesseract-ocr` with its English model, Homebrew,
-//! the Windows installer); `SELFRAG_TESSERACT` names another binary. Without it a scanned page
-//! is noted as one, never an error of the document.
+//! samples as PNM, CCITT fax as TIFF). Raw samples are inflated only up to the size the image
+//! declares, so a decompression bomb drawn as a scan is refused by name.
+//!
+//! Tesseract runs on Linux, macOS and Windows and is installed the way each platform installs
+//! programs (Debian's `tesseract-ocr` with its English model, Homebrew, the Windows installer);
+//! `SELFRAG_TESSERACT` names another binary. Without it a scanned page is a note that says what
+//! to install (a PDF of scans only is refused with the same words).
 //!
 //! Every word Tesseract reads comes with its confidence (0–100): the page's text keeps the
 //! lines and paragraphs Tesseract found, and the page's confidence is the mean over its words.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,8 +22,10 @@ use pdf_extract::{Dictionary, Document, Object, ObjectId};
 
 /// Pixels of a scan at most (a 600 dpi A3 page is 70 Mpx); a larger image is not decoded.
 const MAX_PIXELS: u64 = 100_000_000;
+/// Pixels of one side at most (a side past it is no scan, and is not decoded).
+const MAX_SIDE: u64 = 1 << 17;
 /// The most one page may take; Tesseract is stopped after it.
-const PAGE_TIMEOUT: Duration = Duration::from_secs(60);
+const PAGE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A page read by OCR.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,17 +60,18 @@ pub fn engine() -> Option<PathBuf> {
     on_path.chain(installed).find(|p| p.is_file())
 }
 
-/// Reads page `page` of `doc` with the engine at `tesseract`: `Ok(None)` when the page draws
-/// no image to read.
+/// Reads page `page` of `doc` with the engine at `tesseract`, giving it at most `timeout` (and
+/// never more than [`PAGE_TIMEOUT`]): `Ok(None)` when the page draws no image to read.
 pub fn read_page(
     doc: &Document,
     page: ObjectId,
     tesseract: &Path,
+    timeout: Duration,
 ) -> Result<Option<OcrPage>, String> {
     let Some(image) = page_scan(doc, page)? else {
         return Ok(None);
     };
-    run_tesseract(tesseract, &image).map(Some)
+    run_tesseract(tesseract, &image, timeout.min(PAGE_TIMEOUT)).map(Some)
 }
 
 /// The largest image XObject a page draws (its resources inherited from the page tree), as a
@@ -103,11 +109,14 @@ fn page_scan(doc: &Document, page: ObjectId) -> Result<Option<Vec<u8>>, String> 
     }
 }
 
+/// An image's `Width` or `Height`: 0 when missing, negative or beyond [`MAX_SIDE`] (so that
+/// products of sides never overflow).
 fn dimension(dict: &Dictionary, key: &[u8]) -> u64 {
     dict.get(key)
         .and_then(Object::as_i64)
         .ok()
         .and_then(|v| u64::try_from(v).ok())
+        .filter(|&v| v <= MAX_SIDE)
         .unwrap_or(0)
 }
 
@@ -123,18 +132,25 @@ fn image_file(doc: &Document, stream: &pdf_extract::Stream) -> Result<Vec<u8>, S
         Ok(Object::Name(name)) => vec![name.as_slice()],
         _ => Vec::new(),
     };
-    let bits = dict
-        .get(b"BitsPerComponent")
-        .and_then(Object::as_i64)
-        .unwrap_or(if image_mask(dict) { 1 } else { 8 });
+    let bits: u64 = match dict.get(b"BitsPerComponent").and_then(Object::as_i64) {
+        Ok(b @ (1 | 8)) => b as u64,
+        Ok(other) => {
+            return Err(format!(
+                "its scan has {other} bits per sample, which the OCR cannot read yet"
+            ));
+        }
+        Err(_) => 8,
+    };
+    let bits = if image_mask(dict) { 1 } else { bits };
     match filters.as_slice() {
         [b"DCTDecode"] => Ok(stream.content.clone()),
         [b"CCITTFaxDecode"] => Ok(ccitt_tiff(dict, width, height, &stream.content)),
-        [] | [b"FlateDecode"] | [b"LZWDecode"] => {
+        [] | [b"FlateDecode"] => {
             let components = components(doc, dict)?;
-            let expected = (width * components * bits as u64).div_ceil(8) * height;
-            if filters.first() == Some(&b"FlateDecode".as_slice())
-                && super::pdf::inflated_size(&stream.content, expected + 1) > expected + (1 << 20)
+            // At most 3 × 100 M bytes: the sides are bounded, so nothing overflows.
+            let expected = (width * components * bits).div_ceil(8) * height;
+            let limit = expected + (1 << 20);
+            if !filters.is_empty() && super::pdf::inflated_size(&stream.content, limit + 1) > limit
             {
                 return Err("its scan inflates past its size (a decompression bomb?)".into());
             }
@@ -200,10 +216,10 @@ fn pnm(
     width: u64,
     height: u64,
     components: u64,
-    bits: i64,
+    bits: u64,
     samples: &[u8],
 ) -> Result<Vec<u8>, String> {
-    let row = (width * components * bits as u64).div_ceil(8) as usize;
+    let row = (width * components * bits).div_ceil(8) as usize;
     let rows = height as usize;
     if samples.len() < row * rows {
         return Err(format!(
@@ -252,14 +268,20 @@ fn ccitt_tiff(dict: &Dictionary, width: u64, height: u64, data: &[u8]) -> Vec<u8
     let param = |key: &[u8]| params.and_then(|p| p.get(key).ok());
     let k = param(b"K").and_then(|v| v.as_i64().ok()).unwrap_or(0);
     let black_is_1 = matches!(param(b"BlackIs1"), Some(Object::Boolean(true)));
-    let rows = param(b"Rows")
-        .and_then(|v| v.as_i64().ok())
-        .and_then(|v| u64::try_from(v).ok())
-        .unwrap_or(height);
-    let width = param(b"Columns")
-        .and_then(|v| v.as_i64().ok())
-        .and_then(|v| u64::try_from(v).ok())
-        .unwrap_or(width);
+    // `Rows` 0 (unknown) or a size past the image's own bounds keeps the image's size.
+    let side = |key: &[u8], default: u64| {
+        param(key)
+            .and_then(|v| v.as_i64().ok())
+            .and_then(|v| u64::try_from(v).ok())
+            .filter(|&v| v > 0 && v <= MAX_SIDE)
+            .unwrap_or(default)
+    };
+    let (rows, width) = (side(b"Rows", height), side(b"Columns", width));
+    let (rows, width) = if rows * width > MAX_PIXELS {
+        (height, width.min(MAX_SIDE))
+    } else {
+        (rows, width)
+    };
     let compression: u32 = if k < 0 { 4 } else { 3 };
     // Tags, in ascending order: (tag, type SHORT=3 / LONG=4, value).
     let mut tags: Vec<(u16, u16, u32)> = vec![
@@ -302,15 +324,25 @@ fn ccitt_tiff(dict: &Dictionary, width: u64, height: u64, data: &[u8]) -> Vec<u8
 
 /// Runs Tesseract on `image` (on stdin) and reads its TSV: lines and paragraphs as it found them,
 /// and the mean confidence of its words.
-fn run_tesseract(tesseract: &Path, image: &[u8]) -> Result<OcrPage, String> {
-    let mut child = Command::new(tesseract)
+fn run_tesseract(tesseract: &Path, image: &[u8], timeout: Duration) -> Result<OcrPage, String> {
+    let mut command = Command::new(tesseract);
+    command
         .args(["-", "-", "tsv"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(windows)]
+    {
+        // A console program started by a windowed app opens a console window unless told not to.
+        use std::os::windows::process::CommandExt;
+        const CREATE_NO_WINDOW: u32 = 0x0800_0000;
+        command.creation_flags(CREATE_NO_WINDOW);
+    }
+    let mut child = command
         .spawn()
         .map_err(|e| format!("{} could not be started: {e}", tesseract.display()))?;
-    // Written from a thread: Tesseract may write output before it has read all of the input.
+    // Input written and output read from threads: Tesseract may write before it has read all
+    // of the image, and a page's TSV can outgrow a pipe's buffer before Tesseract exits.
     let mut stdin = child.stdin.take();
     let bytes = image.to_vec();
     let writer = std::thread::spawn(move || {
@@ -318,32 +350,49 @@ fn run_tesseract(tesseract: &Path, image: &[u8]) -> Result<OcrPage, String> {
             let _ = stdin.write_all(&bytes);
         }
     });
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > PAGE_TIMEOUT => {
+            Ok(None) if started.elapsed() > timeout => {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!(
-                    "Tesseract took over {} s on it",
-                    PAGE_TIMEOUT.as_secs()
+                    "Tesseract was stopped after {} s on it",
+                    timeout.as_secs()
                 ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for Tesseract failed: {e}")),
+            Err(e) => {
+                let _ = child.kill();
+                return Err(format!("waiting for Tesseract failed: {e}"));
+            }
         }
     };
     let _ = writer.join();
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    use std::io::Read;
-    if let Some(mut out) = child.stdout.take() {
-        let _ = out.read_to_string(&mut stdout);
-    }
-    if let Some(mut err) = child.stderr.take() {
-        let _ = err.read_to_string(&mut stderr);
-    }
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
     if !status.success() {
         let last = stderr.lines().last().unwrap_or("").trim().to_string();
         return Err(format!("Tesseract failed on it ({status}: {last})"));
@@ -432,6 +481,39 @@ mod tests {
         assert_eq!(page.text, "Scanned pages\nare\n\nread.");
         assert!((page.confidence - 0.9).abs() < 1e-6, "{}", page.confidence);
         assert_eq!(parse_tsv("").confidence, 0.0);
+    }
+
+    /// An image stream of `width` × `height` 8-bit gray samples, deflated from `samples`.
+    fn gray_image(width: i64, height: i64, samples: &[u8]) -> pdf_extract::Stream {
+        use std::io::Write as _;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        let _ = z.write_all(samples);
+        let mut dict = Dictionary::new();
+        dict.set("Subtype", Object::Name(b"Image".to_vec()));
+        dict.set("Width", Object::Integer(width));
+        dict.set("Height", Object::Integer(height));
+        dict.set("ColorSpace", Object::Name(b"DeviceGray".to_vec()));
+        dict.set("BitsPerComponent", Object::Integer(8));
+        dict.set("Filter", Object::Name(b"FlateDecode".to_vec()));
+        pdf_extract::Stream::new(dict, z.finish().unwrap_or_default())
+    }
+
+    #[test]
+    fn a_scan_that_lies_about_its_size_is_refused_by_name_never_a_crash() {
+        let doc = Document::new();
+        let pgm = image_file(&doc, &gray_image(4, 2, &[7; 8])).unwrap_or_default();
+        assert_eq!(
+            pgm,
+            b"P5\n4 2\n255\n\x07\x07\x07\x07\x07\x07\x07\x07".to_vec()
+        );
+        // Sides whose product overflows, and absurd or negative ones.
+        for (w, h) in [(1 << 62, 4), (-5, 10), (200_000, 200_000), (0, 10)] {
+            let err = image_file(&doc, &gray_image(w, h, &[0; 16])).unwrap_err();
+            assert!(err.contains("pixels"), "{w}×{h}: {err}");
+        }
+        // A small image whose stream inflates to 64 MiB: a bomb, refused before it is inflated.
+        let err = image_file(&doc, &gray_image(10, 10, &vec![0; 64 << 20])).unwrap_err();
+        assert!(err.contains("decompression bomb"), "{err}");
     }
 
     #[test]

@@ -27,6 +27,7 @@ use super::{
 use crate::IndexError;
 
 pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
+    let started = std::time::Instant::now();
     let bytes = read_bytes(path)?;
     let malformed = |reason: String| IndexError::Malformed {
         path: path.to_path_buf(),
@@ -59,8 +60,10 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     let mut pages = Vec::new();
     let mut notes = Vec::new();
     let mut unreadable = 0;
-    // Looked up at the first scanned page, once.
-    let mut ocr_engine: Option<Option<PathBuf>> = None;
+    let mut scans = Scans {
+        engine: None,
+        started,
+    };
     let mut scan_reason = None;
     for (number, id) in numbered {
         let text = if parent_chain_loops(&doc, id) {
@@ -69,7 +72,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
             page_text(&doc, number)
         };
         match text {
-            Ok(text) if text.trim().is_empty() => match read_scan(&doc, id, &mut ocr_engine) {
+            Ok(text) if text.trim().is_empty() => match read_scan(&doc, id, &mut scans) {
                 Ok(read) => pages.push(ExtractedPage {
                     number: Some(number),
                     label: labels.label(number),
@@ -115,21 +118,40 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     })
 }
 
+/// The most OCR one file may take: the parser's worker is given up after
+/// `Extractor::DEFAULT_TIMEOUT` (60 s), and the file's text layer must be read within it too.
+const OCR_BUDGET: std::time::Duration = std::time::Duration::from_secs(40);
+
+/// The OCR of one file's scanned pages: the engine, looked up at the first, and when the file's
+/// extraction began (the budget counts from there).
+struct Scans {
+    engine: Option<Option<PathBuf>>,
+    started: std::time::Instant,
+}
+
 /// A page without a text layer read by OCR; or why it was not, in words that follow "has no
 /// text layer (scanned?); ".
 fn read_scan(
     doc: &Document,
     id: pdf_extract::ObjectId,
-    engine: &mut Option<Option<PathBuf>>,
+    scans: &mut Scans,
 ) -> Result<ocr::OcrPage, String> {
-    let Some(tesseract) = engine.get_or_insert_with(ocr::engine) else {
-        return Err("install Tesseract (the `tesseract-ocr` package, Homebrew's `tesseract`, or the Windows installer) and index it again to read it by OCR".into());
+    let Some(tesseract) = scans.engine.get_or_insert_with(ocr::engine) else {
+        return Err("install Tesseract (the `tesseract-ocr` package, Homebrew's `tesseract`, or the Windows installer), then re-index the file to read it by OCR".into());
     };
-    match ocr::read_page(doc, id, tesseract) {
+    let left = OCR_BUDGET.saturating_sub(scans.started.elapsed());
+    if left.is_zero() {
+        return Err(format!(
+            "the OCR of one file stops after {} s and this file's ran out before this page; OCR the file with `ocrmypdf` and index the result to read every page",
+            OCR_BUDGET.as_secs()
+        ));
+    }
+    let elsewhere = "; OCR the file with `ocrmypdf` and index the result";
+    match ocr::read_page(doc, id, tesseract, left) {
         Ok(Some(read)) if !read.text.trim().is_empty() => Ok(read),
         Ok(Some(_)) => Err("the OCR found no text on it".into()),
         Ok(None) => Err("it draws no image for the OCR to read".into()),
-        Err(reason) => Err(format!("the OCR could not read it: {reason}")),
+        Err(reason) => Err(format!("the OCR could not read it: {reason}{elsewhere}")),
     }
 }
 
@@ -270,10 +292,8 @@ fn page_text(doc: &Document, number: u32) -> Result<String, String> {
 ///   own drawn before the letter (`Conclus˜ao`, `Vin´ıcius`), composed here (`Conclusão`,
 ///   `Vinícius`).
 fn tidy_page_text(text: &str) -> String {
-    use unicode_normalization::UnicodeNormalization;
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
-    let mut accented = false;
     while let Some(c) = chars.next() {
         match c {
             '\u{fb00}' => out.push_str("ff"),
@@ -299,22 +319,40 @@ fn tidy_page_text(text: &str) -> String {
                 }
                 out.push(c);
             }
-            c => match (combining_accent(c), chars.peek()) {
-                (Some(mark), Some(&letter)) if letter.is_alphabetic() => {
+            c => match (combining_accent(c), chars.peek().copied()) {
+                (Some(mark), Some(letter))
+                    if letter.is_alphabetic() && !(c == '\u{b4}' && contraction(&chars)) =>
+                {
                     chars.next();
-                    out.push(match letter {
+                    let base = match letter {
                         'ı' => 'i',
                         'ȷ' => 'j',
                         other => other,
-                    });
-                    out.push(mark);
-                    accented = true;
+                    };
+                    match unicode_normalization::char::compose(base, mark) {
+                        Some(composed) => out.push(composed),
+                        None => {
+                            out.push(base);
+                            out.push(mark);
+                        }
+                    }
                 }
                 _ => out.push(c),
             },
         }
     }
-    if accented { out.nfc().collect() } else { out }
+    out
+}
+
+/// Whether the letters after an acute accent end an English contraction (`It´s`, `don´t`,
+/// `we´ll`): Word and others write the apostrophe as `´`, which is no accent there.
+fn contraction(after: &std::iter::Peekable<std::str::Chars<'_>>) -> bool {
+    let word: String = after
+        .clone()
+        .take_while(|c| c.is_alphabetic())
+        .take(3)
+        .collect();
+    matches!(word.as_str(), "s" | "t" | "d" | "m" | "ll" | "re" | "ve")
 }
 
 /// The combining mark of a spacing accent as TeX's 7-bit fonts draw it.
@@ -547,6 +585,11 @@ mod tests {
                 "Conclus\u{2dc}ao, Disserta\u{b8}c\u{2dc}oes, Vin\u{b4}\u{131}cius, \u{a8}uber, 5 \u{b4} x"
             ),
             "Conclusão, Dissertações, Vinícius, über, 5 ´ x"
+        );
+        // An acute accent written for an apostrophe stays one.
+        assert_eq!(
+            tidy_page_text("It\u{b4}s, don\u{b4}t, we\u{b4}ll"),
+            "It\u{b4}s, don\u{b4}t, we\u{b4}ll"
         );
     }
 

@@ -79,12 +79,7 @@ pub fn html(answer: &Answer, options: &ExportOptions) -> String {
     if !view.sources.is_empty() {
         out.push_str("<section class=\"sources\">\n<h2>Sources</h2>\n<ol>\n");
         for (n, p) in &view.sources {
-            let page = p
-                .page_citation()
-                .into_iter()
-                .chain(p.ocr_note())
-                .map(|pg| format!(", {}", escape(&pg)))
-                .collect::<String>();
+            let page = crate::source_details(p, escape);
             out.push_str(&format!(
                 "<li id=\"source-{n}\" value=\"{n}\"><strong>{}</strong>, <code>{}</code>{page}\n<blockquote>{}</blockquote></li>\n",
                 escape(&one_line(&p.title)),

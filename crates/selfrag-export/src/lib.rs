@@ -292,6 +292,16 @@ fn filter_note(total: usize, partial: usize, unsupported: usize, unjudged: usize
     )
 }
 
+/// What a source line says after the path: the page as cited (`p. 117 (PDF page 3)`) and how
+/// its text was read (`OCR text, confidence 87%`), each as ", …" in the format's `escape`.
+fn source_details(p: &Passage, escape: fn(&str) -> String) -> String {
+    p.page_citation()
+        .into_iter()
+        .chain(p.ocr_note())
+        .map(|detail| format!(", {}", escape(&detail)))
+        .collect()
+}
+
 /// Collapses whitespace (titles and questions on one line).
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -45,12 +45,7 @@ pub fn markdown(answer: &Answer, options: &ExportOptions) -> String {
         out.push('\n');
     }
     for (n, p) in &view.sources {
-        let page = p
-            .page_citation()
-            .into_iter()
-            .chain(p.ocr_note())
-            .map(|pg| format!(", {}", escape(&pg)))
-            .collect::<String>();
+        let page = crate::source_details(p, escape);
         out.push_str(&format!(
             "[^{n}]: **{}**, {}{page}\n",
             escape(&one_line(&p.title)),

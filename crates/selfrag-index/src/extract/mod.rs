@@ -8,10 +8,12 @@
 //! overflow the stack or loop. The app therefore calls them in a child process through
 //! [`crate::Extractor`]; [`extract_file`] is what that child runs.
 
+mod bidi;
 mod docx;
 mod html;
 pub mod ocr;
 mod pdf;
+mod pdf_xref;
 mod text;
 
 use std::path::Path;

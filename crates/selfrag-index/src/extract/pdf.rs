@@ -22,7 +22,8 @@ use pdf_extract::content::{Content, Operation};
 use pdf_extract::{Document, Object, PlainTextOutput};
 
 use super::{
-    ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, clean_text, file_stem, ocr, read_bytes,
+    ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, bidi, clean_text, file_stem, ocr,
+    pdf_xref, read_bytes,
 };
 use crate::IndexError;
 
@@ -34,6 +35,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         format: "PDF".into(),
         reason,
     };
+    let mut notes = Vec::new();
     let mut doc = match Document::load_mem(&bytes) {
         Ok(doc) => doc,
         Err(pdf_extract::Error::Decryption(_) | pdf_extract::Error::InvalidPassword) => {
@@ -41,7 +43,22 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
                 path: path.to_path_buf(),
             });
         }
-        Err(e) => return Err(malformed(e.to_string())),
+        // A damaged cross-reference table: read through one rebuilt from the objects.
+        Err(e) => match pdf_xref::with_rebuilt_xref(&bytes).map(|b| Document::load_mem(&b)) {
+            Some(Ok(doc)) => {
+                notes.push(format!(
+                    "its cross-reference table was damaged ({e}); it was read through one \
+                     rebuilt from the objects the file holds"
+                ));
+                doc
+            }
+            Some(Err(pdf_extract::Error::Decryption(_) | pdf_extract::Error::InvalidPassword)) => {
+                return Err(IndexError::Encrypted {
+                    path: path.to_path_buf(),
+                });
+            }
+            _ => return Err(malformed(e.to_string())),
+        },
     };
     // lopdf decrypts files whose user password is empty while loading; a document that is
     // still encrypted needs a password we do not have.
@@ -58,7 +75,6 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     }
     let labels = PageLabels::read(&doc);
     let mut pages = Vec::new();
-    let mut notes = Vec::new();
     let mut unreadable = 0;
     let mut scans = Scans {
         engine: None,
@@ -89,7 +105,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
             Ok(text) => pages.push(ExtractedPage {
                 number: Some(number),
                 label: labels.label(number),
-                text: tidy_page_text(&clean_text(&text)),
+                text: tidy_page_text(&bidi::reading_order(&clean_text(&text))),
                 ocr_confidence: None,
             }),
             Err(reason) => {

@@ -1,0 +1,335 @@
+//! A PDF whose cross-reference table is damaged, read again through a table rebuilt from the
+//! objects the file holds.
+//!
+//! A PDF finds its objects through the byte offsets of its cross-reference table. A tool that
+//! edits a file without rewriting that table (a title changed in place, a line ending converted)
+//! leaves offsets that point beside the objects, and lopdf then refuses the whole file ("invalid
+//! file trailer"), where pdftotext and every viewer rebuild the table and read it. So does this:
+//! the file is scanned for `N G obj` headers at line starts (the last header of a number wins,
+//! as an incremental update's would), and a new table and trailer are appended, which a reader
+//! takes before any older one. The trailer keeps the last trailer's `/Root`, `/Info`, `/ID` and
+//! `/Encrypt`, or, without a trailer (a file whose table was a stream), names the last object
+//! that says `/Type /Catalog`. Objects inside object streams need no entry: lopdf unpacks the
+//! streams it finds.
+
+/// The file with a rebuilt cross-reference table and trailer appended, or `None` when it holds
+/// no objects or no document catalog to name.
+pub(super) fn with_rebuilt_xref(bytes: &[u8]) -> Option<Vec<u8>> {
+    // Offsets count from the header, as readers count them (bytes before it are skipped).
+    let start = bytes.windows(5).position(|w| w == b"%PDF-")?;
+    let file = &bytes[start..];
+    let objects = object_headers(file);
+    if objects.is_empty() {
+        return None;
+    }
+    let trailer = last_trailer(file);
+    let root = trailer
+        .and_then(|t| reference_after(t, b"/Root"))
+        .or_else(|| last_catalog(file, &objects))?;
+    let mut out = file.to_vec();
+    if !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    let xref_at = out.len();
+    out.extend_from_slice(b"xref\n0 1\n0000000000 65535 f \n");
+    for (number, (generation, offset)) in &objects {
+        out.extend_from_slice(format!("{number} 1\n{offset:010} {generation:05} n \n").as_bytes());
+    }
+    let size = objects.keys().next_back().map_or(1, |last| last + 1);
+    out.extend_from_slice(format!("trailer\n<< /Size {size} /Root {root}").as_bytes());
+    if let Some(trailer) = trailer {
+        for key in [b"/Info".as_slice(), b"/Encrypt"] {
+            if let Some(reference) = reference_after(trailer, key) {
+                out.extend_from_slice(b" ");
+                out.extend_from_slice(key);
+                out.extend_from_slice(format!(" {reference}").as_bytes());
+            }
+        }
+        if let Some(id) = array_after(trailer, b"/ID") {
+            out.extend_from_slice(b" /ID ");
+            out.extend_from_slice(id);
+        }
+    }
+    out.extend_from_slice(format!(" >>\nstartxref\n{xref_at}\n%%EOF\n").as_bytes());
+    Some(out)
+}
+
+/// Every `N G obj` at a line start: object number → (generation, offset of `N`).
+fn object_headers(file: &[u8]) -> std::collections::BTreeMap<u64, (u32, usize)> {
+    let mut found = std::collections::BTreeMap::new();
+    let mut at = 0;
+    while let Some(found_at) = find(&file[at..], b"obj") {
+        let obj = at + found_at;
+        at = obj + 3;
+        if file
+            .get(obj + 3)
+            .is_some_and(|b| !is_delimiter_or_space(*b))
+        {
+            continue;
+        }
+        let before = &file[..obj];
+        let Some((generation, rest)) = number_before(before) else {
+            continue;
+        };
+        let Some((number, rest)) = number_before(rest) else {
+            continue;
+        };
+        let line_start = rest.is_empty() || matches!(rest.last(), Some(b'\n' | b'\r'));
+        if let (true, Ok(generation)) = (line_start, u32::try_from(generation)) {
+            found.insert(number, (generation, rest.len()));
+        }
+    }
+    found
+}
+
+/// The decimal number that ends `before` after optional blanks, and what precedes it. The
+/// number must be separated from the `obj` after it by at least one blank.
+fn number_before(before: &[u8]) -> Option<(u64, &[u8])> {
+    let trimmed = before.trim_ascii_end();
+    if trimmed.len() == before.len() {
+        return None;
+    }
+    let digits = trimmed
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if digits == 0 || digits > 10 {
+        return None;
+    }
+    let (rest, number) = trimmed.split_at(trimmed.len() - digits);
+    if rest.last().is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    let number = std::str::from_utf8(number).ok()?.parse().ok()?;
+    Some((number, rest))
+}
+
+/// The last `trailer` dictionary's text, `<<` to its `>>`.
+fn last_trailer(file: &[u8]) -> Option<&[u8]> {
+    let at = rfind(file, b"trailer")?;
+    let open = at + find(&file[at..], b"<<")?;
+    Some(&file[open..open + dictionary_length(&file[open..])?])
+}
+
+/// The length of the dictionary that starts `text` (at its `<<`), strings skipped.
+fn dictionary_length(text: &[u8]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < text.len() {
+        match text[at] {
+            b'<' if text.get(at + 1) == Some(&b'<') => {
+                depth += 1;
+                at += 2;
+                continue;
+            }
+            b'>' if text.get(at + 1) == Some(&b'>') => {
+                depth = depth.checked_sub(1)?;
+                at += 2;
+                if depth == 0 {
+                    return Some(at);
+                }
+                continue;
+            }
+            // A hex string.
+            b'<' => at += find(&text[at..], b">")?,
+            // A literal string, with balanced parentheses and escapes.
+            b'(' => {
+                let mut open = 0usize;
+                while at < text.len() {
+                    match text[at] {
+                        b'\\' => at += 1,
+                        b'(' => open += 1,
+                        b')' => {
+                            open -= 1;
+                            if open == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    at += 1;
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+/// `N G R` after `key` in a dictionary's text.
+fn reference_after(dictionary: &[u8], key: &[u8]) -> Option<String> {
+    let at = key_value(dictionary, key)?;
+    let words: Vec<&[u8]> = at
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .take(3)
+        .collect();
+    let [number, generation, r] = words.as_slice() else {
+        return None;
+    };
+    let number: u64 = std::str::from_utf8(number).ok()?.parse().ok()?;
+    let generation: u32 = std::str::from_utf8(generation).ok()?.parse().ok()?;
+    (r.first() == Some(&b'R')).then(|| format!("{number} {generation} R"))
+}
+
+/// The `[ … ]` array after `key` in a dictionary's text.
+fn array_after<'a>(dictionary: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let value = key_value(dictionary, key)?;
+    let value = value.trim_ascii_start();
+    if value.first() != Some(&b'[') {
+        return None;
+    }
+    Some(&value[..=find(value, b"]")?])
+}
+
+/// The text after `key` (a whole name, not the prefix of a longer one).
+fn key_value<'a>(dictionary: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let mut at = 0;
+    while let Some(found) = find(&dictionary[at..], key) {
+        let end = at + found + key.len();
+        if dictionary
+            .get(end)
+            .is_some_and(|b| is_delimiter_or_space(*b))
+        {
+            return Some(&dictionary[end..]);
+        }
+        at = end;
+    }
+    None
+}
+
+/// `N G R` of the last object whose body says `/Type /Catalog`.
+fn last_catalog(
+    file: &[u8],
+    objects: &std::collections::BTreeMap<u64, (u32, usize)>,
+) -> Option<String> {
+    let mut by_offset: Vec<(usize, u64, u32)> = objects
+        .iter()
+        .map(|(number, (generation, offset))| (*offset, *number, *generation))
+        .collect();
+    by_offset.sort_unstable();
+    by_offset
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, (offset, number, generation))| {
+            let end = by_offset.get(i + 1).map_or(file.len(), |next| next.0);
+            let body = &file[*offset..end];
+            let typed = key_value(body, b"/Type")?.trim_ascii_start();
+            typed
+                .starts_with(b"/Catalog")
+                .then(|| format!("{number} {generation} R"))
+        })
+}
+
+fn is_delimiter_or_space(b: u8) -> bool {
+    b.is_ascii_whitespace() || b"()<>[]{}/%".contains(&b)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).rposition(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-page PDF whose every offset is right, with its text.
+    fn pdf(text: &str) -> Vec<u8> {
+        let content = format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET");
+        let objects = [
+            "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_owned(),
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
+             /Resources << /Font << /F1 5 0 R >> >> >>"
+                .to_owned(),
+            format!(
+                "<< /Length {} >>\nstream\n{content}\nendstream",
+                content.len()
+            ),
+            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_owned(),
+        ];
+        let mut out = b"%PDF-1.4\n".to_vec();
+        let mut offsets = Vec::new();
+        for (i, body) in objects.iter().enumerate() {
+            offsets.push(out.len());
+            out.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+        }
+        let xref = out.len();
+        out.extend_from_slice(
+            format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+        );
+        for offset in offsets {
+            out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+        }
+        out.extend_from_slice(
+            format!(
+                "trailer\n<< /Size 6 /Root 1 0 R /ID [<AB12> <AB12>] >>\nstartxref\n{xref}\n%%EOF\n"
+            )
+            .as_bytes(),
+        );
+        out
+    }
+
+    fn text_of(bytes: &[u8]) -> Result<String, String> {
+        let doc = pdf_extract::Document::load_mem(bytes).map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        let mut output = pdf_extract::PlainTextOutput::new(&mut text);
+        pdf_extract::output_doc_page(&doc, &mut output, 1).map_err(|e| e.to_string())?;
+        Ok(text)
+    }
+
+    #[test]
+    fn a_table_whose_offsets_point_beside_the_objects_is_rebuilt() {
+        let good = pdf("Offsets one byte off");
+        assert!(text_of(&good).unwrap().contains("Offsets one byte off"));
+        // As in ksp-thesis.pdf: one byte gone before the table, so startxref misses it.
+        let blank = find(&good, b"/Count 1 >>").unwrap() + 8;
+        let broken = [&good[..blank], &good[blank + 1..]].concat();
+        assert!(
+            text_of(&broken).is_err(),
+            "lopdf reads the broken file itself"
+        );
+        let rebuilt = with_rebuilt_xref(&broken).unwrap();
+        assert!(text_of(&rebuilt).unwrap().contains("Offsets one byte off"));
+    }
+
+    #[test]
+    fn a_file_without_a_trailer_names_its_catalog() {
+        let good = pdf("No trailer at all");
+        let broken = &good[..find(&good, b"xref").unwrap()];
+        assert!(text_of(broken).is_err());
+        let rebuilt = with_rebuilt_xref(broken).unwrap();
+        assert!(text_of(&rebuilt).unwrap().contains("No trailer at all"));
+    }
+
+    #[test]
+    fn the_last_header_of_a_number_wins_and_odd_headers_are_not_objects() {
+        let file = b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\nx 1 0 obj\n9 0 objection\n1 0 obj\n<<>>\n";
+        let found = object_headers(file);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[&1], (0, 53));
+        assert_eq!(&file[53..60], b"1 0 obj");
+        assert_eq!(with_rebuilt_xref(b"%PDF-1.4\nno objects\n"), None);
+        assert_eq!(with_rebuilt_xref(b"not a pdf 1 0 obj"), None);
+    }
+
+    #[test]
+    fn trailer_keys_are_read_past_strings() {
+        let trailer =
+            b"<< /Info (a >> (nested) string) /Root 7 0 R /ID [<0A> <0B>] /Rooted 9 0 R >>";
+        assert_eq!(dictionary_length(trailer), Some(trailer.len()));
+        assert_eq!(reference_after(trailer, b"/Root").as_deref(), Some("7 0 R"));
+        assert_eq!(
+            array_after(trailer, b"/ID"),
+            Some(b"[<0A> <0B>]".as_slice())
+        );
+        assert_eq!(reference_after(trailer, b"/Info"), None);
+    }
+}

@@ -14,8 +14,15 @@ Figures, over all pages pdftotext reads text from (corpus-wide sums, not means o
 - word recall: the share of pdftotext's words (a multiset per page) that our page has;
 - order: the share of pdftotext's consecutive word pairs that our page has consecutively
   (columns read across, or a running head in the middle of a sentence, break pairs);
-- attribution: the share of our passages whose words are found (90% or more of them) on the
-  pdftotext page of the page number the passage claims;
+- attribution (words): the share of our passages whose words are found (90% or more of them) on
+  the pdftotext page of the page number the passage claims. Where the two sides split words
+  differently (a space that one side sees between two glyphs and the other does not, as in
+  letter-spaced code and dot leaders) a passage on the right page counts as not found;
+- attribution (text): the same with the spacing left out, as the evidence viewer finds a passage
+  on its page: both texts folded to their letters and digits (NFKD without marks, lower case),
+  and 90% or more of the passage's 8-character pieces found in its page's;
+- on another page: passages whose text is not on the page they claim but is on another page,
+  the mistakes of attribution proper;
 - hyphens and ligatures left in our text: a word broken at a line end ("exam- ple") and the
   ligature characters U+FB00-FB06, per 1,000 words;
 - refused: files pdftotext reads text from that we refuse, by name.
@@ -50,6 +57,25 @@ TIMEOUT_S = 120
 def words(text):
     text = LINE_END_HYPHEN.sub(r"\1\2", text)
     return WORD.findall(unicodedata.normalize("NFKC", text).lower())
+
+
+def fold(text):
+    """Letters and digits only, accents off, lower case: what the evidence viewer compares."""
+    text = LINE_END_HYPHEN.sub(r"\1\2", text)
+    return "".join(
+        c for c in unicodedata.normalize("NFKD", text).lower() if c.isalnum() and not unicodedata.combining(c)
+    )
+
+
+PIECE = 8
+
+
+def pieces(folded):
+    return {folded[i : i + PIECE] for i in range(max(len(folded) - PIECE + 1, 1))}
+
+
+def found_share(passage_pieces, page_pieces):
+    return len(passage_pieces & page_pieces) / max(len(passage_pieces), 1)
 
 
 def bigrams(ws):
@@ -141,15 +167,22 @@ def main():
             f["broken_words"] += len(BROKEN_WORD.findall(text))
             f["ligatures"] += len(LIGATURES.findall(text))
         their_counts = [collections.Counter(w) for w in their_words]
+        their_pieces = [pieces(fold(p)) for p in theirs]
         for passage in mine["passages"]:
             pw = collections.Counter(words(passage["text"]))
             if not pw:
                 continue
             f["passages"] += 1
             page = passage.get("page")
-            if page and 1 <= page <= len(their_counts):
-                if overlap(pw, their_counts[page - 1]) >= 0.9 * sum(pw.values()):
-                    f["attributed"] += 1
+            if not (page and 1 <= page <= len(their_counts)):
+                continue
+            if overlap(pw, their_counts[page - 1]) >= 0.9 * sum(pw.values()):
+                f["attributed"] += 1
+            pp = pieces(fold(passage["text"]))
+            if found_share(pp, their_pieces[page - 1]) >= 0.9:
+                f["attributed_text"] += 1
+            elif any(found_share(pp, other) >= 0.9 for other in their_pieces):
+                f["on_another_page"] += 1
         totals.update(f)
         with open(path, "rb") as pdf:
             if hashlib.sha256(pdf.read()).hexdigest() in two_column:
@@ -162,13 +195,14 @@ def main():
                 f["recalled"] / max(f["their_words"], 1),
                 f["ordered"] / max(f["their_pairs"], 1),
                 f["attributed"] / max(f["passages"], 1),
+                f["attributed_text"] / max(f["passages"], 1),
             )
         )
         print(f"{i + 1}/{len(files)} {rows[-1][0]}", file=sys.stderr)
     with open(os.path.join(out_dir, "files.tsv"), "w", encoding="utf-8") as f:
-        f.write("file\tpages\tword_recall\torder\tattribution\n")
+        f.write("file\tpages\tword_recall\torder\tattribution_words\tattribution_text\n")
         for r in sorted(rows, key=lambda r: r[2]):
-            f.write(f"{r[0]}\t{r[1]}\t{r[2]:.4f}\t{r[3]:.4f}\t{r[4]:.4f}\n")
+            f.write(f"{r[0]}\t{r[1]}\t{r[2]:.4f}\t{r[3]:.4f}\t{r[4]:.4f}\t{r[5]:.4f}\n")
     our_words = max(totals["our_words"], 1)
     worst = sorted(rows, key=lambda r: r[2])[:8]
     with open(os.path.join(out_dir, "details.md"), "w", encoding="utf-8") as f:
@@ -188,6 +222,8 @@ def main():
                 "word_recall": totals["recalled"] / max(totals["their_words"], 1),
                 "order": totals["ordered"] / max(totals["their_pairs"], 1),
                 "attribution": totals["attributed"] / max(totals["passages"], 1),
+                "attribution_text": totals["attributed_text"] / max(totals["passages"], 1),
+                "on_another_page": totals["on_another_page"],
                 "passages": totals["passages"],
                 "broken_words_per_1000": 1000 * totals["broken_words"] / our_words,
                 "ligatures_per_1000": 1000 * totals["ligatures"] / our_words,

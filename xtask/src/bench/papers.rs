@@ -35,10 +35,11 @@ pub(super) fn papers(bench: &Bench) -> Result<String> {
         "scripts/bench/pdf_corpus.py",
     )?;
     let number = |key: &str| json_number(&report, key);
-    let (recall, order, attribution) = (
+    let (recall, order, attribution, attribution_text) = (
         number("word_recall")?,
         number("order")?,
         number("attribution")?,
+        number("attribution_text")?,
     );
     let refused = number("refused_count")?;
     let details = std::fs::read_to_string(out.join("details.md")).unwrap_or_default();
@@ -52,7 +53,11 @@ pub(super) fn papers(bench: &Bench) -> Result<String> {
          | | ours | goal |\n|---|---:|---|\n\
          | word recall (pdftotext's words on the page that ours has) | {recall:.4} | ≥ 0.97: {} |\n\
          | order (pdftotext's consecutive word pairs that ours has) | {order:.4} | — |\n\
-         | page attribution ({} passages: 90% of the words on the claimed page) | {attribution:.4} | ≥ 0.99: {} |\n\
+         | page attribution, text ({} passages: 90% of the passage's letters and digits, in \
+         8-character pieces, on the claimed page) | {attribution_text:.4} | ≥ 0.99: {} |\n\
+         | page attribution, words (90% of the passage's words on the claimed page) | \
+         {attribution:.4} | — |\n\
+         | passages on another page than the one claimed | {:.0} | — |\n\
          | files refused that pdftotext reads | {refused:.0} | 0: {} |\n\
          | words broken at a line end left, per 1,000 words | {:.2} | — |\n\
          | ligature characters left, per 1,000 words | {:.2} | — |\n\n\
@@ -64,7 +69,8 @@ pub(super) fn papers(bench: &Bench) -> Result<String> {
         number("unread_by_pdftotext")?,
         verdict(recall >= 0.97),
         number("passages")?,
-        verdict(attribution >= 0.99),
+        verdict(attribution_text >= 0.99),
+        number("on_another_page")?,
         verdict(refused == 0.0),
         number("broken_words_per_1000")?,
         number("ligatures_per_1000")?,

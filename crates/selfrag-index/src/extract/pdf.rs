@@ -166,9 +166,32 @@ fn read_scan(
     match ocr::read_page(doc, id, tesseract, left) {
         Ok(Some(read)) if !read.text.trim().is_empty() => Ok(read),
         Ok(Some(_)) => Err("the OCR found no text on it".into()),
+        Ok(None) if shows_text(doc, id) => Err("its text is drawn in fonts that map their glyphs to no characters (no Unicode mapping), and it draws no image for the OCR to read; only a rendering of the page could be read".into()),
         Ok(None) => Err("it draws no image for the OCR to read".into()),
         Err(reason) => Err(format!("the OCR could not read it: {reason}{elsewhere}")),
     }
+}
+
+/// Whether the page's content shows any text (a non-empty string to `Tj` or `TJ`): a page with
+/// no text read from it that does is one whose fonts map their glyphs to no characters.
+fn shows_text(doc: &Document, id: pdf_extract::ObjectId) -> bool {
+    let Ok(content) = doc.get_page_content(id) else {
+        return false;
+    };
+    let Ok(content) = Content::decode(&content) else {
+        return false;
+    };
+    let non_empty = |object: &Object| match object {
+        Object::String(bytes, _) => !bytes.is_empty(),
+        Object::Array(items) => items
+            .iter()
+            .any(|item| matches!(item, Object::String(bytes, _) if !bytes.is_empty())),
+        _ => false,
+    };
+    content
+        .operations
+        .iter()
+        .any(|op| matches!(op.operator.as_str(), "Tj" | "TJ") && op.operands.iter().any(non_empty))
 }
 
 /// An error naming the first stream that inflates past [`MAX_INFLATED_BYTES`]. Each stream is
@@ -572,7 +595,7 @@ fn info_title(doc: &Document) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -610,7 +633,7 @@ mod tests {
     }
 
     /// A PDF of `objects` (numbered from 1, the first is the catalog) with a correct xref table.
-    fn pdf_of(objects: &[&str]) -> Vec<u8> {
+    pub(in crate::extract) fn pdf_of(objects: &[&str]) -> Vec<u8> {
         let mut out = b"%PDF-1.4\n".to_vec();
         let mut offsets = Vec::new();
         for (i, object) in objects.iter().enumerate() {
@@ -724,5 +747,40 @@ mod tests {
                 if reason.contains("page 1 could not be read")),
             "{err}"
         );
+    }
+
+    /// `GuITlogo.pdf` (texlive-publishers-doc): a logo whose CID font has an empty ToUnicode
+    /// map. Nothing maps its glyphs to characters (pdftotext reads the glyph ids as ";mAi R"),
+    /// and the refusal says so instead of calling the page scanned.
+    #[test]
+    fn a_page_whose_glyphs_map_to_no_characters_is_refused_saying_so() {
+        let stream = "BT /C1 24 Tf 72 720 Td <003b006d> Tj ET";
+        let cmap = "begincmap\n1 begincodespacerange\n<0000> <FFFF>\nendcodespacerange\nendcmap";
+        let pdf = pdf_of(&[
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
+             /Resources << /Font << /C1 5 0 R >> >> >>",
+            &format!(
+                "<< /Length {} >>\nstream\n{stream}\nendstream",
+                stream.len()
+            ),
+            "<< /Type /Font /Subtype /Type0 /BaseFont /Logo /Encoding /Identity-H \
+             /DescendantFonts [6 0 R] /ToUnicode 7 0 R >>",
+            "<< /Type /Font /Subtype /CIDFontType0 /BaseFont /Logo \
+             /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> /DW 1000 \
+             /FontDescriptor << /Type /FontDescriptor /FontName /Logo /Flags 4 >> >>",
+            &format!("<< /Length {} >>\nstream\n{cmap}\nendstream", cmap.len()),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("logo.pdf");
+        std::fs::write(&path, pdf).unwrap();
+        match extract(&path) {
+            Err(IndexError::NoTextLayer { reason, .. }) => assert!(
+                reason.contains("map their glyphs to no characters"),
+                "{reason}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

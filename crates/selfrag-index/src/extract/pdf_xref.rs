@@ -243,38 +243,17 @@ mod tests {
     /// A one-page PDF whose every offset is right, with its text.
     fn pdf(text: &str) -> Vec<u8> {
         let content = format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET");
-        let objects = [
-            "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),
-            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_owned(),
+        super::super::pdf::tests::pdf_of(&[
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
-             /Resources << /Font << /F1 5 0 R >> >> >>"
-                .to_owned(),
-            format!(
+             /Resources << /Font << /F1 5 0 R >> >> >>",
+            &format!(
                 "<< /Length {} >>\nstream\n{content}\nendstream",
                 content.len()
             ),
-            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_owned(),
-        ];
-        let mut out = b"%PDF-1.4\n".to_vec();
-        let mut offsets = Vec::new();
-        for (i, body) in objects.iter().enumerate() {
-            offsets.push(out.len());
-            out.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
-        }
-        let xref = out.len();
-        out.extend_from_slice(
-            format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
-        );
-        for offset in offsets {
-            out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
-        }
-        out.extend_from_slice(
-            format!(
-                "trailer\n<< /Size 6 /Root 1 0 R /ID [<AB12> <AB12>] >>\nstartxref\n{xref}\n%%EOF\n"
-            )
-            .as_bytes(),
-        );
-        out
+            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        ])
     }
 
     fn text_of(bytes: &[u8]) -> Result<String, String> {

@@ -147,6 +147,47 @@ fn serve(stream: TcpStream, state: &Mutex<HubState>, base: &str) -> std::io::Res
         }
     }
     let mut out = stream;
+    // A pinned manifest asks for the commit the hub named; this hub has one commit.
+    let path = path.replace(&format!("/resolve/{COMMIT}/"), "/resolve/main/");
+
+    // The model API: the commit `main` names and its files, as the hub lists them.
+    if let Some(repo) = path
+        .strip_prefix("/api/models/")
+        .and_then(|rest| rest.split_once("/revision/main"))
+        .map(|(repo, _)| repo.to_owned())
+    {
+        let prefix = format!("/{repo}/resolve/main/");
+        let siblings: Vec<String> = state
+            .lock()
+            .unwrap()
+            .files
+            .iter()
+            .filter_map(|(path, served)| {
+                let name = path.strip_prefix(&prefix)?;
+                let size = served.bytes.len();
+                let lfs = if served.lfs {
+                    format!(
+                        r#","lfs":{{"sha256":"{}","size":{size},"pointerSize":132}}"#,
+                        sha256_hex(&served.bytes)
+                    )
+                } else {
+                    String::new()
+                };
+                Some(format!(r#"{{"rfilename":"{name}","size":{size}{lfs}}}"#))
+            })
+            .collect();
+        let body = format!(
+            r#"{{"id":"{repo}","sha":"{COMMIT}","siblings":[{}]}}"#,
+            siblings.join(",")
+        );
+        return out.write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+    }
 
     // The "CDN": /cdn/{sha256} serves the LFS file whose etag that is.
     let (served, is_cdn) = {
@@ -728,6 +769,107 @@ fn a_manifest_hash_the_hub_disagrees_with_stops_before_downloading() {
         "{message}"
     );
     assert_eq!(hub.bytes_sent(), 0);
+}
+
+/// Issue 19: a manifest that floats on `main` with no hash for its plain git files accepts
+/// whatever the repository's owner pushes there. `scripts/pin_models.py` pins it to the commit
+/// and records every file's SHA-256 and size from the hub's metadata; a file whose bytes differ
+/// from the pin, LFS or not, is then refused.
+#[test]
+fn a_manifest_pinned_by_the_script_refuses_a_file_pushed_after_it() {
+    let hub = Hub::start();
+    let repo = "test-org/pinned";
+    let weights = noise(20_000, 11);
+    embedder(&hub, repo, &weights);
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("pinned.toml");
+    let floating = format!(
+        "# unpinned: run scripts/pin_models.py\nid = \"test-embedder\"\nrole = \"embedder\"\n\
+         description = \"test\"\nrepo = \"{repo}\"\nrevision = \"main\"\nlicense = \"mit\"\n\
+         size_bytes = 1\n\n[[files]]\nname = \"config.json\"\n\n# The weights.\n[[files]]\n\
+         name = \"pytorch_model.bin\"\n\n[[files]]\nname = \"vocab.txt\"\n\n[[files]]\n\
+         name = \"tokenizer_config.json\"\nrequired = false\n"
+    );
+    std::fs::write(&manifest, &floating).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pin_models.py");
+    let mut command = std::process::Command::new("python3");
+    command
+        .arg(&script)
+        .arg("--endpoint")
+        .arg(&hub.url)
+        .arg(&manifest);
+    for proxy in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+    ] {
+        command.env_remove(proxy);
+    }
+    let run_script = command
+        .output()
+        .expect("python3 runs scripts/pin_models.py");
+    let said = String::from_utf8_lossy(&run_script.stderr).into_owned();
+    assert!(run_script.status.success(), "{said}");
+    assert!(
+        said.contains("tokenizer_config.json is not in the repository"),
+        "{said}"
+    );
+
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(
+        !text.contains("# unpinned:") && text.contains("# The weights."),
+        "{text}"
+    );
+    let spec = ModelSpec::from_toml("pinned.toml", &text).unwrap();
+    assert_eq!(spec.revision, COMMIT);
+    let vocab = b"[PAD]\n[UNK]\nhello\n".as_slice();
+    let expected = [
+        ("config.json", BERT_CONFIG.as_bytes()),
+        ("pytorch_model.bin", weights.as_slice()),
+        ("vocab.txt", vocab),
+    ];
+    for (name, bytes) in expected {
+        let file = spec.files.iter().find(|f| f.name == name).unwrap();
+        assert_eq!(
+            file.sha256.as_deref(),
+            Some(sha256_hex(bytes).as_str()),
+            "{name}"
+        );
+        assert_eq!(file.size_bytes, Some(bytes.len() as u64), "{name}");
+    }
+    let optional = spec.files.iter().find(|f| !f.required).unwrap();
+    assert_eq!((&optional.sha256, optional.size_bytes), (&None, None));
+
+    // The pinned manifest downloads what it pinned.
+    let cache = tempfile::tempdir().unwrap();
+    let (result, _) = run(&spec, &hub.options(cache.path()));
+    result.unwrap();
+
+    // The owner pushes another vocab.txt of the same size: a plain git file, which only the
+    // floating manifest's size check looked at.
+    let pushed = b"[PAD]\n[UNK]\nhellO\n".to_vec();
+    hub.put(
+        repo,
+        "vocab.txt",
+        Served {
+            bytes: pushed,
+            ..Served::default()
+        },
+    );
+    let fresh = tempfile::tempdir().unwrap();
+    let floating = ModelSpec::from_toml("floating.toml", &floating).unwrap();
+    let (result, _) = run(&floating, &hub.options(fresh.path()));
+    assert!(result.is_ok(), "without the pin the pushed file is taken");
+    let fresh = tempfile::tempdir().unwrap();
+    let (result, _) = run(&spec, &hub.options(fresh.path()));
+    let message = result.unwrap_err().to_string();
+    assert!(
+        message.contains("vocab.txt") && message.contains("SHA-256"),
+        "{message}"
+    );
 }
 
 #[test]

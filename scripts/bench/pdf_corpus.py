@@ -18,11 +18,12 @@ Figures, over all pages pdftotext reads text from (corpus-wide sums, not means o
   the pdftotext page of the page number the passage claims. Where the two sides split words
   differently (a space that one side sees between two glyphs and the other does not, as in
   letter-spaced code and dot leaders) a passage on the right page counts as not found;
-- attribution (text): the same with the spacing left out, as the evidence viewer finds a passage
-  on its page: both texts folded to their letters and digits (NFKD without marks, lower case),
-  and 90% or more of the passage's 8-character pieces found in its page's;
-- on another page: passages whose text is not on the page they claim but is on another page,
-  the mistakes of attribution proper;
+- attribution (spacing aside): the same with the spacing left out: 90% or more of the passage's
+  words occur in the pdftotext page's letters and digits run together (NFKC, lower case), so a
+  word either side wrote as two, or two as one, still counts where the letters are the same and
+  in the same order (the evidence viewer finds a passage on its page the same way);
+- on another page: passages whose words are not on the page they claim but are on another page
+  (spacing aside), the mistakes of attribution proper;
 - hyphens and ligatures left in our text: a word broken at a line end ("exam- ple") and the
   ligature characters U+FB00-FB06, per 1,000 words;
 - refused: files pdftotext reads text from that we refuse, by name.
@@ -59,23 +60,14 @@ def words(text):
     return WORD.findall(unicodedata.normalize("NFKC", text).lower())
 
 
-def fold(text):
-    """Letters and digits only, accents off, lower case: what the evidence viewer compares."""
-    text = LINE_END_HYPHEN.sub(r"\1\2", text)
-    return "".join(
-        c for c in unicodedata.normalize("NFKD", text).lower() if c.isalnum() and not unicodedata.combining(c)
-    )
+def run_together(text):
+    """A page's letters and digits with nothing between them, NFKC and lower case."""
+    return "".join(WORD.findall(unicodedata.normalize("NFKC", LINE_END_HYPHEN.sub(r"\1\2", text)).lower()))
 
 
-PIECE = 8
-
-
-def pieces(folded):
-    return {folded[i : i + PIECE] for i in range(max(len(folded) - PIECE + 1, 1))}
-
-
-def found_share(passage_pieces, page_pieces):
-    return len(passage_pieces & page_pieces) / max(len(passage_pieces), 1)
+def found_share(passage_words, letters):
+    """The share of the passage's words that occur in a page's run-together letters."""
+    return sum(1 for w in passage_words if w in letters) / max(len(passage_words), 1)
 
 
 def bigrams(ws):
@@ -167,7 +159,7 @@ def main():
             f["broken_words"] += len(BROKEN_WORD.findall(text))
             f["ligatures"] += len(LIGATURES.findall(text))
         their_counts = [collections.Counter(w) for w in their_words]
-        their_pieces = [pieces(fold(p)) for p in theirs]
+        their_letters = [run_together(p) for p in theirs]
         for passage in mine["passages"]:
             pw = collections.Counter(words(passage["text"]))
             if not pw:
@@ -178,10 +170,10 @@ def main():
                 continue
             if overlap(pw, their_counts[page - 1]) >= 0.9 * sum(pw.values()):
                 f["attributed"] += 1
-            pp = pieces(fold(passage["text"]))
-            if found_share(pp, their_pieces[page - 1]) >= 0.9:
+            passage_words = list(pw.elements())
+            if found_share(passage_words, their_letters[page - 1]) >= 0.9:
                 f["attributed_text"] += 1
-            elif any(found_share(pp, other) >= 0.9 for other in their_pieces):
+            elif any(found_share(passage_words, other) >= 0.9 for other in their_letters):
                 f["on_another_page"] += 1
         totals.update(f)
         with open(path, "rb") as pdf:

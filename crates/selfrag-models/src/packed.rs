@@ -465,13 +465,26 @@ mod avx512 {
         _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(bits.as_ptr().cast()) })
     }
 
+    /// The two 16-bit sums `bsums[at]`, `bsums[at + 1]` in every 32-bit lane, for `vpdpwssd`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn broadcast_pair(bsums: &[i16; QK_K / 16], at: usize) -> __m512i {
+        let low = u32::from(bsums[at].cast_unsigned());
+        let high = u32::from(bsums[at + 1].cast_unsigned());
+        _mm512_set1_epi32((low | (high << 16)).cast_signed())
+    }
+
     /// Adds one Q4_K tile times the activation blocks `acts` (up to 4 rows) into `acc`.
+    ///
+    /// Per row, the sub-blocks' integer products are summed times their 6-bit scales in f32,
+    /// and their minimums times the activations' sums in exact integers (`vpdpwssd`), so the
+    /// block scales and the activation's scale are applied once per tile, not per sub-block.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
     fn q4k_tile<const M: usize>(tile: &TileQ4K, acts: &[&BlockQ8K; M], acc: &mut [__m512; M]) {
         let nibble = _mm512_set1_epi8(0x0F);
-        let d = load16_f16(&tile.d);
-        let dmin = load16_f16(&tile.dmin);
+        let mut scaled = [_mm512_setzero_ps(); M];
+        let mut minimums = [_mm512_setzero_si512(); M];
         // Sub-blocks in pairs: two independent integer sums keep `vpdpbusd`'s latency hidden
         // when there is a single activation row.
         for pair in 0..4 {
@@ -494,25 +507,28 @@ mod avx512 {
                 }
             }
             for (sub, sums) in [(sa, &sum_a), (sb, &sum_b)] {
-                let scale = _mm512_mul_ps(
-                    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(&tile.scales[sub]))),
-                    d,
-                );
-                let min = _mm512_mul_ps(
-                    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(&tile.mins[sub]))),
-                    dmin,
-                );
+                let scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(load16(&tile.scales[sub])));
+                // The minimum in both 16-bit halves of its row's lane: times the sums of the
+                // sub-block's two 16-value halves, added.
+                let min = _mm512_cvtepu8_epi32(load16(&tile.mins[sub]));
+                let min = _mm512_or_si512(min, _mm512_slli_epi32(min, 16));
                 for (m, act) in acts.iter().enumerate() {
-                    let bsum = f32::from(act.bsums[2 * sub]) + f32::from(act.bsums[2 * sub + 1]);
-                    let products = _mm512_cvtepi32_ps(sums[m]);
-                    acc[m] = _mm512_fmadd_ps(
-                        products,
-                        _mm512_mul_ps(scale, _mm512_set1_ps(act.d)),
-                        acc[m],
-                    );
-                    acc[m] = _mm512_fnmadd_ps(min, _mm512_set1_ps(act.d * bsum), acc[m]);
+                    scaled[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[m]), scale, scaled[m]);
+                    minimums[m] =
+                        _mm512_dpwssd_epi32(minimums[m], min, broadcast_pair(&act.bsums, 2 * sub));
                 }
             }
+        }
+        let d = load16_f16(&tile.d);
+        let dmin = load16_f16(&tile.dmin);
+        for (m, act) in acts.iter().enumerate() {
+            let act_d = _mm512_set1_ps(act.d);
+            let value = _mm512_fmsub_ps(
+                scaled[m],
+                d,
+                _mm512_mul_ps(_mm512_cvtepi32_ps(minimums[m]), dmin),
+            );
+            acc[m] = _mm512_fmadd_ps(value, act_d, acc[m]);
         }
     }
 
@@ -527,10 +543,15 @@ mod avx512 {
     }
 
     /// Adds one Q6_K tile times the activation blocks `acts` (up to 4 rows) into `acc`.
+    ///
+    /// As for Q4_K, the scales are applied per row in f32 over the tile and the offset of 32 in
+    /// exact integers (each pair of sub-blocks' scales times their activation sums, `vpdpwssd`);
+    /// the block and activation scales once per tile.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
     fn q6k_tile<const M: usize>(tile: &TileQ6K, acts: &[&BlockQ8K; M], acc: &mut [__m512; M]) {
-        let d = load16_f16(&tile.d);
+        let mut scaled = [_mm512_setzero_ps(); M];
+        let mut offsets = [_mm512_setzero_si512(); M];
         for sub in 0..16 {
             let (g0, g1) = (2 * sub, 2 * sub + 1);
             let qh = load64(&tile.qh, sub * TILE_ROWS * 4);
@@ -540,10 +561,8 @@ mod avx512 {
             let hi0 = with_high(_mm512_srli_epi16(w0, 4), _mm512_slli_epi16(qh, 2));
             let lo1 = with_high(w1, qh);
             let hi1 = with_high(_mm512_srli_epi16(w1, 4), _mm512_srli_epi16(qh, 2));
-            let scale = _mm512_mul_ps(
-                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16(&tile.scales[sub]))),
-                d,
-            );
+            let scale32 = _mm512_cvtepi8_epi32(load16(&tile.scales[sub]));
+            let scale = _mm512_cvtepi32_ps(scale32);
             for (m, act) in acts.iter().enumerate() {
                 let at = sub * 16;
                 let mut sum =
@@ -551,15 +570,31 @@ mod avx512 {
                 sum = _mm512_dpbusd_epi32(sum, hi0, broadcast4(&act.qs, at + 4));
                 sum = _mm512_dpbusd_epi32(sum, lo1, broadcast4(&act.qs, at + 8));
                 sum = _mm512_dpbusd_epi32(sum, hi1, broadcast4(&act.qs, at + 12));
-                // The stored values are offset by 32: subtract 32 · (sum of the activations).
-                let offset = 32.0 * f32::from(act.bsums[sub]);
-                let products = _mm512_sub_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(offset));
-                acc[m] = _mm512_fmadd_ps(
-                    products,
-                    _mm512_mul_ps(scale, _mm512_set1_ps(act.d)),
-                    acc[m],
-                );
+                scaled[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, scaled[m]);
             }
+            if sub % 2 == 1 {
+                // The scales of this sub-block and the one before, one per 16-bit half of
+                // the row's lane: times the two sub-blocks' activation sums, added.
+                let before = _mm512_cvtepi8_epi32(load16(&tile.scales[sub - 1]));
+                let scales = _mm512_or_si512(
+                    _mm512_and_si512(before, _mm512_set1_epi32(0xFFFF)),
+                    _mm512_slli_epi32(scale32, 16),
+                );
+                for (m, act) in acts.iter().enumerate() {
+                    offsets[m] = _mm512_dpwssd_epi32(
+                        offsets[m],
+                        scales,
+                        broadcast_pair(&act.bsums, sub - 1),
+                    );
+                }
+            }
+        }
+        let d = load16_f16(&tile.d);
+        // The stored values are offset by 32: subtract 32 · Σ scale · (sum of the activations).
+        let thirty_two = _mm512_set1_ps(32.0);
+        for (m, act) in acts.iter().enumerate() {
+            let value = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(offsets[m]), thirty_two, scaled[m]);
+            acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(value, d), _mm512_set1_ps(act.d), acc[m]);
         }
     }
 

@@ -53,8 +53,8 @@ pub(super) fn papers(bench: &Bench) -> Result<String> {
          | | ours | goal |\n|---|---:|---|\n\
          | word recall (pdftotext's words on the page that ours has) | {recall:.4} | ≥ 0.97: {} |\n\
          | order (pdftotext's consecutive word pairs that ours has) | {order:.4} | — |\n\
-         | page attribution, text ({} passages: 90% of the passage's letters and digits, in \
-         8-character pieces, on the claimed page) | {attribution_text:.4} | ≥ 0.99: {} |\n\
+         | page attribution, spacing aside ({} passages: 90% of the passage's words in the claimed \
+         page's letters run together) | {attribution_text:.4} | ≥ 0.99: {} |\n\
          | page attribution, words (90% of the passage's words on the claimed page) | \
          {attribution:.4} | — |\n\
          | passages on another page than the one claimed | {:.0} | — |\n\

@@ -209,6 +209,22 @@ fn models_list_and_path_read_the_hugging_face_cache_layout() {
     assert_eq!(by_id("selfrag-7b-q4km")["found"], gguf.to_str().unwrap());
     assert_eq!(by_id("selfrag-7b-q4km")["role"], "generator");
     assert!(by_id("contriever-msmarco")["found"].is_null());
+    // The licence in words, with where it is stated, under each model of the text listing.
+    let text = ok(run(&["models", "list"]));
+    let under = |id: &str| -> String {
+        let at = text.find(id).unwrap();
+        text[at..].lines().nth(1).unwrap_or_default().to_owned()
+    };
+    assert!(
+        under("contriever-msmarco").contains("licence: Creative Commons Attribution-NonCommercial")
+            && under("contriever-msmarco").contains("facebookresearch/contriever"),
+        "{text}"
+    );
+    assert!(
+        under("selfrag-7b-q4km").contains("Llama 2 Community License")
+            && under("selfrag-7b-q4km").contains("https://ai.meta.com/llama/license/"),
+        "{text}"
+    );
 
     assert_eq!(
         ok(run(&["models", "path", "selfrag-7b-q4km"])).trim(),

@@ -6,9 +6,10 @@
 //! nor the model can read it. pdftotext puts such lines back in reading order; so does this.
 //!
 //! Which order a page is in shows in its shaped glyphs (Arabic presentation forms): in reading
-//! order a word runs initial → medial → final, read backwards final → medial → initial. Only a
-//! page whose forms say "backwards" more often than "forwards" is turned; a page in reading order,
-//! or one whose Arabic is written in base letters (which carry no order), is left as it is.
+//! order a word runs initial → medial → final, read backwards final → medial → initial. Hebrew
+//! shows it in its final letters (ך ם ן ף ץ), which end a word and begin one read backwards. Only
+//! a page whose letters say "backwards" more often than "forwards" is turned; a page in reading
+//! order, or one whose Arabic is written in base letters (which carry no order), is left as it is.
 //!
 //! A line is turned as the Unicode bidirectional algorithm lays out text of two levels:
 //! - a line with more right-to-left than left-to-right letters is right-to-left: it is reversed
@@ -76,9 +77,11 @@ fn is_presentation_form(c: char) -> bool {
     matches!(c, '\u{fb50}'..='\u{fdff}' | '\u{fe70}'..='\u{feff}')
 }
 
-/// Whether the page's shaped glyphs run final → initial more often than initial → final.
+/// Whether the page reads backwards more often than forwards: Arabic shaped glyphs that run
+/// final → initial, and Hebrew words that begin with a final letter (ך ם ן ף ץ, which only end a
+/// word).
 fn drawn_backwards(text: &str) -> bool {
-    let (mut forwards, mut backwards) = (0usize, 0usize);
+    let (mut forwards, mut backwards) = hebrew_word_ends(text);
     let mut previous = None;
     for c in text.chars().filter(|&c| !is_combining_mark(c)) {
         let form = shaping_form(c);
@@ -90,6 +93,24 @@ fn drawn_backwards(text: &str) -> bool {
         previous = form;
     }
     backwards > forwards
+}
+
+/// Hebrew words of two letters or more that end with a final letter (read forwards) and that
+/// begin with one (read backwards).
+fn hebrew_word_ends(text: &str) -> (usize, usize) {
+    let is_final = |c: char| matches!(c, '\u{5da}' | '\u{5dd}' | '\u{5df}' | '\u{5e3}' | '\u{5e5}');
+    let (mut forwards, mut backwards) = (0, 0);
+    for word in text.split(|c: char| !('\u{5d0}'..='\u{5ea}').contains(&c)) {
+        let (Some(first), Some(last)) = (word.chars().next(), word.chars().next_back()) else {
+            continue;
+        };
+        if word.chars().nth(1).is_none() {
+            continue;
+        }
+        forwards += usize::from(is_final(last));
+        backwards += usize::from(is_final(first));
+    }
+    (forwards, backwards)
 }
 
 /// `i`, `m`, `f` or `s` for a presentation form of those shapes.
@@ -279,6 +300,15 @@ mod tests {
             "see (\u{635}\u{641}\u{62d}\u{647} 12 \u{627}\u{632}) here\n\
              \u{62a}\u{648}\u{62c}\u{647} \u{628}\u{647}"
         );
+    }
+
+    #[test]
+    fn hebrew_drawn_backwards_is_told_by_its_final_letters() {
+        // "שלום עולם, 2024" drawn left to right: the words' final mems come first.
+        let drawn = "2024 ,\u{5dd}\u{5dc}\u{5d5}\u{5e2} \u{5dd}\u{5d5}\u{5dc}\u{5e9}";
+        let logical = "\u{5e9}\u{5dc}\u{5d5}\u{5dd} \u{5e2}\u{5d5}\u{5dc}\u{5dd}, 2024";
+        assert_eq!(reading_order(drawn), logical);
+        assert_eq!(reading_order(logical), logical);
     }
 
     #[test]

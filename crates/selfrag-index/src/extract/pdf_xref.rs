@@ -93,6 +93,7 @@ fn number_before(before: &[u8]) -> Option<(u64, &[u8])> {
         .iter()
         .rev()
         .take_while(|b| b.is_ascii_digit())
+        .take(11)
         .count();
     if digits == 0 || digits > 10 {
         return None;

@@ -82,14 +82,16 @@ def rewrite(text, revision, commit, found):
             continue
         if stripped == "[[files]]":
             block_file = ""
+        elif stripped.startswith("["):
+            block_file = None
         elif block_file is not None and re.match(r"(sha256|size_bytes)\s*=", stripped):
             continue
         elif block_file is None and re.match(r"revision\s*=", stripped):
             line = f'revision = "{commit}" # "{revision}" on {today}, pinned by scripts/pin_models.py'
         out.append(line)
-        name = re.match(r'name\s*=\s*"([^"]+)"', stripped)
+        name = re.match(r"""name\s*=\s*(?:"([^"]+)"|'([^']+)')""", stripped)
         if block_file is not None and name:
-            block_file = name.group(1)
+            block_file = name.group(1) or name.group(2)
             if block_file in found:
                 sha256, size = found[block_file]
                 out.append(f'sha256 = "{sha256}"')

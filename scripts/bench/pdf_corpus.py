@@ -19,9 +19,11 @@ Figures, over all pages pdftotext reads text from (corpus-wide sums, not means o
   differently (a space that one side sees between two glyphs and the other does not, as in
   letter-spaced code and dot leaders) a passage on the right page counts as not found;
 - attribution (spacing aside): the same with the spacing left out: 90% or more of the passage's
-  words occur in the pdftotext page's letters and digits run together (NFKC, lower case), so a
-  word either side wrote as two, or two as one, still counts where the letters are the same and
-  in the same order (the evidence viewer finds a passage on its page the same way);
+  words of four or more letters (all its words if it has none) occur in the pdftotext page's
+  letters and digits run together (NFKC, lower case), so a word either side wrote as two, or
+  two as one, still counts where its letters are the same and in the same order;
+- chance: each attribution test run against the page half the file away instead of the page
+  claimed (files of three pages or more), to show how often it passes for a wrong page;
 - on another page: passages whose words are not on the page they claim but are on another page
   (spacing aside), the mistakes of attribution proper;
 - hyphens and ligatures left in our text: a word broken at a line end ("exam- ple") and the
@@ -170,11 +172,16 @@ def main():
                 continue
             if overlap(pw, their_counts[page - 1]) >= 0.9 * sum(pw.values()):
                 f["attributed"] += 1
-            passage_words = list(pw.elements())
+            passage_words = [w for w in pw.elements() if len(w) >= 4] or list(pw.elements())
             if found_share(passage_words, their_letters[page - 1]) >= 0.9:
                 f["attributed_text"] += 1
             elif any(found_share(passage_words, other) >= 0.9 for other in their_letters):
                 f["on_another_page"] += 1
+            if len(their_counts) >= 3:
+                far = (page - 1 + len(their_counts) // 2) % len(their_counts)
+                f["chance_tests"] += 1
+                f["chance_words"] += overlap(pw, their_counts[far]) >= 0.9 * sum(pw.values())
+                f["chance_text"] += found_share(passage_words, their_letters[far]) >= 0.9
         totals.update(f)
         with open(path, "rb") as pdf:
             if hashlib.sha256(pdf.read()).hexdigest() in two_column:
@@ -216,6 +223,8 @@ def main():
                 "attribution": totals["attributed"] / max(totals["passages"], 1),
                 "attribution_text": totals["attributed_text"] / max(totals["passages"], 1),
                 "on_another_page": totals["on_another_page"],
+                "chance_words": totals["chance_words"] / max(totals["chance_tests"], 1),
+                "chance_text": totals["chance_text"] / max(totals["chance_tests"], 1),
                 "passages": totals["passages"],
                 "broken_words_per_1000": 1000 * totals["broken_words"] / our_words,
                 "ligatures_per_1000": 1000 * totals["ligatures"] / our_words,

@@ -53,11 +53,13 @@ pub(super) fn papers(bench: &Bench) -> Result<String> {
          | | ours | goal |\n|---|---:|---|\n\
          | word recall (pdftotext's words on the page that ours has) | {recall:.4} | ≥ 0.97: {} |\n\
          | order (pdftotext's consecutive word pairs that ours has) | {order:.4} | — |\n\
-         | page attribution, spacing aside ({} passages: 90% of the passage's words in the claimed \
-         page's letters run together) | {attribution_text:.4} | ≥ 0.99: {} |\n\
+         | page attribution, spacing aside ({} passages: 90% of the passage's words of 4 letters \
+         or more in the claimed page's letters run together) | {attribution_text:.4} | ≥ 0.99: {} |\n\
          | page attribution, words (90% of the passage's words on the claimed page) | \
          {attribution:.4} | — |\n\
          | passages on another page than the one claimed | {:.0} | — |\n\
+         | by chance: each test passing for the page half the file away, spacing aside / words | \
+         {:.4} / {:.4} | — |\n\
          | files refused that pdftotext reads | {refused:.0} | 0: {} |\n\
          | words broken at a line end left, per 1,000 words | {:.2} | — |\n\
          | ligature characters left, per 1,000 words | {:.2} | — |\n\n\
@@ -71,6 +73,8 @@ pub(super) fn papers(bench: &Bench) -> Result<String> {
         number("passages")?,
         verdict(attribution_text >= 0.99),
         number("on_another_page")?,
+        number("chance_text")?,
+        number("chance_words")?,
         verdict(refused == 0.0),
         number("broken_words_per_1000")?,
         number("ligatures_per_1000")?,

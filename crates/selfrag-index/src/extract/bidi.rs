@@ -21,6 +21,7 @@
 //! (NFKC), so that a word typed on a keyboard finds them.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
@@ -126,39 +127,189 @@ fn shaping_form(c: char) -> Option<u8> {
 
 /// One line drawn left to right, in reading order.
 fn logical_line(line: &str) -> String {
-    let mut clusters = clusters(line);
+    let clusters = clusters(line);
     let count = |wanted: Class| clusters.iter().filter(|c| c.class == wanted).count();
     let right_to_left = count(Class::RightToLeft);
     if right_to_left == 0 {
         return line.to_owned();
     }
+    // Pieces in the order drawn, each kept whole (a left-to-right stretch, a number) or a single
+    // cluster; a right-to-left stretch reads them from the right.
+    let mut out = String::with_capacity(line.len());
     if right_to_left > count(Class::LeftToRight) {
-        clusters.reverse();
-        mirror(&mut clusters);
-        // Left-to-right runs (with the neutrals between their letters) read forwards again.
-        for run in runs(
-            &clusters,
-            |c| c != Class::RightToLeft,
-            |c| matches!(c, Class::LeftToRight | Class::Number),
-        ) {
-            clusters[run.clone()].reverse();
-            mirror(&mut clusters[run]);
+        let pieces = pieces(&clusters, &left_to_right_stretches(&clusters));
+        for piece in pieces.iter().rev() {
+            push_piece(&mut out, &clusters, piece);
         }
     } else {
-        for run in runs(
-            &clusters,
-            |c| c != Class::LeftToRight,
-            |c| c == Class::RightToLeft,
-        ) {
-            let inside = &mut clusters[run];
-            inside.reverse();
-            mirror(inside);
-            for digits in runs(inside, |c| c != Class::RightToLeft, |c| c == Class::Number) {
-                inside[digits].reverse();
+        let mut at = 0;
+        for stretch in right_to_left_stretches(&clusters) {
+            for cluster in &clusters[at..stretch.start] {
+                out.push_str(cluster.text);
             }
+            let inside = &clusters[stretch.clone()];
+            for piece in pieces(inside, &numbers(inside)).iter().rev() {
+                push_piece(&mut out, inside, piece);
+            }
+            at = stretch.end;
+        }
+        for cluster in &clusters[at..] {
+            out.push_str(cluster.text);
         }
     }
-    clusters.into_iter().map(|c| c.text).collect()
+    out
+}
+
+/// A piece of a line: a stretch read forwards, or one cluster of a right-to-left stretch.
+enum Piece {
+    Forwards(Range<usize>),
+    Mirrored(usize),
+}
+
+/// `clusters` cut into the `kept` stretches and single clusters between them, in drawn order.
+fn pieces(clusters: &[Cluster<'_>], kept: &[Range<usize>]) -> Vec<Piece> {
+    let mut out = Vec::with_capacity(clusters.len());
+    let mut at = 0;
+    for range in kept {
+        out.extend((at..range.start).map(Piece::Mirrored));
+        out.push(Piece::Forwards(range.clone()));
+        at = range.end;
+    }
+    out.extend((at..clusters.len()).map(Piece::Mirrored));
+    out
+}
+
+fn push_piece(out: &mut String, clusters: &[Cluster<'_>], piece: &Piece) {
+    match piece {
+        Piece::Forwards(range) => {
+            for cluster in &clusters[range.clone()] {
+                out.push_str(cluster.text);
+            }
+        }
+        Piece::Mirrored(at) => out.push_str(mirrored(clusters[*at].text)),
+    }
+}
+
+/// In a right-to-left line, the stretches drawn left to right as the bidirectional algorithm
+/// makes them: Latin words with the neutrals between them (N1), a number after Latin text
+/// joining it (W7), a number standing alone otherwise (the neutrals between two numbers, or
+/// between a number and the Latin after it, are right-to-left), and brackets paired (N0).
+fn left_to_right_stretches(clusters: &[Cluster<'_>]) -> Vec<Range<usize>> {
+    let forwards = |class| matches!(class, Class::LeftToRight | Class::Number);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < clusters.len() {
+        if !forwards(clusters[at].class) {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        let mut seen_latin = clusters[at].class == Class::LeftToRight;
+        // Whether the stretch so far ends in text that is Latin by the algorithm's rules.
+        let mut ends_latin = seen_latin;
+        let mut end = at + 1;
+        loop {
+            let gap_end = (end..clusters.len())
+                .find(|&i| clusters[i].class != Class::Neutral)
+                .unwrap_or(clusters.len());
+            let Some(next) = clusters.get(gap_end).map(|c| c.class) else {
+                break;
+            };
+            let joins = match next {
+                Class::RightToLeft | Class::Neutral => false,
+                _ if gap_end == end => true,
+                Class::LeftToRight => ends_latin,
+                Class::Number => {
+                    seen_latin
+                        || (gap_end == end + 1
+                            && clusters[end - 1].class == Class::Number
+                            && is_number_separator(clusters[end].text))
+                }
+            };
+            if !joins {
+                break;
+            }
+            seen_latin |= next == Class::LeftToRight;
+            ends_latin = next == Class::LeftToRight || seen_latin;
+            end = gap_end + 1;
+        }
+        let (start, end) = with_paired_brackets(clusters, start, end);
+        out.push(start..end);
+        at = end;
+    }
+    out
+}
+
+/// In a left-to-right line, the stretches from a right-to-left letter to the last one before
+/// the next Latin letter, with the numbers and neutrals between them.
+fn right_to_left_stretches(clusters: &[Cluster<'_>]) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < clusters.len() {
+        if clusters[at].class != Class::RightToLeft {
+            at += 1;
+            continue;
+        }
+        let mut end = at + 1;
+        for (i, cluster) in clusters.iter().enumerate().skip(at + 1) {
+            match cluster.class {
+                Class::LeftToRight => break,
+                Class::RightToLeft => end = i + 1,
+                _ => {}
+            }
+        }
+        out.push(at..end);
+        at = end;
+    }
+    out
+}
+
+/// The numbers among `clusters`: digits with the signs that touch them (W5) and single
+/// separators between digits (W4), each read forwards.
+fn numbers(clusters: &[Cluster<'_>]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for (i, cluster) in clusters.iter().enumerate() {
+        if cluster.class != Class::Number {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last)
+                if last.end == i
+                    || (last.end + 1 == i && is_number_separator(clusters[last.end].text)) =>
+            {
+                last.end = i + 1;
+            }
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
+}
+
+/// `,` `.` `:` `/` between two digits keep them one number (`1,234.5`, `12:30`, `1/2`).
+fn is_number_separator(text: &str) -> bool {
+    matches!(text, "," | "." | ":" | "/" | "\u{66b}" | "\u{66c}")
+}
+
+/// A stretch widened to the bracket that closes or opens one it holds unpaired (N0).
+fn with_paired_brackets(clusters: &[Cluster<'_>], start: usize, end: usize) -> (usize, usize) {
+    let (mut start, mut end) = (start, end);
+    for (open, close) in [("(", ")"), ("[", "]"), ("{", "}")] {
+        let count = |text: &str, range: Range<usize>| {
+            clusters[range].iter().filter(|c| c.text == text).count()
+        };
+        if count(open, start..end) > count(close, start..end)
+            && clusters.get(end).is_some_and(|c| c.text == close)
+        {
+            end += 1;
+        }
+        if count(close, start..end) > count(open, start..end)
+            && start > 0
+            && clusters[start - 1].text == open
+        {
+            start -= 1;
+        }
+    }
+    (start, end)
 }
 
 /// A letter with the combining marks after it, or one other character.
@@ -168,6 +319,25 @@ struct Cluster<'a> {
 }
 
 fn clusters(line: &str) -> Vec<Cluster<'_>> {
+    let mut out = drawn_clusters(line);
+    // Signs that touch a digit belong to its number (W5): `50%`, `-3`, `$12`, `+1`.
+    let touches_digit = |out: &[Cluster<'_>], i: usize| {
+        (i > 0 && out[i - 1].class == Class::Number)
+            || out.get(i + 1).is_some_and(|c| c.class == Class::Number)
+    };
+    for i in 0..out.len() {
+        let sign = matches!(
+            out[i].text,
+            "%" | "\u{66a}" | "\u{2030}" | "\u{b0}" | "$" | "\u{20ac}" | "\u{a3}" | "#" | "+" | "-"
+        );
+        if sign && out[i].class == Class::Neutral && touches_digit(&out, i) {
+            out[i].class = Class::Number;
+        }
+    }
+    out
+}
+
+fn drawn_clusters(line: &str) -> Vec<Cluster<'_>> {
     let mut out: Vec<Cluster<'_>> = Vec::new();
     let mut start = 0;
     for (at, c) in line.char_indices().skip(1) {
@@ -189,51 +359,20 @@ fn cluster(text: &str) -> Cluster<'_> {
     }
 }
 
-/// The maximal runs of clusters whose class passes `inside`, trimmed to begin and end at one
-/// that passes `edge`.
-fn runs(
-    clusters: &[Cluster<'_>],
-    inside: impl Fn(Class) -> bool,
-    edge: impl Fn(Class) -> bool,
-) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < clusters.len() {
-        if !edge(clusters[at].class) {
-            at += 1;
-            continue;
-        }
-        let start = at;
-        let mut end = at + 1;
-        let mut probe = end;
-        while probe < clusters.len() && inside(clusters[probe].class) {
-            probe += 1;
-            if edge(clusters[probe - 1].class) {
-                end = probe;
-            }
-        }
-        out.push(start..end);
-        at = end;
-    }
-    out
-}
-
-/// Brackets drawn in a right-to-left run are the mirror images of the ones written.
-fn mirror(clusters: &mut [Cluster<'_>]) {
-    for cluster in clusters {
-        cluster.text = match cluster.text {
-            "(" => ")",
-            ")" => "(",
-            "[" => "]",
-            "]" => "[",
-            "{" => "}",
-            "}" => "{",
-            "<" => ">",
-            ">" => "<",
-            "«" => "»",
-            "»" => "«",
-            other => other,
-        };
+/// A bracket drawn in a right-to-left stretch is the mirror image of the one written.
+fn mirrored(text: &str) -> &str {
+    match text {
+        "(" => ")",
+        ")" => "(",
+        "[" => "]",
+        "]" => "[",
+        "{" => "}",
+        "}" => "{",
+        "<" => ">",
+        ">" => "<",
+        "«" => "»",
+        "»" => "«",
+        other => other,
     }
 }
 
@@ -300,6 +439,34 @@ mod tests {
             "see (\u{635}\u{641}\u{62d}\u{647} 12 \u{627}\u{632}) here\n\
              \u{62a}\u{648}\u{62c}\u{647} \u{628}\u{647}"
         );
+    }
+
+    #[test]
+    fn latin_numbers_signs_and_brackets_in_a_right_to_left_line_follow_the_bidi_rules() {
+        for (drawn, read) in [
+            // Brackets stay with the Latin they hold (N0).
+            (
+                "\u{fe96}\u{feb3}\u{fe8d} O(n) \u{feea}\u{fe9f}\u{feee}\u{fe97} \u{fe8e}\u{fe91}",
+                "\u{628}\u{627} \u{62a}\u{648}\u{62c}\u{647} O(n) \u{627}\u{633}\u{62a}",
+            ),
+            // A sign that touches a number is part of it (W5).
+            (
+                "\u{feaa}\u{febb}\u{fead}\u{fea9} 50% \u{fe8e}\u{fe91}",
+                "\u{628}\u{627} 50% \u{62f}\u{631}\u{635}\u{62f}",
+            ),
+            // Two numbers apart are read from the right, each forwards.
+            (
+                "15 - 12 \u{feea}\u{fea4}\u{fed4}\u{febb}",
+                "\u{635}\u{641}\u{62d}\u{647} 12 - 15",
+            ),
+            // A number after Latin text joins it (W7), and the spaces between them too.
+            (
+                "\u{fe96}\u{feb3}\u{fe8d} \u{feea}\u{fe9f}\u{feee}\u{fe97} abc 12 def \u{fe8e}\u{fe91}",
+                "\u{628}\u{627} abc 12 def \u{62a}\u{648}\u{62c}\u{647} \u{627}\u{633}\u{62a}",
+            ),
+        ] {
+            assert_eq!(reading_order(drawn), read, "{drawn}");
+        }
     }
 
     #[test]

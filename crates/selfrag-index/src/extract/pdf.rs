@@ -172,8 +172,9 @@ fn read_scan(
     }
 }
 
-/// Whether the page's content shows any text (a non-empty string to `Tj` or `TJ`): a page with
-/// no text read from it that does is one whose fonts map their glyphs to no characters.
+/// Whether the page's content shows any text (a string to `Tj` or `TJ` that is not only spaces):
+/// a page with no text read from it that does is one whose fonts map their glyphs to no
+/// characters. (Text inside form XObjects is not looked for: such a page is called scanned.)
 fn shows_text(doc: &Document, id: pdf_extract::ObjectId) -> bool {
     let Ok(content) = doc.get_page_content(id) else {
         return false;
@@ -181,11 +182,14 @@ fn shows_text(doc: &Document, id: pdf_extract::ObjectId) -> bool {
     let Ok(content) = Content::decode(&content) else {
         return false;
     };
+    // A string of spaces shows nothing to read (in a simple font; a CID font's codes are
+    // rarely 0x20 0x20).
+    let shows = |bytes: &[u8]| bytes.iter().any(|&b| b != b' ');
     let non_empty = |object: &Object| match object {
-        Object::String(bytes, _) => !bytes.is_empty(),
+        Object::String(bytes, _) => shows(bytes),
         Object::Array(items) => items
             .iter()
-            .any(|item| matches!(item, Object::String(bytes, _) if !bytes.is_empty())),
+            .any(|item| matches!(item, Object::String(bytes, _) if shows(bytes))),
         _ => false,
     };
     content

@@ -26,7 +26,15 @@ pub(super) fn with_rebuilt_xref(bytes: &[u8]) -> Option<Vec<u8>> {
     let root = trailer
         .and_then(|t| reference_after(t, b"/Root"))
         .or_else(|| last_catalog(file, &objects))?;
-    let mut out = file.to_vec();
+    // An encrypted file read without its `/Encrypt` would be read as plain text: garbage. Where
+    // the trailer does not name it as a reference (a stream table, a direct dictionary), the
+    // file is not rebuilt.
+    let encrypt = trailer.and_then(|t| reference_after(t, b"/Encrypt"));
+    if encrypt.is_none() && find(file, b"/Encrypt").is_some() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(file.len() + 32 * objects.len() + 256);
+    out.extend_from_slice(file);
     if !out.ends_with(b"\n") {
         out.push(b'\n');
     }
@@ -38,24 +46,28 @@ pub(super) fn with_rebuilt_xref(bytes: &[u8]) -> Option<Vec<u8>> {
     let size = objects.keys().next_back().map_or(1, |last| last + 1);
     out.extend_from_slice(format!("trailer\n<< /Size {size} /Root {root}").as_bytes());
     if let Some(trailer) = trailer {
-        for key in [b"/Info".as_slice(), b"/Encrypt"] {
-            if let Some(reference) = reference_after(trailer, key) {
-                out.extend_from_slice(b" ");
-                out.extend_from_slice(key);
-                out.extend_from_slice(format!(" {reference}").as_bytes());
-            }
+        if let Some(info) = reference_after(trailer, b"/Info") {
+            out.extend_from_slice(format!(" /Info {info}").as_bytes());
         }
         if let Some(id) = array_after(trailer, b"/ID") {
             out.extend_from_slice(b" /ID ");
             out.extend_from_slice(id);
         }
     }
+    if let Some(encrypt) = encrypt {
+        out.extend_from_slice(format!(" /Encrypt {encrypt}").as_bytes());
+    }
     out.extend_from_slice(format!(" >>\nstartxref\n{xref_at}\n%%EOF\n").as_bytes());
     Some(out)
 }
 
+/// The largest object number a PDF may use (ISO 32000, annex C).
+const MAX_OBJECT_NUMBER: u64 = 8_388_607;
+/// The largest generation number, five digits in a cross-reference entry.
+const MAX_GENERATION: u64 = 65_535;
+
 /// Every `N G obj` at a line start: object number → (generation, offset of `N`).
-fn object_headers(file: &[u8]) -> std::collections::BTreeMap<u64, (u32, usize)> {
+fn object_headers(file: &[u8]) -> std::collections::BTreeMap<u64, (u64, usize)> {
     let mut found = std::collections::BTreeMap::new();
     let mut at = 0;
     while let Some(found_at) = find(&file[at..], b"obj") {
@@ -75,7 +87,8 @@ fn object_headers(file: &[u8]) -> std::collections::BTreeMap<u64, (u32, usize)> 
             continue;
         };
         let line_start = rest.is_empty() || matches!(rest.last(), Some(b'\n' | b'\r'));
-        if let (true, Ok(generation)) = (line_start, u32::try_from(generation)) {
+        // PDF's own limits: a number past them is no object (lopdf would wrap it onto another).
+        if line_start && number <= MAX_OBJECT_NUMBER && generation <= MAX_GENERATION {
             found.insert(number, (generation, rest.len()));
         }
     }
@@ -204,9 +217,9 @@ fn key_value<'a>(dictionary: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
 /// `N G R` of the last object whose body says `/Type /Catalog`.
 fn last_catalog(
     file: &[u8],
-    objects: &std::collections::BTreeMap<u64, (u32, usize)>,
+    objects: &std::collections::BTreeMap<u64, (u64, usize)>,
 ) -> Option<String> {
-    let mut by_offset: Vec<(usize, u64, u32)> = objects
+    let mut by_offset: Vec<(usize, u64, u64)> = objects
         .iter()
         .map(|(number, (generation, offset))| (*offset, *number, *generation))
         .collect();
@@ -291,13 +304,30 @@ mod tests {
 
     #[test]
     fn the_last_header_of_a_number_wins_and_odd_headers_are_not_objects() {
-        let file = b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\nx 1 0 obj\n9 0 objection\n1 0 obj\n<<>>\n";
+        let file = b"%PDF-1.4\n1 0 obj\n<<>>\nendobj\nx 1 0 obj\n9 0 objection\n1 0 obj\n<<>>\n\
+            4294967297 0 obj\n2 65536 obj\n";
         let found = object_headers(file);
-        assert_eq!(found.len(), 1);
+        assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[&1], (0, 53));
         assert_eq!(&file[53..60], b"1 0 obj");
         assert_eq!(with_rebuilt_xref(b"%PDF-1.4\nno objects\n"), None);
         assert_eq!(with_rebuilt_xref(b"not a pdf 1 0 obj"), None);
+    }
+
+    #[test]
+    fn an_encrypted_file_whose_encryption_cannot_be_carried_over_is_not_rebuilt() {
+        let good = pdf("Secret");
+        let broken = &good[..find(&good, b"xref").unwrap()];
+        let direct = [
+            broken,
+            b"trailer\n<< /Root 1 0 R /Encrypt << /Filter /Standard >> >>\n",
+        ]
+        .concat();
+        assert_eq!(with_rebuilt_xref(&direct), None);
+        let by_reference = [broken, b"trailer\n<< /Root 1 0 R /Encrypt 9 0 R >>\n"].concat();
+        let rebuilt = with_rebuilt_xref(&by_reference).unwrap();
+        let tail = String::from_utf8_lossy(&rebuilt[rebuilt.len().saturating_sub(100)..]);
+        assert!(tail.contains("/Encrypt 9 0 R >>"), "{tail}");
     }
 
     #[test]

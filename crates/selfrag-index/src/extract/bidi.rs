@@ -233,7 +233,8 @@ fn left_to_right_stretches(clusters: &[Cluster<'_>]) -> Vec<Range<usize>> {
             ends_latin = next == Class::LeftToRight || seen_latin;
             end = gap_end + 1;
         }
-        let (start, end) = with_paired_brackets(clusters, start, end);
+        let taken = out.last().map_or(0, |last: &Range<usize>| last.end);
+        let (start, end) = with_paired_brackets(clusters, taken, start, end);
         out.push(start..end);
         at = end;
     }
@@ -290,8 +291,14 @@ fn is_number_separator(text: &str) -> bool {
     matches!(text, "," | "." | ":" | "/" | "\u{66b}" | "\u{66c}")
 }
 
-/// A stretch widened to the bracket that closes or opens one it holds unpaired (N0).
-fn with_paired_brackets(clusters: &[Cluster<'_>], start: usize, end: usize) -> (usize, usize) {
+/// A stretch widened to the bracket that closes or opens one it holds unpaired (N0), never
+/// back past `taken` (the end of the stretch before it).
+fn with_paired_brackets(
+    clusters: &[Cluster<'_>],
+    taken: usize,
+    start: usize,
+    end: usize,
+) -> (usize, usize) {
     let (mut start, mut end) = (start, end);
     for (open, close) in [("(", ")"), ("[", "]"), ("{", "}")] {
         let count = |text: &str, range: Range<usize>| {
@@ -303,7 +310,7 @@ fn with_paired_brackets(clusters: &[Cluster<'_>], start: usize, end: usize) -> (
             end += 1;
         }
         if count(close, start..end) > count(open, start..end)
-            && start > 0
+            && start > taken
             && clusters[start - 1].text == open
         {
             start -= 1;
@@ -466,6 +473,44 @@ mod tests {
             ),
         ] {
             assert_eq!(reading_order(drawn), read, "{drawn}");
+        }
+    }
+
+    /// Whatever a line mixes, turning it neither drops nor repeats a character: the output holds
+    /// the input's characters (presentation forms as their letters, brackets as brackets).
+    #[test]
+    fn turning_a_line_keeps_every_character() {
+        const ALPHABET: &[&str] = &[
+            "\u{fe96}", "\u{feb3}", "\u{fe8d}", "\u{feea}", "\u{fe9f}", "\u{feee}", "\u{fe97}",
+            "\u{fe8e}", "\u{fe91}", "\u{5dd}", "\u{5dc}", "\u{5e9}", "\u{64b}", "a", "Z", "1", "9",
+            " ", " ", "(", ")", "[", "]", "%", "-", ",", ".", "\n",
+        ];
+        let canonical = |text: &str| -> Vec<char> {
+            let mut chars: Vec<char> = text
+                .nfkc()
+                .map(|c| match c {
+                    ')' => '(',
+                    ']' => '[',
+                    other => other,
+                })
+                .collect();
+            chars.sort_unstable();
+            chars
+        };
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..3000 {
+            let mut line = String::new();
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            for _ in 0..(state >> 58) {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                line.push_str(ALPHABET[(state >> 33) as usize % ALPHABET.len()]);
+            }
+            let read = reading_order(&line);
+            assert_eq!(canonical(&read), canonical(&line), "{line:?} → {read:?}");
         }
     }
 

@@ -165,13 +165,7 @@ fn pdf(title: Option<&str>, pages: &[Page]) -> Document {
         }
         kids.push(Object::from(doc.add_object(page)));
     }
-    let count = kids.len() as i64;
-    doc.objects.insert(
-        pages_id,
-        Object::Dictionary(dictionary! { "Type" => "Pages", "Kids" => kids, "Count" => count }),
-    );
-    let catalog = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
-    doc.trailer.set("Root", catalog);
+    common::close_page_tree(&mut doc, pages_id, kids);
     if let Some(title) = title {
         let info = doc.add_object(dictionary! { "Title" => Object::string_literal(title) });
         doc.trailer.set("Info", info);

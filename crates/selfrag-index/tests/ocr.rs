@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 mod common;
 
 use common::{BAG_OF_WORDS, query};
-use lopdf::{Document, Object, Stream, dictionary};
+use lopdf::{Document, Stream, dictionary};
 use selfrag_index::{Library, extract_file};
 use selfrag_testkit::{Lack, skip};
 
@@ -144,13 +144,7 @@ fn pdf(pages: &[TestPage<'_>], path: &Path) -> PathBuf {
             .into(),
         );
     }
-    let count = kids.len() as i64;
-    doc.objects.insert(
-        pages_id,
-        Object::Dictionary(dictionary! { "Type" => "Pages", "Kids" => kids, "Count" => count }),
-    );
-    let catalog = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
-    doc.trailer.set("Root", catalog);
+    common::close_page_tree(&mut doc, pages_id, kids);
     doc.save(path).unwrap();
     path.to_path_buf()
 }

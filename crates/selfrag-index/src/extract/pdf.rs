@@ -637,7 +637,7 @@ pub(super) mod tests {
     }
 
     /// A PDF of `objects` (numbered from 1, the first is the catalog) with a correct xref table.
-    pub(in crate::extract) fn pdf_of(objects: &[&str]) -> Vec<u8> {
+    fn pdf_of(objects: &[&str]) -> Vec<u8> {
         let mut out = b"%PDF-1.4\n".to_vec();
         let mut offsets = Vec::new();
         for (i, object) in objects.iter().enumerate() {
@@ -659,6 +659,24 @@ pub(super) mod tests {
             .as_bytes(),
         );
         out
+    }
+
+    /// A one-page PDF drawing `content`, whose font `/F1` is object 5: the first of `fonts`,
+    /// which are objects 5, 6, … (a font and the objects it refers to).
+    pub(in crate::extract) fn one_page_pdf(content: &str, fonts: &[&str]) -> Vec<u8> {
+        let stream = format!(
+            "<< /Length {} >>\nstream\n{content}\nendstream",
+            content.len()
+        );
+        let mut objects = vec![
+            "<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
+             /Resources << /Font << /F1 5 0 R >> >> >>",
+            &stream,
+        ];
+        objects.extend_from_slice(fonts);
+        pdf_of(&objects)
     }
 
     /// Found by the `extractors` fuzz target (2026-11-26, under gdb: 57,000 frames of
@@ -758,24 +776,18 @@ pub(super) mod tests {
     /// and the refusal says so instead of calling the page scanned.
     #[test]
     fn a_page_whose_glyphs_map_to_no_characters_is_refused_saying_so() {
-        let stream = "BT /C1 24 Tf 72 720 Td <003b006d> Tj ET";
         let cmap = "begincmap\n1 begincodespacerange\n<0000> <FFFF>\nendcodespacerange\nendcmap";
-        let pdf = pdf_of(&[
-            "<< /Type /Catalog /Pages 2 0 R >>",
-            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
-             /Resources << /Font << /C1 5 0 R >> >> >>",
-            &format!(
-                "<< /Length {} >>\nstream\n{stream}\nendstream",
-                stream.len()
-            ),
-            "<< /Type /Font /Subtype /Type0 /BaseFont /Logo /Encoding /Identity-H \
+        let pdf = one_page_pdf(
+            "BT /F1 24 Tf 72 720 Td <003b006d> Tj ET",
+            &[
+                "<< /Type /Font /Subtype /Type0 /BaseFont /Logo /Encoding /Identity-H \
              /DescendantFonts [6 0 R] /ToUnicode 7 0 R >>",
-            "<< /Type /Font /Subtype /CIDFontType0 /BaseFont /Logo \
+                "<< /Type /Font /Subtype /CIDFontType0 /BaseFont /Logo \
              /CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> /DW 1000 \
              /FontDescriptor << /Type /FontDescriptor /FontName /Logo /Flags 4 >> >>",
-            &format!("<< /Length {} >>\nstream\n{cmap}\nendstream", cmap.len()),
-        ]);
+                &format!("<< /Length {} >>\nstream\n{cmap}\nendstream", cmap.len()),
+            ],
+        );
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("logo.pdf");
         std::fs::write(&path, pdf).unwrap();

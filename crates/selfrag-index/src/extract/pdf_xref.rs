@@ -256,18 +256,10 @@ mod tests {
 
     /// A one-page PDF whose every offset is right, with its text.
     fn pdf(text: &str) -> Vec<u8> {
-        let content = format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET");
-        super::super::pdf::tests::pdf_of(&[
-            "<< /Type /Catalog /Pages 2 0 R >>",
-            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
-             /Resources << /Font << /F1 5 0 R >> >> >>",
-            &format!(
-                "<< /Length {} >>\nstream\n{content}\nendstream",
-                content.len()
-            ),
-            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        ])
+        super::super::pdf::tests::one_page_pdf(
+            &format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET"),
+            &["<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"],
+        )
     }
 
     fn text_of(bytes: &[u8]) -> Result<String, String> {

@@ -84,3 +84,22 @@ pub fn query(embedder: &dyn PassageEmbedder, text: &str, k: usize) -> selfrag_in
     let vector = embedder.embed(&[text]).unwrap_or_default().remove(0);
     selfrag_index::SearchRequest::hybrid(text, vector, k)
 }
+
+/// Ends a lopdf document built page by page: the page tree `pages_id` over `kids`, and a
+/// catalog the trailer names.
+#[allow(dead_code)] // only the files that write PDFs
+pub fn close_page_tree(
+    doc: &mut lopdf::Document,
+    pages_id: lopdf::ObjectId,
+    kids: Vec<lopdf::Object>,
+) {
+    let count = kids.len() as i64;
+    doc.objects.insert(
+        pages_id,
+        lopdf::Object::Dictionary(
+            lopdf::dictionary! { "Type" => "Pages", "Kids" => kids, "Count" => count },
+        ),
+    );
+    let catalog = doc.add_object(lopdf::dictionary! { "Type" => "Catalog", "Pages" => pages_id });
+    doc.trailer.set("Root", catalog);
+}

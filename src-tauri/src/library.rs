@@ -1,5 +1,5 @@
 //! The library pane's commands: indexing (one job at a time, the engine's rule; stopped with
-//! `cancel_job`), removing and re-indexing documents, the library's statistics and the watched
+//! `cancel_job`, paused and resumed), removing and re-indexing documents, the library's statistics and the watched
 //! folders. The engine's background work ([`Engine::keep_library_in_sync`]: the job a crash
 //! interrupted, then the watched folders) streams to the UI as the app event [`LIBRARY_EVENT`],
 //! a [`selfrag_engine::LibraryEvent`].
@@ -69,6 +69,41 @@ pub async fn reindex_document(
             let _ = on_event.send(e);
         })
         .await?)
+}
+
+/// Pauses the running indexing job at its next file or embedding batch (its `index_paths`
+/// resolves with `paused`); what was indexed stays, and the job waits in `paused_indexing`
+/// until `resume_indexing` or `forget_paused_indexing`. Returns whether one was running.
+#[tauri::command]
+pub fn pause_indexing(state: tauri::State<'_, AppState>) -> bool {
+    state.engine.pause_indexing()
+}
+
+/// Takes up the paused indexing job where it stopped, streaming its progress as `index_paths`
+/// does; rejects with `nothing_paused` when none is.
+#[tauri::command]
+pub async fn resume_indexing(
+    state: tauri::State<'_, AppState>,
+    on_event: Channel<IndexEvent>,
+) -> Result<IndexEvent, IpcError> {
+    Ok(state
+        .engine
+        .resume_indexing(|e| {
+            let _ = on_event.send(e);
+        })
+        .await?)
+}
+
+/// The files and folders of the paused indexing job; empty when none is paused.
+#[tauri::command]
+pub async fn paused_indexing(state: tauri::State<'_, AppState>) -> Result<Vec<String>, IpcError> {
+    Ok(display(state.engine.paused_indexing().await?))
+}
+
+/// Forgets the paused indexing job: what it indexed stays in the library.
+#[tauri::command]
+pub async fn forget_paused_indexing(state: tauri::State<'_, AppState>) -> Result<(), IpcError> {
+    Ok(state.engine.forget_paused_indexing().await?)
 }
 
 /// Counts and disk use of the library.

@@ -1,5 +1,5 @@
-// The library pane in the real app: a dropped folder is indexed with a progress line and its
-// documents listed with pages and passages, one is removed after its confirmation and the
+// The library pane in the real app: a dropped folder is indexed with a progress line, paused
+// and resumed where it stopped, and its documents listed with pages and passages, one is removed after its confirmation and the
 // library stats follow; then, with "keep watching" ticked, a dropped folder becomes a watched
 // folder, and a file the test writes into it afterwards appears in the pane by itself.
 
@@ -68,11 +68,32 @@ test("library pane: drop a folder, progress, documents, remove; watch a folder a
     assert.ok(await session.find('[data-testid="stop-indexing"]'), "Stop is offered");
     await session.movePointer(900, 700);
     await session.screenshot("library-progress");
+
+    // Pause: the job ends at the next file, what it indexed is listed, and the rest waits.
+    await session.click(await session.find('[data-testid="pause-indexing"]'));
+    const paused = await session.waitFor('[data-testid="index-status"]', {
+      timeout: 60000,
+      text: (t) => t.startsWith("Paused after indexing"),
+    });
+    const pausedText = await session.text(paused);
+    const done = Number(/^Paused after indexing (\d+) files?/.exec(pausedText)?.[1]);
+    assert.ok(done > 0 && done < TOTAL, pausedText);
+    const waiting = await session.text(await session.waitFor('[data-testid="paused-job"]'));
+    console.log(`paused: ${pausedText} | ${waiting}`);
+    assert.match(waiting, /^Paused: selfrag-library-docs\S*\. What was indexed is searchable\./);
+    await waitForDocuments(session, (t) => t.length === done, 30000, `${done} documents`);
+    await session.movePointer(900, 700);
+    await session.screenshot("library-paused");
+
+    // Resume: the rest is indexed, and the files done before are only checked.
+    await session.click(await session.find('[data-testid="resume-indexing"]'));
     const status = await session.waitFor('[data-testid="index-status"]', {
       timeout: 120000,
-      text: (t) => t.startsWith(`Indexed ${TOTAL} files`),
+      text: (t) => t.startsWith(`Indexed ${TOTAL - done} files`),
     });
     console.log(`job: ${await session.text(status)}`);
+    assert.match(await session.text(status), new RegExp(`, ${done} skipped$`));
+    assert.equal((await session.findAll('[data-testid="paused-job"]')).length, 0);
     const all = await waitForDocuments(session, (t) => t.length === TOTAL, 30000, `${TOTAL} documents`);
     const rows = all.filter((t) => !t.includes("Bulk note"));
     console.log(`rows: ${JSON.stringify(rows)}`);

@@ -142,9 +142,14 @@ fn print_event(event: IndexEvent) {
             failed,
             removed,
             cancelled,
+            paused,
         } => format!(
             "{}: {indexed} indexed, {skipped} skipped, {failed} failed, {removed} removed",
-            if *cancelled { "cancelled" } else { "done" }
+            match (*cancelled, *paused) {
+                (_, true) => "paused",
+                (true, false) => "cancelled",
+                (false, false) => "done",
+            }
         ),
         _ => return,
     };

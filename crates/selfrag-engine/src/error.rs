@@ -42,6 +42,11 @@ pub enum EngineError {
     /// A document id or path the library does not hold; the message says what to do.
     #[error("{0}")]
     NotInLibrary(String),
+    /// Resume was asked for with no indexing job paused.
+    #[error(
+        "no indexing job is paused (it ended, or was forgotten); add files or folders to index them"
+    )]
+    NothingPaused,
     /// A model download failed or was cancelled; `message` names the file and the fix.
     #[error("{message}")]
     Download {
@@ -103,6 +108,7 @@ pub enum ErrorCode {
     DownloadBusy,
     Download,
     NotInLibrary,
+    NothingPaused,
 }
 
 impl EngineError {
@@ -122,6 +128,7 @@ impl EngineError {
             Self::ReadTrace { .. } => ErrorCode::ReadTrace,
             Self::ModelThreadGone => ErrorCode::ModelThread,
             Self::NotInLibrary(_) => ErrorCode::NotInLibrary,
+            Self::NothingPaused => ErrorCode::NothingPaused,
             Self::Download { code, .. } => match code {
                 DownloadFailure::Cancelled => ErrorCode::DownloadCancelled,
                 DownloadFailure::Offline => ErrorCode::Offline,

@@ -1,4 +1,5 @@
-//! The engine's side of the library: indexing jobs (one at a time, resumed after a crash),
+//! The engine's side of the library: indexing jobs (one at a time, resumed after a crash,
+//! paused and resumed when the user asks),
 //! re-indexing and removing documents, searching, statistics and watched folders, with
 //! selfrag-index's events turned into the [`IndexEvent`]s both front ends show. What runs and how
 //! it stops is `jobs.rs`'.
@@ -8,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_index::{
-    FolderWatcher, IndexError, IndexOutcome, JobEvent, JobSummary, LibraryStats, PassageSource,
-    SearchFilter, SearchHit, SearchMode, SearchRequest,
+    FolderWatcher, IndexError, IndexOutcome, JobEvent, JobStop, JobSummary, LibraryStats,
+    PassageSource, SearchFilter, SearchHit, SearchMode, SearchRequest,
 };
 
 use crate::{Engine, EngineError, IndexEvent, JobKind};
@@ -35,7 +36,34 @@ impl Engine {
     ) -> Result<IndexEvent, EngineError> {
         let _one_at_a_time = self.jobs.indexing_lock().await;
         let job = self.jobs.start(JobKind::Indexing);
-        self.run_index_job(paths, job.flag(), on_event).await
+        self.run_index_job(paths, job.indexing_stop(), on_event)
+            .await
+    }
+
+    /// Takes up the paused indexing job ([`Engine::pause_indexing`]) where it stopped: the
+    /// files it had done cost a `stat` each. An error when no job is paused.
+    pub async fn resume_indexing(
+        &self,
+        on_event: impl Fn(IndexEvent),
+    ) -> Result<IndexEvent, EngineError> {
+        let _one_at_a_time = self.jobs.indexing_lock().await;
+        let paused = self.library().await?.paused_job();
+        if paused.is_empty() {
+            return Err(EngineError::NothingPaused);
+        }
+        let job = self.jobs.start(JobKind::Indexing);
+        self.run_index_job(&paused, job.indexing_stop(), on_event)
+            .await
+    }
+
+    /// The files and folders of the paused indexing job, empty when none is paused.
+    pub async fn paused_indexing(&self) -> Result<Vec<PathBuf>, EngineError> {
+        Ok(self.library().await?.paused_job())
+    }
+
+    /// Forgets the paused indexing job: what it indexed stays, the rest will not be.
+    pub async fn forget_paused_indexing(&self) -> Result<(), EngineError> {
+        Ok(self.library().await?.forget_paused_job()?)
     }
 
     /// Parses and embeds the library's document at `path` again, as a job of its own. The
@@ -64,23 +92,23 @@ impl Engine {
         library.remove(path).await?;
         self.run_index_job(
             std::slice::from_ref(&path.to_path_buf()),
-            job.flag(),
+            job.indexing_stop(),
             on_event,
         )
         .await
     }
 
-    /// One indexing job, stopping once `cancel` is set; the caller holds the indexing lock.
+    /// One indexing job, ending as `stop` asks; the caller holds the indexing lock.
     async fn run_index_job(
         &self,
         paths: &[PathBuf],
-        cancel: &AtomicBool,
+        stop: JobStop<'_>,
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
         let library = self.library().await?;
         let embedder = self.passage_embedder().await?;
         let summary = library
-            .run_job(paths, &embedder, cancel, |e| {
+            .run_job(paths, &embedder, stop, |e| {
                 if let Some(event) = index_event(e) {
                     on_event(event)
                 }
@@ -264,7 +292,7 @@ impl Engine {
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
         let _one_at_a_time = self.jobs.indexing_lock().await;
-        self.run_index_job(folders, stop, on_event).await
+        self.run_index_job(folders, stop.into(), on_event).await
     }
 }
 
@@ -289,6 +317,7 @@ fn finished(summary: JobSummary) -> IndexEvent {
         failed: summary.failed,
         removed: summary.removed,
         cancelled: summary.cancelled,
+        paused: summary.paused,
     }
 }
 

@@ -73,20 +73,31 @@ struct Running {
     id: u64,
     kind: JobKind,
     cancel: Arc<AtomicBool>,
+    /// Set before `cancel` when the job is paused rather than cancelled (indexing only).
+    pause: Arc<AtomicBool>,
 }
 
-/// A running job's entry in the registry: its cancel flag, removed from the registry on drop.
+/// A running job's entry in the registry: its flags, removed from the registry on drop.
 #[derive(Debug)]
 pub(crate) struct JobGuard<'j> {
     jobs: &'j Jobs,
     id: u64,
     cancel: Arc<AtomicBool>,
+    pause: Arc<AtomicBool>,
 }
 
 impl JobGuard<'_> {
-    /// The flag the job polls; set by [`Engine::cancel`].
+    /// The flag the job polls; set by [`Engine::cancel`] and [`Engine::pause_indexing`].
     pub(crate) fn flag(&self) -> &Arc<AtomicBool> {
         &self.cancel
+    }
+
+    /// Both flags, as an indexing job reads them.
+    pub(crate) fn indexing_stop(&self) -> selfrag_index::JobStop<'_> {
+        selfrag_index::JobStop {
+            stop: &self.cancel,
+            pause: &self.pause,
+        }
     }
 }
 
@@ -118,15 +129,18 @@ impl Jobs {
     fn register(&self, running: &mut Vec<Running>, kind: JobKind) -> JobGuard<'_> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let cancel = Arc::new(AtomicBool::new(false));
+        let pause = Arc::new(AtomicBool::new(false));
         running.push(Running {
             id,
             kind,
             cancel: cancel.clone(),
+            pause: pause.clone(),
         });
         JobGuard {
             jobs: self,
             id,
             cancel,
+            pause,
         }
     }
 
@@ -136,6 +150,19 @@ impl Jobs {
         let matching = running.iter().filter(|r| &r.kind == kind);
         matching
             .map(|r| r.cancel.store(true, Ordering::SeqCst))
+            .count()
+    }
+
+    /// Sets the pause flag, then the cancel flag, of every running indexing job; returns how
+    /// many there were.
+    pub(crate) fn pause_indexing(&self) -> usize {
+        let running = self.running();
+        let matching = running.iter().filter(|r| r.kind == JobKind::Indexing);
+        matching
+            .map(|r| {
+                r.pause.store(true, Ordering::SeqCst);
+                r.cancel.store(true, Ordering::SeqCst);
+            })
             .count()
     }
 
@@ -167,6 +194,14 @@ impl Engine {
     /// batch, a chunk of a download); what was done stays. Returns whether one was running.
     pub fn cancel(&self, kind: &JobKind) -> bool {
         self.jobs.cancel(kind) > 0
+    }
+
+    /// Pauses the running indexing job at its next file or embedding batch: what was done
+    /// stays, and its folders wait in [`Engine::paused_indexing`] for
+    /// [`Engine::resume_indexing`] (not for the next start, as an interrupted job's do).
+    /// Returns whether one was running.
+    pub fn pause_indexing(&self) -> bool {
+        self.jobs.pause_indexing() > 0
     }
 
     /// The jobs running now, in the order they started.

@@ -115,7 +115,10 @@ pub enum IndexEvent {
         skipped: usize,
         failed: usize,
         removed: usize,
+        /// Stopped before the end, paused or not.
         cancelled: bool,
+        /// Paused: its folders wait for Resume (or Forget), not for the next start.
+        paused: bool,
     },
     /// A watched folder's changes could not be applied (the library's disk gone or full, for
     /// one); they are tried again in `retryInSeconds`, and watching goes on.

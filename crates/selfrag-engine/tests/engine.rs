@@ -89,6 +89,7 @@ async fn index_ask_rerank_export_with_real_models_and_lancedb() {
             failed: 0,
             removed: 0,
             cancelled: false,
+            paused: false,
         }
     );
     let events = events.into_inner().unwrap();
@@ -281,6 +282,79 @@ async fn an_indexing_job_dropped_half_way_leaves_nothing_behind() {
         ),
         "{finished:?}"
     );
+}
+
+/// Pause stops a job as Stop does but keeps it: a restarted engine's background work does not
+/// take it up, Resume finishes it (the files done before are only checked), and a second
+/// Resume says nothing is paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_job_survives_a_restart_and_resume_finishes_it() {
+    let f = fixture();
+    for i in 0..30 {
+        write(
+            &f.docs,
+            &format!("note-{i}.md"),
+            &format!("# Note {i}\nBeavers number {i} build dams across streams."),
+        );
+    }
+    let engine = Engine::new(f.config.clone()).unwrap();
+    let paused = engine
+        .index_paths(std::slice::from_ref(&f.docs), |e| {
+            if matches!(e, IndexEvent::Progress { done: 10, .. }) {
+                assert!(engine.pause_indexing(), "the job runs");
+            }
+        })
+        .await
+        .unwrap();
+    let IndexEvent::Finished {
+        indexed,
+        skipped: 0,
+        failed: 0,
+        cancelled: true,
+        paused: true,
+        ..
+    } = paused
+    else {
+        panic!("not paused: {paused:?}");
+    };
+    assert_eq!(indexed, 10, "paused before the next file");
+    assert_eq!(
+        engine.paused_indexing().await.unwrap(),
+        vec![f.docs.clone()]
+    );
+    assert!(engine.running_jobs().is_empty());
+    drop(engine);
+
+    let engine = Engine::new(f.config.clone()).unwrap();
+    let background = std::sync::Mutex::new(Vec::new());
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        engine.keep_library_in_sync(|e| background.lock().unwrap().push(e)),
+    )
+    .await;
+    assert!(
+        background.lock().unwrap().is_empty(),
+        "the restarted engine took up the paused job: {:?}",
+        background.lock().unwrap()
+    );
+    assert_eq!(engine.documents().await.unwrap().len(), 10);
+
+    let resumed = engine.resume_indexing(|_| {}).await.unwrap();
+    assert_eq!(
+        resumed,
+        IndexEvent::Finished {
+            indexed: 20,
+            skipped: 10,
+            failed: 0,
+            removed: 0,
+            cancelled: false,
+            paused: false,
+        }
+    );
+    assert_eq!(engine.documents().await.unwrap().len(), 30);
+    assert!(engine.paused_indexing().await.unwrap().is_empty());
+    let again = engine.resume_indexing(|_| {}).await.unwrap_err();
+    assert_eq!(again.code(), selfrag_engine::ErrorCode::NothingPaused);
 }
 
 /// Cancelling while the candidates are being decoded stops the batch at its next forward

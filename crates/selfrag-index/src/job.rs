@@ -1,8 +1,10 @@
 //! Indexing jobs: files and folders to bring into the library, with progress (files done of
-//! total, passages, rate, ETA), cancellation, and resumption. The folders a job was asked for
-//! are written to `job.json` before any work and removed only when the job ends, so a job killed
-//! at any moment is finished by the next [`Library::run_job`] (the per-file skip makes the files
-//! already done cost only a `stat`). A folder's documents whose files are gone are removed.
+//! total, passages, rate, ETA), cancellation, pausing, and resumption. The folders a job was
+//! asked for are written to `job.json` before any work and removed only when the job ends, so a
+//! job killed at any moment is finished by the next [`Library::run_job`] (the per-file skip
+//! makes the files already done cost only a `stat`). A paused job's folders stay in `job.json`
+//! apart, taken up only when asked for ([`Library::paused_job`]). A folder's documents whose
+//! files are gone are removed.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -66,7 +68,33 @@ pub struct JobSummary {
     pub skipped: usize,
     pub failed: usize,
     pub removed: usize,
+    /// Stopped before the end, paused or not.
     pub cancelled: bool,
+    /// Stopped by [`JobStop::pause`]: the job's folders wait in [`Library::paused_job`].
+    pub paused: bool,
+}
+
+/// How a running job is asked to stop; both flags are read at every file and embedding batch.
+#[derive(Debug, Clone, Copy)]
+pub struct JobStop<'a> {
+    /// Set to stop. What was done stays.
+    pub stop: &'a AtomicBool,
+    /// Set before `stop` to pause rather than cancel: the job's folders are kept, apart, to be
+    /// resumed when asked for, not at the next start.
+    pub pause: &'a AtomicBool,
+}
+
+/// The pause flag of a job that is never paused.
+static NEVER_PAUSED: AtomicBool = AtomicBool::new(false);
+
+impl<'a> From<&'a AtomicBool> for JobStop<'a> {
+    /// A job that can be stopped, not paused.
+    fn from(stop: &'a AtomicBool) -> Self {
+        Self {
+            stop,
+            pause: &NEVER_PAUSED,
+        }
+    }
 }
 
 impl JobSummary {
@@ -84,9 +112,19 @@ impl JobSummary {
     }
 }
 
+/// `job.json`.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct PendingJob {
+    /// The running job's files and folders: finished at the next start if it never ended.
     roots: Vec<String>,
+    /// A paused job's: resumed only when the user asks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    paused: Vec<String>,
+}
+
+/// Whether `path` is `root` or lies under it (both `path_key`s).
+fn covers(root: &str, path: &str) -> bool {
+    Path::new(path).starts_with(root)
 }
 
 impl Library {
@@ -94,24 +132,70 @@ impl Library {
         self.dir().join("job.json")
     }
 
+    fn read_job_record(&self) -> PendingJob {
+        read_state::<PendingJob>(&self.job_file()).unwrap_or_default()
+    }
+
+    /// Writes `job.json`, or removes it when it holds nothing.
+    fn write_job_record(&self, record: &PendingJob) -> Result<(), IndexError> {
+        if record.roots.is_empty() && record.paused.is_empty() {
+            return match std::fs::remove_file(self.job_file()) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IndexError::Write {
+                    path: self.job_file(),
+                    source: e,
+                }),
+                _ => Ok(()),
+            };
+        }
+        let text = serde_json::to_string(record)
+            .map_err(|e| IndexError::Schema(format!("cannot encode job.json: {e}")))?;
+        write_atomically(&self.job_file(), text.as_bytes())
+    }
+
+    /// Reads `job.json`, changes it with `change` and writes it back, as one step.
+    fn update_job_record(&self, change: impl FnOnce(&mut PendingJob)) -> Result<(), IndexError> {
+        // A panic while held leaves the file whole: it is replaced atomically or not at all.
+        let _held = self.job_record.lock().unwrap_or_else(|p| p.into_inner());
+        let mut record = self.read_job_record();
+        change(&mut record);
+        self.write_job_record(&record)
+    }
+
     /// The files and folders of a job that was interrupted (killed, crashed) and not finished.
     pub fn pending_job(&self) -> Vec<PathBuf> {
-        read_state::<PendingJob>(&self.job_file())
-            .map(|j| j.roots.into_iter().map(PathBuf::from).collect())
-            .unwrap_or_default()
+        let record = self.read_job_record();
+        record.roots.into_iter().map(PathBuf::from).collect()
+    }
+
+    /// The files and folders of a paused job: resumed by a job given them, as
+    /// `run_job(&paused_job(), ..)`, and never at the next start on their own.
+    pub fn paused_job(&self) -> Vec<PathBuf> {
+        let record = self.read_job_record();
+        record.paused.into_iter().map(PathBuf::from).collect()
+    }
+
+    /// Forgets the paused job: its files already indexed stay, the rest will not be.
+    pub fn forget_paused_job(&self) -> Result<(), IndexError> {
+        self.update_job_record(|record| record.paused.clear())
     }
 
     /// Indexes `roots` (files and folders, recursively) together with any interrupted job's, one
-    /// file at a time: one file's failure is an event, never the end of the job. Cancelling
-    /// stops at the next file or embedding batch (a file cut off there is not written) and
-    /// forgets the job; what was done stays.
-    pub async fn run_job(
+    /// file at a time: one file's failure is an event, never the end of the job. Stopping
+    /// (`stop`) ends it at the next file or embedding batch (a file cut off there is not
+    /// written); what was done stays. A stopped job is forgotten, a paused one kept apart for
+    /// later ([`Library::paused_job`]); a job that ends takes the paused folders it covered
+    /// off that list.
+    pub async fn run_job<'s>(
         &self,
         roots: &[PathBuf],
         embedder: &dyn PassageEmbedder,
-        cancel: &AtomicBool,
+        stop: impl Into<JobStop<'s>>,
         mut on_event: impl FnMut(JobEvent),
     ) -> Result<JobSummary, IndexError> {
+        let JobStop {
+            stop: cancel,
+            pause,
+        } = stop.into();
         let (all, resumed) = self.record_job(roots)?;
         let (files, links_outside) = self.files_under(&all);
         let total = files.len();
@@ -188,12 +272,28 @@ impl Library {
             }
             self.optimize().await?;
         }
-        // Done or cancelled on purpose: either way there is nothing left to resume.
-        let _ = std::fs::remove_file(self.job_file());
+        // Done or stopped on purpose: nothing is left to resume at the next start; a paused
+        // job's folders wait apart.
+        summary.paused = summary.cancelled && pause.load(Ordering::SeqCst);
+        let ended = self.update_job_record(|record| {
+            record.roots.clear();
+            if summary.paused {
+                let paused: BTreeSet<String> = record.paused.drain(..).chain(all).collect();
+                record.paused = paused.into_iter().collect();
+            } else if !summary.cancelled {
+                record
+                    .paused
+                    .retain(|p| !all.iter().any(|root| covers(root, p)));
+            }
+        });
+        if let Err(e) = ended {
+            tracing::warn!("recording the end of the job: {e}");
+        }
         tracing::info!(
             files = total,
             done = progress.done,
             cancelled = summary.cancelled,
+            paused = summary.paused,
             seconds = started.elapsed().as_secs_f64(),
             "indexing job ended"
         );
@@ -201,26 +301,23 @@ impl Library {
     }
 
     /// Writes `job.json` with `roots` and the roots of an unfinished earlier job, so that a job
-    /// cut short resumes at the next start. Returns all of them, and those resumed.
+    /// cut short resumes at the next start; a paused root given again is no longer paused.
+    /// Returns all of them, and those resumed.
     fn record_job(&self, roots: &[PathBuf]) -> Result<(BTreeSet<String>, Vec<String>), IndexError> {
-        let resumed: Vec<String> = self
-            .pending_job()
-            .iter()
-            .map(|p| path_key(p))
-            .filter(|p| !roots.iter().any(|r| path_key(r) == *p))
-            .collect();
-        let all: BTreeSet<String> = roots
-            .iter()
-            .map(|r| path_key(r))
-            .chain(resumed.iter().cloned())
-            .collect();
-        let pending = PendingJob {
-            roots: all.iter().cloned().collect(),
-        };
-        let text = serde_json::to_string(&pending)
-            .map_err(|e| IndexError::Schema(format!("cannot encode job.json: {e}")))?;
-        write_atomically(&self.job_file(), text.as_bytes())?;
-        Ok((all, resumed))
+        let keys: Vec<String> = roots.iter().map(|r| path_key(r)).collect();
+        let mut recorded = (BTreeSet::new(), Vec::new());
+        self.update_job_record(|record| {
+            let resumed: Vec<String> = record
+                .roots
+                .drain(..)
+                .filter(|p| !keys.contains(p))
+                .collect();
+            let all: BTreeSet<String> = keys.iter().cloned().chain(resumed.clone()).collect();
+            record.paused.retain(|p| !all.contains(p));
+            record.roots = all.iter().cloned().collect();
+            recorded = (all, resumed);
+        })?;
+        Ok(recorded)
     }
 
     /// The files under `roots`, sorted and once each, and the links that lead out of their

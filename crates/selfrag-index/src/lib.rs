@@ -42,7 +42,7 @@ pub use chunk::{Chunk, chunk_text};
 pub use error::IndexError;
 pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
 #[cfg(feature = "store")]
-pub use job::{JobEvent, JobProgress, JobSummary};
+pub use job::{JobEvent, JobProgress, JobStop, JobSummary};
 #[cfg(feature = "store")]
 pub use library::{
     DocumentRecord, IndexOutcome, Library, LibraryStats, PassageSource, SearchFilter, SearchHit,

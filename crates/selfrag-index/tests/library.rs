@@ -7,12 +7,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod common;
 
 use common::{BAG_OF_WORDS, BagOfWords, Counting, query};
-use selfrag_index::{IndexOutcome, JobEvent, Library, SearchFilter, SearchMode, SearchRequest};
+use selfrag_index::{
+    IndexOutcome, JobEvent, JobStop, Library, SearchFilter, SearchMode, SearchRequest,
+};
 
 const EMBEDDER: BagOfWords = BAG_OF_WORDS;
 
@@ -616,6 +618,113 @@ async fn a_cancelled_job_stops_between_files_and_keeps_what_it_did() {
     assert!(summary.cancelled);
     assert_eq!(summary.indexed, 2);
     assert_eq!(lib.documents().len(), 2);
+}
+
+/// Pausing stops a job as Stop does, but keeps its folders apart in `job.json`: the next job
+/// (what the next start runs) does not take them up, a job given them resumes where the pause
+/// left off, embedding only the files not done, and forgetting drops them with what was done
+/// kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_job_waits_apart_until_resumed_and_embeds_only_what_it_had_not_done() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    for i in 0..4 {
+        write(
+            &docs,
+            &format!("d{i}.txt"),
+            &format!("Document {i} on otter {i}."),
+        );
+    }
+    let other = tmp.path().join("other");
+    write(
+        &other,
+        "o.txt",
+        "Another folder, dropped while the first is paused.",
+    );
+    let embedder = Counting::new(BAG_OF_WORDS);
+    let lib = Library::open(&tmp.path().join("lib"), &embedder)
+        .await
+        .unwrap();
+    let (stop, pause) = (AtomicBool::new(false), AtomicBool::new(false));
+    let both = JobStop {
+        stop: &stop,
+        pause: &pause,
+    };
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &embedder, both, |e| {
+            if matches!(e, JobEvent::Progress(p) if p.done == 2) {
+                pause.store(true, Ordering::SeqCst);
+                stop.store(true, Ordering::SeqCst);
+            }
+        })
+        .await
+        .unwrap();
+    assert!(summary.paused && summary.cancelled, "{summary:?}");
+    assert_eq!(summary.indexed, 2);
+    assert!(
+        lib.pending_job().is_empty(),
+        "a paused job is not resumed at the next start"
+    );
+    assert_eq!(lib.paused_job(), vec![docs.clone()]);
+
+    let never = AtomicBool::new(false);
+    let mut resumed = vec!["not reported".to_string()];
+    let summary = lib
+        .run_job(std::slice::from_ref(&other), &embedder, &never, |e| {
+            if let JobEvent::Started { resumed: r, .. } = e {
+                resumed = r
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.paused), (1, false));
+    assert!(resumed.is_empty(), "{resumed:?}");
+    assert_eq!(
+        lib.paused_job(),
+        vec![docs.clone()],
+        "another job leaves it paused"
+    );
+
+    let embedded = embedder.embedded();
+    let summary = lib
+        .run_job(&lib.paused_job(), &embedder, &never, |_| {})
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.skipped), (2, 2));
+    assert_eq!(
+        embedder.embedded() - embedded,
+        2,
+        "only the two files not done are embedded"
+    );
+    assert!(lib.paused_job().is_empty() && lib.pending_job().is_empty());
+    assert_eq!(lib.documents().len(), 5);
+
+    write(&docs, "d4.txt", "A fifth document about otters.");
+    write(&docs, "d5.txt", "A sixth document about otters.");
+    let (stop, pause) = (AtomicBool::new(false), AtomicBool::new(false));
+    let both = JobStop {
+        stop: &stop,
+        pause: &pause,
+    };
+    pause.store(true, Ordering::SeqCst);
+    stop.store(true, Ordering::SeqCst);
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &embedder, both, |_| {})
+        .await
+        .unwrap();
+    assert!(summary.paused);
+    assert_eq!(lib.paused_job(), vec![docs.clone()]);
+    lib.forget_paused_job().unwrap();
+    assert!(lib.paused_job().is_empty());
+    assert!(
+        !tmp.path().join("lib/job.json").exists(),
+        "nothing left to record"
+    );
+    assert_eq!(
+        lib.documents().len(),
+        5,
+        "forgetting removes nothing indexed"
+    );
 }
 
 /// A folder given to the library may hold links: one to a file inside it is indexed, one to a

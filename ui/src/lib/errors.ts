@@ -36,6 +36,7 @@ export const ERROR_TITLES: Record<AppErrorCode, string> = {
   download: "Download failed",
   path_not_granted: "Not allowed",
   not_in_library: "Not in the library",
+  nothing_paused: "Nothing paused",
   unknown_source: "Unknown citation",
   source_missing: "Source file missing",
   open_failed: "Could not open",

@@ -29,6 +29,8 @@ export interface IndexJob {
   /** Folders of an interrupted job that this one finishes. */
   resumed: string[];
   cancelled: boolean;
+  /** Stopped to be resumed later (`cancelled` is set too). */
+  paused: boolean;
 }
 
 export function startJob(): IndexJob {
@@ -47,6 +49,7 @@ export function startJob(): IndexJob {
     etaSeconds: null,
     resumed: [],
     cancelled: false,
+    paused: false,
   };
 }
 
@@ -89,7 +92,13 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
         etaSeconds: event.etaSeconds,
       };
     case "finished":
-      return { ...job, running: false, current: null, cancelled: event.cancelled };
+      return {
+        ...job,
+        running: false,
+        current: null,
+        cancelled: event.cancelled,
+        paused: event.paused,
+      };
   }
 }
 
@@ -111,7 +120,7 @@ export function jobSummary(job: IndexJob): string {
     return job.current ? `Indexing ${fileName(job.current)}${where}…${pace}` : "Indexing…";
   }
   const parts = [
-    `${job.cancelled ? "Stopped after indexing" : "Indexed"} ${plural(job.indexed, "file")}, ${plural(job.passages, "passage")}`,
+    `${job.paused ? "Paused after indexing" : job.cancelled ? "Stopped after indexing" : "Indexed"} ${plural(job.indexed, "file")}, ${plural(job.passages, "passage")}`,
   ];
   if (job.removed > 0) parts.push(`${job.removed} removed (files gone)`);
   if (job.skipped.length > 0) parts.push(`${job.skipped.length} skipped`);

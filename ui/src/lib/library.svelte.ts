@@ -9,14 +9,18 @@ import { nextJob, startJob, type IndexJob } from "./indexing";
 import {
   addSampleDocuments,
   cancelIndexing,
+  forgetPausedIndexing,
   indexPaths,
   libraryStats,
   listDocuments,
   onLibraryEvent,
+  pauseIndexing,
+  pausedIndexing,
   pickFiles,
   pickFolder,
   reindexDocument,
   removeDocument,
+  resumeIndexing,
   unwatchFolder,
   watchedFolders,
   watchFolders,
@@ -45,8 +49,12 @@ export class LibraryController {
   activity = $state<Activity>({});
   /** Folders added or dropped are watched, not only indexed once. */
   keepWatching = $state(false);
-  /** Stop was pressed and the job has not ended yet. */
+  /** Stop or Pause was pressed and the job has not ended yet. */
   stopping = $state(false);
+  /** Which of the two it was. */
+  pausing = $state(false);
+  /** The files and folders of the paused job, waiting for Resume or Forget. */
+  paused = $state<string[]>([]);
 
   readonly #onerror: (e: unknown) => void;
   #refreshTimer: ReturnType<typeof setTimeout> | null = null;
@@ -68,9 +76,14 @@ export class LibraryController {
   async refresh(): Promise<void> {
     this.documents = await listDocuments();
     try {
-      const [stats, watched] = await Promise.all([libraryStats(), watchedFolders()]);
+      const [stats, watched, paused] = await Promise.all([
+        libraryStats(),
+        watchedFolders(),
+        pausedIndexing(),
+      ]);
       this.stats = stats ?? null;
       this.watched = watched ?? [];
+      this.paused = paused ?? [];
     } catch (e) {
       this.#onerror(e);
     }
@@ -154,6 +167,44 @@ export class LibraryController {
     }
   }
 
+  /** Stops the job so that Resume takes it up later where it stopped. */
+  async pause(): Promise<void> {
+    if (!this.stoppable || this.stopping) return;
+    this.stopping = true;
+    this.pausing = true;
+    try {
+      await pauseIndexing();
+    } catch (e) {
+      this.stopping = false;
+      this.pausing = false;
+      this.#onerror(e);
+    }
+  }
+
+  /** Takes up the paused job as a job the user can stop or pause again. */
+  async resume(): Promise<void> {
+    if (this.paused.length === 0 || this.#busy()) return;
+    // The job on screen is the paused one now.
+    this.paused = [];
+    await this.#userJob((onEvent) => resumeIndexing(onEvent));
+    // Paused again, finished, or failed to start: what waits now.
+    try {
+      this.paused = (await pausedIndexing()) ?? [];
+    } catch (e) {
+      this.#onerror(e);
+    }
+  }
+
+  /** Forgets the paused job; what it indexed stays. */
+  async forget(): Promise<void> {
+    try {
+      await forgetPausedIndexing();
+      this.paused = [];
+    } catch (e) {
+      this.#onerror(e);
+    }
+  }
+
   async unwatch(folder: string): Promise<void> {
     try {
       this.watched = await unwatchFolder(folder);
@@ -203,7 +254,10 @@ export class LibraryController {
   #apply(event: IndexEvent, inJob = true): void {
     if (inJob && this.job) this.job = nextJob(this.job, event);
     this.activity = nextActivity(this.activity, event);
-    if (event.kind === "finished") this.stopping = false;
+    if (event.kind === "finished") {
+      this.stopping = false;
+      this.pausing = false;
+    }
   }
 
   #busy(): boolean {
@@ -222,6 +276,7 @@ export class LibraryController {
     this.job = startJob();
     this.origin = "user";
     this.stopping = false;
+    this.pausing = false;
     try {
       const finished = await start((event) => this.#apply(event));
       this.#apply(finished);
@@ -229,6 +284,7 @@ export class LibraryController {
     } catch (e) {
       if (this.job) this.job = { ...this.job, running: false };
       this.stopping = false;
+      this.pausing = false;
       this.#onerror(e);
     }
   }

@@ -401,6 +401,7 @@ describe("App", () => {
       failed: 1,
       removed: 0,
       cancelled: false,
+      paused: false,
     });
 
     await waitFor(() =>

@@ -108,6 +108,14 @@ describe("ipc", () => {
     expect(last()).toEqual(["refresh_models"]);
     await ipc.cancelIndexing();
     expect(last()).toEqual(["cancel_job", { job: { kind: "indexing" } }]);
+    await ipc.pauseIndexing();
+    expect(last()).toEqual(["pause_indexing"]);
+    await ipc.resumeIndexing(() => {});
+    expect(last()[0]).toBe("resume_indexing");
+    await ipc.pausedIndexing();
+    expect(last()).toEqual(["paused_indexing"]);
+    await ipc.forgetPausedIndexing();
+    expect(last()).toEqual(["forget_paused_indexing"]);
     await ipc.removeDocument("d1");
     expect(last()).toEqual(["remove_document", { documentId: "d1" }]);
     await ipc.addSampleDocuments(() => {});

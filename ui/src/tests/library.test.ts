@@ -1,4 +1,5 @@
 // The library pane with the IPC module mocked: the job's progress bar, rate and ETA, Stop,
+// Pause with Resume and Forget,
 // per-document rows and their states, remove with its confirmation, re-index, the failed file
 // with its reason, watched folders and the background work's events.
 
@@ -64,6 +65,7 @@ const FINISHED: IndexFinished = {
   failed: 0,
   removed: 0,
   cancelled: false,
+  paused: false,
 };
 
 let errors: unknown[] = [];
@@ -85,6 +87,7 @@ beforeEach(() => {
   vi.resetAllMocks();
   mocked.libraryStats.mockResolvedValue(overview());
   mocked.watchedFolders.mockResolvedValue([]);
+  mocked.pausedIndexing.mockResolvedValue([]);
   mocked.onLibraryEvent.mockImplementation(async (onEvent) => {
     libraryEvent = onEvent;
     return () => {};
@@ -186,6 +189,77 @@ describe("library pane", () => {
     );
     expect(screen.queryByTestId("index-progress")).toBeNull();
     expect(screen.queryByTestId("stop-indexing")).toBeNull();
+  });
+
+  it("pauses a job, offers Resume and Forget, and resumes it as a job of its own", async () => {
+    const { library } = await setup();
+    const user = userEvent.setup();
+    const first = deferred<IndexFinished>();
+    let send: (event: IndexEvent) => void = () => {};
+    mocked.indexPaths.mockImplementation((_paths, onEvent) => {
+      send = onEvent;
+      return first.promise;
+    });
+    mocked.pauseIndexing.mockResolvedValue(true);
+    void library.add(["/home/ada/thesis"]);
+    await tick();
+    send({ kind: "started", total: 40, resumed: [] });
+    send({ kind: "fileIndexed", path: "/home/ada/thesis/ch1.pdf", passages: 30, notes: [] });
+    send({ kind: "fileStarted", path: "/home/ada/thesis/ch2.pdf" });
+    await tick();
+
+    await user.click(screen.getByTestId("pause-indexing"));
+    expect(mocked.pauseIndexing).toHaveBeenCalledOnce();
+    expect(mocked.cancelIndexing).not.toHaveBeenCalled();
+    expect(screen.getByTestId("pause-indexing")).toHaveTextContent("Pausing…");
+    expect(screen.getByTestId("stop-indexing")).toHaveTextContent("Stop");
+    expect(screen.getByTestId("stop-indexing")).toBeDisabled();
+
+    mocked.pausedIndexing.mockResolvedValue(["/home/ada/thesis"]);
+    first.resolve({ ...FINISHED, indexed: 1, cancelled: true, paused: true });
+    await waitFor(() =>
+      expect(screen.getByTestId("index-status")).toHaveTextContent(
+        "Paused after indexing 1 file, 30 passages",
+      ),
+    );
+    const paused = await screen.findByTestId("paused-job");
+    expect(paused).toHaveTextContent("Paused: thesis. What was indexed is searchable.");
+    expect(screen.queryByTestId("pause-indexing")).toBeNull();
+
+    // Resume runs the rest as a job with its own progress, Pause and Stop.
+    const second = deferred<IndexFinished>();
+    mocked.resumeIndexing.mockImplementation((onEvent) => {
+      send = onEvent;
+      return second.promise;
+    });
+    await user.click(within(paused).getByTestId("resume-indexing"));
+    expect(mocked.resumeIndexing).toHaveBeenCalledOnce();
+    send({ kind: "started", total: 40, resumed: [] });
+    await tick();
+    expect(screen.queryByTestId("paused-job")).toBeNull();
+    expect(screen.getByTestId("pause-indexing")).toBeEnabled();
+    send({ kind: "fileIndexed", path: "/home/ada/thesis/ch2.pdf", passages: 20, notes: [] });
+    mocked.pausedIndexing.mockResolvedValue([]);
+    second.resolve({ ...FINISHED, indexed: 1 });
+    await waitFor(() =>
+      expect(screen.getByTestId("index-status")).toHaveTextContent("Indexed 1 file, 20 passages"),
+    );
+    expect(screen.queryByTestId("paused-job")).toBeNull();
+    expect(errors).toEqual([]);
+  });
+
+  it("forgets a paused job, keeping what it indexed", async () => {
+    mocked.pausedIndexing.mockResolvedValue(["/home/ada/thesis", "/home/ada/slides.pdf"]);
+    await setup();
+    const user = userEvent.setup();
+    const paused = await screen.findByTestId("paused-job");
+    expect(paused).toHaveTextContent("Paused: thesis, slides.pdf.");
+    mocked.forgetPausedIndexing.mockResolvedValue();
+    await user.click(within(paused).getByTestId("forget-paused"));
+    expect(mocked.forgetPausedIndexing).toHaveBeenCalledOnce();
+    expect(screen.queryByTestId("paused-job")).toBeNull();
+    expect(screen.getAllByTestId("document-item")).toHaveLength(2);
+    expect(errors).toEqual([]);
   });
 
   it("asks before removing a document, and Keep or Esc keeps it", async () => {

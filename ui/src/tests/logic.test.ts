@@ -43,7 +43,15 @@ describe("indexing summary", () => {
         notes: ["page 2 has no text layer (scanned?)"],
       },
       { kind: "fileSkipped", path: "/c.md", reason: "unchanged" },
-      { kind: "finished", indexed: 2, skipped: 1, failed: 0, removed: 0, cancelled: false },
+      {
+        kind: "finished",
+        indexed: 2,
+        skipped: 1,
+        failed: 0,
+        removed: 0,
+        cancelled: false,
+        paused: false,
+      },
     ];
     const job = events.reduce(nextJob, startJob());
     expect(jobSummary(job)).toBe("Indexed 2 files, 7 passages, 1 skipped");
@@ -77,9 +85,13 @@ describe("indexing progress", () => {
       failed: 0,
       removed: 1,
       cancelled: true,
+      paused: false,
     });
     expect(jobSummary(job)).toBe(
       "Stopped after indexing 1 file, 3 passages, 1 removed (files gone)",
+    );
+    expect(jobSummary({ ...job, paused: true })).toBe(
+      "Paused after indexing 1 file, 3 passages, 1 removed (files gone)",
     );
   });
 

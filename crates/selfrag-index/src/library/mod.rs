@@ -143,6 +143,8 @@ pub struct Library {
     durability: Arc<durable::Durability>,
     /// Where the file being indexed is ([`IndexStage`]), for the job's slow-file log.
     pub(crate) stage: Arc<std::sync::atomic::AtomicU8>,
+    /// Held while `job.json` is read and written again (a job's end, forgetting a paused job).
+    pub(crate) job_record: std::sync::Mutex<()>,
     /// Held for the library's lifetime: one process writes a library at a time.
     _lock: std::fs::File,
 }
@@ -215,6 +217,7 @@ impl Library {
             text_indexed: AtomicBool::new(false),
             durability,
             stage: Arc::new(std::sync::atomic::AtomicU8::new(IndexStage::Idle as u8)),
+            job_record: std::sync::Mutex::new(()),
             _lock: lock,
         };
         library.refresh_index_flags().await?;

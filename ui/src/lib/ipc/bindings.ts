@@ -412,7 +412,15 @@ export type DocumentInfo = { id: string, path: string, title: string,
  */
 pages: number, passages: number, };
 
-export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, cancelled: boolean, } | { "kind": "watchRetrying", error: string, retryInSeconds: number, };
+export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, 
+/**
+ * Stopped before the end, paused or not.
+ */
+cancelled: boolean, 
+/**
+ * Paused: the job waits to be resumed ([`crate::Engine::resume_indexing`]).
+ */
+paused: boolean, } | { "kind": "watchRetrying", error: string, retryInSeconds: number, };
 
 export type AnswerRecord = { id: string, answer: Answer, 
 /**
@@ -564,7 +572,7 @@ watched: Array<string>,
  */
 notFolders: Array<string>, };
 
-export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download_busy" | "download" | "not_in_library";
+export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download_busy" | "download" | "not_in_library" | "nothing_paused";
 
 export type ShellErrorCode = "path_not_granted" | "unknown_source" | "source_missing" | "open_failed";
 
@@ -625,6 +633,10 @@ export const COMMANDS = [
   "source_pdf",
   "remove_document",
   "reindex_document",
+  "pause_indexing",
+  "resume_indexing",
+  "paused_indexing",
+  "forget_paused_indexing",
   "library_stats",
   "watched_folders",
   "watch_folders",

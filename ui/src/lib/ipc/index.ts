@@ -257,6 +257,31 @@ export async function cancelIndexing(): Promise<void> {
   await cancelJob({ kind: "indexing" });
 }
 
+/**
+ * Pauses the running indexing job at the next file or embedding batch; its `indexPaths`
+ * resolves as paused, and the job waits in `pausedIndexing` until resumed or forgotten.
+ */
+export function pauseIndexing(): Promise<boolean> {
+  return call<boolean>("pause_indexing");
+}
+
+/** Takes up the paused indexing job where it stopped, streaming its events like `indexPaths`. */
+export function resumeIndexing(onEvent: (event: IndexEvent) => void): Promise<IndexFinished> {
+  const channel = new Channel<IndexEvent>();
+  channel.onmessage = onEvent;
+  return call<IndexFinished>("resume_indexing", { onEvent: channel });
+}
+
+/** The files and folders of the paused indexing job; empty when none is paused. */
+export function pausedIndexing(): Promise<string[]> {
+  return call<string[]>("paused_indexing");
+}
+
+/** Forgets the paused indexing job; what it indexed stays in the library. */
+export function forgetPausedIndexing(): Promise<void> {
+  return call<void>("forget_paused_indexing");
+}
+
 /** Removes the library's document `documentId` (the file stays on disk); resolves with the paths removed. */
 export function removeDocument(documentId: string): Promise<string[]> {
   return call<string[]>("remove_document", { documentId });

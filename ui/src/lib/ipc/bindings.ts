@@ -418,7 +418,7 @@ export type IndexEvent = { "kind": "started", total: number, resumed: Array<stri
  */
 cancelled: boolean, 
 /**
- * Paused: the job waits to be resumed ([`crate::Engine::resume_indexing`]).
+ * Paused: its folders wait for Resume (or Forget), not for the next start.
  */
 paused: boolean, } | { "kind": "watchRetrying", error: string, retryInSeconds: number, };
 

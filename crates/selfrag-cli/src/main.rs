@@ -342,6 +342,8 @@ struct EmbedOutput {
 
 #[derive(Serialize)]
 struct GenerateOutput {
+    /// Which CPU kernels multiplied the Q4_K and Q6_K matrices, and why.
+    kernels: String,
     prompt_tokens: usize,
     prompt_seconds: f64,
     decode_tokens: usize,
@@ -729,6 +731,7 @@ fn debug(command: DebugCommand) -> Result<()> {
                 .generate_timed(&vec![ids; batch], &request, !ignore_eos)
                 .context("generating")?;
             serde_json::to_string(&GenerateOutput {
+                kernels: generator.kernel_choice().to_string(),
                 prompt_tokens: timed.prompt_tokens,
                 prompt_seconds: timed.prompt_seconds,
                 decode_tokens: timed.decode_tokens,

@@ -151,6 +151,98 @@ fn generate_decodes_k_copies_as_one_batch_and_reports_timings() {
     assert_eq!(batched["decode_tokens"].as_u64(), Some(15));
 }
 
+/// The Q4_K_M model decodes to the same tokens on every CPU kernel path this machine can run,
+/// each chosen from outside as a user's CPU would choose it: the packed AVX-512 tiles, candle's
+/// AVX-512 tiles, and candle's AVX2 tier (`MISTRALRS_FORCE_AVX2=1`, what AMD Zen 3 and Intel
+/// client CPUs run, which have no AVX-512); and the choice is reported. A bad setting is
+/// refused, naming itself.
+#[test]
+fn generate_decodes_alike_on_the_packed_tiles_and_candles_avx512_and_avx2_kernels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("tiny.q4_k_m.gguf");
+    selfrag_fixtures::write_tiny_q4_k_m_llama_gguf(&model).unwrap();
+    let model = model.to_str().unwrap();
+    let prompt = debug(&["tokenize", "--model", model, "The city of Paris"]);
+    let prompt = ids(&prompt["ids"])
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let generate = |env: &[(&str, &str)]| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
+            .args(["debug", "generate", "--model", model, "--ids", &prompt])
+            .args(["--max-tokens", "12", "--ignore-eos", "--batch", "2"])
+            .env_remove("SELFRAG_CPU_KERNELS")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        serde_json::from_str(&common::ok(out)).unwrap()
+    };
+    let measured = generate(&[]);
+    let kernels = measured["kernels"].as_str().unwrap().to_owned();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let has = |flag: &str| cpu.split_whitespace().any(|f| f == flag);
+    if !["avx512f", "avx512bw", "avx512_vnni", "avx2", "fma"]
+        .iter()
+        .all(|f| has(f))
+    {
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::CpuFeatures(&[
+                "avx512f",
+                "avx512bw",
+                "avx512_vnni",
+                "avx2",
+                "fma",
+            ]),
+            "this CPU cannot run every kernel path",
+        );
+        return;
+    }
+    assert!(
+        kernels.contains("timed on blk.0.ffn_up.weight"),
+        "{kernels}"
+    );
+    let packed = generate(&[("SELFRAG_CPU_KERNELS", "packed")]);
+    assert_eq!(
+        packed["kernels"],
+        "packed tiles, set by SELFRAG_CPU_KERNELS"
+    );
+    let candle = generate(&[("SELFRAG_CPU_KERNELS", "candle")]);
+    assert_eq!(
+        candle["kernels"],
+        "candle's kernels, set by SELFRAG_CPU_KERNELS"
+    );
+    let avx2 = generate(&[
+        ("SELFRAG_CPU_KERNELS", "candle"),
+        ("MISTRALRS_FORCE_AVX2", "1"),
+    ]);
+    let tokens = &packed["ids"];
+    assert_eq!(ids(&tokens[0]).len(), 12);
+    for (path, run) in [
+        ("measured", &measured),
+        ("candle AVX-512", &candle),
+        ("candle AVX2", &avx2),
+    ] {
+        assert_eq!(
+            &run["ids"], tokens,
+            "{path} kernels decode otherwise than the packed tiles"
+        );
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
+        .args(["debug", "generate", "--model", model, "--ids", &prompt])
+        .args(["--max-tokens", "2"])
+        .env("SELFRAG_CPU_KERNELS", "fastest")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("SELFRAG_CPU_KERNELS is `fastest`; set it to measure, packed or candle"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn generate_with_a_prompt_longer_than_the_context_fails_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();

@@ -64,6 +64,10 @@ pub enum ModelError {
     #[error("{path}: cannot build the tokenizer: {reason}")]
     InvalidBertTokenizer { path: PathBuf, reason: String },
 
+    /// A setting read from the environment (it names itself and what it accepts).
+    #[error("{0}")]
+    InvalidSetting(String),
+
     #[error("{context}: {source}")]
     Candle {
         context: String,

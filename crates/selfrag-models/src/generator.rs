@@ -22,6 +22,7 @@ use selfrag_core::{
     Tokenizer,
 };
 
+use crate::cpu_kernels::{KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::QuantizedLlama;
@@ -40,7 +41,7 @@ use crate::mapped::MappedGguf;
 /// alternating): 63 tokens read the prompt 2.5% faster and 127 tokens 8% faster than 31. The
 /// model thread answers Stop and other requests between passes, and on a 7B model with two
 /// cores a pass of 127 tokens takes about 6 s against 1.4 s for 31; the limit stays.
-const PREFILL_TOKENS: usize = 31;
+pub(crate) const PREFILL_TOKENS: usize = 31;
 
 /// A GGUF Llama model and its tokenizer, on one device.
 pub struct LlamaGenerator {
@@ -124,8 +125,20 @@ fn common_prefix_len(prompts: &[Vec<TokenId>]) -> usize {
 }
 
 impl LlamaGenerator {
-    /// Reads the GGUF at `path` once: tokenizer from its metadata, weights onto `device`.
+    /// Reads the GGUF at `path` once: tokenizer from its metadata, weights onto `device`, on
+    /// the CPU kernels `SELFRAG_CPU_KERNELS` asks for (timed at load unless it says otherwise;
+    /// see [`KernelChoice`]).
     pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
+        let policy = KernelPolicy::from_env().map_err(ModelError::InvalidSetting)?;
+        Self::load_with_kernels(path, device, policy)
+    }
+
+    /// [`LlamaGenerator::load`] with the CPU kernels chosen as `policy` says.
+    pub fn load_with_kernels(
+        path: &Path,
+        device: &Device,
+        policy: KernelPolicy,
+    ) -> Result<Self, ModelError> {
         let file = File::open(path).map_err(ModelError::io(path))?;
         let mut reader = BufReader::new(file);
         let content = crate::gguf_header::read(&mut reader, path)?;
@@ -154,8 +167,14 @@ impl LlamaGenerator {
         } else {
             None
         };
-        let mut model =
-            QuantizedLlama::from_gguf(path, &content, &mut reader, mapped.as_ref(), device)?;
+        let mut model = QuantizedLlama::from_gguf(
+            path,
+            &content,
+            &mut reader,
+            mapped.as_ref(),
+            device,
+            policy,
+        )?;
         model.warm_up().map_err(|e| ModelError::InvalidGguf {
             path: path.to_owned(),
             reason: format!("the first forward pass failed: {e}"),
@@ -168,6 +187,7 @@ impl LlamaGenerator {
             heads = config.head_count,
             kv_heads = config.head_count_kv,
             packed_matrices = model.packed_matrices(),
+            kernels = %model.kernel_choice(),
             "loaded GGUF Llama generator"
         );
         Ok(Self {
@@ -183,6 +203,11 @@ impl LlamaGenerator {
     /// kernels (see [`QuantizedLlama::packed_matrices`]).
     pub fn packed_matrices(&self) -> usize {
         self.model.packed_matrices()
+    }
+
+    /// Which CPU kernels multiply the Q4_K and Q6_K matrices, and why.
+    pub fn kernel_choice(&self) -> &KernelChoice {
+        self.model.kernel_choice()
     }
 
     /// The tokenizer read from the GGUF metadata.

@@ -15,7 +15,8 @@
 //!   rows of a batch decoded together with their shared prompt prefix run once.
 //! - [`QuantizedLlama`]: the batched quantized Llama under it (per-row KV cache, positions and
 //!   attention masks), in candle's style; on AVX-512 VNNI CPUs its Q4_K and Q6_K matrices are
-//!   multiplied in `packed`, compact SIMD tiles of this crate, and everything else by candle.
+//!   multiplied in `packed`, compact SIMD tiles of this crate, or by candle where its kernels
+//!   time faster at load ([`KernelChoice`]), and everything else by candle.
 //! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
 //!   never yields a reflection token.
 //! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe); on the CPU
@@ -43,6 +44,7 @@
 //! ```
 
 mod bert;
+mod cpu_kernels;
 mod device;
 mod embedder;
 mod error;
@@ -54,6 +56,10 @@ mod mapped;
 mod packed;
 
 pub use candle_core::Device;
+pub use cpu_kernels::{
+    CANDLE_MARGIN, CandleOnly, CpuKernels, DECODE_STEPS, KERNELS_ENV, KernelChoice, KernelPolicy,
+    PREFILL_PASSES, ProductTimes,
+};
 pub use device::{compiled_devices, device_kind, pick_device};
 pub use embedder::BertEmbedder;
 pub use error::ModelError;

@@ -26,6 +26,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
 
+use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::mapped::MappedGguf;
 use crate::packed::PackedMatrix;
@@ -301,8 +302,9 @@ fn tensor_sizes(
 ///
 /// On CPUs with AVX-512 VNNI, Q4_K and Q6_K matrices (all of a Q4_K_M model's) are packed at
 /// load into this crate's compact tiles ([`PackedMatrix`]): 4.6 and 6.6 bits per weight, where
-/// candle's own tiles take 6 and 10, and decoding is the time it takes to read the weights.
-/// Everything else goes through candle's quantized matmul.
+/// candle's own tiles take 6 and 10, and decoding is the time it takes to read the weights;
+/// unless candle's kernels timed faster on this CPU ([`KernelChoice`]). Everything else goes
+/// through candle's quantized matmul.
 #[derive(Debug, Clone)]
 enum QLinear {
     Packed(Arc<PackedMatrix>),
@@ -314,9 +316,11 @@ enum QLinear {
 }
 
 impl QLinear {
-    /// `weights` packed into tiles where this CPU and their type allow, else for candle.
-    fn new(weights: Arc<QTensor>, device: &Device) -> Result<Self> {
+    /// `weights` packed into tiles where `kernels` are the packed tiles and this CPU and their
+    /// type allow, else for candle.
+    fn new(weights: Arc<QTensor>, device: &Device, kernels: CpuKernels) -> Result<Self> {
         if device.is_cpu()
+            && kernels == CpuKernels::Packed
             && let Some(packed) = PackedMatrix::pack(&weights)?
         {
             return Ok(Self::Packed(Arc::new(packed)));
@@ -554,6 +558,8 @@ pub struct QuantizedLlama {
     /// Columns to allocate when the cache is created, so that it never has to grow.
     reserved_columns: usize,
     device: Device,
+    /// Which CPU kernels the Q4_K and Q6_K matrices were made for.
+    kernel_choice: KernelChoice,
 }
 
 impl std::fmt::Debug for QuantizedLlama {
@@ -574,6 +580,8 @@ struct WeightSource<'a, R> {
     reader: &'a mut R,
     mapped: Option<&'a MappedGguf>,
     device: &'a Device,
+    /// The kernels the Q4_K and Q6_K matrices are made for.
+    kernels: CpuKernels,
 }
 
 impl<R: Read + Seek> WeightSource<'_, R> {
@@ -607,7 +615,7 @@ impl<R: Read + Seek> WeightSource<'_, R> {
     /// map has its blocks released from memory.
     fn matmul(&mut self, name: &str, shape: &[usize]) -> Result<QLinear> {
         let (weights, mapped) = self.tensor_and_origin(name, shape)?;
-        let linear = QLinear::new(Arc::new(weights), self.device)?;
+        let linear = QLinear::new(Arc::new(weights), self.device, self.kernels)?;
         if let (true, Some(map), Some(info), [_, k]) = (
             mapped,
             self.mapped,
@@ -625,13 +633,15 @@ impl<R: Read + Seek> WeightSource<'_, R> {
 
 impl QuantizedLlama {
     /// Loads the model from the GGUF at `path`, whose header is `content`, onto `device`; on the
-    /// CPU from `mapped`, a map of the same file, where it can.
+    /// CPU from `mapped`, a map of the same file, where it can, with its Q4_K and Q6_K matrices
+    /// made for the kernels `policy` chooses.
     pub fn from_gguf<R: Read + Seek>(
         path: &Path,
         content: &gguf_file::Content,
         reader: &mut R,
         mapped: Option<&MappedGguf>,
         device: &Device,
+        policy: KernelPolicy,
     ) -> std::result::Result<Self, ModelError> {
         let config = LlamaConfig::from_gguf(content, path)?;
         let source = WeightSource {
@@ -639,8 +649,9 @@ impl QuantizedLlama {
             reader,
             mapped: mapped.filter(|_| device.is_cpu()),
             device,
+            kernels: CpuKernels::Candle,
         };
-        Self::from_config(config, source).map_err(|e| ModelError::InvalidGguf {
+        Self::from_config(config, source, policy).map_err(|e| ModelError::InvalidGguf {
             path: path.to_owned(),
             reason: e.to_string(),
         })
@@ -649,9 +660,26 @@ impl QuantizedLlama {
     fn from_config<R: Read + Seek>(
         config: LlamaConfig,
         mut source: WeightSource<'_, R>,
+        policy: KernelPolicy,
     ) -> Result<Self> {
         let c = &config;
         let device = source.device;
+        let kernel_choice = {
+            let name = "blk.0.ffn_up.weight";
+            let sample = match (
+                device.is_cpu(),
+                policy,
+                source.content.tensor_infos.get(name),
+            ) {
+                (true, KernelPolicy::Measure, Some(_)) => Some((
+                    name,
+                    Arc::new(source.tensor(name, &[c.feed_forward_length, c.embedding_length])?),
+                )),
+                _ => None,
+            };
+            crate::cpu_kernels::choose(policy, sample, device)?
+        };
+        source.kernels = kernel_choice.kernels();
         let embd = c.embedding_length;
         let kv_dim = c.head_count_kv * c.head_dim;
         let norm =
@@ -663,7 +691,7 @@ impl QuantizedLlama {
         let output = if source.content.tensor_infos.contains_key("output.weight") {
             source.matmul("output.weight", &[c.vocab_size, embd])?
         } else {
-            QLinear::new(embeddings.clone(), device)?
+            QLinear::new(embeddings.clone(), device, source.kernels)?
         };
         let mut blocks = Vec::with_capacity(c.block_count);
         for i in 0..c.block_count {
@@ -706,7 +734,13 @@ impl QuantizedLlama {
             cache: KvCache::default(),
             reserved_columns: 0,
             device: device.clone(),
+            kernel_choice,
         })
+    }
+
+    /// Which CPU kernels multiply the Q4_K and Q6_K matrices, and why.
+    pub fn kernel_choice(&self) -> &KernelChoice {
+        &self.kernel_choice
     }
 
     /// The hyper-parameters read from the GGUF metadata.
@@ -1071,6 +1105,7 @@ mod tests {
             cache: KvCache::default(),
             reserved_columns: 0,
             device: device.clone(),
+            kernel_choice: KernelChoice::Set(CpuKernels::Candle),
         };
         // Row 0: two real tokens; row 1: a pad, then one real token.
         model.cache.rows = vec![state(&[true, true]), state(&[false, true])];

@@ -9,7 +9,7 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use selfrag_core::{GenerateRequest, Generation, Generator, StopReason, Tokenizer};
 use selfrag_fixtures::SELFRAG_SPECIAL_TOKENS;
-use selfrag_models::{LlamaGenerator, MappedGguf, QuantizedLlama};
+use selfrag_models::{CpuKernels, KernelPolicy, LlamaGenerator, MappedGguf, QuantizedLlama};
 
 use crate::tiny_gguf;
 
@@ -237,42 +237,54 @@ fn greedy_decoding_matches_candles_quantized_llama() {
 }
 
 /// The published model is Q4_K_M. Its Q4_K and Q6_K matrices run on the crate's packed tiles
-/// where the CPU has AVX-512 VNNI, and must still decode as candle's reference does, alone and
-/// in a batch.
+/// where the CPU has AVX-512 VNNI, or on candle's kernels where those time faster, and must
+/// decode as candle's reference does on either, alone and in a batch.
 #[test]
-fn a_q4_k_m_model_decodes_as_candles_quantized_llama() {
+fn a_q4_k_m_model_decodes_as_candles_quantized_llama_on_either_kernels() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("selfrag_llama2_7b.tiny.q4_k_m.gguf");
     selfrag_fixtures::write_tiny_q4_k_m_llama_gguf(&path).unwrap();
-    let mut model = LlamaGenerator::load(&path, &Device::Cpu).unwrap();
-    if selfrag_models::packed_kernels_available() {
-        // 7 matrices in each of 2 blocks; the output's rows are the vocabulary, which need
-        // not be a whole number of tiles.
-        assert!(
-            model.packed_matrices() >= 14,
-            "only {} matrices packed",
-            model.packed_matrices()
-        );
-    } else {
-        eprintln!("NOTE: this CPU has no AVX-512 VNNI: the Q4_K_M model ran on candle's kernels");
-        assert_eq!(model.packed_matrices(), 0);
+    for kernels in [CpuKernels::Packed, CpuKernels::Candle] {
+        let mut model =
+            LlamaGenerator::load_with_kernels(&path, &Device::Cpu, KernelPolicy::Use(kernels))
+                .unwrap();
+        if kernels == CpuKernels::Candle {
+            assert_eq!(model.packed_matrices(), 0);
+        } else if selfrag_models::packed_kernels_available() {
+            // 7 matrices in each of 2 blocks; the output's rows are the vocabulary, which need
+            // not be a whole number of tiles.
+            assert!(
+                model.packed_matrices() >= 14,
+                "only {} matrices packed",
+                model.packed_matrices()
+            );
+        } else {
+            eprintln!(
+                "NOTE: this CPU has no AVX-512 VNNI: the Q4_K_M model ran on candle's kernels"
+            );
+            assert_eq!(model.packed_matrices(), 0);
+        }
+        assert_decodes_as_candle(&path, &mut model);
     }
+}
+
+fn assert_decodes_as_candle(path: &std::path::Path, model: &mut LlamaGenerator) {
     // Prompts our prefill reads in one pass, as candle's reference does: with 8-bit
     // activations, sums grouped differently can round an activation one step apart, and a
     // long prompt read in chunks drifts from candle's one pass by up to 0.13 in a tail
     // log-prob, with candle's kernels as with ours (the Q8_0 model covers chunked prompts).
     let prompts = [
-        prompt(&model, INSTRUCTION),
-        selfrag_prompts(&model, &PASSAGES[0..1]).remove(0),
+        prompt(model, INSTRUCTION),
+        selfrag_prompts(model, &PASSAGES[0..1]).remove(0),
     ];
     assert!(prompts.iter().all(|p| p.len() <= 31));
-    assert_greedy_matches_candle(&path, &mut model, &prompts, 1e-4);
+    assert_greedy_matches_candle(path, model, &prompts, 1e-4);
 
     // A batch reads its prompts in smaller chunks than one row alone does, so the same
     // rounding applies and grows over the steps: 0.03 here, the same with candle's kernels.
     // The ids must agree.
-    let prompts = selfrag_prompts(&model, &PASSAGES);
-    let req = request(8, vec![], reflection_ids(&model));
+    let prompts = selfrag_prompts(model, &PASSAGES);
+    let req = request(8, vec![], reflection_ids(model));
     let batch = model.generate_batch(&prompts, &req).unwrap();
     for (p, row) in prompts.iter().zip(&batch) {
         let alone = model
@@ -291,9 +303,15 @@ fn a_model_mapped_from_its_file_holds_no_copy_of_its_quantized_weights() {
         let mut file = File::open(&path).unwrap();
         let content = gguf_file::Content::read(&mut file).unwrap();
         let map = mapped.then(|| MappedGguf::open(&file, &path, &content).unwrap());
-        let mut model =
-            QuantizedLlama::from_gguf(&path, &content, &mut file, map.as_ref(), &Device::Cpu)
-                .unwrap();
+        let mut model = QuantizedLlama::from_gguf(
+            &path,
+            &content,
+            &mut file,
+            map.as_ref(),
+            &Device::Cpu,
+            KernelPolicy::Measure,
+        )
+        .unwrap();
         // Packs every matrix for candle's SIMD kernels where the CPU has them.
         model.warm_up().unwrap();
         model
@@ -336,8 +354,15 @@ fn forward_in_pieces_with_a_growing_cache_matches_candle() {
     let mut file = File::open(&path).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
     // Read into memory (`LlamaGenerator::load`, which the other tests use, maps the file).
-    let mut ours =
-        QuantizedLlama::from_gguf(&path, &content, &mut file, None, &Device::Cpu).unwrap();
+    let mut ours = QuantizedLlama::from_gguf(
+        &path,
+        &content,
+        &mut file,
+        None,
+        &Device::Cpu,
+        KernelPolicy::Measure,
+    )
+    .unwrap();
     let ids: Vec<u32> = (0..40).map(|i| 300 + 7 * i).collect();
     let pieces: Vec<&[u32]> = vec![&ids[..5], &ids[5..6], &ids[6..9], &ids[9..30], &ids[30..]];
     let expected = candle_logprobs(&path, &pieces);

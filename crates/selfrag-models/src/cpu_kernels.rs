@@ -1,0 +1,374 @@
+//! Which kernels multiply a model's Q4_K and Q6_K matrices on the CPU: this crate's packed
+//! tiles ([`crate::packed`]) or candle's own, and how the choice is made.
+//!
+//! Both compute the same products (the packed tiles' tests hold them to candle's within 1e-5)
+//! and both have AVX-512 VNNI paths, but which is faster depends on the CPU's execution units
+//! and memory, not on its list of instructions. On the Xeons we measure, with two 512-bit
+//! units, the packed tiles read the weights about as fast as the memory delivers them and
+//! decode 1.10× llama.cpp where candle's kernels decode 0.98×; on an AMD EPYC, which runs a
+//! 512-bit instruction as two 256-bit halves, the packed tiles decoded at 0.53× llama.cpp,
+//! bound by arithmetic. So when the CPU can run both, both multiply one of the model's own
+//! matrices at load, block 0's `ffn_up` (a Q4_K matrix in every Q4_K_M file, the type of most
+//! of its weights), with the products of a default answer, and the faster is used for the
+//! whole model.
+//!
+//! The products timed are a pass of a prompt (31 rows, the generator's pass) and a step of
+//! five candidates decoded together (5 rows, K = 5), weighted as a short-form answer over five
+//! passages of about 250 tokens spends them: [`PREFILL_PASSES`] passes and [`DECODE_STEPS`]
+//! steps. Candle's copy of the weights is the larger (6 bits per Q4_K weight against 4.63, 10
+//! per Q6_K weight against 6.63), so it is chosen only when it is faster by
+//! [`CANDLE_MARGIN`]: two timings a few percent apart would otherwise pick one kernel on one
+//! start and the other on the next. One matrix fits in the last-level cache where a whole
+//! model does not, so the timing sees each kernel's arithmetic more than its reading of
+//! memory, which favours candle's larger tiles a little; the margin covers that too.
+//!
+//! `SELFRAG_CPU_KERNELS` sets the choice instead: `measure` (the default), `packed` or
+//! `candle`. With `candle` and candle's own `MISTRALRS_FORCE_AVX2=1`, a machine with AVX-512
+//! runs exactly what an AVX2-only CPU (AMD Zen 3, Intel client CPUs) runs; the CLI's tests do
+//! that to keep that path tested.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Module, Result, Tensor};
+
+use crate::packed::PackedMatrix;
+
+/// The setting that overrides the choice.
+pub const KERNELS_ENV: &str = "SELFRAG_CPU_KERNELS";
+
+/// Rows of a prompt pass: the generator's `PREFILL_TOKENS`.
+pub(crate) const PREFILL_ROWS: usize = 31;
+/// Rows of a decode step: K = 5 candidates, one per passage (selfrag-core's default `k`).
+pub(crate) const DECODE_ROWS: usize = 5;
+/// Prompt passes of a default short-form answer: five passages of about 250 tokens, with the
+/// instruction, are about 1,250 tokens, read 31 at a time.
+pub const PREFILL_PASSES: u32 = 40;
+/// Decode steps of a default answer: five candidates of about 60 tokens, decoded together.
+pub const DECODE_STEPS: u32 = 60;
+/// How much faster candle's kernels must be to be chosen over the packed tiles (see the
+/// module's documentation).
+pub const CANDLE_MARGIN: f64 = 1.10;
+/// Rounds of timing, taking turns; the best round of each kernel counts.
+const ROUNDS: usize = 3;
+
+/// The kernels that multiply a model's Q4_K and Q6_K matrices on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuKernels {
+    /// This crate's packed tiles (`packed`), where the CPU has AVX-512 VNNI.
+    Packed,
+    /// Candle's quantized matmul (its own tiles, AVX-512, AVX-VNNI or AVX2, or NEON).
+    Candle,
+}
+
+impl std::fmt::Display for CpuKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Packed => "packed tiles",
+            Self::Candle => "candle's kernels",
+        })
+    }
+}
+
+/// How long one kernel took for a prompt pass and a decode step, on one matrix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProductTimes {
+    pub prefill_pass_seconds: f64,
+    pub decode_step_seconds: f64,
+}
+
+impl ProductTimes {
+    /// The time of a default answer's products with this matrix ([`PREFILL_PASSES`] passes and
+    /// [`DECODE_STEPS`] steps).
+    pub fn answer_seconds(&self) -> f64 {
+        f64::from(PREFILL_PASSES) * self.prefill_pass_seconds
+            + f64::from(DECODE_STEPS) * self.decode_step_seconds
+    }
+}
+
+/// Why a model runs on candle's kernels without a timing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandleOnly {
+    /// The model is on a GPU.
+    NotOnCpu,
+    /// The CPU lacks AVX-512 F, BW or VNNI, or F16C, which the packed tiles need.
+    CpuLacksVnni,
+    /// The model has no Q4_K or Q6_K `blk.0.ffn_up` to time (a Q8_0 model, for one): none of
+    /// its matrices is the packed tiles' type.
+    NothingToTime,
+}
+
+/// Which kernels a model runs on, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelChoice {
+    /// Both timed on the model's matrix `matrix`.
+    Measured {
+        kernels: CpuKernels,
+        matrix: String,
+        packed: ProductTimes,
+        candle: ProductTimes,
+    },
+    /// Set by [`KERNELS_ENV`].
+    Set(CpuKernels),
+    /// Only candle's can run.
+    CandleOnly(CandleOnly),
+}
+
+impl KernelChoice {
+    pub fn kernels(&self) -> CpuKernels {
+        match self {
+            Self::Measured { kernels, .. } | Self::Set(kernels) => *kernels,
+            Self::CandleOnly(_) => CpuKernels::Candle,
+        }
+    }
+}
+
+impl std::fmt::Display for KernelChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Measured {
+                kernels,
+                matrix,
+                packed,
+                candle,
+            } => write!(
+                f,
+                "{kernels}, timed on {matrix}: a default answer's products take {:.1} ms on \
+                 the packed tiles and {:.1} ms on candle's kernels",
+                packed.answer_seconds() * 1e3,
+                candle.answer_seconds() * 1e3
+            ),
+            Self::Set(kernels) => write!(f, "{kernels}, set by {KERNELS_ENV}"),
+            Self::CandleOnly(CandleOnly::NotOnCpu) => {
+                f.write_str("candle's kernels (not on the CPU)")
+            }
+            Self::CandleOnly(CandleOnly::CpuLacksVnni) => {
+                f.write_str("candle's kernels (this CPU lacks AVX-512 VNNI)")
+            }
+            Self::CandleOnly(CandleOnly::NothingToTime) => {
+                f.write_str("candle's kernels (no Q4_K or Q6_K matrix)")
+            }
+        }
+    }
+}
+
+/// How the kernels are to be chosen: by timing them, or as [`KERNELS_ENV`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelPolicy {
+    Measure,
+    Use(CpuKernels),
+}
+
+impl KernelPolicy {
+    /// The policy [`KERNELS_ENV`] sets; `Measure` when it is unset.
+    pub fn from_env() -> std::result::Result<Self, String> {
+        match std::env::var(KERNELS_ENV) {
+            Ok(value) => Self::parse(&value),
+            Err(std::env::VarError::NotPresent) => Ok(Self::Measure),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+                "{KERNELS_ENV} is not valid text; set it to measure, packed or candle, or unset it"
+            )),
+        }
+    }
+
+    fn parse(value: &str) -> std::result::Result<Self, String> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "measure" => Ok(Self::Measure),
+            "packed" => Ok(Self::Use(CpuKernels::Packed)),
+            "candle" => Ok(Self::Use(CpuKernels::Candle)),
+            other => Err(format!(
+                "{KERNELS_ENV} is `{other}`; set it to measure, packed or candle, or unset it"
+            )),
+        }
+    }
+}
+
+/// The kernels to use given both timings: the packed tiles unless candle's are faster by
+/// [`CANDLE_MARGIN`].
+pub(crate) fn faster(packed: &ProductTimes, candle: &ProductTimes) -> CpuKernels {
+    if candle.answer_seconds() * CANDLE_MARGIN < packed.answer_seconds() {
+        CpuKernels::Candle
+    } else {
+        CpuKernels::Packed
+    }
+}
+
+/// Chooses the kernels for a model whose `blk.0.ffn_up` is `sample` (`None` when the file has
+/// none), on `device`, as `policy` says.
+pub(crate) fn choose(
+    policy: KernelPolicy,
+    sample: Option<(&str, Arc<QTensor>)>,
+    device: &Device,
+) -> Result<KernelChoice> {
+    if !device.is_cpu() {
+        return Ok(KernelChoice::CandleOnly(CandleOnly::NotOnCpu));
+    }
+    if !crate::packed::cpu_supported() {
+        return Ok(KernelChoice::CandleOnly(CandleOnly::CpuLacksVnni));
+    }
+    if let KernelPolicy::Use(kernels) = policy {
+        return Ok(KernelChoice::Set(kernels));
+    }
+    let Some((name, weights)) =
+        sample.filter(|(_, w)| matches!(w.dtype(), GgmlDType::Q4K | GgmlDType::Q6K))
+    else {
+        return Ok(KernelChoice::CandleOnly(CandleOnly::NothingToTime));
+    };
+    let Some((packed, candle)) = time_both(&weights)? else {
+        return Ok(KernelChoice::CandleOnly(CandleOnly::NothingToTime));
+    };
+    Ok(KernelChoice::Measured {
+        kernels: faster(&packed, &candle),
+        matrix: name.to_owned(),
+        packed,
+        candle,
+    })
+}
+
+/// Times a prompt pass and a decode step with `weights` on both kernels, taking turns; `None`
+/// when the packed tiles cannot hold this matrix (its shape).
+fn time_both(weights: &Arc<QTensor>) -> Result<Option<(ProductTimes, ProductTimes)>> {
+    let Some(packed) = PackedMatrix::pack(weights)? else {
+        return Ok(None);
+    };
+    let candle = QMatMul::from_arc(weights.clone())?;
+    let k = weights.shape().dims2()?.1;
+    // Activations of both signs and a spread of sizes, as a layer's are; the values do not
+    // change the time.
+    let input = |rows: usize| {
+        let values: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (i % 5) as f32))
+            .collect();
+        Tensor::from_vec(values, (rows, k), &Device::Cpu)
+    };
+    let (pass, step) = (input(PREFILL_ROWS)?, input(DECODE_ROWS)?);
+    // Candle packs its tiles on its first product: not part of the time.
+    packed.forward(&step)?;
+    candle.forward(&step)?;
+    let time = |product: &dyn Fn(&Tensor) -> Result<Tensor>, x: &Tensor| -> Result<f64> {
+        let started = Instant::now();
+        product(x)?;
+        Ok(started.elapsed().as_secs_f64())
+    };
+    let ours = |x: &Tensor| packed.forward(x);
+    let theirs = |x: &Tensor| candle.forward(x);
+    let mut best = [ProductTimes {
+        prefill_pass_seconds: f64::INFINITY,
+        decode_step_seconds: f64::INFINITY,
+    }; 2];
+    for _ in 0..ROUNDS {
+        for (kernel, product) in [&ours as &dyn Fn(&Tensor) -> Result<Tensor>, &theirs]
+            .into_iter()
+            .enumerate()
+        {
+            let b = &mut best[kernel];
+            b.prefill_pass_seconds = b.prefill_pass_seconds.min(time(product, &pass)?);
+            b.decode_step_seconds = b.decode_step_seconds.min(time(product, &step)?);
+        }
+    }
+    Ok(Some((best[0], best[1])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn times(pass_ms: f64, step_ms: f64) -> ProductTimes {
+        ProductTimes {
+            prefill_pass_seconds: pass_ms / 1e3,
+            decode_step_seconds: step_ms / 1e3,
+        }
+    }
+
+    #[test]
+    fn the_faster_kernel_for_a_whole_answer_wins_and_candle_only_by_the_margin() {
+        // An answer is 40 passes and 60 steps: 10 ms a pass and 2 ms a step weigh 400 and
+        // 120 ms.
+        let packed = times(10.0, 2.0);
+        assert!((packed.answer_seconds() - 0.52).abs() < 1e-12);
+        // Candle faster at both, by 21% over an answer (430 ms).
+        assert_eq!(faster(&packed, &times(7.0, 2.5)), CpuKernels::Candle);
+        // Faster by 5% only (494 ms): the packed tiles stay, their copy of the weights is the
+        // smaller.
+        assert_eq!(faster(&packed, &times(9.5, 1.9)), CpuKernels::Packed);
+        // Faster at steps, slower over an answer (540 ms).
+        assert_eq!(faster(&packed, &times(12.0, 1.0)), CpuKernels::Packed);
+        assert_eq!(faster(&times(7.0, 2.5), &packed), CpuKernels::Packed);
+    }
+
+    #[test]
+    fn the_setting_reads_three_words_and_names_itself_otherwise() {
+        assert_eq!(KernelPolicy::parse("measure"), Ok(KernelPolicy::Measure));
+        assert_eq!(KernelPolicy::parse(""), Ok(KernelPolicy::Measure));
+        assert_eq!(
+            KernelPolicy::parse(" Packed "),
+            Ok(KernelPolicy::Use(CpuKernels::Packed))
+        );
+        assert_eq!(
+            KernelPolicy::parse("candle"),
+            Ok(KernelPolicy::Use(CpuKernels::Candle))
+        );
+        let error = KernelPolicy::parse("avx2").unwrap_err();
+        assert!(
+            error.contains(KERNELS_ENV) && error.contains("`avx2`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_rows_timed_are_the_generators_pass_and_the_default_k() {
+        assert_eq!(PREFILL_ROWS, crate::generator::PREFILL_TOKENS);
+        assert_eq!(DECODE_ROWS, selfrag_core::Settings::default().k);
+    }
+
+    /// On a CPU that can run both, a Q4_K matrix is timed on both and the choice is one of
+    /// them, with finite times; a Q8_0 matrix has nothing to time.
+    #[test]
+    fn both_kernels_are_timed_on_a_q4_k_matrix() {
+        let device = Device::Cpu;
+        let (n, k) = (256, 1024);
+        let values: Vec<f32> = (0..n * k)
+            .map(|i| ((i % 97) as f32 - 48.0) / 50.0)
+            .collect();
+        let w = Tensor::from_vec(values, (n, k), &device).unwrap();
+        let q4k = Arc::new(QTensor::quantize(&w, GgmlDType::Q4K).unwrap());
+        let q8 = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap());
+        let choice = choose(KernelPolicy::Measure, Some(("m", q4k.clone())), &device).unwrap();
+        if !crate::packed::cpu_supported() {
+            selfrag_testkit::skip(
+                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
+                "this CPU lacks AVX-512 F/BW/VNNI or F16C, so only candle's kernels run",
+            );
+            assert_eq!(choice, KernelChoice::CandleOnly(CandleOnly::CpuLacksVnni));
+            return;
+        }
+        let KernelChoice::Measured {
+            kernels,
+            packed,
+            candle,
+            ..
+        } = choice
+        else {
+            panic!("not measured: {choice:?}");
+        };
+        for t in [packed, candle] {
+            assert!(t.prefill_pass_seconds > 0.0 && t.prefill_pass_seconds.is_finite());
+            assert!(t.decode_step_seconds > 0.0 && t.decode_step_seconds.is_finite());
+        }
+        assert_eq!(kernels, faster(&packed, &candle));
+        assert_eq!(
+            choose(KernelPolicy::Measure, Some(("m", q8)), &device).unwrap(),
+            KernelChoice::CandleOnly(CandleOnly::NothingToTime)
+        );
+        assert_eq!(
+            choose(
+                KernelPolicy::Use(CpuKernels::Candle),
+                Some(("m", q4k)),
+                &device
+            )
+            .unwrap(),
+            KernelChoice::Set(CpuKernels::Candle)
+        );
+    }
+}

@@ -7,7 +7,7 @@
 #[cfg(test)]
 mod tests {
     use selfrag_core::{
-        Answer, Candidate, CritiqueWeights, Expansion, GeneratorInfo, GeneratorKind,
+        Answer, AnswerTimings, Candidate, CritiqueWeights, Expansion, GeneratorInfo, GeneratorKind,
         HardConstraint, IsRelDistribution, IsRelVerdict, IsSupDistribution, IsSupVerdict,
         IsUseDistribution, Passage, Progress, RetrieveDecision, RetrieveMode, Segment, Settings,
         TreeNode, Verdicts,
@@ -57,6 +57,7 @@ mod tests {
             decl::<Expansion>(&cfg),
             decl::<GeneratorKind>(&cfg),
             decl::<GeneratorInfo>(&cfg),
+            decl::<AnswerTimings>(&cfg),
             decl::<Answer>(&cfg),
             decl::<Progress>(&cfg),
             decl::<ModelRole>(&cfg),

@@ -44,6 +44,10 @@ test("drop, index, ask, cite, inspect badges, export", async () => {
       assert.ok((await session.text(el)).trim().length > 0, `${badge} has text`);
     }
     assert.match(await session.text(await session.find('[data-testid="badge-retrieve"]')), /retriev/i);
+    // Where the time went (loading the model only if the app had not loaded it yet), the local
+    // generator telling reading the passages from writing.
+    const times = await session.text(await session.find('[data-testid="answer-timings"]'));
+    assert.match(times, /^Where the time went: (loading the model .+ · )?deciding .+ · searching .+ · reading the passages .+ · writing .+ · critique .+$/, times);
 
     await session.click(await session.find('[data-testid="citation-1"]'));
     const panel = await session.waitFor('[data-testid="passage-panel"]', { text: (t) => t.includes("critique its own output") });

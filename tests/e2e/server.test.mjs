@@ -57,6 +57,9 @@ test("the app answers through a llama.cpp server and says so", async () => {
     const line = await session.waitFor('[data-testid="answer-generator"]');
     const text = await session.text(line);
     assert.ok(text.includes(url) && text.includes("llama.cpp"), `generator line: ${text}`);
+    // A server's tokens do not tell reading the passages from writing: one step.
+    const times = await session.text(await session.find('[data-testid="answer-timings"]'));
+    assert.match(times, /^Where the time went: deciding .+ · searching .+ · writing .+ · critique .+$/, times);
     await session.movePointer(600, 700);
     await session.screenshot("answer-from-server");
   } finally {

@@ -119,6 +119,25 @@ pub trait Generator {
         prompts: &[Vec<TokenId>],
         request: &GenerateRequest,
     ) -> Result<Vec<Generation>, BackendError>;
+    /// [`Generator::generate_batch`], with how long reading the prompts and decoding took,
+    /// where the generator can tell the two apart (`None`: it cannot, as a server's streamed
+    /// tokens do not say).
+    fn generate_batch_timed(
+        &mut self,
+        prompts: &[Vec<TokenId>],
+        request: &GenerateRequest,
+    ) -> Result<(Vec<Generation>, Option<BatchTiming>), BackendError> {
+        Ok((self.generate_batch(prompts, request)?, None))
+    }
+}
+
+/// How one batch's generation spent its time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchTiming {
+    /// Reading the prompts, up to each row's first generated token.
+    pub prompt_seconds: f64,
+    /// The decode steps after it.
+    pub decode_seconds: f64,
 }
 
 /// Which of the two models a model file serves: the Self-RAG language model (a `Generator`)

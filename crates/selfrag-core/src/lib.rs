@@ -30,8 +30,9 @@ pub mod trace;
 mod vocab;
 
 pub use backend::{
-    BackendError, DeviceChoice, DeviceKind, GenerateRequest, GeneratedToken, Generation, Generator,
-    ModelRole, Passage, Retriever, StopReason, TokenId, Tokenizer, UnknownDevice, ocr_note,
+    BackendError, BatchTiming, DeviceChoice, DeviceKind, GenerateRequest, GeneratedToken,
+    Generation, Generator, ModelRole, Passage, Retriever, StopReason, TokenId, Tokenizer,
+    UnknownDevice, ocr_note,
 };
 pub use critique::{CritiqueScores, segment_score};
 pub use error::SelfRagError;
@@ -40,9 +41,9 @@ pub use prompt::{Prompt, PromptBuilder, WrittenSegment};
 pub use rerank::{Reranked, rerank};
 pub use settings::{CritiqueWeights, RetrieveMode, Settings};
 pub use trace::{
-    Answer, Candidate, Expansion, GeneratorInfo, GeneratorKind, HardConstraint, IsRelDistribution,
-    IsRelVerdict, IsSupDistribution, IsSupVerdict, IsUseDistribution, RetrieveDecision, Segment,
-    TreeNode, Verdicts,
+    Answer, AnswerTimings, Candidate, Expansion, GeneratorInfo, GeneratorKind, HardConstraint,
+    IsRelDistribution, IsRelVerdict, IsSupDistribution, IsSupVerdict, IsUseDistribution,
+    RetrieveDecision, Segment, TreeNode, Verdicts,
 };
 pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};
 
@@ -62,6 +63,7 @@ pub fn answer(
     cancel: &dyn Cancel,
 ) -> Result<Answer, SelfRagError> {
     settings.validate()?;
+    let started = std::time::Instant::now();
     let answer = run::RunContext::new(
         question,
         settings,
@@ -80,6 +82,12 @@ pub fn answer(
     match answer {
         Err(SelfRagError::Generator { .. }) if cancel.is_cancelled() => {
             Err(SelfRagError::Cancelled)
+        }
+        Ok(mut answer) => {
+            if let Some(timings) = answer.timings.as_mut() {
+                timings.answer_seconds = started.elapsed().as_secs_f64();
+            }
+            Ok(answer)
         }
         other => other,
     }

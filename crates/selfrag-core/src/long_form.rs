@@ -151,9 +151,13 @@ pub(crate) fn run(ctx: RunContext<'_>) -> Result<Answer, SelfRagError> {
         answer: String::new(),
         generator: described,
         cut_short,
+        timings: None,
     };
     answer.passages = keep_used_passages(run.pool, &mut answer);
+    let started = std::time::Instant::now();
     answer.assemble();
+    run.ctx.time(started, |t| &mut t.critique_seconds);
+    answer.timings = Some(run.ctx.timings());
     announce_segments(&answer, run.ctx.on_progress);
     Ok(answer)
 }

@@ -1,12 +1,15 @@
 //! One question's run: what every step of it reads (the question, the settings, the model and
-//! the library behind their traits, the resolved reflection vocabulary) and where each step
-//! reports (progress, cancellation). Short form, long form and the steps they share take it
+//! the library behind their traits, the resolved reflection vocabulary), where each step
+//! reports (progress, cancellation), and how long the steps took. Short form, long form and the steps they share take it
 //! instead of the same six parameters each.
 
-use crate::backend::{Generator, Retriever};
+use std::time::Instant;
+
+use crate::backend::{BatchTiming, Generator, Retriever};
 use crate::error::SelfRagError;
 use crate::progress::{self, Cancel, Progress};
 use crate::settings::Settings;
+use crate::trace::AnswerTimings;
 use crate::vocab::ReflectionVocab;
 
 /// What one run of [`crate::answer`] shares across its steps.
@@ -20,6 +23,10 @@ pub(crate) struct RunContext<'a> {
     pub(crate) cancel: &'a dyn Cancel,
     /// The generator's ids of the 16 reflection tokens.
     pub(crate) vocab: ReflectionVocab,
+    /// The steps' times so far.
+    timings: AnswerTimings,
+    /// Whether every batch so far told its prompt time from its decode time.
+    generation_split: bool,
 }
 
 impl<'a> RunContext<'a> {
@@ -47,7 +54,36 @@ impl<'a> RunContext<'a> {
             on_progress,
             cancel,
             vocab,
+            timings: AnswerTimings::default(),
+            generation_split: true,
         })
+    }
+
+    /// The steps' times so far (the whole answer's is set by [`crate::answer`]).
+    pub(crate) fn timings(&self) -> AnswerTimings {
+        let mut timings = self.timings;
+        if !self.generation_split {
+            (timings.prefill_seconds, timings.decode_seconds) = (None, None);
+        }
+        timings
+    }
+
+    /// Adds the time since `started` to the step `step` picks.
+    pub(crate) fn time(&mut self, started: Instant, step: fn(&mut AnswerTimings) -> &mut f64) {
+        *step(&mut self.timings) += started.elapsed().as_secs_f64();
+    }
+
+    /// Adds one batch's generation, which took `seconds`, split as `split` says if it can.
+    pub(crate) fn time_generation(&mut self, seconds: f64, split: Option<BatchTiming>) {
+        self.timings.generate_seconds += seconds;
+        match split {
+            Some(split) => {
+                let t = &mut self.timings;
+                *t.prefill_seconds.get_or_insert(0.0) += split.prompt_seconds;
+                *t.decode_seconds.get_or_insert(0.0) += split.decode_seconds;
+            }
+            None => self.generation_split = false,
+        }
     }
 
     /// `Cancelled` once the run's cancel flag is set.

@@ -59,6 +59,7 @@ pub(crate) fn run(mut run: RunContext<'_>) -> Result<Answer, SelfRagError> {
         .map(|(candidate, _)| candidate)
         .collect::<Vec<_>>();
 
+    let started = std::time::Instant::now();
     let chosen = critique::choose(&candidates, settings.hard_constraints);
     let mut answer = Answer {
         question: question.to_string(),
@@ -77,8 +78,11 @@ pub(crate) fn run(mut run: RunContext<'_>) -> Result<Answer, SelfRagError> {
         answer: String::new(),
         generator: run.generator.describe(),
         cut_short: None,
+        timings: None,
     };
     answer.assemble();
+    run.time(started, |t| &mut t.critique_seconds);
+    answer.timings = Some(run.timings());
     announce_segments(&answer, run.on_progress);
     Ok(answer)
 }
@@ -92,6 +96,13 @@ impl RunContext<'_> {
     /// greedy decoding. That reading holds the pair too, so the prompt is read once in every
     /// mode.
     pub(crate) fn decide(&mut self, prompt: &[TokenId]) -> Result<RetrieveDecision, SelfRagError> {
+        let started = std::time::Instant::now();
+        let decision = self.decide_untimed(prompt);
+        self.time(started, |t| &mut t.decide_seconds);
+        decision
+    }
+
+    fn decide_untimed(&mut self, prompt: &[TokenId]) -> Result<RetrieveDecision, SelfRagError> {
         let (settings, vocab) = (self.settings, &self.vocab);
         let watch: Vec<TokenId> = if settings.mode == RetrieveMode::Model {
             (0..self.generator.tokenizer().vocab_size())
@@ -145,10 +156,10 @@ impl RunContext<'_> {
         segment: usize,
     ) -> Result<Vec<Passage>, SelfRagError> {
         let k = self.settings.k;
-        let mut passages = self
-            .retriever
-            .search(query, k)
-            .map_err(SelfRagError::retriever)?;
+        let started = std::time::Instant::now();
+        let found = self.retriever.search(query, k);
+        self.time(started, |t| &mut t.search_seconds);
+        let mut passages = found.map_err(SelfRagError::retriever)?;
         passages.truncate(k);
         (self.on_progress)(Progress::PassagesRetrieved {
             segment,
@@ -169,10 +180,12 @@ impl RunContext<'_> {
         let count = batch.len();
         (self.on_progress)(Progress::CandidatesStarted { segment, count });
         let ids: Vec<Vec<TokenId>> = batch.iter().map(|p| p.ids.clone()).collect();
-        let generations = self
-            .generator
-            .generate_batch(&ids, request)
-            .map_err(SelfRagError::generator("writing candidate answers"))?;
+        let started = std::time::Instant::now();
+        let generated = self.generator.generate_batch_timed(&ids, request);
+        let seconds = started.elapsed().as_secs_f64();
+        let (generations, split) =
+            generated.map_err(SelfRagError::generator("writing candidate answers"))?;
+        self.time_generation(seconds, split);
         if generations.len() != count {
             return Err(SelfRagError::Generator {
                 during: "writing candidate answers",
@@ -184,6 +197,7 @@ impl RunContext<'_> {
             });
         }
         self.check_cancel()?;
+        let started = std::time::Instant::now();
         let mut out = Vec::with_capacity(count);
         for (index, ((generation, passage), prompt)) in
             generations.into_iter().zip(passages).zip(batch).enumerate()
@@ -203,6 +217,7 @@ impl RunContext<'_> {
             });
             out.push((candidate, generation));
         }
+        self.time(started, |t| &mut t.critique_seconds);
         Ok(out)
     }
 }

@@ -246,6 +246,38 @@ pub struct GeneratorInfo {
     pub url: Option<String>,
 }
 
+/// Where the time of an answer went, in seconds, each step summed over the answer (long form
+/// repeats them at every segment). The critique is read while the candidates are written (their
+/// reflection tokens' probabilities), so it is part of `decode_seconds`; `critique_seconds` is
+/// the scoring and choosing that follows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct AnswerTimings {
+    /// Loading the generator before the answer could start (the first answer after a start or
+    /// a change of model or device); 0 when it was loaded.
+    #[serde(default)]
+    pub load_seconds: f64,
+    /// Reading the question up to the retrieve decision.
+    pub decide_seconds: f64,
+    /// Embedding the query and searching the library.
+    pub search_seconds: f64,
+    /// Writing the candidates: reading their prompts and decoding them.
+    pub generate_seconds: f64,
+    /// Of `generate_seconds`, reading the prompts (the passages), where the generator can tell;
+    /// `None` on a server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub prefill_seconds: Option<f64>,
+    /// Of `generate_seconds`, the decode steps, where the generator can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub decode_seconds: Option<f64>,
+    /// Scoring the candidates by their reflection tokens and choosing.
+    pub critique_seconds: f64,
+    /// The whole answer, loading aside; the steps' sum and what lies between them.
+    pub answer_seconds: f64,
+}
+
 /// A complete answer and its trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
@@ -273,4 +305,9 @@ pub struct Answer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub cut_short: Option<String>,
+    /// Where the answer's time went; absent in traces saved before it was recorded, and in
+    /// answers not written by a run (imported, built by hand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub timings: Option<AnswerTimings>,
 }

@@ -190,8 +190,14 @@ impl Engine {
         let answer = if self.server_config().is_some() {
             self.ask_server(run).await?
         } else {
+            let loading = std::time::Instant::now();
             let generator = self.models.open_generator(cancel).await?;
-            self.run_self_rag(generator, run).await?.1?
+            let load_seconds = loading.elapsed().as_secs_f64();
+            let mut answer = self.run_self_rag(generator, run).await?.1?;
+            if let Some(timings) = answer.timings.as_mut() {
+                timings.load_seconds = load_seconds;
+            }
+            answer
         };
         Ok(self.keep(SavedAnswer::new(new_answer_id(), answer)))
     }

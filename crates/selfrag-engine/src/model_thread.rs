@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{
-    BackendError, DeviceChoice, DeviceKind, GenerateRequest, Generation, Generator, GeneratorInfo,
-    ModelRole, TokenId, Tokenizer,
+    BackendError, BatchTiming, DeviceChoice, DeviceKind, GenerateRequest, Generation, Generator,
+    GeneratorInfo, ModelRole, TokenId, Tokenizer,
 };
 use selfrag_models::{
     BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
@@ -652,6 +652,23 @@ impl Generator for ThreadGenerator {
             request: request.clone(),
         };
         Ok(self.models.generate_blocking(work, &self.cancel)?.rows)
+    }
+
+    fn generate_batch_timed(
+        &mut self,
+        prompts: &[Vec<TokenId>],
+        request: &GenerateRequest,
+    ) -> Result<(Vec<Generation>, Option<BatchTiming>), BackendError> {
+        let work = Work::Batch {
+            prompts: prompts.to_vec(),
+            request: request.clone(),
+        };
+        let timed = self.models.generate_blocking(work, &self.cancel)?;
+        let timing = BatchTiming {
+            prompt_seconds: timed.prompt_seconds,
+            decode_seconds: timed.decode_seconds,
+        };
+        Ok((timed.rows, Some(timing)))
     }
 }
 

@@ -148,6 +148,29 @@ async fn index_ask_rerank_export_with_real_models_and_lancedb() {
         !progress.lock().unwrap().is_empty(),
         "progress was streamed"
     );
+    // Where the time went: the first answer loaded the generator; the local generator tells
+    // reading the prompts from decoding; the steps fit in the whole.
+    let t = answer.timings.expect("a run records its timings");
+    let (prefill, decode) = (t.prefill_seconds.unwrap(), t.decode_seconds.unwrap());
+    assert!(
+        t.load_seconds > 0.0 && t.decide_seconds > 0.0 && t.search_seconds > 0.0,
+        "{t:?}"
+    );
+    assert!(
+        prefill > 0.0 && decode > 0.0 && prefill + decode <= t.generate_seconds,
+        "{t:?}"
+    );
+    let steps = t.decide_seconds + t.search_seconds + t.generate_seconds + t.critique_seconds;
+    assert!(steps <= t.answer_seconds, "{t:?}");
+    let second = engine
+        .ask("And how does it critique?".into(), always(), |_| {})
+        .await
+        .unwrap();
+    let t2 = second.answer.timings.unwrap();
+    assert!(
+        t2.load_seconds < t.load_seconds / 10.0,
+        "loaded again: {t2:?} after {t:?}"
+    );
 
     // Re-rank with no model call: the weights are stored in the returned trace.
     let reranked = engine

@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use candle_core::{DType, Device};
 use selfrag_core::{
-    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, StopReason, TokenId,
-    Tokenizer,
+    BackendError, BatchTiming, GenerateRequest, GeneratedToken, Generation, Generator, StopReason,
+    TokenId, Tokenizer,
 };
 
 use crate::cpu_kernels::{KernelChoice, KernelPolicy};
@@ -632,6 +632,19 @@ impl Generator for LlamaGenerator {
         request: &GenerateRequest,
     ) -> Result<Vec<Generation>, BackendError> {
         Ok(self.generate_timed(prompts, request, true)?.rows)
+    }
+
+    fn generate_batch_timed(
+        &mut self,
+        prompts: &[Vec<TokenId>],
+        request: &GenerateRequest,
+    ) -> Result<(Vec<Generation>, Option<BatchTiming>), BackendError> {
+        let timed = self.generate_timed(prompts, request, true)?;
+        let timing = BatchTiming {
+            prompt_seconds: timed.prompt_seconds,
+            decode_seconds: timed.decode_seconds,
+        };
+        Ok((timed.rows, Some(timing)))
     }
 }
 

@@ -32,6 +32,7 @@ impl TraceBuilder {
                 answer: String::new(),
                 generator: None,
                 cut_short: None,
+                timings: None,
             },
         }
     }

@@ -1,4 +1,4 @@
-import type { GeneratorInfo, Passage } from "$lib/ipc/types";
+import type { AnswerTimings, GeneratorInfo, Passage } from "$lib/ipc/types";
 
 /** A probability or score with two decimals, as shown in labels. */
 export function fixed2(x: number): string {
@@ -43,6 +43,35 @@ export function generatorLine(info: GeneratorInfo | undefined): string | null {
     return `Written on this computer (${info.runtime.toUpperCase()}) by ${model}`;
   }
   return `Written on the server ${info.url ?? "(unknown address)"} (${info.runtime}) by ${model}`;
+}
+
+/** A duration read at a glance: "40 ms", "2.5 s", "73 s". */
+export function secondsText(seconds: number): string {
+  if (seconds < 0.1) return `${Math.round(seconds * 1000)} ms`;
+  if (seconds < 10) return `${seconds.toFixed(1)} s`;
+  return `${Math.round(seconds)} s`;
+}
+
+/**
+ * Where an answer's time went, in the order the steps ran: "Where the time went: loading the
+ * model 2.1 s · deciding 0.4 s · searching 60 ms · reading the passages 9.8 s · writing 4.6 s ·
+ * critique 2 ms" (the status line above the answer gives the whole). A generator that does not tell reading from writing (a server) shows them as one step;
+ * loading is left out when the model was already loaded. Null for answers saved without times.
+ */
+export function timingsLine(timings: AnswerTimings | undefined): string | null {
+  if (!timings) return null;
+  const steps: [string, number][] = [];
+  // Opening a loaded model takes microseconds; only a real load is worth a word.
+  if (timings.load_seconds >= 0.05) steps.push(["loading the model", timings.load_seconds]);
+  steps.push(["deciding", timings.decide_seconds], ["searching", timings.search_seconds]);
+  if (timings.prefill_seconds !== undefined && timings.decode_seconds !== undefined) {
+    steps.push(["reading the passages", timings.prefill_seconds]);
+    steps.push(["writing", timings.decode_seconds]);
+  } else {
+    steps.push(["writing", timings.generate_seconds]);
+  }
+  steps.push(["critique", timings.critique_seconds]);
+  return `Where the time went: ${steps.map(([step, s]) => `${step} ${secondsText(s)}`).join(" · ")}`;
 }
 
 /**

@@ -1,7 +1,15 @@
 import { describe, expect, it } from "vitest";
 
 import { toAppError } from "$lib/errors";
-import { excerpt, fileName, generatorLine, ocrText, pageText } from "$lib/format";
+import {
+  excerpt,
+  fileName,
+  generatorLine,
+  ocrText,
+  pageText,
+  secondsText,
+  timingsLine,
+} from "$lib/format";
 import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
 import type { IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
@@ -207,5 +215,47 @@ describe("which generator wrote the answer", () => {
     ).toBe(
       "Written on the server http://gpu-box:8080 (llama.cpp b6800-abc1234) by selfrag_llama2_13b.Q4_K_M.gguf",
     );
+  });
+});
+
+describe("where an answer's time went", () => {
+  const local = {
+    load_seconds: 2.1,
+    decide_seconds: 0.42,
+    search_seconds: 0.06,
+    generate_seconds: 14.5,
+    prefill_seconds: 9.8,
+    decode_seconds: 4.6,
+    critique_seconds: 0.002,
+    answer_seconds: 15.1,
+  };
+
+  it("lists the steps in order, loading only when the model was loaded for it", () => {
+    expect(timingsLine(undefined)).toBeNull();
+    expect(timingsLine(local)).toBe(
+      "Where the time went: loading the model 2.1 s · deciding 0.4 s · searching 60 ms · reading the passages 9.8 s · writing 4.6 s · critique 2 ms",
+    );
+    expect(timingsLine({ ...local, load_seconds: 0.0001, answer_seconds: 9.5 })).toBe(
+      "Where the time went: deciding 0.4 s · searching 60 ms · reading the passages 9.8 s · writing 4.6 s · critique 2 ms",
+    );
+  });
+
+  it("shows a server's generation as one step", () => {
+    const server = {
+      ...local,
+      load_seconds: 0,
+      prefill_seconds: undefined,
+      decode_seconds: undefined,
+    };
+    expect(timingsLine(server)).toBe(
+      "Where the time went: deciding 0.4 s · searching 60 ms · writing 15 s · critique 2 ms",
+    );
+    expect([0.0004, 0.099, 0.1, 9.94, 10.4].map(secondsText)).toEqual([
+      "0 ms",
+      "99 ms",
+      "0.1 s",
+      "9.9 s",
+      "10 s",
+    ]);
   });
 });

@@ -546,3 +546,31 @@ fn no_reflection_token_reaches_any_visible_text() {
     assert_clean(&answer);
     assert_eq!(answer.segments[0].text, "one two");
 }
+
+/// A run records where its time went; a generator that cannot tell reading prompts from
+/// decoding (a server, this script) leaves that split out rather than guessing it.
+#[test]
+fn an_answer_records_its_steps_times_and_no_split_the_generator_cannot_give() {
+    let mut g = Scripted::fixed(
+        0.9,
+        0.1,
+        by_passage(vec![
+            Script::new().text("Paris", -0.1).eos(),
+            Script::new().text("Lyon", -0.2).eos(),
+        ]),
+    );
+    let (answer, _) = run(
+        "Capital of France?",
+        &Settings { k: 2, ..always() },
+        &mut g,
+        &mut library(2),
+    );
+    let t = answer.timings.expect("a run records its timings");
+    assert_eq!((t.prefill_seconds, t.decode_seconds), (None, None));
+    assert_eq!(t.load_seconds, 0.0, "loading is the engine's to record");
+    let steps = t.decide_seconds + t.search_seconds + t.generate_seconds + t.critique_seconds;
+    assert!(
+        t.generate_seconds > 0.0 && steps <= t.answer_seconds,
+        "{t:?}"
+    );
+}

@@ -250,6 +250,42 @@ runtime: string,
  */
 url?: string, };
 
+export type AnswerTimings = { 
+/**
+ * Loading the generator before the answer could start (the first answer after a start or
+ * a change of model or device); 0 when it was loaded.
+ */
+load_seconds: number, 
+/**
+ * Reading the question up to the retrieve decision.
+ */
+decide_seconds: number, 
+/**
+ * Embedding the query and searching the library.
+ */
+search_seconds: number, 
+/**
+ * Writing the candidates: reading their prompts and decoding them.
+ */
+generate_seconds: number, 
+/**
+ * Of `generate_seconds`, reading the prompts (the passages), where the generator can tell;
+ * `None` on a server.
+ */
+prefill_seconds?: number, 
+/**
+ * Of `generate_seconds`, the decode steps, where the generator can tell.
+ */
+decode_seconds?: number, 
+/**
+ * Scoring the candidates by their reflection tokens and choosing.
+ */
+critique_seconds: number, 
+/**
+ * The whole answer, loading aside; the steps' sum and what lies between them.
+ */
+answer_seconds: number, };
+
 export type Answer = { question: string, settings: Settings, retrieve: RetrieveDecision, 
 /**
  * The passages the answer read, in citation order first, then the unused ones.
@@ -273,7 +309,12 @@ generator?: GeneratorInfo,
  * Why the answer stops early: the generator failed (a server that stopped answering) after
  * the segments kept here, which are complete and scored. `None` for a finished answer.
  */
-cut_short?: string, };
+cut_short?: string, 
+/**
+ * Where the answer's time went; absent in traces saved before it was recorded, and in
+ * answers not written by a run (imported, built by hand).
+ */
+timings?: AnswerTimings, };
 
 export type Progress = { "kind": "retrieve_decided", p_retrieve: number, threshold: number, mode: RetrieveMode, retrieved: boolean, } | { "kind": "passages_retrieved", segment: number, count: number, } | { "kind": "candidates_started", segment: number, count: number, } | { "kind": "candidate_finished", segment: number, index: number, count: number, } | { "kind": "segment_chosen", segment: number, text: string, citation: number | null, };
 

@@ -71,6 +71,11 @@ pub async fn index(mut paths: Vec<PathBuf>, watch: bool, samples: bool) -> Resul
         paths.push(engine.write_sample_documents()?);
     }
     if paths.is_empty() && engine.pending_indexing().await?.is_empty() && !watch {
+        if !engine.paused_indexing().await?.is_empty() {
+            bail!(
+                "nothing to index: a job is paused; take it up with `selfrag index --resume`, or name files or folders"
+            );
+        }
         bail!(
             "nothing to index: name files or folders (`selfrag index PATH...`), or add the sample documents (`selfrag index --samples`)"
         );
@@ -102,6 +107,18 @@ pub async fn index(mut paths: Vec<PathBuf>, watch: bool, samples: bool) -> Resul
             Some(message) = failed.recv() => bail!("{message}"),
         }
     }
+    if let IndexEvent::Finished { failed, .. } = finished
+        && failed > 0
+    {
+        bail!("{failed} file(s) could not be indexed (see above)");
+    }
+    Ok(())
+}
+
+/// `selfrag index --resume`: the paused job, where it stopped.
+pub async fn resume() -> Result<()> {
+    let engine = Engine::new(EngineConfig::from_env()?)?;
+    let finished = engine.resume_indexing(print_event).await?;
     if let IndexEvent::Finished { failed, .. } = finished
         && failed > 0
     {

@@ -42,6 +42,10 @@ enum Command {
         /// how an answer is made, a tour of the badges, how to check a citation.
         #[arg(long)]
         samples: bool,
+        /// Take up the job paused in the app (its Pause button) where it stopped, instead of
+        /// new paths.
+        #[arg(long, conflicts_with_all = ["paths", "samples", "watch"])]
+        resume: bool,
     },
     /// The documents in the library.
     Library {
@@ -445,7 +449,9 @@ fn run(cli: Cli) -> Result<()> {
                 paths,
                 watch,
                 samples,
+                resume: false,
             } => library::index(paths, watch, samples).await,
+            Command::Index { resume: true, .. } => library::resume().await,
             Command::Library { command } => library::library(command).await,
             Command::Search {
                 query,

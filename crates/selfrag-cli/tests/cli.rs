@@ -168,6 +168,49 @@ fn index_samples_adds_the_sample_documents() {
     assert!(hits.contains("Reading the badges"), "{hits}");
 }
 
+/// `index --resume` takes up the job the app paused (its folders kept apart in `job.json`, as
+/// the library writes them), and says so plainly when none is paused.
+#[test]
+fn index_resume_takes_up_the_paused_job_and_says_when_there_is_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let models = common::tiny_models(&tmp.path().join("models"));
+    let out = selfrag(&data, &models, &["index", "--resume"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no indexing job is paused"), "{stderr}");
+
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("otters.md"),
+        "# Otters\nOtters hold hands while sleeping.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        data.join("library").join("job.json"),
+        serde_json::json!({ "roots": [], "paused": [docs] }).to_string(),
+    )
+    .unwrap();
+    let out = selfrag(&data, &models, &["index"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("a job is paused; take it up with `selfrag index --resume`"),
+        "{stderr}"
+    );
+    let out = ok(selfrag(&data, &models, &["index", "--resume"]));
+    let hits = ok(selfrag(
+        &data,
+        &models,
+        &["search", "otters", "--mode", "fts"],
+    ));
+    assert!(hits.contains("Otters"), "{out}{hits}");
+    assert!(
+        !data.join("library").join("job.json").exists(),
+        "the job is done"
+    );
+}
+
 #[test]
 fn a_file_that_is_not_a_trace_is_named_with_the_fix() {
     let tmp = tempfile::tempdir().unwrap();

@@ -28,6 +28,9 @@ pub struct SearchBenchReport {
     pub hybrid_p95_ms: f64,
     pub vector_p50_ms: f64,
     pub vector_p95_ms: f64,
+    /// The two halves of a hybrid search alone, at the depth it asks each for (40 for k = 10).
+    pub hybrid_vector_p95_ms: f64,
+    pub hybrid_bm25_p95_ms: f64,
     pub exact_p50_ms: f64,
     /// Mean fraction of the exact top 10 that the (indexed) vector search returns.
     pub recall_at_10: f64,
@@ -166,6 +169,7 @@ pub async fn search_benchmark(
     let stats = library.stats().await?;
 
     let (mut hybrid, mut vector, mut exact) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut dense_half, mut sparse_half) = (Vec::new(), Vec::new());
     let mut recall = 0.0;
     for _ in 0..queries {
         let q = point(&mut rng);
@@ -175,6 +179,20 @@ pub async fn search_benchmark(
         let t = Instant::now();
         library.search(&request).await?;
         hybrid.push(t.elapsed().as_secs_f64() * 1e3);
+
+        for (mode, times) in [
+            (crate::SearchMode::Vector, &mut dense_half),
+            (crate::SearchMode::Fts, &mut sparse_half),
+        ] {
+            let half = SearchRequest {
+                mode,
+                k: request.hybrid_depth(),
+                ..request.clone()
+            };
+            let t = Instant::now();
+            library.search(&half).await?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
 
         let t = Instant::now();
         let approx = library.vector_search(&q, 10, None, false).await?;
@@ -200,6 +218,8 @@ pub async fn search_benchmark(
         ann_partitions: library.vector_index_partitions().await?,
         hybrid_p50_ms: percentile(&mut hybrid, 0.50),
         hybrid_p95_ms: percentile(&mut hybrid, 0.95),
+        hybrid_vector_p95_ms: percentile(&mut dense_half, 0.95),
+        hybrid_bm25_p95_ms: percentile(&mut sparse_half, 0.95),
         vector_p50_ms: percentile(&mut vector, 0.50),
         vector_p95_ms: percentile(&mut vector, 0.95),
         exact_p50_ms: percentile(&mut exact, 0.50),

@@ -151,9 +151,11 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
     let _ = writeln!(
         md,
         "### Search\n\nSynthetic libraries: 768-d vectors around 256 random centres, 100 random words of a Zipf-distributed vocabulary per passage; 100 queries each. \
-         Hybrid = vector search (exact below 10,000 passages, IVF-SQ from there) + BM25, fused by reciprocal rank.\n\n\
-         | passages | write s | index s | ANN | hybrid p50 ms | hybrid p95 ms | vector p95 ms | exact p50 ms | recall@10 | goal |\n\
-         |---|---|---|---|---|---|---|---|---|---|"
+         Hybrid = vector search (exact below 10,000 passages, IVF-SQ from there) + BM25, fused by reciprocal rank; \
+         its halves are also timed alone at the depth it asks each for (40 for k = 10). Goals (issue 22): hybrid p95 ≤ 15 ms at 100k \
+         and ≤ 50 ms at 1M, recall@10 ≥ 0.95.\n\n\
+         | passages | write s | index s | ANN | hybrid p50 ms | hybrid p95 ms | its vector half p95 ms | its BM25 half p95 ms | vector k=10 p95 ms | exact p50 ms | recall@10 | goal |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for n in sizes {
         let dir: PathBuf = scratch.join(format!("search{n}"));
@@ -175,13 +177,13 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
         let p95 = json_number(&out, "hybrid_p95_ms")?;
         let recall = json_number(&out, "recall_at_10")?;
         let goal = match n {
-            n if n >= 1_000_000 => verdict(p95 <= 100.0 && recall >= 0.95),
-            n if n >= 100_000 => verdict(p95 <= 30.0 && recall >= 0.95),
+            n if n >= 1_000_000 => verdict(p95 <= 50.0 && recall >= 0.95),
+            n if n >= 100_000 => verdict(p95 <= 15.0 && recall >= 0.95),
             _ => "—",
         };
         let _ = writeln!(
             md,
-            "| {n} | {:.1} | {:.1} | {} | {:.1} | {p95:.1} | {:.1} | {:.1} | {recall:.3} | {goal} |",
+            "| {n} | {:.1} | {:.1} | {} | {:.1} | {p95:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {recall:.3} | {goal} |",
             json_number(&out, "write_seconds")?,
             json_number(&out, "index_seconds")?,
             if out.contains("\"ann_index\":true") {
@@ -193,6 +195,8 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
                 "exact".to_string()
             },
             json_number(&out, "hybrid_p50_ms")?,
+            json_number(&out, "hybrid_vector_p95_ms")?,
+            json_number(&out, "hybrid_bm25_p95_ms")?,
             json_number(&out, "vector_p95_ms")?,
             json_number(&out, "exact_p50_ms")?,
         );

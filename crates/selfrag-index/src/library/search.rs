@@ -104,6 +104,12 @@ pub struct SearchRequest {
 }
 
 impl SearchRequest {
+    /// How many passages a hybrid search asks each of its halves for (more are asked while
+    /// passages wait for their document's row): fusion needs depth in both lists.
+    pub fn hybrid_depth(&self) -> usize {
+        (self.k * 4).max(20)
+    }
+
     /// A hybrid search for `k` passages with the usual fusion constant (60).
     pub fn hybrid(text: &str, vector: Vec<f32>, k: usize) -> Self {
         Self {
@@ -166,7 +172,7 @@ impl Library {
         // Fetch more than asked: uncommitted passages are filtered out below, and fusion needs
         // depth in both lists.
         let depth = request.k + self.uncommitted.load(Ordering::SeqCst);
-        let fused_depth = depth.max(request.k * 4).max(20);
+        let fused_depth = depth.max(request.hybrid_depth());
         match request.mode {
             SearchMode::Vector => {
                 let hits = self

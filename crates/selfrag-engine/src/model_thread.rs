@@ -664,10 +664,7 @@ impl Generator for ThreadGenerator {
             request: request.clone(),
         };
         let timed = self.models.generate_blocking(work, &self.cancel)?;
-        let timing = BatchTiming {
-            prompt_seconds: timed.prompt_seconds,
-            decode_seconds: timed.decode_seconds,
-        };
+        let timing = timed.timing();
         Ok((timed.rows, Some(timing)))
     }
 }

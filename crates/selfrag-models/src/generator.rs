@@ -80,6 +80,16 @@ pub struct TimedGeneration {
     pub decode_seconds: f64,
 }
 
+impl TimedGeneration {
+    /// The two times, as a Self-RAG run records them.
+    pub fn timing(&self) -> BatchTiming {
+        BatchTiming {
+            prompt_seconds: self.prompt_seconds,
+            decode_seconds: self.decode_seconds,
+        }
+    }
+}
+
 /// The watched probabilities a finished probe (see [`LlamaGenerator::begin_probe`]) read.
 pub fn probe_result(done: TimedGeneration) -> Vec<f32> {
     done.rows
@@ -640,10 +650,7 @@ impl Generator for LlamaGenerator {
         request: &GenerateRequest,
     ) -> Result<(Vec<Generation>, Option<BatchTiming>), BackendError> {
         let timed = self.generate_timed(prompts, request, true)?;
-        let timing = BatchTiming {
-            prompt_seconds: timed.prompt_seconds,
-            decode_seconds: timed.decode_seconds,
-        };
+        let timing = timed.timing();
         Ok((timed.rows, Some(timing)))
     }
 }

@@ -316,6 +316,13 @@ fn ask_through_a_llama_server_gives_the_local_trace() {
     assert_eq!(remote["generator"]["url"], server.url.as_str());
     local["generator"].take();
     remote["generator"].take();
+    // So do the times, and only the local generator tells reading from writing.
+    let (local_times, remote_times) = (local["timings"].take(), remote["timings"].take());
+    assert!(local_times["prefill_seconds"].is_number(), "{local_times}");
+    assert!(
+        remote_times.get("prefill_seconds").is_none(),
+        "{remote_times}"
+    );
     selfrag_testkit::assert_same_json(&local, &remote, 1e-3, "trace");
 
     // The same server through its OpenAI-compatible API (the one vLLM serves), asked for its
@@ -337,6 +344,7 @@ fn ask_through_a_llama_server_gives_the_local_trace() {
         "llama.cpp, OpenAI-compatible API"
     );
     openai["generator"].take();
+    openai["timings"].take();
     selfrag_testkit::assert_same_json(&local, &openai, 1e-3, "trace through /v1");
     // A model the server does not serve: refused, naming the one it does.
     let mut wrong_args = ask.to_vec();

@@ -86,6 +86,7 @@ pub fn answer(
         Ok(mut answer) => {
             if let Some(timings) = answer.timings.as_mut() {
                 timings.answer_seconds = started.elapsed().as_secs_f64();
+                *timings = timings.to_microseconds();
             }
             Ok(answer)
         }

@@ -182,10 +182,10 @@ impl RunContext<'_> {
         let ids: Vec<Vec<TokenId>> = batch.iter().map(|p| p.ids.clone()).collect();
         let started = std::time::Instant::now();
         let generated = self.generator.generate_batch_timed(&ids, request);
-        let seconds = started.elapsed().as_secs_f64();
-        let (generations, split) =
+        let split = generated.as_ref().ok().and_then(|(_, split)| *split);
+        self.time_generation(started.elapsed().as_secs_f64(), split);
+        let (generations, _) =
             generated.map_err(SelfRagError::generator("writing candidate answers"))?;
-        self.time_generation(seconds, split);
         if generations.len() != count {
             return Err(SelfRagError::Generator {
                 during: "writing candidate answers",

@@ -254,7 +254,7 @@ pub struct GeneratorInfo {
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct AnswerTimings {
     /// Loading the generator before the answer could start (the first answer after a start or
-    /// a change of model or device); 0 when it was loaded.
+    /// a change of model or device); 0 when it was loaded, and on a server.
     #[serde(default)]
     pub load_seconds: f64,
     /// Reading the question up to the retrieve decision.
@@ -276,6 +276,24 @@ pub struct AnswerTimings {
     pub critique_seconds: f64,
     /// The whole answer, loading aside; the steps' sum and what lies between them.
     pub answer_seconds: f64,
+}
+
+impl AnswerTimings {
+    /// Each time rounded to the microsecond, as recorded: a saved answer then reads back
+    /// equal (sums of many timings have more digits than JSON's float parsing keeps exactly).
+    pub fn to_microseconds(self) -> Self {
+        let us = |s: f64| (s * 1e6).round() / 1e6;
+        Self {
+            load_seconds: us(self.load_seconds),
+            decide_seconds: us(self.decide_seconds),
+            search_seconds: us(self.search_seconds),
+            generate_seconds: us(self.generate_seconds),
+            prefill_seconds: self.prefill_seconds.map(us),
+            decode_seconds: self.decode_seconds.map(us),
+            critique_seconds: us(self.critique_seconds),
+            answer_seconds: us(self.answer_seconds),
+        }
+    }
 }
 
 /// A complete answer and its trace.

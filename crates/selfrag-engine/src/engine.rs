@@ -190,12 +190,12 @@ impl Engine {
         let answer = if self.server_config().is_some() {
             self.ask_server(run).await?
         } else {
-            let loading = std::time::Instant::now();
             let generator = self.models.open_generator(cancel).await?;
-            let load_seconds = loading.elapsed().as_secs_f64();
+            let load_seconds = generator.load_seconds();
             let mut answer = self.run_self_rag(generator, run).await?.1?;
             if let Some(timings) = answer.timings.as_mut() {
                 timings.load_seconds = load_seconds;
+                *timings = timings.to_microseconds();
             }
             answer
         };

@@ -47,7 +47,7 @@ impl Engine {
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
         let _one_at_a_time = self.jobs.indexing_lock().await;
-        let paused = self.library().await?.paused_job();
+        let paused = self.library().await?.take_paused_job()?;
         if paused.is_empty() {
             return Err(EngineError::NothingPaused);
         }

@@ -63,9 +63,10 @@ enum Command {
     EmbedderDim {
         reply: oneshot::Sender<Result<usize, EngineError>>,
     },
-    /// Loads the generator if needed; replies with what a client needs to know about it.
+    /// Loads the generator if needed; replies with what a client needs to know about it, and
+    /// the seconds the load took (0 when it was loaded).
     OpenGenerator {
-        reply: oneshot::Sender<Result<Arc<GeneratorFacts>, EngineError>>,
+        reply: oneshot::Sender<Result<(Arc<GeneratorFacts>, f64), EngineError>>,
     },
     /// A generation, queued behind the one running.
     Generate(GenerateJob),
@@ -302,7 +303,14 @@ impl LoadedModels {
                 let _ = reply.send(self.embedder().map(BertEmbedder::dim));
             }
             Command::OpenGenerator { reply } => {
-                let _ = reply.send(self.generator().map(|(_, facts)| facts.clone()));
+                let (loading, loaded) = (Instant::now(), self.generator.is_some());
+                let opened = self.generator().map(|(_, facts)| facts.clone());
+                let load_seconds = if loaded {
+                    0.0
+                } else {
+                    loading.elapsed().as_secs_f64()
+                };
+                let _ = reply.send(opened.map(|facts| (facts, load_seconds)));
             }
             Command::Generate(job) => return Some(Queued::Generate(job)),
             Command::SetDevice(device) if generating => return Some(Queued::SetDevice(device)),
@@ -574,11 +582,12 @@ impl ModelThread {
     ) -> Result<ThreadGenerator, EngineError> {
         let (reply, rx) = oneshot::channel();
         self.send(Command::OpenGenerator { reply })?;
-        let facts = rx.await.map_err(|_| EngineError::ModelThreadGone)??;
+        let (facts, load_seconds) = rx.await.map_err(|_| EngineError::ModelThreadGone)??;
         Ok(ThreadGenerator {
             models: self.clone(),
             facts,
             cancel,
+            load_seconds,
         })
     }
 
@@ -613,6 +622,16 @@ pub(crate) struct ThreadGenerator {
     models: ModelThread,
     facts: Arc<GeneratorFacts>,
     cancel: Arc<AtomicBool>,
+    /// How long opening it took on the model thread: its load, or 0 when it was loaded.
+    load_seconds: f64,
+}
+
+impl ThreadGenerator {
+    /// Seconds the model thread spent loading the generator for this run (0 when it was
+    /// loaded); the wait for the thread is not in it.
+    pub(crate) fn load_seconds(&self) -> f64 {
+        self.load_seconds
+    }
 }
 
 impl Generator for ThreadGenerator {

@@ -171,15 +171,19 @@ pub async fn search_benchmark(
     let (mut hybrid, mut vector, mut exact) = (Vec::new(), Vec::new(), Vec::new());
     let (mut dense_half, mut sparse_half) = (Vec::new(), Vec::new());
     let mut recall = 0.0;
-    for _ in 0..queries {
+    for query in 0..queries {
         let q = point(&mut rng);
         let words = text(&mut rng, 4);
         let request = SearchRequest::hybrid(&words, q.clone(), 10);
 
-        let t = Instant::now();
-        library.search(&request).await?;
-        hybrid.push(t.elapsed().as_secs_f64() * 1e3);
-
+        // The hybrid search and its halves take turns going first, so that neither always
+        // finds the other's pages in the cache.
+        let hybrid_first = query % 2 == 0;
+        if hybrid_first {
+            let t = Instant::now();
+            library.search(&request).await?;
+            hybrid.push(t.elapsed().as_secs_f64() * 1e3);
+        }
         for (mode, times) in [
             (crate::SearchMode::Vector, &mut dense_half),
             (crate::SearchMode::Fts, &mut sparse_half),
@@ -192,6 +196,11 @@ pub async fn search_benchmark(
             let t = Instant::now();
             library.search(&half).await?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        if !hybrid_first {
+            let t = Instant::now();
+            library.search(&request).await?;
+            hybrid.push(t.elapsed().as_secs_f64() * 1e3);
         }
 
         let t = Instant::now();

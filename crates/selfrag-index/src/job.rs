@@ -116,6 +116,7 @@ impl JobSummary {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct PendingJob {
     /// The running job's files and folders: finished at the next start if it never ended.
+    #[serde(default)]
     roots: Vec<String>,
     /// A paused job's: resumed only when the user asks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -167,11 +168,23 @@ impl Library {
         record.roots.into_iter().map(PathBuf::from).collect()
     }
 
-    /// The files and folders of a paused job: resumed by a job given them, as
-    /// `run_job(&paused_job(), ..)`, and never at the next start on their own.
+    /// The files and folders of a paused job, which no start takes up on its own.
     pub fn paused_job(&self) -> Vec<PathBuf> {
         let record = self.read_job_record();
         record.paused.into_iter().map(PathBuf::from).collect()
+    }
+
+    /// Takes the paused job's files and folders off the paused list and records them as the
+    /// running job's, to be given to [`Library::run_job`] next: from here a crash resumes
+    /// them at the next start, Stop forgets them and Pause puts them back.
+    pub fn take_paused_job(&self) -> Result<Vec<PathBuf>, IndexError> {
+        let mut taken = Vec::new();
+        self.update_job_record(|record| {
+            taken = std::mem::take(&mut record.paused);
+            let roots: BTreeSet<String> = record.roots.drain(..).chain(taken.clone()).collect();
+            record.roots = roots.into_iter().collect();
+        })?;
+        Ok(taken.into_iter().map(PathBuf::from).collect())
     }
 
     /// Forgets the paused job: its files already indexed stay, the rest will not be.
@@ -184,7 +197,8 @@ impl Library {
     /// (`stop`) ends it at the next file or embedding batch (a file cut off there is not
     /// written); what was done stays. A stopped job is forgotten, a paused one kept apart for
     /// later ([`Library::paused_job`]); a job that ends takes the paused folders it covered
-    /// off that list.
+    /// off that list, and one stopped leaves that list as it was. One job at a time: the
+    /// engine holds a lock around it, as `job.json` records one running job.
     pub async fn run_job<'s>(
         &self,
         roots: &[PathBuf],
@@ -276,7 +290,7 @@ impl Library {
         // job's folders wait apart.
         summary.paused = summary.cancelled && pause.load(Ordering::SeqCst);
         let ended = self.update_job_record(|record| {
-            record.roots.clear();
+            record.roots.retain(|r| !all.contains(r));
             if summary.paused {
                 let paused: BTreeSet<String> = record.paused.drain(..).chain(all).collect();
                 record.paused = paused.into_iter().collect();
@@ -286,8 +300,11 @@ impl Library {
                     .retain(|p| !all.iter().any(|root| covers(root, p)));
             }
         });
-        if let Err(e) = ended {
-            tracing::warn!("recording the end of the job: {e}");
+        match ended {
+            // The pause asked for is not recorded: say so rather than "paused".
+            Err(e) if summary.paused => return Err(e),
+            Err(e) => tracing::warn!("recording the end of the job: {e}"),
+            Ok(()) => {}
         }
         tracing::info!(
             files = total,
@@ -301,8 +318,8 @@ impl Library {
     }
 
     /// Writes `job.json` with `roots` and the roots of an unfinished earlier job, so that a job
-    /// cut short resumes at the next start; a paused root given again is no longer paused.
-    /// Returns all of them, and those resumed.
+    /// cut short resumes at the next start (the paused list stays as it is). Returns all of
+    /// them, and those resumed.
     fn record_job(&self, roots: &[PathBuf]) -> Result<(BTreeSet<String>, Vec<String>), IndexError> {
         let keys: Vec<String> = roots.iter().map(|r| path_key(r)).collect();
         let mut recorded = (BTreeSet::new(), Vec::new());
@@ -313,7 +330,6 @@ impl Library {
                 .filter(|p| !keys.contains(p))
                 .collect();
             let all: BTreeSet<String> = keys.iter().cloned().chain(resumed.clone()).collect();
-            record.paused.retain(|p| !all.contains(p));
             record.roots = all.iter().cloned().collect();
             recorded = (all, resumed);
         })?;

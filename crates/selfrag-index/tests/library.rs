@@ -684,10 +684,31 @@ async fn a_paused_job_waits_apart_until_resumed_and_embeds_only_what_it_had_not_
         vec![docs.clone()],
         "another job leaves it paused"
     );
+    // A job over the same folder that is stopped (not paused) leaves the pause as it was.
+    let stopped = AtomicBool::new(true);
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &embedder, &stopped, |_| {})
+        .await
+        .unwrap();
+    assert!(summary.cancelled && !summary.paused);
+    assert_eq!(
+        lib.paused_job(),
+        vec![docs.clone()],
+        "a stopped job leaves it paused"
+    );
+    assert!(lib.pending_job().is_empty());
 
     let embedded = embedder.embedded();
+    let resumed = lib.take_paused_job().unwrap();
+    assert_eq!(resumed, vec![docs.clone()]);
+    assert!(lib.paused_job().is_empty());
+    assert_eq!(
+        lib.pending_job(),
+        vec![docs.clone()],
+        "a crash now resumes it at the start"
+    );
     let summary = lib
-        .run_job(&lib.paused_job(), &embedder, &never, |_| {})
+        .run_job(&resumed, &embedder, &never, |_| {})
         .await
         .unwrap();
     assert_eq!((summary.indexed, summary.skipped), (2, 2));

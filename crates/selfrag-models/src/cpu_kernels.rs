@@ -94,8 +94,8 @@ pub enum CandleOnly {
     NotOnCpu,
     /// The CPU lacks AVX-512 F, BW or VNNI, or F16C, which the packed tiles need.
     CpuLacksVnni,
-    /// The model has no Q4_K or Q6_K `blk.0.ffn_up` to time (a Q8_0 model, for one): none of
-    /// its matrices is the packed tiles' type.
+    /// The model has no `blk.0.ffn_up` the packed tiles can hold to time: of another type (a
+    /// Q8_0 model, for one) or shape.
     NothingToTime,
 }
 
@@ -147,7 +147,7 @@ impl std::fmt::Display for KernelChoice {
                 f.write_str("candle's kernels (this CPU lacks AVX-512 VNNI)")
             }
             Self::CandleOnly(CandleOnly::NothingToTime) => {
-                f.write_str("candle's kernels (no Q4_K or Q6_K matrix)")
+                f.write_str("candle's kernels (no Q4_K or Q6_K matrix the packed tiles hold)")
             }
         }
     }

@@ -666,12 +666,12 @@ impl QuantizedLlama {
         let device = source.device;
         let kernel_choice = {
             let name = "blk.0.ffn_up.weight";
-            let sample = match (
-                device.is_cpu(),
-                policy,
-                source.content.tensor_infos.get(name),
-            ) {
-                (true, KernelPolicy::Measure, Some(_)) => Some((
+            // Read only where both kernels can run and the choice is to be timed.
+            let timed = device.is_cpu()
+                && policy == KernelPolicy::Measure
+                && crate::packed::cpu_supported();
+            let sample = match (timed, source.content.tensor_infos.get(name)) {
+                (true, Some(_)) => Some((
                     name,
                     Arc::new(source.tensor(name, &[c.feed_forward_length, c.embedding_length])?),
                 )),

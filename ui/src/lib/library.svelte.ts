@@ -53,6 +53,8 @@ export class LibraryController {
   stopping = $state(false);
   /** Which of the two it was. */
   pausing = $state(false);
+  /** Whether Pause suits the job on screen: not a re-index, whose document is removed first. */
+  pausable = $state(true);
   /** The files and folders of the paused job, waiting for Resume or Forget. */
   paused = $state<string[]>([]);
 
@@ -141,7 +143,7 @@ export class LibraryController {
   async reindex(path: string): Promise<void> {
     if (this.#busy()) return;
     this.activity = queue(this.activity, [path]);
-    await this.#userJob((onEvent) => reindexDocument(path, onEvent));
+    await this.#userJob((onEvent) => reindexDocument(path, onEvent), false);
   }
 
   async remove(document: DocumentInfo): Promise<void> {
@@ -169,11 +171,15 @@ export class LibraryController {
 
   /** Stops the job so that Resume takes it up later where it stopped. */
   async pause(): Promise<void> {
-    if (!this.stoppable || this.stopping) return;
+    if (!this.stoppable || !this.pausable || this.stopping) return;
     this.stopping = true;
     this.pausing = true;
     try {
-      await pauseIndexing();
+      // False: no job had started yet (it waits for another); nothing is pausing.
+      if (!(await pauseIndexing())) {
+        this.stopping = false;
+        this.pausing = false;
+      }
     } catch (e) {
       this.stopping = false;
       this.pausing = false;
@@ -244,6 +250,8 @@ export class LibraryController {
       this.job = startJob();
       this.origin = event.source;
       this.stopping = false;
+      this.pausing = false;
+      this.pausable = true;
     }
     const inJob = this.running && this.origin === event.source;
     this.#apply(e, inJob);
@@ -272,11 +280,13 @@ export class LibraryController {
 
   async #userJob(
     start: (onEvent: (event: IndexEvent) => void) => Promise<IndexFinished>,
+    pausable = true,
   ): Promise<void> {
     this.job = startJob();
     this.origin = "user";
     this.stopping = false;
     this.pausing = false;
+    this.pausable = pausable;
     try {
       const finished = await start((event) => this.#apply(event));
       this.#apply(finished);

@@ -208,8 +208,15 @@ describe("library pane", () => {
     send({ kind: "fileStarted", path: "/home/ada/thesis/ch2.pdf" });
     await tick();
 
+    // Nothing registered yet (the job waits for another): nothing is pausing.
+    mocked.pauseIndexing.mockResolvedValueOnce(false);
     await user.click(screen.getByTestId("pause-indexing"));
-    expect(mocked.pauseIndexing).toHaveBeenCalledOnce();
+    await waitFor(() => expect(screen.getByTestId("pause-indexing")).toHaveTextContent("Pause"));
+    expect(screen.getByTestId("pause-indexing")).toBeEnabled();
+    expect(screen.getByTestId("stop-indexing")).toBeEnabled();
+
+    await user.click(screen.getByTestId("pause-indexing"));
+    expect(mocked.pauseIndexing).toHaveBeenCalledTimes(2);
     expect(mocked.cancelIndexing).not.toHaveBeenCalled();
     expect(screen.getByTestId("pause-indexing")).toHaveTextContent("Pausing…");
     expect(screen.getByTestId("stop-indexing")).toHaveTextContent("Stop");
@@ -312,6 +319,9 @@ describe("library pane", () => {
     send({ kind: "fileStarted", path: NOTES.path });
     await tick();
     expect(state()).toBe("working");
+    // Stop, but no Pause: a re-index removes the document first, so a paused one would be gone.
+    expect(screen.getByTestId("stop-indexing")).toBeEnabled();
+    expect(screen.queryByTestId("pause-indexing")).toBeNull();
     // No other re-index while one runs.
     expect(screen.getByRole("button", { name: "Re-index Self-RAG paper" })).toBeDisabled();
     send({ kind: "fileIndexed", path: NOTES.path, passages: 4, notes: [] });

@@ -44,9 +44,25 @@ fn answer_json_has_exactly_the_trace_keys() {
     assert_eq!(
         keys(&json),
         set(&[
-            "question", "settings", "retrieve", "passages", "segments", "answer"
+            "question", "settings", "retrieve", "passages", "segments", "answer", "timings"
         ])
     );
+    // The scripted generator cannot tell reading the prompts from decoding.
+    assert_eq!(
+        keys(&json["timings"]),
+        set(&[
+            "load_seconds",
+            "decide_seconds",
+            "search_seconds",
+            "generate_seconds",
+            "critique_seconds",
+            "answer_seconds",
+        ])
+    );
+    // Microseconds: a saved answer reads back equal (serde_json's fast float parser is exact
+    // for numbers of so few digits).
+    let read: Answer = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(read, answer);
     assert_eq!(
         keys(&json["settings"]),
         set(&[

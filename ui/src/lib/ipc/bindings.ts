@@ -253,7 +253,7 @@ url?: string, };
 export type AnswerTimings = { 
 /**
  * Loading the generator before the answer could start (the first answer after a start or
- * a change of model or device); 0 when it was loaded.
+ * a change of model or device); 0 when it was loaded, and on a server.
  */
 load_seconds: number, 
 /**

@@ -192,8 +192,8 @@ export class LibraryController {
     if (this.paused.length === 0 || this.#busy()) return;
     // The job on screen is the paused one now.
     this.paused = [];
-    await this.#userJob((onEvent) => resumeIndexing(onEvent));
-    // Paused again, finished, or failed to start: what waits now.
+    if (await this.#userJob((onEvent) => resumeIndexing(onEvent))) return;
+    // It failed (the refresh after a job that ends re-reads the paused list): what waits now.
     try {
       this.paused = (await pausedIndexing()) ?? [];
     } catch (e) {
@@ -278,10 +278,11 @@ export class LibraryController {
     return true;
   }
 
+  /** Runs a job the user started; true once it ended and the library was read again. */
   async #userJob(
     start: (onEvent: (event: IndexEvent) => void) => Promise<IndexFinished>,
     pausable = true,
-  ): Promise<void> {
+  ): Promise<boolean> {
     this.job = startJob();
     this.origin = "user";
     this.stopping = false;
@@ -291,11 +292,13 @@ export class LibraryController {
       const finished = await start((event) => this.#apply(event));
       this.#apply(finished);
       await this.refresh();
+      return true;
     } catch (e) {
       if (this.job) this.job = { ...this.job, running: false };
       this.stopping = false;
       this.pausing = false;
       this.#onerror(e);
+      return false;
     }
   }
 

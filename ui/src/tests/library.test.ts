@@ -255,6 +255,24 @@ describe("library pane", () => {
     expect(errors).toEqual([]);
   });
 
+  it("says so when Resume finds nothing paused, and shows what waits then", async () => {
+    mocked.pausedIndexing.mockResolvedValue(["/home/ada/thesis"]);
+    await setup();
+    const user = userEvent.setup();
+    const paused = await screen.findByTestId("paused-job");
+    mocked.pausedIndexing.mockResolvedValue([]);
+    mocked.resumeIndexing.mockRejectedValue({
+      code: "nothing_paused",
+      message: "no indexing job is paused (it ended, or was forgotten)",
+    });
+    await user.click(within(paused).getByTestId("resume-indexing"));
+    await waitFor(() => expect(errors).toHaveLength(1));
+    expect(errors[0]).toMatchObject({ code: "nothing_paused" });
+    expect(mocked.pausedIndexing).toHaveBeenCalledTimes(2);
+    expect(screen.queryByTestId("paused-job")).toBeNull();
+    expect(screen.queryByTestId("pause-indexing")).toBeNull();
+  });
+
   it("forgets a paused job, keeping what it indexed", async () => {
     mocked.pausedIndexing.mockResolvedValue(["/home/ada/thesis", "/home/ada/slides.pdf"]);
     await setup();

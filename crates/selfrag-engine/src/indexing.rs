@@ -69,7 +69,8 @@ impl Engine {
     /// Parses and embeds the library's document at `path` again, as a job of its own. The
     /// library skips a file whose size, time and content are unchanged, so the document is
     /// removed first; its passages then come from a fresh parse (or from another path with the
-    /// same content, which the job reports). Only a document the library holds.
+    /// same content, which the job reports). Only a document the library holds. Pause stops
+    /// it as Stop does.
     pub async fn reindex_document(
         &self,
         path: &Path,
@@ -90,9 +91,12 @@ impl Engine {
         let _one_at_a_time = self.jobs.indexing_lock().await;
         let job = self.jobs.start(JobKind::Indexing);
         library.remove(path).await?;
+        // Stopped, never paused: the document is gone until it is written again, and a pause
+        // would leave it out of the library while the job waits.
+        let stop: &std::sync::atomic::AtomicBool = job.flag();
         self.run_index_job(
             std::slice::from_ref(&path.to_path_buf()),
-            job.indexing_stop(),
+            stop.into(),
             on_event,
         )
         .await

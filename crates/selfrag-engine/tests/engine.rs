@@ -375,6 +375,30 @@ async fn a_paused_job_survives_a_restart_and_resume_finishes_it() {
     assert!(engine.paused_indexing().await.unwrap().is_empty());
     let again = engine.resume_indexing(|_| {}).await.unwrap_err();
     assert_eq!(again.code(), selfrag_engine::ErrorCode::NothingPaused);
+
+    // A re-index is stopped by Pause, never paused: its document, removed first, would be out
+    // of the library while it waited.
+    let note = f.docs.join("note-3.md");
+    let stopped = engine
+        .reindex_document(&note, |e| {
+            if matches!(e, IndexEvent::FileStarted { .. }) {
+                assert!(engine.pause_indexing());
+            }
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            stopped,
+            IndexEvent::Finished {
+                cancelled: true,
+                paused: false,
+                ..
+            }
+        ),
+        "{stopped:?}"
+    );
+    assert!(engine.paused_indexing().await.unwrap().is_empty());
 }
 
 /// Cancelling while the candidates are being decoded stops the batch at its next forward

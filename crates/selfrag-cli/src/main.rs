@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use selfrag_core::{
-    Answer, CritiqueWeights, DeviceChoice, GenerateRequest, RetrieveMode, Settings,
+    Answer, CritiqueWeights, DeviceChoice, EmbedderPrecision, GenerateRequest, RetrieveMode,
+    Settings,
 };
 use selfrag_engine::{Engine, EngineConfig, ExportFormat};
 use selfrag_models::{BertEmbedder, GgufTokenizer, LlamaGenerator, pick_device};
@@ -242,6 +243,9 @@ enum DebugCommand {
         /// auto, cpu, cuda or metal.
         #[arg(long, default_value = "cpu")]
         device: DeviceChoice,
+        /// int8 or f32: how the CPU multiplies (int8 only where the CPU has AVX-512 VNNI).
+        #[arg(long, default_value = "int8")]
+        precision: EmbedderPrecision,
     },
     /// Time the search of a synthetic library of N passages (for `cargo xtask bench index`).
     BenchSearch {
@@ -340,6 +344,8 @@ struct LogitsOutput {
 #[derive(Serialize)]
 struct EmbedOutput {
     embeddings: Vec<Vec<f32>>,
+    /// The precision that ran (f32 where int8 was asked for but the CPU cannot run it).
+    precision: EmbedderPrecision,
     /// Time spent tokenizing and embedding, model loading excluded (for benchmarks).
     seconds: f64,
 }
@@ -704,9 +710,10 @@ fn debug(command: DebugCommand) -> Result<()> {
             model,
             texts,
             device,
+            precision,
         } => {
             let device = pick_device(device);
-            let embedder = BertEmbedder::load(&model, &device)
+            let embedder = BertEmbedder::load_with_precision(&model, &device, precision)
                 .with_context(|| format!("loading the embedder {}", model.display()))?;
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let started = std::time::Instant::now();
@@ -714,6 +721,7 @@ fn debug(command: DebugCommand) -> Result<()> {
             let seconds = started.elapsed().as_secs_f64();
             serde_json::to_string(&EmbedOutput {
                 embeddings,
+                precision: embedder.precision(),
                 seconds,
             })?
         }

@@ -30,9 +30,9 @@ pub mod trace;
 mod vocab;
 
 pub use backend::{
-    BackendError, BatchTiming, DeviceChoice, DeviceKind, GenerateRequest, GeneratedToken,
-    Generation, Generator, ModelRole, Passage, Retriever, StopReason, TokenId, Tokenizer,
-    UnknownDevice, ocr_note,
+    BackendError, BatchTiming, DeviceChoice, DeviceKind, EmbedderPrecision, GenerateRequest,
+    GeneratedToken, Generation, Generator, ModelRole, Passage, Retriever, StopReason, TokenId,
+    Tokenizer, UnknownDevice, UnknownPrecision, ocr_note,
 };
 pub use critique::{CritiqueScores, segment_score};
 pub use error::SelfRagError;

@@ -16,6 +16,9 @@
 //! CPU's vector width through `pulp` (runtime dispatch, safe code); `exp` and `erf` are written
 //! out so that those loops vectorise.
 //!
+//! The four projections of a layer are f32 matrices for candle's matmul, or int8 ones
+//! multiplied in `int8` (`EmbedderPrecision::Int8` on a CPU with AVX-512 VNNI): `Projection`.
+//!
 //! The weights are read by candle-nn's own loaders under the names `BertModel` uses, so every
 //! checkpoint that loads there loads here; the tests hold the two to the same outputs. CUDA and
 //! Metal keep `BertModel` (`BertEmbedder` chooses): these passes are CPU code.
@@ -24,6 +27,9 @@ use candle_core::{CpuStorage, InplaceOp1, InplaceOp2, Layout, Module, Result, Te
 use candle_nn::{Embedding, LayerNorm, VarBuilder};
 use candle_transformers::models::bert::{Config, HiddenAct};
 use rayon::prelude::*;
+use selfrag_core::EmbedderPrecision;
+
+use crate::int8::Int8Matrix;
 
 /// BERT's encoder (embeddings and layers, no pooler) with fused element-wise passes.
 pub(crate) struct FusedBert {
@@ -35,18 +41,53 @@ pub(crate) struct FusedBert {
     embedding_norm: LayerNorm,
     layers: Vec<FusedLayer>,
     hidden: usize,
+    /// The precision the projections run in (f32 where int8 was asked for but cannot run).
+    precision: EmbedderPrecision,
+}
+
+/// A linear layer's weight (`out × in`), multiplied as `x · Wᵀ`.
+enum Projection {
+    F32(Tensor),
+    Int8(Int8Matrix),
+}
+
+impl Projection {
+    /// `weight` in `precision`, or in f32 where the int8 products cannot run on this CPU.
+    fn new(weight: Tensor, precision: EmbedderPrecision) -> Result<Self> {
+        Ok(match precision {
+            EmbedderPrecision::Int8 => match Int8Matrix::quantize(&weight)? {
+                Some(matrix) => Self::Int8(matrix),
+                None => Self::F32(weight),
+            },
+            EmbedderPrecision::F32 => Self::F32(weight),
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::F32(weight) => x.matmul(&weight.t()?),
+            Self::Int8(matrix) => matrix.forward(x),
+        }
+    }
+
+    fn precision(&self) -> EmbedderPrecision {
+        match self {
+            Self::F32(_) => EmbedderPrecision::F32,
+            Self::Int8(_) => EmbedderPrecision::Int8,
+        }
+    }
 }
 
 struct FusedLayer {
     /// Query, key and value projections stacked: `3·hidden × hidden`.
-    qkv_weight: Tensor,
+    qkv: Projection,
     /// The three biases in the same order.
     qkv_bias: Vec<f32>,
-    attention_output_weight: Tensor,
+    attention_output: Projection,
     attention_norm: BiasResidualNorm,
-    intermediate_weight: Tensor,
+    intermediate: Projection,
     intermediate_activation: BiasActivation,
-    output_weight: Tensor,
+    output: Projection,
     output_norm: BiasResidualNorm,
     heads: usize,
 }
@@ -75,7 +116,7 @@ fn load_norm(vb: &VarBuilder, size: usize, eps: f64, bias: Vec<f32>) -> Result<B
 }
 
 impl FusedLayer {
-    fn load(vb: &VarBuilder, config: &Config) -> Result<Self> {
+    fn load(vb: &VarBuilder, config: &Config, precision: EmbedderPrecision) -> Result<Self> {
         let (h, i) = (config.hidden_size, config.intermediate_size);
         let eps = config.layer_norm_eps;
         let mut weights = Vec::with_capacity(3);
@@ -98,16 +139,16 @@ impl FusedLayer {
         let (output_weight, output_bias) = load_linear(&vb.pp("output.dense"), i, h)?;
         let output_norm = load_norm(&vb.pp("output.LayerNorm"), h, eps, output_bias)?;
         Ok(Self {
-            qkv_weight: Tensor::cat(&weights, 0)?,
+            qkv: Projection::new(Tensor::cat(&weights, 0)?, precision)?,
             qkv_bias,
-            attention_output_weight,
+            attention_output: Projection::new(attention_output_weight, precision)?,
             attention_norm,
-            intermediate_weight,
+            intermediate: Projection::new(intermediate_weight, precision)?,
             intermediate_activation: BiasActivation {
                 bias: intermediate_bias,
                 activation: config.hidden_act,
             },
-            output_weight,
+            output: Projection::new(output_weight, precision)?,
             output_norm,
             heads: config.num_attention_heads,
         })
@@ -118,7 +159,7 @@ impl FusedLayer {
     fn forward(&self, hidden: &Tensor, lengths: &[usize], width: usize) -> Result<Tensor> {
         let rows = lengths.len();
         let size = hidden.dim(1)?;
-        let qkv = hidden.matmul(&self.qkv_weight.t()?)?;
+        let qkv = self.qkv.forward(hidden)?;
         qkv.inplace_op1(&QkvBias {
             bias: &self.qkv_bias,
             heads: self.heads,
@@ -147,11 +188,11 @@ impl FusedLayer {
             })
             .collect::<Result<Vec<_>>>()?;
         let context = Tensor::cat(&contexts, 0)?;
-        let attended = context.matmul(&self.attention_output_weight.t()?)?;
+        let attended = self.attention_output.forward(&context)?;
         attended.inplace_op2(hidden, &self.attention_norm)?;
-        let intermediate = attended.matmul(&self.intermediate_weight.t()?)?;
+        let intermediate = self.intermediate.forward(&attended)?;
         intermediate.inplace_op1(&self.intermediate_activation)?;
-        let output = intermediate.matmul(&self.output_weight.t()?)?;
+        let output = self.output.forward(&intermediate)?;
         output.inplace_op2(&attended, &self.output_norm)?;
         Ok(output)
     }
@@ -159,23 +200,30 @@ impl FusedLayer {
 
 impl FusedBert {
     /// Loads the encoder from `vb` under the names candle-transformers' `BertModel::load` tries:
-    /// at the root, under `bert.`, or under the config's `model_type`.
-    pub(crate) fn load(vb: &VarBuilder, config: &Config) -> Result<Self> {
+    /// at the root, under `bert.`, or under the config's `model_type`; the projections in
+    /// `precision` where this CPU can run it, else in f32.
+    pub(crate) fn load(
+        vb: &VarBuilder,
+        config: &Config,
+        precision: EmbedderPrecision,
+    ) -> Result<Self> {
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
             vb.pp("bert")
         } else {
             vb.clone()
         };
-        match Self::load_at(&vb, config) {
+        match Self::load_at(&vb, config, precision) {
             Ok(model) => Ok(model),
             Err(err) => match &config.model_type {
-                Some(model_type) => Self::load_at(&vb.pp(model_type), config).map_err(|_| err),
+                Some(model_type) => {
+                    Self::load_at(&vb.pp(model_type), config, precision).map_err(|_| err)
+                }
                 None => Err(err),
             },
         }
     }
 
-    fn load_at(vb: &VarBuilder, config: &Config) -> Result<Self> {
+    fn load_at(vb: &VarBuilder, config: &Config, precision: EmbedderPrecision) -> Result<Self> {
         let h = config.hidden_size;
         let embeddings = vb.pp("embeddings");
         let word_embeddings =
@@ -190,8 +238,12 @@ impl FusedBert {
         let embedding_norm =
             candle_nn::layer_norm(h, config.layer_norm_eps, embeddings.pp("LayerNorm"))?;
         let layers = (0..config.num_hidden_layers)
-            .map(|i| FusedLayer::load(&vb.pp(format!("encoder.layer.{i}")), config))
-            .collect::<Result<Vec<_>>>()?;
+            .map(|i| FusedLayer::load(&vb.pp(format!("encoder.layer.{i}")), config, precision))
+            .collect::<Result<Vec<FusedLayer>>>()?;
+        // Every projection of a model has the same shape kinds, so they all fell back or none.
+        let precision = layers
+            .first()
+            .map_or(EmbedderPrecision::F32, |layer| layer.qkv.precision());
         Ok(Self {
             word_embeddings,
             position_embeddings,
@@ -199,7 +251,13 @@ impl FusedBert {
             embedding_norm,
             layers,
             hidden: h,
+            precision,
         })
+    }
+
+    /// The precision the projections run in.
+    pub(crate) fn precision(&self) -> EmbedderPrecision {
+        self.precision
     }
 
     /// The last hidden states, `rows × width × hidden`, of the token ids `ids` (`rows × width`,
@@ -567,7 +625,9 @@ mod tests {
             let config = config(activation);
             let weights = random_weights(&config, 7);
             let vb = VarBuilder::from_tensors(weights, DType::F32, &Device::Cpu);
-            let fused = FusedBert::load(&vb, &config).unwrap();
+            let fused = FusedBert::load(&vb, &config, EmbedderPrecision::F32).unwrap();
+            assert_eq!(fused.precision(), EmbedderPrecision::F32);
+            let int8 = FusedBert::load(&vb, &config, EmbedderPrecision::Int8).unwrap();
             let reference = BertModel::load(vb, &config).unwrap();
 
             // Three rows of 9, 5 and 1 real tokens, padded to 9.
@@ -595,6 +655,30 @@ mod tests {
             assert_eq!(got.dims(), want.dims());
             let want = want.to_vec3::<f32>().unwrap();
             let got = got.to_vec3::<f32>().unwrap();
+            // The int8 projections, where this CPU runs them: every real token's state within
+            // cosine 0.999 of f32's (two layers of this tiny model).
+            let int8_states = int8
+                .forward(&ids, &lengths)
+                .unwrap()
+                .to_vec3::<f32>()
+                .unwrap();
+            if crate::int8::cpu_supported() {
+                assert_eq!(int8.precision(), EmbedderPrecision::Int8);
+            } else {
+                assert_eq!(int8.precision(), EmbedderPrecision::F32);
+            }
+            for (row, &n) in lengths.iter().enumerate() {
+                for t in 0..n {
+                    let (a, b) = (&int8_states[row][t], &want[row][t]);
+                    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+                    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                    let cosine = dot / (norm(a) * norm(b));
+                    assert!(
+                        cosine > 0.999,
+                        "{activation:?}: row {row} token {t}: {cosine}"
+                    );
+                }
+            }
             for (row, &n) in lengths.iter().enumerate() {
                 for t in 0..n {
                     for (a, b) in got[row][t].iter().zip(&want[row][t]) {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config, DTYPE};
+use selfrag_core::EmbedderPrecision;
 use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
@@ -141,8 +142,19 @@ fn check_config(config: &Config) -> Result<(), String> {
 }
 
 impl BertEmbedder {
-    /// Loads the model in `dir` onto `device`.
+    /// Loads the model in `dir` onto `device`, in the default precision (int8 on a CPU that
+    /// runs it).
     pub fn load(dir: &Path, device: &Device) -> Result<Self, ModelError> {
+        Self::load_with_precision(dir, device, EmbedderPrecision::default())
+    }
+
+    /// Loads the model in `dir` onto `device`, its CPU projections in `precision` where the CPU
+    /// runs it (else f32; [`BertEmbedder::precision`] says which). A GPU runs f32.
+    pub fn load_with_precision(
+        dir: &Path,
+        device: &Device,
+        precision: EmbedderPrecision,
+    ) -> Result<Self, ModelError> {
         let missing = |file: &str| ModelError::MissingFile {
             dir: dir.to_owned(),
             file: file.to_owned(),
@@ -186,7 +198,7 @@ impl BertEmbedder {
         let encoder = vb
             .and_then(|vb| {
                 if device.is_cpu() {
-                    FusedBert::load(&vb, &config).map(Encoder::Fused)
+                    FusedBert::load(&vb, &config, precision).map(Encoder::Fused)
                 } else {
                     BertModel::load(vb, &config).map(Encoder::Candle)
                 }
@@ -222,15 +234,30 @@ impl BertEmbedder {
         tokenizer.set_encode_special_tokens(true);
         let pad_id = u32::try_from(config.pad_token_id).unwrap_or(0);
 
-        tracing::info!(dir = %dir.display(), dim = config.hidden_size, "loaded BERT embedder");
-        Ok(Self {
+        let embedder = Self {
             encoder,
             tokenizer,
             device: device.clone(),
             dim: config.hidden_size,
             pad_id,
             dir: dir.to_owned(),
-        })
+        };
+        tracing::info!(
+            dir = %dir.display(),
+            dim = config.hidden_size,
+            precision = %embedder.precision(),
+            "loaded BERT embedder"
+        );
+        Ok(embedder)
+    }
+
+    /// The precision the embedder multiplies in: int8 only where it was asked for and this CPU
+    /// runs it.
+    pub fn precision(&self) -> EmbedderPrecision {
+        match &self.encoder {
+            Encoder::Fused(model) => model.precision(),
+            Encoder::Candle(_) => EmbedderPrecision::F32,
+        }
     }
 
     /// The ids the encoder reads for `text`, framed by `[CLS]` and `[SEP]`, not truncated.

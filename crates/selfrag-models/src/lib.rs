@@ -51,6 +51,7 @@ mod error;
 mod generator;
 mod gguf_header;
 mod gguf_tokenizer;
+mod int8;
 mod llama;
 mod mapped;
 mod packed;

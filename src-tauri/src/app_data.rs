@@ -45,7 +45,8 @@ pub fn load_settings(state: tauri::State<'_, AppState>) -> LoadedSettings {
 }
 
 /// Saves the settings; a new device takes effect on the next question (unless
-/// `SELFRAG_DEVICE` fixes it). Returns the device status to show.
+/// `SELFRAG_DEVICE` fixes it), a new embedder precision with the next embedding (unless
+/// `SELFRAG_EMBEDDER_PRECISION` fixes it). Returns the device status to show.
 #[tauri::command]
 pub fn save_settings(
     state: tauri::State<'_, AppState>,
@@ -55,10 +56,13 @@ pub fn save_settings(
     let saved = state.settings.get();
     settings.generator_url = saved.generator_url;
     settings.generator_model = saved.generator_model;
-    let device = settings.device;
+    let (device, precision) = (settings.device, settings.embedder_precision);
     state.settings.save(settings)?;
     if !selfrag_engine::settings::device_fixed_by_env() {
         state.engine.set_device(device)?;
+    }
+    if !selfrag_engine::settings::embedder_precision_fixed_by_env() {
+        state.engine.set_embedder_precision(precision)?;
     }
     Ok(state.engine.device_status())
 }

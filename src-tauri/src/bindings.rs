@@ -14,9 +14,9 @@ mod tests {
     };
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
-        ErrorCode, ExportFormat, ExportOptions, GeneratorState, HistoryEntry, IndexEvent,
-        LibraryStats, LoadedSettings, ModelRole, ModelStatus, PassageSource, ServerCheck,
-        SourceView, Theme,
+        EmbedderPrecision, ErrorCode, ExportFormat, ExportOptions, GeneratorState, HistoryEntry,
+        IndexEvent, LibraryStats, LoadedSettings, ModelRole, ModelStatus, PassageSource,
+        ServerCheck, SourceView, Theme,
     };
     use selfrag_engine::{
         DownloadStage, JobKind, JobSource, LibraryEvent, ModelDownloadProgress, ModelOffer,
@@ -78,6 +78,7 @@ mod tests {
             decl::<DeviceStatus>(&cfg),
             decl::<Theme>(&cfg),
             decl::<DeviceChoice>(&cfg),
+            decl::<EmbedderPrecision>(&cfg),
             decl::<DeviceKind>(&cfg),
             decl::<AppSettings>(&cfg),
             decl::<GeneratorState>(&cfg),

@@ -35,7 +35,11 @@ pub struct AppState {
 pub fn run() -> anyhow::Result<()> {
     let mut config = EngineConfig::from_env()?;
     let settings = SettingsStore::from_env();
-    // The saved device choice, unless SELFRAG_DEVICE fixes it for this run.
+    // The saved embedder precision and device choice, unless SELFRAG_EMBEDDER_PRECISION or
+    // SELFRAG_DEVICE fixes it for this run.
+    if !selfrag_engine::settings::embedder_precision_fixed_by_env() {
+        config.embedder_precision = settings.get().embedder_precision;
+    }
     if !selfrag_engine::settings::device_fixed_by_env() {
         config.device = settings.get().device;
     }

@@ -377,6 +377,7 @@ fn documents(data: &Path, models: &Path) -> Vec<String> {
             generator: Some(models.join("tiny.gguf")),
             embedder: Some(models.join("tiny-bert")),
             device: selfrag_engine::DeviceChoice::Cpu,
+            embedder_precision: Default::default(),
             extract_worker: None,
             generator_server: None,
         })

@@ -39,6 +39,7 @@ fn consistent_view(data: &Path, models: &Path, corpus: &Path) -> View {
             generator: Some(models.join("tiny.gguf")),
             embedder: Some(models.join("tiny-bert")),
             device: selfrag_engine::DeviceChoice::Cpu,
+            embedder_precision: Default::default(),
             extract_worker: None,
             generator_server: None,
         })

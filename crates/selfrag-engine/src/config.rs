@@ -1,10 +1,11 @@
 //! Where the engine keeps its data and finds its models: platform directories by default,
 //! overridden by `SELFRAG_DATA_DIR`, `SELFRAG_GENERATOR` and `SELFRAG_EMBEDDER`; a generator
-//! server by `SELFRAG_GENERATOR_URL` (with `SELFRAG_GENERATOR_API_KEY`).
+//! server by `SELFRAG_GENERATOR_URL` (with `SELFRAG_GENERATOR_API_KEY`); the device and the
+//! embedder's precision by `SELFRAG_DEVICE` and `SELFRAG_EMBEDDER_PRECISION`.
 
 use std::path::PathBuf;
 
-use selfrag_core::DeviceChoice;
+use selfrag_core::{DeviceChoice, EmbedderPrecision};
 
 use crate::EngineError;
 
@@ -19,6 +20,8 @@ pub struct EngineConfig {
     pub embedder: Option<PathBuf>,
     /// Where the models run (`SELFRAG_DEVICE`, else `auto`).
     pub device: DeviceChoice,
+    /// How the embedder multiplies on the CPU (`SELFRAG_EMBEDDER_PRECISION`, else int8).
+    pub embedder_precision: EmbedderPrecision,
     /// The executable documents are parsed in (run as `EXE --selfrag-extract-worker PATH`, see
     /// `selfrag_index::worker`); by default this very program. `None` parses in this process,
     /// where a parser crash takes the process down: only for tests.
@@ -31,7 +34,8 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     /// The platform data dir (e.g. `~/.local/share/selfrag-desktop`) with the environment's
-    /// overrides applied. A `SELFRAG_DEVICE` that names no device is an error that says so.
+    /// overrides applied. A `SELFRAG_DEVICE` that names no device, or a
+    /// `SELFRAG_EMBEDDER_PRECISION` that names no precision, is an error that says so.
     pub fn from_env() -> Result<Self, EngineError> {
         let data_dir = non_empty_var("SELFRAG_DATA_DIR")
             .map(PathBuf::from)
@@ -45,6 +49,7 @@ impl EngineConfig {
             generator: non_empty_var("SELFRAG_GENERATOR").map(PathBuf::from),
             embedder: non_empty_var("SELFRAG_EMBEDDER").map(PathBuf::from),
             device: device_from_env()?,
+            embedder_precision: embedder_precision_from_env()?,
             // Both binaries (the app and `selfrag`) start as a worker when asked to.
             extract_worker: std::env::current_exe().ok(),
             generator_server: non_empty_var("SELFRAG_GENERATOR_URL").map(|url| {
@@ -79,6 +84,20 @@ fn device_from_env() -> Result<DeviceChoice, EngineError> {
         choice: value.trim().to_owned(),
         message: "SELFRAG_DEVICE names no device: set it to auto, cpu, cuda or metal, or unset it"
             .to_owned(),
+    })
+}
+
+/// `SELFRAG_EMBEDDER_PRECISION` parsed; unset or empty is int8.
+fn embedder_precision_from_env() -> Result<EmbedderPrecision, EngineError> {
+    let Some(value) = non_empty_var(crate::settings::EMBEDDER_PRECISION_ENV) else {
+        return Ok(EmbedderPrecision::default());
+    };
+    let value = value.to_string_lossy();
+    value.parse().map_err(|_| EngineError::Device {
+        choice: format!("SELFRAG_EMBEDDER_PRECISION={}", value.trim()),
+        message:
+            "SELFRAG_EMBEDDER_PRECISION names no precision: set it to int8 or f32, or unset it"
+                .to_owned(),
     })
 }
 

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use selfrag_core::{Answer, CritiqueWeights, DeviceChoice, Generator, Progress, Settings};
+use selfrag_core::{
+    Answer, CritiqueWeights, DeviceChoice, EmbedderPrecision, Generator, Progress, Settings,
+};
 use selfrag_index::{Extractor, IndexError, Library, PassageEmbedder};
 use tokio::sync::OnceCell;
 
@@ -28,6 +30,9 @@ pub struct Engine {
     history: History,
     /// The device choice in force (`config.device` until [`Engine::set_device`]).
     device: std::sync::Mutex<DeviceChoice>,
+    /// The embedder's precision in force (`config.embedder_precision` until
+    /// [`Engine::set_embedder_precision`]).
+    embedder_precision: std::sync::Mutex<EmbedderPrecision>,
     /// The generator server in use, if any (see `generator_server.rs`).
     pub(crate) server: std::sync::Mutex<crate::generator_server::ServerSlot>,
     /// What runs now and how to stop it; the indexing lock; the watcher's restart signal.
@@ -48,10 +53,12 @@ impl Engine {
             generator: generator.found.clone(),
             embedder: embedder.found.clone(),
             device: config.device,
+            embedder_precision: config.embedder_precision,
         })?;
         Ok(Self {
             history: History::new(config.history_dir()),
             device: std::sync::Mutex::new(config.device),
+            embedder_precision: std::sync::Mutex::new(config.embedder_precision),
             server: std::sync::Mutex::new(crate::generator_server::ServerSlot::new(
                 config.generator_server.clone(),
             )),
@@ -94,7 +101,28 @@ impl Engine {
             in_use: self.models.device_in_use(),
             available: selfrag_models::compiled_devices(),
             fixed_by_env: crate::settings::device_fixed_by_env(),
+            embedder_precision: *self
+                .embedder_precision
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            int8_available: selfrag_models::int8_embedder_available(),
+            precision_fixed_by_env: crate::settings::embedder_precision_fixed_by_env(),
         }
+    }
+
+    /// Embeds in `precision` from the next embedding on; a loaded embedder is dropped and
+    /// loads again in it. Vectors of either precision are within cosine 0.995 of each other,
+    /// so the library is not re-embedded.
+    pub fn set_embedder_precision(&self, precision: EmbedderPrecision) -> Result<(), EngineError> {
+        let mut current = self
+            .embedder_precision
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *current != precision {
+            self.models.set_embedder_precision(precision)?;
+            *current = precision;
+        }
+        Ok(())
     }
 
     /// Runs the models on `device` from the next request on; the loaded models are dropped

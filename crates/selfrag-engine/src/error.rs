@@ -17,7 +17,7 @@ pub enum EngineError {
         message: String,
     },
     /// The chosen device cannot run the models: an unknown name, a back end this build lacks,
-    /// or no such GPU.
+    /// or no such GPU; or the embedder precision set for it names no precision.
     #[error("the device `{choice}` cannot be used: {message}")]
     Device { choice: String, message: String },
     #[error(transparent)]

@@ -36,7 +36,7 @@ pub use history::{AnswerRecord, HistoryEntry, write_atomically};
 pub use indexing::SearchQuery;
 pub use jobs::{JobKind, JobSource, LibraryEvent};
 pub use samples::SAMPLE_DOCUMENTS;
-pub use selfrag_core::{DeviceChoice, DeviceKind};
+pub use selfrag_core::{DeviceChoice, DeviceKind, EmbedderPrecision};
 pub use selfrag_index::{
     ExtractedPage, LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SourceView,
     bench, chunk_text, extract_file,

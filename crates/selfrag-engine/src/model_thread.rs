@@ -24,8 +24,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{
-    BackendError, BatchTiming, DeviceChoice, DeviceKind, GenerateRequest, Generation, Generator,
-    GeneratorInfo, ModelRole, TokenId, Tokenizer,
+    BackendError, BatchTiming, DeviceChoice, DeviceKind, EmbedderPrecision, GenerateRequest,
+    Generation, Generator, GeneratorInfo, ModelRole, TokenId, Tokenizer,
 };
 use selfrag_models::{
     BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
@@ -72,6 +72,8 @@ enum Command {
     Generate(GenerateJob),
     /// Loads the models on another device from now on (after the queued generations).
     SetDevice(DeviceChoice),
+    /// Loads the embedder in another precision from now on (generations do not use it).
+    SetEmbedderPrecision(EmbedderPrecision),
     /// Points at other model files (after the queued generations).
     SetPaths {
         generator: Option<PathBuf>,
@@ -161,6 +163,7 @@ pub struct ModelPaths {
     pub generator: Option<PathBuf>,
     pub embedder: Option<PathBuf>,
     pub device: DeviceChoice,
+    pub embedder_precision: EmbedderPrecision,
 }
 
 /// The models, loaded lazily on the model thread.
@@ -195,6 +198,15 @@ impl LoadedModels {
         self.generator = None;
         self.embedder = None;
         *lock(&self.in_use) = None;
+    }
+
+    /// Embeds in `precision` from now on: a loaded embedder is dropped and loads again in it.
+    fn set_embedder_precision(&mut self, precision: EmbedderPrecision) {
+        if precision != self.paths.embedder_precision {
+            tracing::info!(from = %self.paths.embedder_precision, to = %precision, "embedder precision changed; it reloads on next use");
+            self.paths.embedder_precision = precision;
+            self.embedder = None;
+        }
     }
 
     /// Points at the model files found now (after a download); a model whose file changed is
@@ -258,11 +270,12 @@ impl LoadedModels {
     /// The embedder, loading it if needed.
     fn embedder(&mut self) -> Result<&BertEmbedder, EngineError> {
         if self.embedder.is_none() {
+            let precision = self.paths.embedder_precision;
             let embedder = self.load(
                 ModelRole::Embedder,
                 self.paths.embedder.clone(),
                 "no Contriever model folder was found; see the start screen",
-                BertEmbedder::load,
+                |path, device| BertEmbedder::load_with_precision(path, device, precision),
             )?;
             self.embedder = Some(embedder);
         }
@@ -315,6 +328,7 @@ impl LoadedModels {
             Command::Generate(job) => return Some(Queued::Generate(job)),
             Command::SetDevice(device) if generating => return Some(Queued::SetDevice(device)),
             Command::SetDevice(device) => self.set_device(device),
+            Command::SetEmbedderPrecision(precision) => self.set_embedder_precision(precision),
             Command::SetPaths {
                 generator,
                 embedder,
@@ -521,6 +535,11 @@ impl ModelThread {
         self.send(Command::SetDevice(device))
     }
 
+    /// Loads the embedder in `precision` from the next embedding on.
+    pub fn set_embedder_precision(&self, precision: EmbedderPrecision) -> Result<(), EngineError> {
+        self.send(Command::SetEmbedderPrecision(precision))
+    }
+
     /// Points at new model files once the generations queued now are done (a model whose file
     /// changed loads from the new one on its next use).
     pub fn set_paths(
@@ -706,6 +725,7 @@ mod tests {
             generator: Some(gguf),
             embedder: Some(bert),
             device: DeviceChoice::Cpu,
+            embedder_precision: EmbedderPrecision::default(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The app's persisted settings: the ask settings (weights, δ, K, mode, beam, long or short
-//! form, hard constraints), the theme, the device, the generator server's URL and the export
-//! options, in one JSON file
+//! form, hard constraints), the theme, the device and the embedder's precision, the generator
+//! server's URL and the export options, in one JSON file
 //! under the platform config dir (`SELFRAG_CONFIG_DIR` overrides it).
 //!
 //! Saves are atomic ([`crate::write_atomically`]). A settings file that cannot be parsed is
@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use selfrag_core::{DeviceChoice, Settings};
+use selfrag_core::{DeviceChoice, EmbedderPrecision, Settings};
 use serde::{Deserialize, Serialize};
 
 use crate::{EngineError, ExportOptions};
@@ -41,6 +41,8 @@ pub struct AppSettings {
     pub ask: Settings,
     pub theme: Theme,
     pub device: DeviceChoice,
+    /// How the embedder multiplies on the CPU.
+    pub embedder_precision: EmbedderPrecision,
     /// The server that generates (llama.cpp's, or OpenAI-compatible at a URL ending in `/v1`);
     /// `None`: this computer. Its API key is not here (see `generator_server`).
     #[cfg_attr(feature = "typescript", ts(optional))]
@@ -92,6 +94,14 @@ pub fn config_dir_from_env() -> PathBuf {
 /// Whether `SELFRAG_DEVICE` is set: it then wins over the saved device choice.
 pub fn device_fixed_by_env() -> bool {
     std::env::var_os("SELFRAG_DEVICE").is_some_and(|v| !v.is_empty())
+}
+
+/// The environment variable that fixes the embedder's precision for a run.
+pub const EMBEDDER_PRECISION_ENV: &str = "SELFRAG_EMBEDDER_PRECISION";
+
+/// Whether `SELFRAG_EMBEDDER_PRECISION` is set: it then wins over the saved choice.
+pub fn embedder_precision_fixed_by_env() -> bool {
+    std::env::var_os(EMBEDDER_PRECISION_ENV).is_some_and(|v| !v.is_empty())
 }
 
 impl SettingsStore {
@@ -243,6 +253,7 @@ mod tests {
             },
             theme: Theme::Dark,
             device: DeviceChoice::Cpu,
+            embedder_precision: EmbedderPrecision::F32,
             generator_url: Some("http://gpu-box:8080".into()),
             generator_model: Some("selfrag/selfrag_llama2_13b".into()),
             export: ExportOptions {
@@ -300,6 +311,8 @@ mod tests {
         assert_eq!(s.ask.k, 7);
         assert_eq!(s.ask.threshold, Settings::default().threshold);
         assert_eq!(s.device, DeviceChoice::Auto);
+        // A file from before the embedder precision was a setting: int8, the default.
+        assert_eq!(s.embedder_precision, EmbedderPrecision::Int8);
     }
 
     #[test]

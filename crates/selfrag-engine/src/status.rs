@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use selfrag_core::ModelRole;
-use selfrag_core::{DeviceChoice, DeviceKind};
+use selfrag_core::{DeviceChoice, DeviceKind, EmbedderPrecision};
 
 /// One model's availability, with the places searched and the fix when it is missing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +40,12 @@ pub struct DeviceStatus {
     pub available: Vec<DeviceChoice>,
     /// Set when the choice is fixed by the `SELFRAG_DEVICE` environment variable.
     pub fixed_by_env: bool,
+    /// How the embedder multiplies on the CPU, as chosen.
+    pub embedder_precision: EmbedderPrecision,
+    /// Whether this CPU runs the int8 embedder (AVX-512 VNNI); without, int8 runs as f32.
+    pub int8_available: bool,
+    /// Set when the precision is fixed by `SELFRAG_EMBEDDER_PRECISION`.
+    pub precision_fixed_by_env: bool,
 }
 
 /// Everything the start screen needs.

@@ -33,6 +33,7 @@ fn fixture() -> Fixture {
         generator: Some(gguf),
         embedder: Some(bert),
         device: selfrag_engine::DeviceChoice::Cpu,
+        embedder_precision: Default::default(),
         extract_worker: None,
         generator_server: None,
     };
@@ -211,6 +212,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         generator: Some(tmp.path().join("nowhere.gguf")),
         embedder: Some(tmp.path().join("no-bert")),
         device: selfrag_engine::DeviceChoice::Cpu,
+        embedder_precision: Default::default(),
         extract_worker: None,
         generator_server: None,
     };

@@ -78,6 +78,7 @@ async fn app() -> App {
         generator: Some(gguf),
         embedder: Some(bert),
         device: selfrag_engine::DeviceChoice::Cpu,
+        embedder_precision: Default::default(),
         extract_worker: None,
         generator_server: None,
     })

@@ -28,6 +28,7 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
         generator: Some(gguf),
         embedder: Some(bert),
         device: selfrag_engine::DeviceChoice::Cpu,
+        embedder_precision: Default::default(),
         extract_worker: None,
         generator_server: None,
     };
@@ -129,6 +130,7 @@ async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
         generator: Some(gguf),
         embedder: None,
         device: selfrag_engine::DeviceChoice::Cpu,
+        embedder_precision: Default::default(),
         extract_worker: None,
         generator_server: None,
     })
@@ -179,6 +181,7 @@ async fn the_sample_documents_are_written_into_the_data_folder_and_indexed() {
         generator: Some(gguf),
         embedder: Some(bert),
         device: DeviceChoice::Cpu,
+        embedder_precision: Default::default(),
         extract_worker: None,
         generator_server: None,
     })

@@ -127,6 +127,7 @@ async fn indexing_goes_on_while_a_server_writes_the_answer() {
             generator: Some(gguf),
             embedder: Some(bert),
             device: selfrag_engine::DeviceChoice::Cpu,
+            embedder_precision: Default::default(),
             extract_worker: None,
             generator_server: Some(selfrag_remote::ServerConfig::new(format!(
                 "http://127.0.0.1:{}",

@@ -57,6 +57,7 @@ mod mapped;
 mod packed;
 
 pub use candle_core::Device;
+pub use selfrag_core::EmbedderPrecision;
 pub use cpu_kernels::{
     CANDLE_MARGIN, CandleOnly, CpuKernels, DECODE_STEPS, KERNELS_ENV, KernelChoice, KernelPolicy,
     PREFILL_PASSES, ProductTimes,
@@ -66,6 +67,7 @@ pub use embedder::BertEmbedder;
 pub use error::ModelError;
 pub use generator::{BatchDecode, LlamaGenerator, TimedGeneration, probe_result};
 pub use gguf_tokenizer::{DummyPrefix, GgufTokenizer, TokenType};
+pub use int8::cpu_supported as int8_embedder_available;
 pub use llama::{LlamaConfig, QuantizedLlama};
 pub use mapped::MappedGguf;
 pub use packed::cpu_supported as packed_kernels_available;

@@ -151,6 +151,9 @@ export function deviceStatus(overrides: Partial<DeviceStatus> = {}): DeviceStatu
     inUse: null,
     available: ["auto", "cpu"],
     fixedByEnv: false,
+    embedderPrecision: "int8",
+    int8Available: true,
+    precisionFixedByEnv: false,
     ...overrides,
   };
 }

@@ -83,6 +83,7 @@ describe("ipc", () => {
       ask: defaultSettings(),
       theme: "dark",
       device: "cpu",
+      embedderPrecision: "int8",
       export: options,
     } as const;
     await ipc.saveSettings(settings);

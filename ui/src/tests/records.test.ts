@@ -1,7 +1,7 @@
 // The export menu, the clipboard, the history panel and the persisted settings, with the IPC
 // module mocked.
 
-import { fireEvent, render, screen, waitFor, within } from "@testing-library/svelte";
+import { cleanup, fireEvent, render, screen, waitFor, within } from "@testing-library/svelte";
 import userEvent from "@testing-library/user-event";
 import { get } from "svelte/store";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -369,6 +369,36 @@ describe("Persisted settings", () => {
     expect(await screen.findByTestId("device-select")).toBeDisabled();
     await waitFor(() =>
       expect(screen.getByTestId("device-note")).toHaveTextContent("SELFRAG_DEVICE"),
+    );
+  });
+
+  it("saves the embedder's arithmetic, and says when the CPU or the environment decides it", async () => {
+    render(App);
+    const user = userEvent.setup();
+    const select = await screen.findByTestId("precision-select");
+    expect(select).toHaveValue("int8");
+    expect(screen.getByTestId("precision-note")).toHaveTextContent(/nothing is re-indexed/);
+    await user.selectOptions(select, "f32");
+    await waitFor(() => expect(mocked.saveSettings).toHaveBeenCalled(), { timeout: 2000 });
+    expect(lastSaved().embedderPrecision).toBe("f32");
+    cleanup();
+
+    mocked.appStatus.mockResolvedValue(status({ device: deviceStatus({ int8Available: false }) }));
+    render(App);
+    await waitFor(() =>
+      expect(screen.getByTestId("precision-note")).toHaveTextContent(/no AVX-512 VNNI/),
+    );
+    cleanup();
+
+    mocked.appStatus.mockResolvedValue(
+      status({ device: deviceStatus({ embedderPrecision: "f32", precisionFixedByEnv: true }) }),
+    );
+    render(App);
+    await waitFor(() => expect(screen.getByTestId("precision-select")).toBeDisabled());
+    await waitFor(() =>
+      expect(screen.getByTestId("precision-note")).toHaveTextContent(
+        "SELFRAG_EMBEDDER_PRECISION environment variable (f32)",
+      ),
     );
   });
 

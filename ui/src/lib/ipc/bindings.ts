@@ -519,11 +519,25 @@ available: Array<DeviceChoice>,
 /**
  * Set when the choice is fixed by the `SELFRAG_DEVICE` environment variable.
  */
-fixedByEnv: boolean, };
+fixedByEnv: boolean, 
+/**
+ * How the embedder multiplies on the CPU, as chosen.
+ */
+embedderPrecision: EmbedderPrecision, 
+/**
+ * Whether this CPU runs the int8 embedder (AVX-512 VNNI); without, int8 runs as f32.
+ */
+int8Available: boolean, 
+/**
+ * Set when the precision is fixed by `SELFRAG_EMBEDDER_PRECISION`.
+ */
+precisionFixedByEnv: boolean, };
 
 export type Theme = "system" | "light" | "dark";
 
 export type DeviceChoice = "auto" | "cpu" | "cuda" | "metal";
+
+export type EmbedderPrecision = "int8" | "f32";
 
 export type DeviceKind = "cpu" | "cuda" | "metal";
 
@@ -532,6 +546,10 @@ export type AppSettings = {
  * The settings a question is asked with.
  */
 ask: Settings, theme: Theme, device: DeviceChoice, 
+/**
+ * How the embedder multiplies on the CPU.
+ */
+embedderPrecision: EmbedderPrecision, 
 /**
  * The server that generates (llama.cpp's, or OpenAI-compatible at a URL ending in `/v1`);
  * `None`: this computer. Its API key is not here (see `generator_server`).
@@ -642,6 +660,7 @@ export const DEFAULT_APP_SETTINGS: AppSettings = {
   },
   "theme": "system",
   "device": "auto",
+  "embedderPrecision": "int8",
   "export": {
     "format": "md",
     "supportLabels": false,

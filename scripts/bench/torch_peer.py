@@ -5,9 +5,11 @@ pooler), mean of the last hidden states over the attention mask, not normalised;
 BATCH passages sorted by length first, as sentence-transformers does; `torch.set_num_threads`.
 Prints one JSON object: passages, seconds (tokenization included, model loading excluded), the
 library versions, and with --compare FILE (the JSON of `selfrag debug embed` on the same
-passages) the smallest cosine similarity between the two sides' vectors.
+passages) the smallest cosine similarity between the two sides' vectors; --compare-int8 FILE
+does the same for our int8 vectors (`min_cosine_int8`), against these fp32 ones.
 
     python torch_peer.py --model DIR --passages passages.json --threads 2 [--compare ours.json]
+        [--compare-int8 ours-int8.json]
 """
 
 import argparse
@@ -26,6 +28,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--compare")
+    parser.add_argument("--compare-int8")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -63,12 +66,13 @@ def main() -> None:
         "transformers": transformers.__version__,
         "attention": model.config._attn_implementation,
     }
-    if args.compare:
-        with open(args.compare, encoding="utf-8") as f:
-            ours = torch.tensor(json.load(f)["embeddings"])
-        theirs = torch.stack(vectors)
-        cosine = torch.nn.functional.cosine_similarity(ours, theirs, dim=1)
-        result["min_cosine"] = float(cosine.min())
+    theirs = torch.stack(vectors)
+    for key, path in (("min_cosine", args.compare), ("min_cosine_int8", args.compare_int8)):
+        if path:
+            with open(path, encoding="utf-8") as f:
+                ours = torch.tensor(json.load(f)["embeddings"])
+            cosine = torch.nn.functional.cosine_similarity(ours, theirs, dim=1)
+            result[key] = float(cosine.min())
     print(json.dumps(result))
 
 

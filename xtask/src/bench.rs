@@ -302,6 +302,9 @@ impl Bench {
     }
 
     fn script(&self, name: &str, args: &[String], what: &str) -> Result<String> {
+        if name == "llama_cpp_peer.py" {
+            install_llama_cpp_python(self.python()?)?;
+        }
         let mut cmd = Command::new(self.python()?);
         cmd.arg(self.root.join("scripts/bench").join(name))
             .args(args);
@@ -309,8 +312,9 @@ impl Bench {
     }
 }
 
-/// The benchmark's Python: a private venv with torch, transformers and llama-cpp-python (built
-/// from the sdist for this CPU), created and filled on first use.
+/// The benchmark's Python: a private venv with torch and transformers, created and filled on
+/// first use (llama-cpp-python is added by [`install_llama_cpp_python`] for the sections that
+/// run it).
 fn bench_python() -> Result<PathBuf> {
     let venv = cache_dir().join("bench-python");
     let python = venv.join("bin").join("python3");
@@ -322,15 +326,7 @@ fn bench_python() -> Result<PathBuf> {
         )?;
         done("Python environment for the benchmarks", t);
     }
-    let imports = |modules: &str| {
-        Command::new(&python)
-            .args(["-c", &format!("import {modules}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !imports("torch, transformers, numpy") {
+    if !imports(&python, "torch, transformers, numpy") {
         let t = step("pip install torch transformers numpy");
         status(
             Command::new(&python).args([
@@ -346,12 +342,27 @@ fn bench_python() -> Result<PathBuf> {
         )?;
         done("pip install torch transformers numpy", t);
     }
-    if !imports("llama_cpp") {
+    Ok(python)
+}
+
+/// Whether `python` imports `modules`.
+fn imports(python: &Path, modules: &str) -> bool {
+    Command::new(python)
+        .args(["-c", &format!("import {modules}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// llama-cpp-python in the benchmark's venv, built from the sdist for this CPU on first use.
+fn install_llama_cpp_python(python: &Path) -> Result<()> {
+    if !imports(python, "llama_cpp") {
         let cmake_args = std::env::var("SELFRAG_BENCH_CMAKE_ARGS").unwrap_or_else(|_| cmake_args());
         let t = step(&format!("build {LLAMA_CPP_PYTHON} ({cmake_args})"));
         let jobs = std::thread::available_parallelism().map_or(1, usize::from);
         status(
-            Command::new(&python)
+            Command::new(python)
                 .args([
                     "-m",
                     "pip",
@@ -368,7 +379,7 @@ fn bench_python() -> Result<PathBuf> {
         )?;
         done("build llama-cpp-python", t);
     }
-    Ok(python)
+    Ok(())
 }
 
 /// llama.cpp's CPU options for this machine: every SIMD level the CPU has (not `-march=native`,
@@ -716,17 +727,23 @@ fn embedder(bench: &Bench) -> Result<String> {
     let passages = split_json_strings(&passages_json)?;
     let load = check_load();
     let dir_arg = dir.display().to_string();
-    let mut ours_args: Vec<String> = vec![
-        "debug".into(),
-        "embed".into(),
-        "--model".into(),
-        dir_arg.clone(),
-    ];
-    ours_args.extend(passages);
+    let ours_args = |precision: &str| -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "debug".into(),
+            "embed".into(),
+            "--model".into(),
+            dir_arg.clone(),
+            "--precision".into(),
+            precision.into(),
+        ];
+        args.extend(passages.iter().cloned());
+        args
+    };
     let ours_file = bench.out.join("embed-ours.json");
+    let int8_file = bench.out.join("embed-ours-int8.json");
     let peer_args: Vec<String> = vec![
         "--model".into(),
-        dir_arg,
+        dir_arg.clone(),
         "--passages".into(),
         passages_file.display().to_string(),
         "--threads".into(),
@@ -735,11 +752,14 @@ fn embedder(bench: &Bench) -> Result<String> {
         EMBED_BATCH.to_string(),
         "--compare".into(),
         ours_file.display().to_string(),
+        "--compare-int8".into(),
+        int8_file.display().to_string(),
     ];
 
-    let (mut ours, mut peer) = (Vec::new(), Vec::new());
+    let (mut ours, mut int8, mut peer) = (Vec::new(), Vec::new(), Vec::new());
     let mut peer_json = String::new();
-    let mut min_cosine = f64::INFINITY;
+    let (mut min_cosine, mut min_cosine_int8) = (f64::INFINITY, f64::INFINITY);
+    let mut int8_precision = String::new();
     for round in 0..bench.rounds {
         eprintln!("embedder round {}/{}", round + 1, bench.rounds);
         // The peer compares against our last output, so ours runs first in the first round.
@@ -750,19 +770,28 @@ fn embedder(bench: &Bench) -> Result<String> {
         };
         for is_ours in order {
             if is_ours {
-                let json = bench.selfrag(&ours_args, "selfrag debug embed")?;
-                // The JSON alone: `peak_rss.py` adds its line after it.
-                let vectors = json.lines().next().unwrap_or_default();
-                std::fs::write(&ours_file, vectors)
-                    .with_context(|| format!("writing {}", ours_file.display()))?;
-                #[allow(clippy::cast_precision_loss)]
-                ours.push(PASSAGES as f64 / json_number(&json, "seconds")?);
+                for (precision, file, rates) in [
+                    ("f32", &ours_file, &mut ours),
+                    ("int8", &int8_file, &mut int8),
+                ] {
+                    let json = bench.selfrag(&ours_args(precision), "selfrag debug embed")?;
+                    // The JSON alone: `peak_rss.py` adds its line after it.
+                    let vectors = json.lines().next().unwrap_or_default();
+                    std::fs::write(file, vectors)
+                        .with_context(|| format!("writing {}", file.display()))?;
+                    #[allow(clippy::cast_precision_loss)]
+                    rates.push(PASSAGES as f64 / json_number(&json, "seconds")?);
+                    if precision == "int8" {
+                        int8_precision = json_string(&json, "precision").unwrap_or_default();
+                    }
+                }
             } else {
                 peer_json = bench.script("torch_peer.py", &peer_args, "PyTorch transformers")?;
                 peer.push(
                     json_number(&peer_json, "passages")? / json_number(&peer_json, "seconds")?,
                 );
                 min_cosine = min_cosine.min(json_number(&peer_json, "min_cosine")?);
+                min_cosine_int8 = min_cosine_int8.min(json_number(&peer_json, "min_cosine_int8")?);
             }
         }
     }
@@ -774,7 +803,7 @@ fn embedder(bench: &Bench) -> Result<String> {
              the two sides did not embed the same inputs, so their speeds cannot be compared"
         );
     }
-    let (rate, rate_peer) = (median(&ours), median(&peer));
+    let (rate, rate_int8, rate_peer) = (median(&ours), median(&int8), median(&peer));
     let mut md = format!(
         "## Embedder\n\n{} torch {}, transformers {} (attention: {}).\n\n\
          Model: random weights in the BERT-base shape of contriever-msmarco (768-d, 12 layers, \
@@ -787,16 +816,26 @@ fn embedder(bench: &Bench) -> Result<String> {
         json_string(&peer_json, "transformers").unwrap_or_default(),
         json_string(&peer_json, "attention").unwrap_or_default(),
     );
-    md.push_str("| measure | ours | PyTorch transformers | ratio | goal | |\n");
+    md.push_str("| measure | ours | PyTorch transformers (fp32) | ratio | goal | |\n");
     md.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
     md.push_str(&format!(
-        "| passages/s | {rate:.2} | {rate_peer:.2} | {:.2}× | ≥ 1.0× | {} |\n",
+        "| passages/s, int8 (ran as {int8_precision}) | {rate_int8:.2} | {rate_peer:.2} | {:.2}× | ≥ 2.0× | {} |\n",
+        rate_int8 / rate_peer,
+        verdict(rate_int8 / rate_peer >= 2.0)
+    ));
+    md.push_str(&format!(
+        "| passages/s, f32 | {rate:.2} | {rate_peer:.2} | {:.2}× | ≥ 1.0× | {} |\n",
         rate / rate_peer,
         verdict(rate / rate_peer >= 1.0)
     ));
     md.push_str(&format!(
-        "\nPer round, passages/s: ours [{}], PyTorch [{}]. The two sides' vectors agree: \
-         smallest cosine similarity {min_cosine:.6}.\n",
+        "| smallest cosine of int8 vectors to PyTorch's | {min_cosine_int8:.6} | — | — | ≥ 0.995 | {} |\n",
+        verdict(min_cosine_int8 >= 0.995)
+    ));
+    md.push_str(&format!(
+        "\nPer round, passages/s: ours int8 [{}], f32 [{}], PyTorch [{}]. Our f32 vectors agree \
+         with PyTorch's: smallest cosine similarity {min_cosine:.6}.\n",
+        list(&int8),
         list(&ours),
         list(&peer),
     ));

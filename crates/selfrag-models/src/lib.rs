@@ -57,7 +57,6 @@ mod mapped;
 mod packed;
 
 pub use candle_core::Device;
-pub use selfrag_core::EmbedderPrecision;
 pub use cpu_kernels::{
     CANDLE_MARGIN, CandleOnly, CpuKernels, DECODE_STEPS, KERNELS_ENV, KernelChoice, KernelPolicy,
     PREFILL_PASSES, ProductTimes,
@@ -71,3 +70,4 @@ pub use int8::cpu_supported as int8_embedder_available;
 pub use llama::{LlamaConfig, QuantizedLlama};
 pub use mapped::MappedGguf;
 pub use packed::cpu_supported as packed_kernels_available;
+pub use selfrag_core::EmbedderPrecision;

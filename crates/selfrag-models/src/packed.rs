@@ -20,7 +20,7 @@
 //! Work is split by strips over candle's thread pool (the one its own kernels use), so decoding
 //! does not wake a second set of threads.
 //!
-//! This module and `mapped` are the workspace's `unsafe` code: here the SIMD loads and the
+//! This module, `int8` and `mapped` are the workspace's `unsafe` code: here the SIMD loads and the
 //! calls into functions compiled for AVX-512, made only after the CPU was checked for it. Each
 //! block says why it is sound.
 #![allow(unsafe_code)]

@@ -8,7 +8,7 @@
 //! embedding. Here a layer is four large matmuls (query, key and value as one) with fused passes
 //! in place between them, and the attention runs row by row, the rows in parallel:
 //! - `QkvBias`: the query/key/value biases, and the 1/√d attention scale on the queries;
-//! - `MaskedSoftmax`: the attention softmax over one row's real (unpadded) keys;
+//! - `softmax`: the attention softmax, over one row's real tokens only;
 //! - `BiasResidualNorm`: a projection's bias, the residual and the LayerNorm;
 //! - `BiasActivation`: the feed-forward bias and GELU (or ReLU).
 //!
@@ -23,13 +23,16 @@
 //! checkpoint that loads there loads here; the tests hold the two to the same outputs. CUDA and
 //! Metal keep `BertModel` (`BertEmbedder` chooses): these passes are CPU code.
 
-use candle_core::{CpuStorage, InplaceOp1, InplaceOp2, Layout, Module, Result, Tensor, bail};
+use candle_core::{
+    CpuStorage, InplaceOp1, InplaceOp2, Layout, Module, Result, Storage, Tensor, bail,
+};
 use candle_nn::{Embedding, LayerNorm, VarBuilder};
 use candle_transformers::models::bert::{Config, HiddenAct};
 use rayon::prelude::*;
 use selfrag_core::EmbedderPrecision;
 
 use crate::int8::Int8Matrix;
+use crate::strided::{View, strided_matmul};
 
 /// BERT's encoder (embeddings and layers, no pooler) with fused element-wise passes.
 pub(crate) struct FusedBert {
@@ -157,37 +160,12 @@ impl FusedLayer {
     /// One layer on `hidden` (`rows·width × hidden`, row-major tokens); row `r` has
     /// `lengths[r]` real tokens, then padding.
     fn forward(&self, hidden: &Tensor, lengths: &[usize], width: usize) -> Result<Tensor> {
-        let rows = lengths.len();
-        let size = hidden.dim(1)?;
         let qkv = self.qkv.forward(hidden)?;
         qkv.inplace_op1(&QkvBias {
             bias: &self.qkv_bias,
             heads: self.heads,
         })?;
-        let head_dim = size / self.heads;
-        // Row by row: one row's attention is a few small matmuls, too small to split between
-        // threads, so the rows are what run in parallel.
-        let contexts = (0..rows)
-            .into_par_iter()
-            .map(|row| {
-                // `heads × width × head_dim` views of the row's queries, keys and values.
-                let qkv = qkv
-                    .narrow(0, row * width, width)?
-                    .reshape((width, 3, self.heads, head_dim))?;
-                let part = |i: usize| qkv.get_on_dim(1, i)?.transpose(0, 1);
-                let (queries, keys, values) = (part(0)?, part(1)?, part(2)?);
-                let scores = queries.matmul(&keys.t()?)?;
-                scores.inplace_op1(&MaskedSoftmax {
-                    real_tokens: lengths[row],
-                })?;
-                scores
-                    .matmul(&values)?
-                    .transpose(0, 1)?
-                    .contiguous()?
-                    .reshape((width, size))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let context = Tensor::cat(&contexts, 0)?;
+        let context = self.attend(&qkv, lengths, width)?;
         let attended = self.attention_output.forward(&context)?;
         attended.inplace_op2(hidden, &self.attention_norm)?;
         let intermediate = self.intermediate.forward(&attended)?;
@@ -195,6 +173,82 @@ impl FusedLayer {
         let output = self.output.forward(&intermediate)?;
         output.inplace_op2(&attended, &self.output_norm)?;
         Ok(output)
+    }
+}
+
+impl FusedLayer {
+    /// Each row's self-attention over its real tokens, from `qkv` (`rows·width × 3·hidden`,
+    /// queries scaled): the `rows·width × hidden` context, zero at padding (no output reads it:
+    /// pooling skips padding, and a padded token is never a key).
+    ///
+    /// Row by row, the rows in parallel: one row's attention is a few small products, too small
+    /// to split between threads. Each head multiplies its queries, keys and values where they
+    /// lie in `qkv` (`strided`: no copies), and only the row's real tokens.
+    fn attend(&self, qkv: &Tensor, lengths: &[usize], width: usize) -> Result<Tensor> {
+        let (tokens, packed) = qkv.dims2()?;
+        let size = packed / 3;
+        let head_dim = size / self.heads;
+        let (storage, layout) = qkv.storage_and_layout();
+        let Storage::Cpu(storage) = &*storage else {
+            bail!("bert attention: the projections are not on the CPU");
+        };
+        let qkv = f32_slice(storage, layout, "bert attention")?;
+        if tokens != lengths.len() * width || lengths.iter().any(|&n| n > width) {
+            bail!(
+                "bert attention: {tokens} tokens for {} rows of {width}",
+                lengths.len()
+            );
+        }
+        let mut context = vec![0f32; tokens * size];
+        let arch = pulp::Arch::new();
+        context
+            .par_chunks_mut(width * size)
+            .zip(qkv.par_chunks(width * packed))
+            .zip(lengths)
+            .try_for_each(|((context, qkv), &n)| {
+                let mut scores = vec![0f32; n * n];
+                // Head `h`'s queries, keys and values start at `h·head_dim` in the three
+                // thirds of each token's `3·hidden`.
+                let part = |third: usize, h: usize| &qkv[third * size + h * head_dim..];
+                for h in 0..self.heads {
+                    let queries = View {
+                        data: part(0, h),
+                        row_stride: packed,
+                        column_stride: 1,
+                    };
+                    // The keys transposed: `head_dim × n`.
+                    let keys = View {
+                        data: part(1, h),
+                        row_stride: 1,
+                        column_stride: packed,
+                    };
+                    strided_matmul((n, n, head_dim), queries, keys, &mut scores, n)
+                        .ok_or_else(|| candle_core::Error::msg("bert attention: scores"))?;
+                    scores
+                        .chunks_exact_mut(n.max(1))
+                        .for_each(|line| softmax(arch, line));
+                    let probabilities = View {
+                        data: &scores,
+                        row_stride: n,
+                        column_stride: 1,
+                    };
+                    let values = View {
+                        data: part(2, h),
+                        row_stride: packed,
+                        column_stride: 1,
+                    };
+                    strided_matmul(
+                        (n, head_dim, n),
+                        probabilities,
+                        values,
+                        &mut context[h * head_dim..],
+                        size,
+                    )
+                    .ok_or_else(|| candle_core::Error::msg("bert attention: context"))?;
+                }
+                Ok::<(), candle_core::Error>(())
+            })?;
+        Tensor::from_vec(context, (tokens, size), &candle_core::Device::Cpu)
     }
 }
 
@@ -342,39 +396,12 @@ impl InplaceOp1 for QkvBias<'_> {
     }
 }
 
-/// Softmax of each line of one row's `heads × width × width` attention scores over the row's
-/// real tokens, which come first (padding is only ever at the end), in place; padded keys get
-/// probability 0, as HF's additive `finfo.min` mask gives them.
-struct MaskedSoftmax {
-    real_tokens: usize,
-}
-
-impl InplaceOp1 for MaskedSoftmax {
-    fn name(&self) -> &'static str {
-        "bert-masked-softmax"
-    }
-
-    fn cpu_fwd(&self, scores: &mut CpuStorage, layout: &Layout) -> Result<()> {
-        let scores = f32_slice_mut(scores, layout, self.name())?;
-        let (_heads, width, keys) = layout.shape().dims3()?;
-        if width != keys || self.real_tokens > width {
-            bail!("{}: scores do not match the row length", self.name());
-        }
-        if width == 0 {
-            return Ok(());
-        }
-        let arch = pulp::Arch::new();
-        scores.par_chunks_mut(width).for_each(|line| {
-            let (line, padding) = line.split_at_mut(self.real_tokens);
-            padding.fill(0.0);
-            // A row with no real token (an empty text) keeps zeros; pooling ignores it.
-            let max = line.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            arch.dispatch(|| line.iter_mut().for_each(|s| *s = exp(*s - max)));
-            let inverse = 1.0 / line.iter().sum::<f32>();
-            line.iter_mut().for_each(|s| *s *= inverse);
-        });
-        Ok(())
-    }
+/// Softmax of one line of attention scores, in place.
+fn softmax(arch: pulp::Arch, line: &mut [f32]) {
+    let max = line.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    arch.dispatch(|| line.iter_mut().for_each(|s| *s = exp(*s - max)));
+    let inverse = 1.0 / line.iter().sum::<f32>();
+    line.iter_mut().for_each(|s| *s *= inverse);
 }
 
 /// `x ← LayerNorm(x + bias + residual)` row by row, for `tokens × hidden` tensors.

@@ -55,6 +55,7 @@ mod int8;
 mod llama;
 mod mapped;
 mod packed;
+mod strided;
 
 pub use candle_core::Device;
 pub use cpu_kernels::{

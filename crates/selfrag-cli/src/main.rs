@@ -2,6 +2,7 @@
 //! power users. Its command names and JSON outputs are a public contract.
 
 mod concurrency;
+mod embed_agreement;
 mod library;
 mod prompt;
 mod pull;
@@ -246,6 +247,15 @@ enum DebugCommand {
         /// int8 or f32: how the CPU multiplies (int8 only where the CPU has AVX-512 VNNI).
         #[arg(long, default_value = "int8")]
         precision: EmbedderPrecision,
+    },
+    /// How far the int8 embedder's vectors and top 10 are from f32's on the text of FILES (for
+    /// `cargo xtask bench embedder`): 100-word passages, the start of every 8th as a query.
+    EmbedAgreement {
+        /// The BERT model folder.
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
     /// Time the search of a synthetic library of N passages (for `cargo xtask bench index`).
     BenchSearch {
@@ -724,6 +734,9 @@ fn debug(command: DebugCommand) -> Result<()> {
                 precision: embedder.precision(),
                 seconds,
             })?
+        }
+        DebugCommand::EmbedAgreement { model, files } => {
+            serde_json::to_string(&embed_agreement::measure(&model, &files)?)?
         }
         DebugCommand::Generate {
             model,

@@ -216,15 +216,15 @@ impl std::str::FromStr for DeviceChoice {
 }
 
 /// How the passage embedder multiplies its matrices on the CPU: the one definition the model
-/// loader, the engine's settings, the CLI's `--embedder-precision` and
-/// `SELFRAG_EMBEDDER_PRECISION`, and the UI share. A GPU always runs f32.
+/// loader, the engine's settings, `SELFRAG_EMBEDDER_PRECISION`, `selfrag debug embed
+/// --precision` and the UI share. A GPU always runs f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub enum EmbedderPrecision {
     /// Weights and activations quantized to 8 bits, products in integers, where the CPU has
-    /// the instructions for it (AVX-512 VNNI); f32 elsewhere. Vectors stay within cosine 0.995
-    /// of f32's.
+    /// the instructions for it (AVX-512 VNNI); f32 elsewhere. On the models measured
+    /// (all-MiniLM-L6-v2, real text) the vectors stay within cosine 0.998 of f32's.
     #[default]
     Int8,
     /// The model's own f32 weights, for vectors equal to PyTorch's.

@@ -111,8 +111,8 @@ impl Engine {
     }
 
     /// Embeds in `precision` from the next embedding on; a loaded embedder is dropped and
-    /// loads again in it. Vectors of either precision are within cosine 0.995 of each other,
-    /// so the library is not re-embedded.
+    /// loads again in it. The library is not re-embedded: on the models measured, vectors of
+    /// the two precisions are within cosine 0.998 of each other.
     pub fn set_embedder_precision(&self, precision: EmbedderPrecision) -> Result<(), EngineError> {
         let mut current = self
             .embedder_precision

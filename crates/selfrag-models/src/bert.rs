@@ -294,10 +294,23 @@ impl FusedBert {
         let layers = (0..config.num_hidden_layers)
             .map(|i| FusedLayer::load(&vb.pp(format!("encoder.layer.{i}")), config, precision))
             .collect::<Result<Vec<FusedLayer>>>()?;
-        // Every projection of a model has the same shape kinds, so they all fell back or none.
-        let precision = layers
-            .first()
-            .map_or(EmbedderPrecision::F32, |layer| layer.qkv.precision());
+        // Int8 only where every projection runs in it: `k` differs between them (the hidden
+        // size, or the feed-forward size for the last), and one may fall back alone.
+        let precision = if !layers.is_empty()
+            && layers.iter().all(|layer| {
+                [
+                    &layer.qkv,
+                    &layer.attention_output,
+                    &layer.intermediate,
+                    &layer.output,
+                ]
+                .iter()
+                .all(|p| p.precision() == EmbedderPrecision::Int8)
+            }) {
+            EmbedderPrecision::Int8
+        } else {
+            EmbedderPrecision::F32
+        };
         Ok(Self {
             word_embeddings,
             position_embeddings,

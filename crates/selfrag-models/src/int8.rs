@@ -88,20 +88,20 @@ impl RowQuantization {
     /// the reciprocal of the scale; `None` for a row of zeros or one with a non-finite range.
     fn for_range(min: f32, max: f32) -> Option<(Self, f32)> {
         let scale = (max - min) / 255.0;
-        if !(scale > 0.0 && scale.is_finite()) {
+        let inverse = 1.0 / scale;
+        if !(scale > 0.0 && scale.is_finite() && inverse.is_finite()) {
             return None;
         }
-        let inverse = 1.0 / scale;
-        // 0 ≤ −min/scale ≤ 255 since min ≤ 0 ≤ max: the cast is exact.
+        // 0 ≤ −min/scale ≤ 255 since min ≤ 0 ≤ max; clamped against rounding, so the cast is
+        // exact.
         #[allow(clippy::cast_possible_truncation)]
-        let zero = (-min * inverse).round_ties_even() as i32;
+        let zero = (-min * inverse).round_ties_even().clamp(0.0, 255.0) as i32;
         Some((Self { scale, zero }, inverse))
     }
 
-    /// Row quantization as the kernel does it, one value at a time (the specification the
-    /// AVX-512 version is tested against): `out` (the same length as `row`) gets each value
-    /// divided by the scale, plus the zero point, rounded to even and clamped to 0..=255.
-    #[cfg(test)]
+    /// Row quantization one value at a time, the specification the AVX-512 version is tested
+    /// against: `out` (the same length as `row`) gets each value divided by the scale, plus
+    /// the zero point, rounded to even and clamped to 0..=255.
     fn quantize(row: &[f32], out: &mut [u8]) -> Self {
         let (min, max) = row
             .iter()
@@ -118,13 +118,14 @@ impl RowQuantization {
         quantization
     }
 
-    /// One value's byte: `a / scale + zero`, clamped to 0..=255 and rounded to even (NaN, which
-    /// no code can hold, becomes 0).
+    /// One value's byte: `a / scale + zero`, clamped to 0..=255 and rounded to even; a NaN
+    /// (which no layer should hold) is the zero point, i.e. 0, not the row's minimum.
     fn byte(a: f32, inverse: f32, zero: f32) -> u8 {
-        // Within 0..=255 (or NaN, which casts to 0), so the cast is exact.
+        let shifted = if a.is_nan() { zero } else { a * inverse + zero };
+        // Within 0..=255, so the cast is exact.
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         {
-            (a * inverse + zero).clamp(0.0, 255.0).round_ties_even() as u8
+            shifted.clamp(0.0, 255.0).round_ties_even() as u8
         }
     }
 
@@ -137,21 +138,32 @@ impl RowQuantization {
 
 impl Int8Matrix {
     /// Quantizes the `n × k` f32 `weight` (a linear layer's, `out × in`), or `None` where the
-    /// int8 products cannot run: a CPU without AVX-512 VNNI, or `k` not a multiple of 4.
+    /// int8 products cannot run: a CPU without AVX-512 VNNI, `k` not a multiple of 4, or `k`
+    /// so large that a sum could overflow `i32`.
     pub(crate) fn quantize(weight: &Tensor) -> Result<Option<Self>> {
         let (n, k) = weight.dims2()?;
-        if !cpu_supported() || k == 0 || !k.is_multiple_of(GROUP_INPUTS) || n == 0 {
+        if !Self::runs(n, k) {
             return Ok(None);
         }
         let values = weight
             .to_dtype(candle_core::DType::F32)?
             .flatten_all()?
             .to_vec1::<f32>()?;
-        Ok(Some(Self::from_rows(&values, n, k)))
+        Ok(Self::from_rows(&values, n, k))
     }
 
-    /// Quantizes `n` rows of `k` values (row-major); `k` is a positive multiple of 4.
-    fn from_rows(values: &[f32], n: usize, k: usize) -> Self {
+    /// Whether an `n × k` matrix can be multiplied here: see [`Int8Matrix::quantize`]. A sum
+    /// is of `k` terms `(u − z)·q` of at most 255 · 127, exact in `i32` below 66,000 terms.
+    fn runs(n: usize, k: usize) -> bool {
+        cpu_supported() && n > 0 && k > 0 && k.is_multiple_of(GROUP_INPUTS) && k < 66_000
+    }
+
+    /// Quantizes `n` rows of `k` values (row-major), or `None` where [`Int8Matrix::runs`] says
+    /// no: an `Int8Matrix` exists only on a CPU that multiplies it.
+    fn from_rows(values: &[f32], n: usize, k: usize) -> Option<Self> {
+        if !Self::runs(n, k) || values.len() < n * k {
+            return None;
+        }
         let panels = n.div_ceil(PANEL_ROWS);
         let groups_per_panel = k / GROUP_INPUTS;
         let mut groups = vec![Group([0; PANEL_ROWS * GROUP_INPUTS]); panels * groups_per_panel];
@@ -175,13 +187,13 @@ impl Int8Matrix {
             scales[row] = scale;
             sums[row] = sum;
         }
-        Self {
+        Some(Self {
             groups,
             scales,
             sums,
             n,
             k,
-        }
+        })
     }
 
     /// `x · Wᵀ` for `x` of shape `[..., k]` (f32, CPU); the result has shape `[..., n]`.
@@ -288,19 +300,16 @@ impl Int8Matrix {
     }
 }
 
-/// Quantizes `row` into `out` (the same length) with the AVX-512 kernel.
+/// Quantizes `row` into `out` (the same length): with the AVX-512 kernel where the CPU has it
+/// (every CPU an `Int8Matrix` exists on), else one value at a time, to the same bytes.
 fn quantize_row(row: &[f32], out: &mut [u8]) -> RowQuantization {
     #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: called only from an `Int8Matrix`'s product, and one exists only where
-        // `cpu_supported()` was true, i.e. this CPU has AVX-512 F and BW.
-        unsafe { avx512::quantize_row(row, out) }
+    if cpu_supported() {
+        // SAFETY: this CPU has AVX-512 F and BW (`cpu_supported`); `out` is `row`'s length
+        // wherever this is called (the kernel asserts it).
+        return unsafe { avx512::quantize_row(row, out) };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (row, out);
-        unreachable!("`quantize` builds no Int8Matrix off x86-64");
-    }
+    RowQuantization::quantize(row, out)
 }
 
 /// The part of a panel one call of the kernel multiplies: the groups of inputs
@@ -381,8 +390,9 @@ mod avx512 {
             // SAFETY: 16 readable f32s; no alignment requirement.
             let values = unsafe { _mm512_loadu_ps(chunk.as_ptr()) };
             let shifted = _mm512_add_ps(_mm512_mul_ps(values, inverses), zeros);
-            // NaN first: `vmaxps` returns its second operand, 0, as `RowQuantization::byte`
-            // makes NaN 0.
+            // A NaN lane becomes the zero point, as in `RowQuantization::byte`.
+            let numbers = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(values, values);
+            let shifted = _mm512_mask_blend_ps(numbers, zeros, shifted);
             let clamped = _mm512_min_ps(_mm512_max_ps(shifted, floor), ceiling);
             let packed = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(clamped));
             // SAFETY: `bytes` is 16 writable bytes; no alignment requirement.
@@ -550,6 +560,12 @@ mod tests {
         // A row of one sign still holds 0: its zero point sits at an end.
         let q = RowQuantization::quantize(&[2.0, 0.4, 0.0], &mut bytes);
         assert_eq!((q.zero, bytes), (0, [255, 51, 0]));
+        // A range so small that its scale's reciprocal is infinite: a row of zeros, not a
+        // zero point out of range.
+        let q = RowQuantization::quantize(&[1e-40, 0.0, 0.0], &mut bytes);
+        assert_eq!((q.scale, q.zero, bytes), (0.0, 0, [0; 3]));
+        // Sums that could overflow i32 are not multiplied here.
+        assert!(!Int8Matrix::runs(64, 66_000));
     }
 
     #[test]
@@ -568,7 +584,9 @@ mod tests {
             let want = RowQuantization::quantize(&row, &mut scalar);
             let got = quantize_row(&row, &mut vector);
             assert_eq!((got, &vector), (want, &scalar), "{len}");
-            assert_eq!(vector[len / 2], 0, "NaN is 0");
+            #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
+            let zero_byte = got.zero as u8;
+            assert_eq!(vector[len / 2], zero_byte, "NaN is the zero point");
         }
     }
 
@@ -586,7 +604,7 @@ mod tests {
         for (m, n, k) in [(1, 64, 4), (7, 100, 36), (13, 768, 768), (200, 130, 3072)] {
             let x = values(m * k, 1);
             let w = values(n * k, 2);
-            let matrix = Int8Matrix::from_rows(&w, n, k);
+            let matrix = Int8Matrix::from_rows(&w, n, k).unwrap();
             let got = matrix.matmul(&x, m);
             let mut worst = 0f32;
             for i in 0..m {

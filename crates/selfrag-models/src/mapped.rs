@@ -9,7 +9,7 @@
 //! they stay in the file and the page cache, and a later read of them (a path nothing packs)
 //! simply faults them in again. Memory is then the tiles, not the tiles plus a copy of the file.
 //!
-//! This module and `packed` are the workspace's `unsafe` code; here: mapping a file, viewing its
+//! This module, `packed`, `int8` and `strided` are the workspace's `unsafe` code; here: mapping a file, viewing its
 //! bytes as candle's block structs, and `madvise(MADV_DONTNEED)`. Each block says why it is sound.
 #![allow(unsafe_code)]
 

@@ -54,7 +54,13 @@ pub(crate) fn strided_matmul(
     out: &mut [f32],
     out_row_stride: usize,
 ) -> Option<()> {
-    if !(a.holds(m, k) && b.holds(k, n) && fits(out.len(), m, n, out_row_stride, 1)) {
+    // Output rows closer than `n` would overlap: gemm's writes must not.
+    let distinct_rows = m <= 1 || out_row_stride >= n;
+    if !(distinct_rows
+        && a.holds(m, k)
+        && b.holds(k, n)
+        && fits(out.len(), m, n, out_row_stride, 1))
+    {
         return None;
     }
     if m == 0 || n == 0 {
@@ -67,7 +73,8 @@ pub(crate) fn strided_matmul(
     // SAFETY: gemm reads `a[i·a_rs + t·a_cs]` for i < m, t < k, `b[t·b_rs + j·b_cs]` for t < k,
     // j < n, and writes `out[i·out_rs + j]` for i < m, j < n (with `read_dst` false it never
     // reads `out`, and with k = 0 it writes zeros); all three were checked to lie within their
-    // slices above, and `out` is borrowed mutably, so it aliases neither input.
+    // slices above, no two output elements coincide (`out_rs ≥ n`), and `out` is borrowed
+    // mutably, so it aliases neither input.
     unsafe {
         gemm::gemm(
             m,
@@ -131,6 +138,8 @@ mod tests {
         assert!(strided_matmul((3, 4, 3), a, b, &mut out, 4).is_none());
         assert!(strided_matmul((3, 5, 2), a, b, &mut out, 4).is_none());
         assert!(strided_matmul((3, 4, 2), a, b, &mut out[..11], 4).is_none());
+        // Output rows that would overlap.
+        assert!(strided_matmul((3, 4, 2), a, b, &mut out, 3).is_none());
         assert!(out.iter().all(|&v| v == 0.0));
     }
 }

@@ -90,7 +90,7 @@ fn licence_passages() -> Option<Vec<String>> {
     files.sort();
     let mut passages = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file).ok()?;
+        let text = String::from_utf8_lossy(&std::fs::read(&file).ok()?).into_owned();
         let words: Vec<&str> = text.split_whitespace().collect();
         passages.extend(words.chunks(100).map(|chunk| chunk.join(" ")));
     }

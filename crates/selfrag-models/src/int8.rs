@@ -532,19 +532,7 @@ mod avx512 {
 mod tests {
     use super::*;
 
-    fn values(count: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed;
-        (0..count)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                #[allow(clippy::cast_precision_loss)]
-                let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
-                unit * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::test_values::uniform as values;
 
     #[test]
     fn a_row_is_quantized_over_its_range_with_zero_exact() {

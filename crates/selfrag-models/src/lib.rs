@@ -56,6 +56,8 @@ mod llama;
 mod mapped;
 mod packed;
 mod strided;
+#[cfg(test)]
+mod test_values;
 
 pub use candle_core::Device;
 pub use cpu_kernels::{

@@ -690,16 +690,12 @@ mod tests {
     use candle_core::{Device, Module};
 
     /// Deterministic values of both signs and a spread of magnitudes, per row.
+    /// Values of sizes that vary along a row (1× to 7×), as a model's do.
     fn values(count: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        (0..count)
-            .map(|i| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                let unit = (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-                unit * (1.0 + (i % 7) as f32)
-            })
+        crate::test_values::uniform(count, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, unit)| unit * 0.5 * (1.0 + (i % 7) as f32))
             .collect()
     }
 

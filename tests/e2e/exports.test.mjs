@@ -202,19 +202,21 @@ test("settings survive a restart, and a broken settings file is kept aside and r
     await setControl(session, "theme-select", "dark");
     await setControl(session, "export-format", "bib");
     await setControl(session, "device-select", "cpu");
+    await setControl(session, "precision-select", "f32");
     await setControl(session, "mode-select", "never");
     const settingsFile = join(config, "settings.json");
     let saved = null;
     for (let i = 0; i < 50; i++) {
       if (existsSync(settingsFile)) {
         saved = JSON.parse(readFileSync(settingsFile, "utf8"));
-        if (saved.ask?.mode === "never" && saved.device === "cpu") break;
+        if (saved.ask?.mode === "never" && saved.device === "cpu" && saved.embedderPrecision === "f32") break;
       }
       await sleep(100);
     }
     assert.equal(saved?.theme, "dark");
     assert.equal(saved?.export?.format, "bib");
     assert.equal(saved?.device, "cpu");
+    assert.equal(saved?.embedderPrecision, "f32");
     assert.equal(saved?.ask?.mode, "never");
   } finally {
     await session.close();
@@ -227,7 +229,10 @@ test("settings survive a restart, and a broken settings file is kept aside and r
     assert.equal(await session.exec("return arguments[0].value;", session.ref(select)), "bib");
     assert.equal(await session.exec(`return document.querySelector('[data-testid="mode-select"]').value;`), "never");
     assert.equal(await session.exec(`return document.querySelector('[data-testid="device-select"]').value;`), "cpu");
+    assert.equal(await session.exec(`return document.querySelector('[data-testid="precision-select"]').value;`), "f32");
     assert.equal(await session.exec("return document.documentElement.classList.contains('theme-dark');"), true);
+    await session.exec(`document.querySelector('[data-testid="device-menu"]').open = true;`);
+    await session.screenshot("settings-device-menu");
     await session.screenshot("settings-restored-dark");
   } finally {
     await session.close();

@@ -757,6 +757,33 @@ mod tests {
         );
     }
 
+    /// A new precision reloads the embedder in it: int8 and f32 vectors differ (by rounding)
+    /// where this CPU runs int8, and going back gives the first vectors again, bit for bit.
+    #[tokio::test]
+    async fn a_new_embedder_precision_reloads_the_embedder_in_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let thread = ModelThread::spawn(tiny_paths(tmp.path())).unwrap();
+        let texts = || vec!["a passage about boilers and radiators".to_owned()];
+        let int8 = thread.embed(texts()).await.unwrap();
+        thread
+            .set_embedder_precision(EmbedderPrecision::F32)
+            .unwrap();
+        let f32 = thread.embed(texts()).await.unwrap();
+        thread
+            .set_embedder_precision(EmbedderPrecision::Int8)
+            .unwrap();
+        assert_eq!(thread.embed(texts()).await.unwrap(), int8);
+        if selfrag_models::int8_embedder_available() {
+            assert_ne!(int8, f32, "the precision reached the loader");
+        } else {
+            assert_eq!(int8, f32, "without VNNI both are f32");
+        }
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        let cosine =
+            dot(&int8[0], &f32[0]) / (dot(&int8[0], &int8[0]) * dot(&f32[0], &f32[0])).sqrt();
+        assert!(cosine > 0.995, "{cosine}");
+    }
+
     /// The point of the thread's design: an indexing job's embedding asked for while a batch is
     /// being decoded is served between two of its forward passes, not after the batch.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -585,18 +585,15 @@ mod tests {
 
     /// Random weights (LayerNorm scales and shifts too, so a swapped gamma and beta shows).
     fn random_weights(config: &Config, seed: u64) -> HashMap<String, Tensor> {
-        let mut state = seed;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            #[allow(clippy::cast_precision_loss)]
-            let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
-            unit * 2.0 - 1.0
-        };
+        // Each tensor draws from its own seed.
+        let mut drawn = 0u64;
         let mut tensor = |shape: &[usize], scale: f32, offset: f32| {
+            drawn += 1;
             let n: usize = shape.iter().product();
-            let data: Vec<f32> = (0..n).map(|_| next() * scale + offset).collect();
+            let data: Vec<f32> = crate::test_values::uniform(n, seed.wrapping_mul(1000) + drawn)
+                .into_iter()
+                .map(|unit| unit * scale + offset)
+                .collect();
             Tensor::from_vec(data, shape, &Device::Cpu).unwrap()
         };
         let (h, i) = (config.hidden_size, config.intermediate_size);

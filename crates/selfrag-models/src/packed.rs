@@ -23,12 +23,13 @@
 //! Two kernels multiply the same tiles. A decode step has a few activation rows, and its time is
 //! the reading of the weights: each tile is unpacked in registers and multiplied by up to 4 rows
 //! at once. A prompt pass has [`PROMPT_MIN_ROWS`] rows or more, and its time is arithmetic: the
-//! Q4_K kernel for it unpacks the tiles of 4 strips (64 output rows) for one superblock into a
-//! scratch of bytes once, then multiplies every row of the pass by them, 3 rows × 4 strips at a
-//! time, so that unpacking costs nothing per row and each `vpdpbusd` needs no other instruction
-//! but its share of the 6-bit scales (one conversion and one multiply-add per 32 inputs).
-//! Measured on the Xeon (one thread, 128 rows times an 11008×4096 matrix): 241 GMAC/s against
-//! 165 for the decode kernel, 62% of the core's `vpdpbusd` peak of 388.
+//! prompt kernel unpacks the tiles of 4 strips (64 output rows) for one superblock into a scratch
+//! of bytes once, then multiplies every row of the pass by them, 3 rows × 4 strips at a time, so
+//! that unpacking costs nothing per row and each `vpdpbusd` needs no other instruction but its
+//! share of the sub-block scales (one conversion and one multiply-add per 32 inputs for Q4_K,
+//! per 16 for Q6_K). Measured for Q4_K on the Xeon (one thread, 128 rows times an 11008×4096
+//! matrix): 241 GMAC/s against 165 for the decode kernel, 62% of the core's `vpdpbusd` peak of
+//! 388.
 //!
 //! This module, `int8` and `mapped` are the workspace's `unsafe` code: here the SIMD loads and the
 //! calls into functions compiled for AVX-512, made only after the CPU was checked for it. Each
@@ -48,7 +49,7 @@ const TILE_ROWS: usize = 16;
 const QK_K: usize = 256;
 /// Activation rows multiplied against one tile at a time (registers for the accumulators).
 const MAX_ACTIVATION_ROWS: usize = 4;
-/// Activation rows from which a Q4_K product runs on the prompt kernel.
+/// Activation rows from which a product runs on the prompt kernel.
 const PROMPT_MIN_ROWS: usize = 6;
 /// Strips the prompt kernel unpacks and multiplies together: 64 output rows.
 const QUAD_STRIPS: usize = 4;
@@ -308,9 +309,7 @@ impl PackedMatrix {
 
         // Each strip (or quad of strips) writes `[m][width]` of its own: one slice per unit, so
         // threads never share a destination; for one row that is already the output's layout.
-        let prompt = m >= PROMPT_MIN_ROWS
-            && matches!(self.tiles, Tiles::Q4K(_))
-            && self.n.is_multiple_of(QUAD_STRIPS * TILE_ROWS);
+        let prompt = m >= PROMPT_MIN_ROWS && self.n.is_multiple_of(QUAD_STRIPS * TILE_ROWS);
         let width = if prompt {
             QUAD_STRIPS * TILE_ROWS
         } else {
@@ -337,17 +336,15 @@ impl PackedMatrix {
     }
 
     /// Output columns `64·quad .. 64·quad + 64` of all `m` rows into `out` (`[m][64]`), on the
-    /// prompt kernel; Q4_K tiles only.
+    /// prompt kernel.
     fn quad_product(&self, quad: usize, activations: &[BlockQ8K], m: usize, out: &mut [f32]) {
         let blocks_per_row = self.k / QK_K;
         #[cfg(target_arch = "x86_64")]
         {
-            if let Tiles::Q4K(tiles) = &self.tiles {
-                // SAFETY: as in `strip_product`: this CPU has the features, and `matmul` sized
-                // the slices from the same `n`, `k` and `m`.
-                unsafe {
-                    avx512::quad_product(tiles, quad, blocks_per_row, activations, m, out);
-                }
+            // SAFETY: as in `strip_product`: this CPU has the features, and `matmul` sized the
+            // slices from the same `n`, `k` and `m`.
+            unsafe {
+                avx512::quad_product(&self.tiles, quad, blocks_per_row, activations, m, out);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -539,15 +536,6 @@ mod avx512 {
         _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(bits.as_ptr().cast()) })
     }
 
-    /// The two 16-bit sums `bsums[at]`, `bsums[at + 1]` in every 32-bit lane, for `vpdpwssd`.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn broadcast_pair<const N: usize>(bsums: &[i16; N], at: usize) -> __m512i {
-        let low = u32::from(bsums[at].cast_unsigned());
-        let high = u32::from(bsums[at + 1].cast_unsigned());
-        _mm512_set1_epi32((low | (high << 16)).cast_signed())
-    }
-
     /// Adds one Q4_K tile times the activation blocks `acts` (up to 4 rows) into `acc`.
     ///
     /// Per row, the sub-blocks' integer products are summed times their 6-bit scales in f32,
@@ -672,32 +660,53 @@ mod avx512 {
         }
     }
 
-    /// One superblock of a quad of Q4_K strips, unpacked for the prompt kernel.
+    /// One superblock of a quad of strips, unpacked for the prompt kernel: `SUBS` sub-blocks of
+    /// `STEPS` × 4 inputs, each with its own scale, and `PAIRS` pairs of sub-blocks for the
+    /// correction (the Q4_K minimums, the Q6_K offset of 32).
     #[repr(C, align(64))]
-    struct QuadScratch {
-        /// `[sub-block (8)][step (8)][strip (4)]`: the 16 rows' 4 bytes of inputs
-        /// `32·sub + 4·step ..+ 4`, one value (0..16) per byte.
-        weights: [[[[u8; 64]; QUAD_STRIPS]; 8]; 8],
-        /// `[sub-block][strip]`: each row's block scale times its 6-bit sub-block scale.
-        scales: [[[f32; TILE_ROWS]; QUAD_STRIPS]; 8],
-        /// `[sub-block pair][strip]`: the pair's two 6-bit minimums in the two 16-bit halves of
-        /// each row's lane, for `vpdpwssd` with the activations' 32-value sums.
-        min_pairs: [[[i32; TILE_ROWS]; QUAD_STRIPS]; 4],
-        /// `[strip]`: each row's minimum scale.
-        dmin: [[f32; TILE_ROWS]; QUAD_STRIPS],
+    struct QuadScratch<const SUBS: usize, const STEPS: usize, const PAIRS: usize> {
+        /// `[sub-block][step][strip]`: the 16 rows' 4 bytes of inputs
+        /// `4·STEPS·sub + 4·step ..+ 4`, one unsigned value per byte.
+        weights: [[[[u8; 64]; QUAD_STRIPS]; STEPS]; SUBS],
+        /// `[sub-block][strip]`: each row's block scale times its sub-block scale.
+        scales: [[[f32; TILE_ROWS]; QUAD_STRIPS]; SUBS],
+        /// `[sub-block pair][strip]`: the pair's two correction factors (Q4_K: 6-bit minimums;
+        /// Q6_K: the sub-block scales) in the two 16-bit halves of each row's lane, for
+        /// `vpdpwssd` with the activations' sums over the same sub-blocks.
+        correction_pairs: [[[i32; TILE_ROWS]; QUAD_STRIPS]; PAIRS],
+        /// `[strip]`: what the correction is multiplied by (Q4_K: the minimum scale; Q6_K: 32
+        /// times the block scale) before it is subtracted.
+        correction_scale: [[f32; TILE_ROWS]; QUAD_STRIPS],
     }
 
-    impl QuadScratch {
-        const ZERO: Self = Self {
-            weights: [[[[0; 64]; QUAD_STRIPS]; 8]; 8],
-            scales: [[[0.0; TILE_ROWS]; QUAD_STRIPS]; 8],
-            min_pairs: [[[0; TILE_ROWS]; QUAD_STRIPS]; 4],
-            dmin: [[0.0; TILE_ROWS]; QUAD_STRIPS],
-        };
+    /// Q4_K: 8 sub-blocks of 32 inputs; minimums paired over the activations' 32-value sums.
+    type Q4KScratch = QuadScratch<8, 8, 4>;
+    /// Q6_K: 16 sub-blocks of 16 inputs; scales paired over the activations' 16-value sums.
+    type Q6KScratch = QuadScratch<16, 4, 8>;
 
+    impl<const SUBS: usize, const STEPS: usize, const PAIRS: usize> QuadScratch<SUBS, STEPS, PAIRS> {
+        const ZERO: Self = Self {
+            weights: [[[[0; 64]; QUAD_STRIPS]; STEPS]; SUBS],
+            scales: [[[0.0; TILE_ROWS]; QUAD_STRIPS]; SUBS],
+            correction_pairs: [[[0; TILE_ROWS]; QUAD_STRIPS]; PAIRS],
+            correction_scale: [[0.0; TILE_ROWS]; QUAD_STRIPS],
+        };
+    }
+
+    /// The pairs `(a, b)` of 16-bit lanes, `a` in the low half of each 32-bit lane.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn pair_lanes(low: __m512i, high: __m512i) -> __m512i {
+        _mm512_or_si512(
+            _mm512_and_si512(low, _mm512_set1_epi32(0xFFFF)),
+            _mm512_slli_epi32(high, 16),
+        )
+    }
+
+    impl Q4KScratch {
         /// Unpacks `tiles` (one superblock of each of the quad's strips) into `self`.
         #[target_feature(enable = "avx512f,avx512bw,f16c")]
-        fn unpack(&mut self, tiles: [&TileQ4K; QUAD_STRIPS]) {
+        fn unpack_q4k(&mut self, tiles: [&TileQ4K; QUAD_STRIPS]) {
             let nibble = _mm512_set1_epi8(0x0F);
             for (strip, tile) in tiles.into_iter().enumerate() {
                 for group in 0..QK_K / 8 {
@@ -722,10 +731,57 @@ mod avx512 {
                 for pair in 0..4 {
                     let low = _mm512_cvtepu8_epi32(load16(&tile.mins[2 * pair]));
                     let high = _mm512_cvtepu8_epi32(load16(&tile.mins[2 * pair + 1]));
-                    let both = _mm512_or_si512(low, _mm512_slli_epi32(high, 16));
-                    store16_i32(&mut self.min_pairs[pair][strip], both);
+                    store16_i32(
+                        &mut self.correction_pairs[pair][strip],
+                        pair_lanes(low, high),
+                    );
                 }
-                store16_f32(&mut self.dmin[strip], load16_f16(&tile.dmin));
+                store16_f32(&mut self.correction_scale[strip], load16_f16(&tile.dmin));
+            }
+        }
+    }
+
+    impl Q6KScratch {
+        /// Unpacks `tiles` (one superblock of each of the quad's strips) into `self`: 6-bit
+        /// values `0..64`, meaning `value - 32`.
+        #[target_feature(enable = "avx512f,avx512bw,f16c")]
+        fn unpack_q6k(&mut self, tiles: [&TileQ6K; QUAD_STRIPS]) {
+            for (strip, tile) in tiles.into_iter().enumerate() {
+                for sub in 0..16 {
+                    // As `q6k_tile`: the sub-block's two groups of low nibbles, and the high bit
+                    // pairs of all four of their nibbles in one vector.
+                    let qh = load64(&tile.qh, sub * TILE_ROWS * 4);
+                    let w0 = load64(&tile.ql, 2 * sub * TILE_ROWS * 4);
+                    let w1 = load64(&tile.ql, (2 * sub + 1) * TILE_ROWS * 4);
+                    let steps = [
+                        with_high(w0, _mm512_slli_epi16(qh, 4)),
+                        with_high(_mm512_srli_epi16(w0, 4), _mm512_slli_epi16(qh, 2)),
+                        with_high(w1, qh),
+                        with_high(_mm512_srli_epi16(w1, 4), _mm512_srli_epi16(qh, 2)),
+                    ];
+                    for (step, values) in steps.into_iter().enumerate() {
+                        store64(&mut self.weights[sub][step][strip], values);
+                    }
+                }
+                let d = load16_f16(&tile.d);
+                let mut scales = [_mm512_setzero_si512(); 16];
+                for (sub, scale) in scales.iter_mut().enumerate() {
+                    *scale = _mm512_cvtepi8_epi32(load16(&tile.scales[sub]));
+                    store16_f32(
+                        &mut self.scales[sub][strip],
+                        _mm512_mul_ps(_mm512_cvtepi32_ps(*scale), d),
+                    );
+                }
+                for pair in 0..8 {
+                    store16_i32(
+                        &mut self.correction_pairs[pair][strip],
+                        pair_lanes(scales[2 * pair], scales[2 * pair + 1]),
+                    );
+                }
+                store16_f32(
+                    &mut self.correction_scale[strip],
+                    _mm512_mul_ps(d, _mm512_set1_ps(32.0)),
+                );
             }
         }
     }
@@ -771,55 +827,66 @@ mod avx512 {
     }
 
     /// Adds the quad in `scratch` times the activation blocks `acts` (`R` rows, one superblock
-    /// each) to `out` (`R` rows of 64 outputs).
+    /// each) to `out` (`R` rows of 64 outputs). `sums` gives a block's activation sums over the
+    /// correction's sub-blocks (`2 · PAIRS` of them).
     ///
-    /// Per 32-input sub-block, each row's integer sums against the 4 strips are scaled in f32
-    /// (the block scale times the sub-block's); the minimums times the activations' 32-value
-    /// sums are exact integers (`vpdpwssd`, two sub-blocks per instruction); the activation's
-    /// scale is applied once per superblock.
+    /// Per sub-block, each row's integer sums against the 4 strips are scaled in f32 (the block
+    /// scale times the sub-block's); the correction is exact integers (`vpdpwssd`, two
+    /// sub-blocks per instruction); the activation's scale is applied once per superblock.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
-    fn quad_rows<const R: usize>(
-        scratch: &QuadScratch,
+    fn quad_rows<const R: usize, const SUBS: usize, const STEPS: usize, const PAIRS: usize>(
+        scratch: &QuadScratch<SUBS, STEPS, PAIRS>,
         acts: [&BlockQ8K; R],
+        sums: impl Fn(&BlockQ8K) -> &[i16],
         out: &mut [[f32; QUAD_STRIPS * TILE_ROWS]; R],
     ) {
         let mut scaled = [[_mm512_setzero_ps(); QUAD_STRIPS]; R];
-        for sub in 0..8 {
-            let mut sums = [[_mm512_setzero_si512(); QUAD_STRIPS]; R];
-            for step in 0..8 {
+        for sub in 0..SUBS {
+            let mut products = [[_mm512_setzero_si512(); QUAD_STRIPS]; R];
+            for step in 0..STEPS {
                 let weights: [__m512i; QUAD_STRIPS] =
                     std::array::from_fn(|strip| load64(&scratch.weights[sub][step][strip], 0));
                 for (row, act) in acts.iter().enumerate() {
-                    let x = broadcast4(&act.qs, sub * 32 + step * 4);
-                    for (sum, w) in sums[row].iter_mut().zip(weights) {
-                        *sum = _mm512_dpbusd_epi32(*sum, w, x);
+                    let x = broadcast4(&act.qs, (sub * STEPS + step) * 4);
+                    for (product, w) in products[row].iter_mut().zip(weights) {
+                        *product = _mm512_dpbusd_epi32(*product, w, x);
                     }
                 }
             }
             for strip in 0..QUAD_STRIPS {
                 let scale = load16_f32(&scratch.scales[sub][strip]);
-                for (scaled, sums) in scaled.iter_mut().zip(&sums) {
+                for (scaled, products) in scaled.iter_mut().zip(&products) {
                     scaled[strip] =
-                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[strip]), scale, scaled[strip]);
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(products[strip]), scale, scaled[strip]);
                 }
             }
         }
         for ((act, scaled), out) in acts.iter().zip(&scaled).zip(out.iter_mut()) {
             let act_d = _mm512_set1_ps(act.d);
+            let act_sums = sums(act);
             let (lanes, _) = out.as_chunks_mut::<TILE_ROWS>();
             for (strip, (scaled, lanes)) in scaled.iter().zip(lanes).enumerate() {
-                let mut minimums = _mm512_setzero_si512();
-                for pair in 0..4 {
-                    let sums = broadcast_pair(&act.sums32, 2 * pair);
-                    let mins = load16_i32(&scratch.min_pairs[pair][strip]);
-                    minimums = _mm512_dpwssd_epi32(minimums, mins, sums);
+                let mut correction = _mm512_setzero_si512();
+                for pair in 0..PAIRS {
+                    let sums = broadcast_pair(act_sums, 2 * pair);
+                    let factors = load16_i32(&scratch.correction_pairs[pair][strip]);
+                    correction = _mm512_dpwssd_epi32(correction, factors, sums);
                 }
-                let dmin = load16_f32(&scratch.dmin[strip]);
-                let value = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(minimums), dmin, *scaled);
+                let factor = load16_f32(&scratch.correction_scale[strip]);
+                let value = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(correction), factor, *scaled);
                 store16_f32(lanes, _mm512_fmadd_ps(value, act_d, load16_f32(lanes)));
             }
         }
+    }
+
+    /// The two 16-bit sums `sums[at]`, `sums[at + 1]` in every 32-bit lane, for `vpdpwssd`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn broadcast_pair(sums: &[i16], at: usize) -> __m512i {
+        let low = u32::from(sums[at].cast_unsigned());
+        let high = u32::from(sums[at + 1].cast_unsigned());
+        _mm512_set1_epi32((low | (high << 16)).cast_signed())
     }
 
     /// Outputs `64·quad .. 64·quad + 64` of all `m` activation rows into `out` (`[m][64]`), on
@@ -832,33 +899,104 @@ mod avx512 {
     /// `m · 64` values; otherwise this panics (it never reads out of bounds).
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
     pub(super) unsafe fn quad_product(
-        tiles: &[TileQ4K],
+        tiles: &Tiles,
         quad: usize,
         blocks_per_row: usize,
         activations: &[BlockQ8K],
         m: usize,
         out: &mut [f32],
     ) {
+        let shape = QuadShape {
+            quad,
+            blocks_per_row,
+            m,
+        };
+        match tiles {
+            Tiles::Q4K(tiles) => {
+                let mut scratch = Box::new(Q4KScratch::ZERO);
+                let unpack = |scratch: &mut Q4KScratch, b: usize| {
+                    scratch.unpack_q4k(std::array::from_fn(|strip| &tiles[shape.tile(strip, b)]));
+                };
+                quad_rows_all(
+                    &mut scratch,
+                    unpack,
+                    |a| &a.sums32[..],
+                    shape,
+                    activations,
+                    out,
+                );
+            }
+            Tiles::Q6K(tiles) => {
+                let mut scratch = Box::new(Q6KScratch::ZERO);
+                let unpack = |scratch: &mut Q6KScratch, b: usize| {
+                    scratch.unpack_q6k(std::array::from_fn(|strip| &tiles[shape.tile(strip, b)]));
+                };
+                quad_rows_all(
+                    &mut scratch,
+                    unpack,
+                    |a| &a.bsums[..],
+                    shape,
+                    activations,
+                    out,
+                );
+            }
+        }
+    }
+
+    /// Which quad, of how many superblocks per row, for how many activation rows.
+    #[derive(Clone, Copy)]
+    struct QuadShape {
+        quad: usize,
+        blocks_per_row: usize,
+        m: usize,
+    }
+
+    impl QuadShape {
+        /// The index of superblock `b` of the quad's strip `strip` among the matrix's tiles.
+        fn tile(self, strip: usize, b: usize) -> usize {
+            (self.quad * QUAD_STRIPS + strip) * self.blocks_per_row + b
+        }
+    }
+
+    /// The body of [`quad_product`] for one tile type: rows in chunks that stay in the L1 cache,
+    /// superblock by superblock, `unpack` then every row of the chunk, 3 at a time.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    fn quad_rows_all<const SUBS: usize, const STEPS: usize, const PAIRS: usize>(
+        scratch: &mut QuadScratch<SUBS, STEPS, PAIRS>,
+        unpack: impl Fn(&mut QuadScratch<SUBS, STEPS, PAIRS>, usize),
+        sums: impl Fn(&BlockQ8K) -> &[i16] + Copy,
+        shape: QuadShape,
+        activations: &[BlockQ8K],
+        out: &mut [f32],
+    ) {
         const WIDTH: usize = QUAD_STRIPS * TILE_ROWS;
+        let QuadShape {
+            blocks_per_row, m, ..
+        } = shape;
         let (rows, rest) = out.as_chunks_mut::<WIDTH>();
         assert!(rest.is_empty() && rows.len() == m, "`out` is m rows of 64");
         rows.fill([0.0; WIDTH]);
-        let mut scratch = Box::new(QuadScratch::ZERO);
-        let chunk_rows = m.div_ceil(m.div_ceil(PROMPT_CHUNK_ROWS).max(1));
-        for (chunk, rows) in rows.chunks_mut(chunk_rows.max(1)).enumerate() {
+        let chunk_rows = m.div_ceil(m.div_ceil(PROMPT_CHUNK_ROWS).max(1)).max(1);
+        for (chunk, rows) in rows.chunks_mut(chunk_rows).enumerate() {
             for b in 0..blocks_per_row {
-                let tile = |strip: usize| &tiles[(quad * QUAD_STRIPS + strip) * blocks_per_row + b];
-                scratch.unpack(std::array::from_fn(tile));
+                unpack(scratch, b);
                 let act =
                     |row: usize| &activations[(chunk * chunk_rows + row) * blocks_per_row + b];
                 let (groups, remainder) = rows.as_chunks_mut::<PROMPT_GROUP_ROWS>();
                 let mut first = 0;
                 for group in groups {
-                    quad_rows(&scratch, std::array::from_fn(|r| act(first + r)), group);
+                    let acts = std::array::from_fn(|r| act(first + r));
+                    quad_rows(scratch, acts, sums, group);
                     first += PROMPT_GROUP_ROWS;
                 }
                 for row in remainder {
-                    quad_rows::<1>(&scratch, [act(first)], std::array::from_mut(row));
+                    quad_rows::<1, SUBS, STEPS, PAIRS>(
+                        scratch,
+                        [act(first)],
+                        sums,
+                        std::array::from_mut(row),
+                    );
                     first += 1;
                 }
             }

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [generator|embedder|server|index|papers|rerank|all]`: the speed of the local models against
+//! `cargo xtask bench [generator|embedder|server|index|papers|rerank|answer|all]`: the speed of the local models against
 //! their reference implementations, measured in one run on this machine with the same thread
 //! count on both sides, printed as tables and written to `docs/BENCHMARKS.md`.
 //!
@@ -17,6 +17,9 @@
 //!   recall, order, page attribution, refusals (see `bench/papers.rs`).
 //! - **rerank**: a weight slider's move on a full-size long-form answer, against the issue's
 //!   50 ms bound (no peer; see `bench/rerank.rs`).
+//! - **answer**: the time to a cited answer, whole process, against LlamaIndex's SelfRAGPack on
+//!   llama-cpp-python with the same GGUF, passages, threads and token limits (see
+//!   `bench/answer.rs`).
 //!
 //! Both sides run as fresh processes, alternately (ours first in even rounds, the peer first in
 //! odd ones), and each figure is the median over the rounds. Every section writes
@@ -28,10 +31,11 @@
 //! saved build, while the tree changes under it).
 //!
 //! The Python side lives in a private virtual environment (`~/.cache/selfrag-desktop/
-//! bench-python`) with `torch`, `transformers` and `llama-cpp-python` from PyPI; the peers'
+//! bench-python`) with `torch`, `transformers`, `llama-cpp-python` and SelfRAGPack from PyPI; the peers'
 //! scripts are in `scripts/bench/`. This crate depends on anyhow (and the tests' server starter, selfrag-testkit), so JSON from the children
 //! is read with two small field readers rather than a parser.
 
+mod answer;
 mod index;
 mod papers;
 mod rerank;
@@ -46,6 +50,9 @@ use crate::{cache_dir, cargo, done, exe, minilm_dir, status, step, target_dir};
 
 /// llama-cpp-python is pinned: its build options and Python API are checked against this version.
 const LLAMA_CPP_PYTHON: &str = "llama-cpp-python==0.3.36";
+/// The peer of the answer section, and the core it imports.
+const SELF_RAG_PACK: &str = "llama-index-packs-self-rag==0.5.1";
+const LLAMA_INDEX_CORE: &str = "llama-index-core==0.13.6";
 /// Prompt length and generated tokens per row of the generator runs.
 const PROMPT_TOKENS: usize = 128;
 const GENERATED_TOKENS: usize = 65;
@@ -56,13 +63,14 @@ const PASSAGES: usize = 64;
 const EMBED_BATCH: usize = 32;
 
 /// The sections, in the order of `docs/BENCHMARKS.md`.
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 7] = [
     "generator",
     "embedder",
     "server",
     "index",
     "papers",
     "rerank",
+    "answer",
 ];
 
 /// What every section needs: the release binaries, the Python environment, the knobs.
@@ -152,6 +160,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
             "server" => server::server(&bench)?,
             "rerank" => rerank::rerank(&bench)?,
             "papers" => papers::papers(&bench)?,
+            "answer" => answer::answer(&bench)?,
             _ => index::index(&bench)?,
         };
         eprintln!("\n{markdown}");
@@ -174,7 +183,7 @@ fn write_benchmarks_md(bench: &Bench, ran: &[&str]) -> Result<()> {
     };
     let mut text = String::from(
         "# Benchmarks\n\n\
-         Written by `cargo xtask bench [generator|embedder|server|index|papers|rerank|all]` (see `xtask/src/bench.rs`); \
+         Written by `cargo xtask bench [generator|embedder|server|index|papers|rerank|answer|all]` (see `xtask/src/bench.rs`); \
          each section keeps the results of its last run. Both sides of a comparison run on the \
          same machine with the same thread count, as fresh processes taking turns, and every \
          figure is the median of the rounds. The models are random weights in the real shapes \
@@ -222,6 +231,7 @@ fn title(section: &str) -> &'static str {
         "server" => "Generator server",
         "rerank" => "Re-rank",
         "papers" => "Real papers",
+        "answer" => "Time to a cited answer",
         _ => "Index",
     }
 }
@@ -301,10 +311,9 @@ impl Bench {
         self.output(&mut cmd, what)
     }
 
+    /// `scripts/bench/NAME` with `args` in the benchmark's Python (the section installs what
+    /// the script imports beyond torch first).
     fn script(&self, name: &str, args: &[String], what: &str) -> Result<String> {
-        if name == "llama_cpp_peer.py" {
-            install_llama_cpp_python(self.python()?)?;
-        }
         let mut cmd = Command::new(self.python()?);
         cmd.arg(self.root.join("scripts/bench").join(name))
             .args(args);
@@ -378,6 +387,32 @@ fn install_llama_cpp_python(python: &Path) -> Result<()> {
             "building llama-cpp-python",
         )?;
         done("build llama-cpp-python", t);
+    }
+    Ok(())
+}
+
+/// LlamaIndex's SelfRAGPack in the benchmark's venv, on first use: the pack's last release
+/// without its dependencies (it pins llama-cpp-python below 0.3, whose 0.3 API it runs on) and
+/// the llama-index-core it was released against (0.14 no longer has `llama_pack`).
+fn install_self_rag_pack(python: &Path) -> Result<()> {
+    if !imports(python, "llama_index.packs.self_rag") {
+        let t = step(&format!("pip install {SELF_RAG_PACK} {LLAMA_INDEX_CORE}"));
+        status(
+            Command::new(python).args(["-m", "pip", "install", "--quiet", LLAMA_INDEX_CORE]),
+            "pip install llama-index-core",
+        )?;
+        status(
+            Command::new(python).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                SELF_RAG_PACK,
+            ]),
+            "pip install llama-index-packs-self-rag",
+        )?;
+        done("pip install SelfRAGPack", t);
     }
     Ok(())
 }
@@ -644,6 +679,7 @@ fn generator(bench: &Bench) -> Result<String> {
         runs.rss_mb.push(json_number(json, "peak_rss_kb")? / 1024.0);
         Ok(())
     };
+    install_llama_cpp_python(bench.python()?)?;
     let (mut ours, mut peer, mut batched) = (Runs::default(), Runs::default(), Runs::default());
     let mut peer_json = String::new();
     for round in 0..bench.rounds {

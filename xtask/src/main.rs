@@ -61,7 +61,7 @@ fn run() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, server, index, papers, rerank or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  llama-server  build llama.cpp's server (cached) and print its path\n  fixtures D write the tiny test models to folder D"
+                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, server, index, papers, rerank, answer or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  llama-server  build llama.cpp's server (cached) and print its path\n  fixtures D write the tiny test models to folder D"
             );
             bail!("unknown or missing command")
         }

@@ -20,16 +20,16 @@
 //! Work is split by strips over candle's thread pool (the one its own kernels use), so decoding
 //! does not wake a second set of threads.
 //!
-//! Two kernels multiply the same tiles. A decode step has a few activation rows, and its time is
-//! the reading of the weights: each tile is unpacked in registers and multiplied by up to 4 rows
-//! at once. A prompt pass has [`PROMPT_MIN_ROWS`] rows or more, and its time is arithmetic: the
-//! prompt kernel unpacks the tiles of 4 strips (64 output rows) for one superblock into a scratch
-//! of bytes once, then multiplies every row of the pass by them, 3 rows × 4 strips at a time, so
-//! that unpacking costs nothing per row and each `vpdpbusd` needs no other instruction but its
-//! share of the sub-block scales (one conversion and one multiply-add per 32 inputs for Q4_K,
-//! per 16 for Q6_K). Measured for Q4_K on the Xeon (one thread, 128 rows times an 11008×4096
-//! matrix): 241 GMAC/s against 165 for the decode kernel, 62% of the core's `vpdpbusd` peak of
-//! 388.
+//! Two kernels multiply the same tiles. A decode step of one or a few rows waits on the reading
+//! of the weights: the decode kernel unpacks each tile in registers and multiplies it by up to 4
+//! rows at once. From [`PROMPT_MIN_ROWS`] rows (a prompt pass; a decode step of five candidates
+//! too) the time is arithmetic, and the prompt kernel runs: it unpacks the tiles of 4 strips (64
+//! output rows) for one superblock into a scratch of bytes once, then multiplies every row by
+//! them, 3 rows × 4 strips at a time, so that unpacking costs nothing per row and each `vpdpbusd`
+//! needs no other instruction but its share of the sub-block scales (one conversion and one
+//! multiply-add per 32 inputs for Q4_K, per 16 for Q6_K). Measured for Q4_K on the Xeon (one
+//! thread, 128 rows times an 11008×4096 matrix): 191 GMAC/s in this crate; standalone copies
+//! of the two kernels: 241 against 165. The core's `vpdpbusd` peak is 388.
 //!
 //! This module, `int8` and `mapped` are the workspace's `unsafe` code: here the SIMD loads and the
 //! calls into functions compiled for AVX-512, made only after the CPU was checked for it. Each
@@ -49,8 +49,11 @@ const TILE_ROWS: usize = 16;
 const QK_K: usize = 256;
 /// Activation rows multiplied against one tile at a time (registers for the accumulators).
 const MAX_ACTIVATION_ROWS: usize = 4;
-/// Activation rows from which a product runs on the prompt kernel.
-const PROMPT_MIN_ROWS: usize = 6;
+/// Activation rows from which a product runs on the prompt kernel: from 5, a decode step of
+/// K = 5 candidates too, which the decode kernel takes as 4 rows then 1 (measured, 8-block
+/// 7B-shaped model, two cores: 52 → 58 tokens/s at K = 5). With 2 to 4 rows the decode kernel
+/// was as fast or faster.
+const PROMPT_MIN_ROWS: usize = 5;
 /// Strips the prompt kernel unpacks and multiplies together: 64 output rows.
 const QUAD_STRIPS: usize = 4;
 /// Activation rows the prompt kernel multiplies at once: 3 rows × 4 strips of accumulators, and

@@ -14,8 +14,9 @@ the pack retrieves as our side does (ours: `--mode adaptive --threshold 0`). Its
 back the passages given, without an embedding model.
 
 Prints one JSON object: the seconds of each step (`import`, `load`, `decide`, `search`,
-`critique` = the candidates with their scores, `answer`), the process's peak resident set size,
-and the pack's and llama-cpp-python's versions.
+`critique` = the candidates with their scores, `answer`), the tokens each generation wrote (and
+our candidates' lengths, re-tokenized from the trace), the prompt tokens of each candidate, the
+process's peak resident set size, and the pack's and llama-cpp-python's versions.
 
     python selfrag_pack_peer.py --model FILE.gguf --trace TRACE.json --threads 2
 """
@@ -62,12 +63,14 @@ class TimedLlama:
     def __init__(self, llm):
         self._llm = llm
         self.calls = []
+        self.completion_tokens = []
         self.forced = False
 
     def __call__(self, *args, **kwargs):
         started = time.perf_counter()
         result = self._llm(*args, **kwargs)
         self.calls.append(time.perf_counter() - started)
+        self.completion_tokens.append(result["usage"]["completion_tokens"])
         if len(self.calls) == 1:
             text = result["choices"][0]["text"]
             if "[Retrieval]" not in text:
@@ -75,8 +78,8 @@ class TimedLlama:
                 self.forced = True
         return result
 
-    def tokens(self, text):
-        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+    def tokens(self, text, bos=True):
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True))
 
 
 def main() -> None:
@@ -102,6 +105,13 @@ def main() -> None:
     answered = time.perf_counter()
 
     prompt_tokens = [llm.tokens(pack._format_prompt(question, p)) for p in passages]
+    # Our candidates' lengths, re-tokenized from the trace's text (what our side wrote).
+    ours = [
+        llm.tokens(c["raw"], bos=False)
+        for segment in trace["segments"]
+        for c in segment["candidates"]
+    ]
+    listed = lambda values: ", ".join(str(v) for v in values)  # noqa: E731
     print(
         json.dumps(
             {
@@ -113,8 +123,11 @@ def main() -> None:
                 "answer_seconds": answered - loaded,
                 "process_seconds": answered - STARTED,
                 "candidates": len(llm.calls) - 1,
-                "retrieval_forced": llm.forced,
-                "candidate_prompt_tokens": prompt_tokens,
+                "retrieval_forced": int(llm.forced),
+                "candidate_prompt_tokens": listed(prompt_tokens),
+                "decide_tokens": llm.completion_tokens[0] if llm.completion_tokens else 0,
+                "candidate_tokens": listed(llm.completion_tokens[1:]),
+                "our_candidate_tokens": listed(ours),
                 "max_tokens": pack._GENERATE_KWARGS["max_tokens"],
                 "answer": str(response),
                 "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

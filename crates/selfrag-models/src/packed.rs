@@ -10,7 +10,7 @@
 //! as bytes and the block scales as f16: 4.63 bits per weight for Q4_K and 6.63 for Q6_K, with
 //! the same integer arithmetic as candle and ggml (activations quantized to Q8_K, `vpdpbusd`
 //! products, the Q4_K minimum and the Q6_K offset of 32 corrected through the activations'
-//! 16-value sums).
+//! 16-value sums, or for the Q4_K minimum in the prompt kernel their 32-value sums).
 //!
 //! Layout: the matrix (`n` output rows of `k` inputs, row-major, as the GGUF stores it) is cut
 //! into strips of 16 output rows; a strip is `k / 256` tiles, one per superblock, stored one
@@ -61,7 +61,8 @@ const QUAD_STRIPS: usize = 4;
 const PROMPT_GROUP_ROWS: usize = 3;
 /// Activation rows the prompt kernel takes through a whole quad at most before the next rows, so
 /// that their outputs (256 bytes a row) and activations (308 bytes a row per superblock) stay in
-/// the L1 cache with the unpacked superblock (20 KiB). Rows are split into equal chunks.
+/// the L1 cache with the unpacked superblock (19 KiB for Q4_K, 22 for Q6_K; a 48 KiB L1 holds
+/// them just about). Rows are split into chunks of nearly equal size.
 const PROMPT_CHUNK_ROWS: usize = 48;
 
 /// Bytes of a Q4_K block in the file: `d`, `dmin` (f16), 12 bytes of 6-bit scales and minimums,
@@ -126,7 +127,8 @@ impl BlockQ8K {
     /// largest magnitude maps to -127, the others are rounded to nearest.
     ///
     /// Written so that the compiler vectorizes it (a prompt quantizes every matrix's input):
-    /// wrapping integer arithmetic where no value can overflow, and the largest magnitude found
+    /// wrapping integer arithmetic where no value can overflow (the values are clamped to the
+    /// bytes' range before they are rounded), and the largest magnitude found
     /// first, then the first value that has it (ggml's loop keeps the first too; NaN is never
     /// the largest, in either).
     fn quantize(xs: &[f32], out: &mut Self) {
@@ -137,10 +139,12 @@ impl BlockQ8K {
         };
         let iscale = -127f32 / max;
         for (q, &x) in out.qs.iter_mut().zip(xs) {
-            // `f32::round` (half away from zero) in a form the compiler vectorizes: truncate,
-            // then step away from zero when the fraction left is at least a half. Exact, since
-            // |iscale · x| ≤ 127; NaN gives 0, as `round` and the cast do.
-            let v = iscale * x;
+            // `f32::round` (half away from zero) then the clamp, in a form the compiler
+            // vectorizes: clamp first (the bounds are whole, so the order does not matter; it
+            // keeps an infinite product, where the largest magnitude is so small that `iscale`
+            // overflows, at the bound), truncate, then step away from zero when the fraction left
+            // is at least a half. NaN gives 0, as `round` and the cast do.
+            let v = (iscale * x).clamp(-128.0, 127.0);
             #[allow(clippy::cast_possible_truncation)]
             let truncated = v as i32;
             #[allow(clippy::cast_precision_loss)]
@@ -687,6 +691,16 @@ mod avx512 {
     /// Q6_K: 16 sub-blocks of 16 inputs; scales paired over the activations' 16-value sums.
     type Q6KScratch = QuadScratch<16, 4, 8>;
 
+    thread_local! {
+        /// Each thread's scratches, made once: a decode step of five rows of the 8-block
+        /// benchmark model runs the prompt kernel on some 5,300 quads, and a scratch allocated
+        /// and zeroed for each would be a memset of 100 MB a step.
+        static Q4K_SCRATCH: std::cell::RefCell<Box<Q4KScratch>> =
+            std::cell::RefCell::new(Box::new(Q4KScratch::ZERO));
+        static Q6K_SCRATCH: std::cell::RefCell<Box<Q6KScratch>> =
+            std::cell::RefCell::new(Box::new(Q6KScratch::ZERO));
+    }
+
     impl<const SUBS: usize, const STEPS: usize, const PAIRS: usize> QuadScratch<SUBS, STEPS, PAIRS> {
         const ZERO: Self = Self {
             weights: [[[[0; 64]; QUAD_STRIPS]; STEPS]; SUBS],
@@ -916,36 +930,20 @@ mod avx512 {
             m,
         };
         match tiles {
-            Tiles::Q4K(tiles) => {
-                let mut scratch = Box::new(Q4KScratch::ZERO);
+            Tiles::Q4K(tiles) => Q4K_SCRATCH.with_borrow_mut(|scratch| {
                 let unpack = |scratch: &mut Q4KScratch, b: usize| {
                     scratch.unpack_q4k(std::array::from_fn(|strip| &tiles[shape.tile(strip, b)]));
                     shape.prefetch_next(tiles, b);
                 };
-                quad_rows_all(
-                    &mut scratch,
-                    unpack,
-                    |a| &a.sums32[..],
-                    shape,
-                    activations,
-                    out,
-                );
-            }
-            Tiles::Q6K(tiles) => {
-                let mut scratch = Box::new(Q6KScratch::ZERO);
+                quad_rows_all(scratch, unpack, |a| &a.sums32[..], shape, activations, out);
+            }),
+            Tiles::Q6K(tiles) => Q6K_SCRATCH.with_borrow_mut(|scratch| {
                 let unpack = |scratch: &mut Q6KScratch, b: usize| {
                     scratch.unpack_q6k(std::array::from_fn(|strip| &tiles[shape.tile(strip, b)]));
                     shape.prefetch_next(tiles, b);
                 };
-                quad_rows_all(
-                    &mut scratch,
-                    unpack,
-                    |a| &a.bsums[..],
-                    shape,
-                    activations,
-                    out,
-                );
-            }
+                quad_rows_all(scratch, unpack, |a| &a.bsums[..], shape, activations, out);
+            }),
         }
     }
 
@@ -1009,7 +1007,13 @@ mod avx512 {
                     quad_rows(scratch, acts, sums, group);
                     first += PROMPT_GROUP_ROWS;
                 }
-                for row in remainder {
+                // A remainder of 2 rows as one pair: twice the independent sums of single rows.
+                let (pairs, single) = remainder.as_chunks_mut::<2>();
+                for pair in pairs {
+                    quad_rows(scratch, [act(first), act(first + 1)], sums, pair);
+                    first += 2;
+                }
+                for row in single {
                     quad_rows::<1, SUBS, STEPS, PAIRS>(
                         scratch,
                         [act(first)],
@@ -1131,9 +1135,10 @@ mod tests {
             );
             return;
         }
-        // 48 outputs: strips only. 128: quads of strips too, for the Q4_K prompt kernel from 6
-        // rows (groups of 3 and remainders of 1 and 2).
-        for (n, k, rows) in [(48, 768, &[1, 4, 7][..]), (128, 512, &[5, 6, 7, 8, 31])] {
+        // 48 outputs: strips only. 128: quads of strips too, for the prompt kernel from 5 rows
+        // (groups of 3, remainders of 1 and 2, and 49 and 100 rows in chunks of 25 and 34).
+        let quads: &[usize] = &[4, 5, 6, 7, 8, 31, 49, 100];
+        for (n, k, rows) in [(48, 768, &[1, 4, 7][..]), (128, 512, quads)] {
             products_match_candle(dtype, n, k, rows);
         }
     }
@@ -1166,29 +1171,49 @@ mod tests {
         use candle_core::quantized::GgmlType;
         use candle_core::quantized::k_quants::BlockQ8K as CandleQ8K;
         // The largest magnitude is 127, so the scale is -1 and the values land on halves.
-        let mut xs: Vec<f32> = (0..QK_K).map(|i| i as f32 / 2.0 - 64.0).collect();
-        xs[0] = 127.0;
-        xs[1] = f32::NAN;
-        xs[2] = 0.49999997;
-        xs[3] = -0.49999997;
-        xs[4] = -126.5;
-        let mut ours = BlockQ8K::ZERO;
-        BlockQ8K::quantize(&xs, &mut ours);
-        // Candle's own rounding: `f32::round`, then the saturating cast.
-        let expected: Vec<i8> = xs
-            .iter()
-            .map(|&x| (-x).round().clamp(-128.0, 127.0) as i8)
-            .collect();
-        assert_eq!(ours.qs.to_vec(), expected);
-        assert_eq!((ours.qs[4], ours.qs[2], ours.qs[3]), (127, 0, 0));
-        // And candle's block holds the same values (its fields are private: compare them
-        // dequantized).
-        let mut theirs = [CandleQ8K::zeros()];
-        CandleQ8K::from_float(&xs, &mut theirs);
-        let mut values = vec![0f32; QK_K];
-        CandleQ8K::to_float(&theirs, &mut values);
-        let ours_values: Vec<f32> = ours.qs.iter().map(|&q| ours.d * f32::from(q)).collect();
-        assert_eq!(ours_values, values);
+        let mut halves: Vec<f32> = (0..QK_K).map(|i| i as f32 / 2.0 - 64.0).collect();
+        halves[0] = 127.0;
+        halves[1] = f32::NAN;
+        halves[2] = 0.49999997;
+        halves[3] = -0.49999997;
+        halves[4] = -126.5;
+        // Largest magnitudes so small that the scale overflows to infinity (a normal number and
+        // a subnormal one), and an infinite value.
+        let tiny = |largest: f32| -> Vec<f32> {
+            (0..QK_K)
+                .map(|i| largest * (i as f32 - 100.0) / 155.0)
+                .collect()
+        };
+        let mut infinite = tiny(1.0);
+        infinite[7] = f32::NEG_INFINITY;
+        for xs in [halves, tiny(1e-38), tiny(1e-45), infinite] {
+            let mut ours = BlockQ8K::ZERO;
+            BlockQ8K::quantize(&xs, &mut ours);
+            // Candle's own algorithm: the first value of largest magnitude, `f32::round`, then
+            // the clamp and the saturating cast.
+            let (mut max, mut amax) = (0f32, 0f32);
+            for &x in &xs {
+                if amax < x.abs() {
+                    (amax, max) = (x.abs(), x);
+                }
+            }
+            let iscale = -127.0 / max;
+            let expected: Vec<i8> = xs
+                .iter()
+                .map(|&x| (iscale * x).round().clamp(-128.0, 127.0) as i8)
+                .collect();
+            assert_eq!(ours.qs.to_vec(), expected, "largest magnitude {amax}");
+            assert_eq!(ours.d.to_bits(), (1.0 / iscale).to_bits());
+            // And candle's block holds the same values (its fields are private: compare them
+            // dequantized).
+            let mut theirs = [CandleQ8K::zeros()];
+            CandleQ8K::from_float(&xs, &mut theirs);
+            let mut values = vec![0f32; QK_K];
+            CandleQ8K::to_float(&theirs, &mut values);
+            let ours_values: Vec<f32> = ours.qs.iter().map(|&q| ours.d * f32::from(q)).collect();
+            let same = |a: f32, b: f32| a == b || (a.is_nan() && b.is_nan());
+            assert!(ours_values.iter().zip(&values).all(|(&a, &b)| same(a, b)));
+        }
     }
 
     #[test]

@@ -14,8 +14,8 @@ the pack retrieves as our side does (ours: `--mode adaptive --threshold 0`). Its
 back the passages given, without an embedding model.
 
 Prints one JSON object: the seconds of each step (`import`, `load`, `decide`, `search`,
-`critique` = the candidates with their scores, `answer`), the tokens each generation wrote (and
-our candidates' lengths, re-tokenized from the trace), the prompt tokens of each candidate, the
+`critique` = the candidates with their scores, `answer`), the tokens each generation wrote, the
+prompt tokens of each candidate, the
 process's peak resident set size, and the pack's and llama-cpp-python's versions.
 
     python selfrag_pack_peer.py --model FILE.gguf --trace TRACE.json --threads 2
@@ -78,8 +78,8 @@ class TimedLlama:
                 self.forced = True
         return result
 
-    def tokens(self, text, bos=True):
-        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=bos, special=True))
+    def tokens(self, text):
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True))
 
 
 def main() -> None:
@@ -105,12 +105,6 @@ def main() -> None:
     answered = time.perf_counter()
 
     prompt_tokens = [llm.tokens(pack._format_prompt(question, p)) for p in passages]
-    # Our candidates' lengths, re-tokenized from the trace's text (what our side wrote).
-    ours = [
-        llm.tokens(c["raw"], bos=False)
-        for segment in trace["segments"]
-        for c in segment["candidates"]
-    ]
     listed = lambda values: ", ".join(str(v) for v in values)  # noqa: E731
     print(
         json.dumps(
@@ -127,7 +121,6 @@ def main() -> None:
                 "candidate_prompt_tokens": listed(prompt_tokens),
                 "decide_tokens": llm.completion_tokens[0] if llm.completion_tokens else 0,
                 "candidate_tokens": listed(llm.completion_tokens[1:]),
-                "our_candidate_tokens": listed(ours),
                 "max_tokens": pack._GENERATE_KWARGS["max_tokens"],
                 "answer": str(response),
                 "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

@@ -56,6 +56,8 @@ const MAX_ACTIVATION_ROWS: usize = 4;
 const PROMPT_MIN_ROWS: usize = 5;
 /// Strips the prompt kernel unpacks and multiplies together: 64 output rows.
 const QUAD_STRIPS: usize = 4;
+/// Output rows of a quad of strips (columns of the product).
+const QUAD_WIDTH: usize = QUAD_STRIPS * TILE_ROWS;
 /// Activation rows the prompt kernel multiplies at once: 3 rows × 4 strips of accumulators, and
 /// as many of their scaled sums, fill the registers.
 const PROMPT_GROUP_ROWS: usize = 3;
@@ -314,49 +316,63 @@ impl PackedMatrix {
             }
         });
 
-        // Each strip (or quad of strips) writes `[m][width]` of its own: one slice per unit, so
-        // threads never share a destination; for one row that is already the output's layout.
-        let prompt = m >= PROMPT_MIN_ROWS && self.n.is_multiple_of(QUAD_STRIPS * TILE_ROWS);
-        let width = if prompt {
-            QUAD_STRIPS * TILE_ROWS
-        } else {
-            TILE_ROWS
-        };
-        let mut by_unit = vec![0f32; m * self.n];
-        for_each_chunk(&mut by_unit, m * width, |unit, out| {
-            if prompt {
-                self.quad_product(unit, &activations, m, out);
-            } else {
-                self.strip_product(unit, &activations, m, out);
+        if m >= PROMPT_MIN_ROWS && self.n.is_multiple_of(QUAD_WIDTH) {
+            // Each quad writes its 64 columns of every row in place: a list of those slices
+            // per quad, so threads never share a destination.
+            let mut out = vec![0f32; m * self.n];
+            let mut by_quad: Vec<Vec<&mut [f32; QUAD_WIDTH]>> = (0..self.n / QUAD_WIDTH)
+                .map(|_| Vec::with_capacity(m))
+                .collect();
+            for row in out.chunks_exact_mut(self.n) {
+                for (rows, columns) in by_quad.iter_mut().zip(row.as_chunks_mut().0) {
+                    rows.push(columns);
+                }
             }
+            for_each_chunk(&mut by_quad, 1, |quad, rows| {
+                for rows in rows {
+                    self.quad_product(quad, &activations, rows);
+                }
+            });
+            return out;
+        }
+        // Each strip writes `[m][16]` of its own: one slice per strip, so threads never share a
+        // destination; for one row that is already the output's layout.
+        let mut by_strip = vec![0f32; m * self.n];
+        for_each_chunk(&mut by_strip, m * TILE_ROWS, |strip, out| {
+            self.strip_product(strip, &activations, m, out);
         });
         if m == 1 {
-            return by_unit;
+            return by_strip;
         }
         let mut out = vec![0f32; m * self.n];
-        for (unit, values) in by_unit.chunks_exact(m * width).enumerate() {
-            for (row, lanes) in values.chunks_exact(width).enumerate() {
-                out[row * self.n + unit * width..][..width].copy_from_slice(lanes);
+        for (strip, values) in by_strip.chunks_exact(m * TILE_ROWS).enumerate() {
+            for (row, lanes) in values.chunks_exact(TILE_ROWS).enumerate() {
+                out[row * self.n + strip * TILE_ROWS..][..TILE_ROWS].copy_from_slice(lanes);
             }
         }
         out
     }
 
-    /// Output columns `64·quad .. 64·quad + 64` of all `m` rows into `out` (`[m][64]`), on the
-    /// prompt kernel.
-    fn quad_product(&self, quad: usize, activations: &[BlockQ8K], m: usize, out: &mut [f32]) {
+    /// Output columns `64·quad .. 64·quad + 64` of every activation row into `rows` (one slice
+    /// per row), on the prompt kernel.
+    fn quad_product(
+        &self,
+        quad: usize,
+        activations: &[BlockQ8K],
+        rows: &mut [&mut [f32; QUAD_WIDTH]],
+    ) {
         let blocks_per_row = self.k / QK_K;
         #[cfg(target_arch = "x86_64")]
         {
             // SAFETY: as in `strip_product`: this CPU has the features, and `matmul` sized the
             // slices from the same `n`, `k` and `m`.
             unsafe {
-                avx512::quad_product(&self.tiles, quad, blocks_per_row, activations, m, out);
+                avx512::quad_product(&self.tiles, quad, blocks_per_row, activations, rows);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = (quad, activations, m, out, blocks_per_row);
+            let _ = (quad, activations, rows, blocks_per_row);
             unreachable!("`pack` builds no PackedMatrix off x86-64");
         }
     }
@@ -506,7 +522,7 @@ mod avx512 {
     //! called only after `cpu_supported()` returned true.
     use super::{
         BlockQ8K, MAX_ACTIVATION_ROWS, PROMPT_CHUNK_ROWS, PROMPT_GROUP_ROWS, QK_K, QUAD_STRIPS,
-        TILE_ROWS, TileQ4K, TileQ6K, Tiles,
+        QUAD_WIDTH, TILE_ROWS, TileQ4K, TileQ6K, Tiles,
     };
     use core::arch::x86_64::*;
 
@@ -856,7 +872,7 @@ mod avx512 {
         scratch: &QuadScratch<SUBS, STEPS, PAIRS>,
         acts: [&BlockQ8K; R],
         sums: impl Fn(&BlockQ8K) -> &[i16],
-        out: &mut [[f32; QUAD_STRIPS * TILE_ROWS]; R],
+        out: &mut [&mut [f32; QUAD_WIDTH]; R],
     ) {
         let mut scaled = [[_mm512_setzero_ps(); QUAD_STRIPS]; R];
         for sub in 0..SUBS {
@@ -907,27 +923,25 @@ mod avx512 {
         _mm512_set1_epi32((low | (high << 16)).cast_signed())
     }
 
-    /// Outputs `64·quad .. 64·quad + 64` of all `m` activation rows into `out` (`[m][64]`), on
-    /// the prompt kernel: superblock by superblock, the quad's four tiles are unpacked once and
-    /// multiplied by every row.
+    /// Outputs `64·quad .. 64·quad + 64` of every activation row into `rows` (one slice per
+    /// row), on the prompt kernel: superblock by superblock, the quad's four tiles are unpacked
+    /// once and multiplied by every row.
     ///
     /// # Safety
-    /// The CPU must have AVX-512 F, BW and VNNI and F16C. `activations` holds `m` rows of
-    /// `blocks_per_row` blocks, the tiles `4·quad + 4` strips of `blocks_per_row`, and `out`
-    /// `m · 64` values; otherwise this panics (it never reads out of bounds).
+    /// The CPU must have AVX-512 F, BW and VNNI and F16C. `activations` holds `rows.len()` rows
+    /// of `blocks_per_row` blocks and the tiles `4·quad + 4` strips of `blocks_per_row`;
+    /// otherwise this panics (it never reads out of bounds).
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
     pub(super) unsafe fn quad_product(
         tiles: &Tiles,
         quad: usize,
         blocks_per_row: usize,
         activations: &[BlockQ8K],
-        m: usize,
-        out: &mut [f32],
+        rows: &mut [&mut [f32; QUAD_WIDTH]],
     ) {
         let shape = QuadShape {
             quad,
             blocks_per_row,
-            m,
         };
         match tiles {
             Tiles::Q4K(tiles) => Q4K_SCRATCH.with_borrow_mut(|scratch| {
@@ -935,24 +949,23 @@ mod avx512 {
                     scratch.unpack_q4k(std::array::from_fn(|strip| &tiles[shape.tile(strip, b)]));
                     shape.prefetch_next(tiles, b);
                 };
-                quad_rows_all(scratch, unpack, |a| &a.sums32[..], shape, activations, out);
+                quad_rows_all(scratch, unpack, |a| &a.sums32[..], shape, activations, rows);
             }),
             Tiles::Q6K(tiles) => Q6K_SCRATCH.with_borrow_mut(|scratch| {
                 let unpack = |scratch: &mut Q6KScratch, b: usize| {
                     scratch.unpack_q6k(std::array::from_fn(|strip| &tiles[shape.tile(strip, b)]));
                     shape.prefetch_next(tiles, b);
                 };
-                quad_rows_all(scratch, unpack, |a| &a.bsums[..], shape, activations, out);
+                quad_rows_all(scratch, unpack, |a| &a.bsums[..], shape, activations, rows);
             }),
         }
     }
 
-    /// Which quad, of how many superblocks per row, for how many activation rows.
+    /// Which quad, of how many superblocks per row.
     #[derive(Clone, Copy)]
     struct QuadShape {
         quad: usize,
         blocks_per_row: usize,
-        m: usize,
     }
 
     impl QuadShape {
@@ -985,15 +998,13 @@ mod avx512 {
         sums: impl Fn(&BlockQ8K) -> &[i16] + Copy,
         shape: QuadShape,
         activations: &[BlockQ8K],
-        out: &mut [f32],
+        rows: &mut [&mut [f32; QUAD_WIDTH]],
     ) {
-        const WIDTH: usize = QUAD_STRIPS * TILE_ROWS;
-        let QuadShape {
-            blocks_per_row, m, ..
-        } = shape;
-        let (rows, rest) = out.as_chunks_mut::<WIDTH>();
-        assert!(rest.is_empty() && rows.len() == m, "`out` is m rows of 64");
-        rows.fill([0.0; WIDTH]);
+        let QuadShape { blocks_per_row, .. } = shape;
+        let m = rows.len();
+        for row in rows.iter_mut() {
+            row.fill(0.0);
+        }
         let chunk_rows = m.div_ceil(m.div_ceil(PROMPT_CHUNK_ROWS).max(1)).max(1);
         for (chunk, rows) in rows.chunks_mut(chunk_rows).enumerate() {
             for b in 0..blocks_per_row {

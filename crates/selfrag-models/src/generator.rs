@@ -260,19 +260,31 @@ impl LlamaGenerator {
             .map_err(context)
     }
 
+    /// One forward pass whose logits are not read (see [`QuantizedLlama::advance`]).
+    fn forward_unread(&mut self, rows: &[&[TokenId]]) -> Result<(), ModelError> {
+        let context = ModelError::candle(format!("forward pass of {}", self.path.display()));
+        self.model.advance(rows).map_err(context)
+    }
+
     /// Runs `rows` (continuing the cache's rows) left-padded to a common length, in chunks of
     /// about `PREFILL_TOKENS` tokens; returns the logits of each row's last token.
     fn prefill(&mut self, rows: &[&[TokenId]]) -> Result<Vec<Vec<f32>>, ModelError> {
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
         let chunk = (PREFILL_TOKENS / rows.len().max(1)).max(1);
-        let mut logits = Vec::new();
+        if width == 0 {
+            return Ok(Vec::new());
+        }
         let mut begin = 0;
-        while begin < width {
+        loop {
             let end = (begin + chunk).min(width);
-            logits = self.forward(&padded_columns(rows, begin, end))?;
+            let columns = padded_columns(rows, begin, end);
+            if end >= width {
+                // Only the last pass's logits are read.
+                return self.forward(&columns);
+            }
+            self.forward_unread(&columns)?;
             begin = end;
         }
-        Ok(logits)
     }
 
     /// Logits after the whole of `prompt` (already checked), with a fresh cache.
@@ -448,7 +460,7 @@ impl LlamaGenerator {
         batch.phase = match phase {
             Phase::SharedPrefix { begin } => {
                 let end = (begin + PREFILL_TOKENS).min(batch.shared);
-                self.forward(&[&batch.prompts[0][begin..end]])?;
+                self.forward_unread(&[&batch.prompts[0][begin..end]])?;
                 if end < batch.shared {
                     Phase::SharedPrefix { begin: end }
                 } else {
@@ -463,10 +475,13 @@ impl LlamaGenerator {
                     batch.prompts.iter().map(|p| &p[batch.shared..]).collect();
                 let width = rests.iter().map(|r| r.len()).max().unwrap_or(0);
                 let end = (begin + (PREFILL_TOKENS / rests.len().max(1)).max(1)).min(width);
-                let logits = self.forward(&padded_columns(&rests, begin, end))?;
+                let columns = padded_columns(&rests, begin, end);
                 if end < width {
+                    // Only the last pass's logits are read.
+                    self.forward_unread(&columns)?;
                     Phase::Rests { begin: end }
                 } else {
+                    let logits = self.forward(&columns)?;
                     batch.prompt_seconds = batch.started.elapsed().as_secs_f64();
                     Phase::Decoding { logits }
                 }

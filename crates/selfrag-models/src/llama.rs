@@ -833,6 +833,18 @@ impl QuantizedLlama {
     /// The first pass after `clear_kv_cache` fixes the number of rows; later passes must give
     /// that many (see [`select_rows`](Self::select_rows)).
     pub fn forward(&mut self, rows: &[&[u32]]) -> Result<Tensor> {
+        let last = self.pass(rows)?;
+        self.output.forward(&last)?.to_dtype(DType::F32)
+    }
+
+    /// As [`Self::forward`], without the logits: a pass of a prompt whose next token is not
+    /// read yet skips the output layer (for a 7B model, 131 M multiply-adds a row).
+    pub fn advance(&mut self, rows: &[&[u32]]) -> Result<()> {
+        self.pass(rows).map(drop)
+    }
+
+    /// The pass of [`Self::forward`] up to the final norm: each row's last hidden state.
+    fn pass(&mut self, rows: &[&[u32]]) -> Result<Tensor> {
         let batch = rows.len();
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
         if batch == 0 || width == 0 {
@@ -911,10 +923,8 @@ impl QuantizedLlama {
             x = block.forward(&x, cache, start, &inputs)?;
         }
         self.cache.columns = end;
-        let last = self
-            .norm
-            .forward(&x.narrow(1, width - 1, 1)?.squeeze(1)?.contiguous()?)?;
-        self.output.forward(&last)?.to_dtype(DType::F32)
+        self.norm
+            .forward(&x.narrow(1, width - 1, 1)?.squeeze(1)?.contiguous()?)
     }
 
     /// The additive mask for queries at columns `start..start + width`: a real token sees the

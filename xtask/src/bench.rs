@@ -542,9 +542,43 @@ fn machine() -> String {
         })
         .unwrap_or(0.0);
     format!(
-        "{model}, {cores} cores, {:.0} GiB",
+        "{model} ({}), {cores} cores, {:.0} GiB",
+        simd(&cpuinfo),
         memory_kb / 1024.0 / 1024.0
     )
+}
+
+/// The SIMD levels the CPU reports that our kernels and the peers' choose between, from the
+/// `flags` line of `/proc/cpuinfo` (x86-64; on other CPUs, what the line lists of NEON).
+fn simd(cpuinfo: &str) -> String {
+    let flags: Vec<&str> = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags") || l.starts_with("Features"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    let named = [
+        ("avx2", "AVX2"),
+        ("fma", "FMA"),
+        ("avx_vnni", "AVX-VNNI"),
+        ("avx512f", "AVX-512F"),
+        ("avx512bw", "AVX-512BW"),
+        ("avx512_vnni", "AVX-512 VNNI"),
+        ("avx512_bf16", "AVX-512 BF16"),
+        ("amx_int8", "AMX-INT8 (not used)"),
+        ("asimd", "NEON"),
+        ("asimddp", "NEON dot product"),
+    ];
+    let present: Vec<&str> = named
+        .iter()
+        .filter(|(flag, _)| flags.contains(flag))
+        .map(|&(_, name)| name)
+        .collect();
+    if present.is_empty() {
+        "SIMD unknown".to_owned()
+    } else {
+        present.join(", ")
+    }
 }
 
 /// The version of `package` in the workspace's Cargo.lock.
@@ -1002,6 +1036,21 @@ mod tests {
     fn passages_split_back_into_strings() {
         let v = split_json_strings("[\"One two.\",\"Three, four.\"]\n").unwrap();
         assert_eq!(v, ["One two.", "Three, four."]);
+    }
+
+    #[test]
+    fn the_machine_line_names_the_simd_levels_the_kernels_choose_between() {
+        let xeon =
+            "processor : 0\nflags : fpu sse2 avx2 fma avx512f avx512bw avx512_vnni amx_int8\n";
+        assert_eq!(
+            simd(xeon),
+            "AVX2, FMA, AVX-512F, AVX-512BW, AVX-512 VNNI, AMX-INT8 (not used)"
+        );
+        let zen3 = "flags\t\t: fpu sse2 avx2 fma\n";
+        assert_eq!(simd(zen3), "AVX2, FMA");
+        let apple = "Features\t: fp asimd asimddp\n";
+        assert_eq!(simd(apple), "NEON, NEON dot product");
+        assert_eq!(simd(""), "SIMD unknown");
     }
 
     #[test]

@@ -1009,12 +1009,13 @@ mod avx512 {
         for (chunk, rows) in rows.chunks_mut(chunk_rows).enumerate() {
             for b in 0..blocks_per_row {
                 unpack(scratch, b);
-                let act =
-                    |row: usize| &activations[(chunk * chunk_rows + row) * blocks_per_row + b];
+                // Rows are `blocks_per_row` blocks apart; this chunk's first row's block `b`.
+                let chunk_acts = &activations[chunk * chunk_rows * blocks_per_row + b..];
+                let act = |row: usize| &chunk_acts[row * blocks_per_row];
                 let (groups, remainder) = rows.as_chunks_mut::<PROMPT_GROUP_ROWS>();
                 let mut first = 0;
                 for group in groups {
-                    let acts = std::array::from_fn(|r| act(first + r));
+                    let acts = [act(first), act(first + 1), act(first + 2)];
                     quad_rows(scratch, acts, sums, group);
                     first += PROMPT_GROUP_ROWS;
                 }

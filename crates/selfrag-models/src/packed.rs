@@ -28,7 +28,7 @@
 //! them, 3 rows × 4 strips at a time, so that unpacking costs nothing per row and each `vpdpbusd`
 //! needs no other instruction but its share of the sub-block scales (one conversion and one
 //! multiply-add per 32 inputs for Q4_K, per 16 for Q6_K). Measured for Q4_K on the Xeon (one
-//! thread, 128 rows times an 11008×4096 matrix): 191 GMAC/s in this crate; standalone copies
+//! thread, 128 rows times an 11008×4096 matrix): 205 GMAC/s in this crate; standalone copies
 //! of the two kernels: 241 against 165. The core's `vpdpbusd` peak is 388.
 //!
 //! This module, `int8` and `mapped` are the workspace's `unsafe` code: here the SIMD loads and the

@@ -130,8 +130,8 @@ impl BlockQ8K {
     ///
     /// Written so that the compiler vectorizes it (a prompt quantizes every matrix's input):
     /// wrapping integer arithmetic where no value can overflow (the values are clamped to the
-    /// bytes' range before they are rounded), and the largest magnitude found
-    /// first, then the first value that has it (ggml's loop keeps the first too; NaN is never
+    /// bytes' range before they are rounded), and the largest magnitude found first, then the
+    /// first value that has it (ggml's loop keeps the first too; NaN is never
     /// the largest, in either).
     fn quantize(xs: &[f32], out: &mut Self) {
         let amax = xs.iter().fold(0f32, |m, &x| m.max(x.abs()));
@@ -346,15 +346,15 @@ impl PackedMatrix {
         }
         let mut out = vec![0f32; m * self.n];
         for (strip, values) in by_strip.chunks_exact(m * TILE_ROWS).enumerate() {
-            for (row, lanes) in values.chunks_exact(TILE_ROWS).enumerate() {
-                out[row * self.n + strip * TILE_ROWS..][..TILE_ROWS].copy_from_slice(lanes);
+            for (row, lane) in values.chunks_exact(TILE_ROWS).enumerate() {
+                out[row * self.n + strip * TILE_ROWS..][..TILE_ROWS].copy_from_slice(lane);
             }
         }
         out
     }
 
-    /// Output columns `64·quad .. 64·quad + 64` of every activation row into `rows` (one slice
-    /// per row), on the prompt kernel.
+    /// Adds output columns `64·quad .. 64·quad + 64` of every activation row to `rows` (one
+    /// slice per row, zeros from `matmul`), on the prompt kernel.
     fn quad_product(
         &self,
         quad: usize,
@@ -627,6 +627,23 @@ mod avx512 {
         )
     }
 
+    /// The 6-bit values (`0..64`) of sub-block `sub` of a Q6_K tile, 4 inputs per lane in each
+    /// of 4 vectors, inputs `16·sub ..+ 4`, `+ 4`, `+ 8`, `+ 12`: the sub-block's two groups of
+    /// low nibbles, with the high bit pairs of all four of their nibbles from one vector.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn q6k_values(tile: &TileQ6K, sub: usize) -> [__m512i; 4] {
+        let qh = load64(&tile.qh, sub * TILE_ROWS * 4);
+        let w0 = load64(&tile.ql, 2 * sub * TILE_ROWS * 4);
+        let w1 = load64(&tile.ql, (2 * sub + 1) * TILE_ROWS * 4);
+        [
+            with_high(w0, _mm512_slli_epi16(qh, 4)),
+            with_high(_mm512_srli_epi16(w0, 4), _mm512_slli_epi16(qh, 2)),
+            with_high(w1, qh),
+            with_high(_mm512_srli_epi16(w1, 4), _mm512_srli_epi16(qh, 2)),
+        ]
+    }
+
     /// Adds one Q6_K tile times the activation blocks `acts` (up to 4 rows) into `acc`.
     ///
     /// As for Q4_K, the scales are applied per row in f32 over the tile and the offset of 32 in
@@ -638,14 +655,7 @@ mod avx512 {
         let mut scaled = [_mm512_setzero_ps(); M];
         let mut offsets = [_mm512_setzero_si512(); M];
         for sub in 0..16 {
-            let (g0, g1) = (2 * sub, 2 * sub + 1);
-            let qh = load64(&tile.qh, sub * TILE_ROWS * 4);
-            let w0 = load64(&tile.ql, g0 * TILE_ROWS * 4);
-            let w1 = load64(&tile.ql, g1 * TILE_ROWS * 4);
-            let lo0 = with_high(w0, _mm512_slli_epi16(qh, 4));
-            let hi0 = with_high(_mm512_srli_epi16(w0, 4), _mm512_slli_epi16(qh, 2));
-            let lo1 = with_high(w1, qh);
-            let hi1 = with_high(_mm512_srli_epi16(w1, 4), _mm512_srli_epi16(qh, 2));
+            let [lo0, hi0, lo1, hi1] = q6k_values(tile, sub);
             let scale32 = _mm512_cvtepi8_epi32(load16(&tile.scales[sub]));
             let scale = _mm512_cvtepi32_ps(scale32);
             for (m, act) in acts.iter().enumerate() {
@@ -781,18 +791,7 @@ mod avx512 {
         fn unpack_q6k(&mut self, tiles: [&TileQ6K; QUAD_STRIPS]) {
             for (strip, tile) in tiles.into_iter().enumerate() {
                 for sub in 0..16 {
-                    // As `q6k_tile`: the sub-block's two groups of low nibbles, and the high bit
-                    // pairs of all four of their nibbles in one vector.
-                    let qh = load64(&tile.qh, sub * TILE_ROWS * 4);
-                    let w0 = load64(&tile.ql, 2 * sub * TILE_ROWS * 4);
-                    let w1 = load64(&tile.ql, (2 * sub + 1) * TILE_ROWS * 4);
-                    let steps = [
-                        with_high(w0, _mm512_slli_epi16(qh, 4)),
-                        with_high(_mm512_srli_epi16(w0, 4), _mm512_slli_epi16(qh, 2)),
-                        with_high(w1, qh),
-                        with_high(_mm512_srli_epi16(w1, 4), _mm512_srli_epi16(qh, 2)),
-                    ];
-                    for (step, values) in steps.into_iter().enumerate() {
+                    for (step, values) in q6k_values(tile, sub).into_iter().enumerate() {
                         store64(&mut self.weights[sub][step][strip], values);
                     }
                 }
@@ -923,9 +922,9 @@ mod avx512 {
         _mm512_set1_epi32((low | (high << 16)).cast_signed())
     }
 
-    /// Outputs `64·quad .. 64·quad + 64` of every activation row into `rows` (one slice per
-    /// row), on the prompt kernel: superblock by superblock, the quad's four tiles are unpacked
-    /// once and multiplied by every row.
+    /// Adds outputs `64·quad .. 64·quad + 64` of every activation row to `rows` (one slice per
+    /// row, zeros when it starts), on the prompt kernel: superblock by superblock, the quad's
+    /// four tiles are unpacked once and multiplied by every row.
     ///
     /// # Safety
     /// The CPU must have AVX-512 F, BW and VNNI and F16C. `activations` holds `rows.len()` rows
@@ -1002,9 +1001,6 @@ mod avx512 {
     ) {
         let QuadShape { blocks_per_row, .. } = shape;
         let m = rows.len();
-        for row in rows.iter_mut() {
-            row.fill(0.0);
-        }
         let chunk_rows = m.div_ceil(m.div_ceil(PROMPT_CHUNK_ROWS).max(1)).max(1);
         for (chunk, rows) in rows.chunks_mut(chunk_rows).enumerate() {
             for b in 0..blocks_per_row {

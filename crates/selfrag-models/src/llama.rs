@@ -833,8 +833,11 @@ impl QuantizedLlama {
     /// The first pass after `clear_kv_cache` fixes the number of rows; later passes must give
     /// that many (see [`select_rows`](Self::select_rows)).
     pub fn forward(&mut self, rows: &[&[u32]]) -> Result<Tensor> {
-        let last = self.pass(rows)?;
-        self.output.forward(&last)?.to_dtype(DType::F32)
+        let x = self.pass(rows)?;
+        let last = x.narrow(1, x.dim(1)? - 1, 1)?.squeeze(1)?.contiguous()?;
+        self.output
+            .forward(&self.norm.forward(&last)?)?
+            .to_dtype(DType::F32)
     }
 
     /// As [`Self::forward`], without the logits: a pass of a prompt whose next token is not
@@ -843,7 +846,8 @@ impl QuantizedLlama {
         self.pass(rows).map(drop)
     }
 
-    /// The pass of [`Self::forward`] up to the final norm: each row's last hidden state.
+    /// The pass of [`Self::forward`] through the blocks: the hidden states `[rows, width,
+    /// hidden]`, before the final norm.
     fn pass(&mut self, rows: &[&[u32]]) -> Result<Tensor> {
         let batch = rows.len();
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
@@ -923,8 +927,7 @@ impl QuantizedLlama {
             x = block.forward(&x, cache, start, &inputs)?;
         }
         self.cache.columns = end;
-        self.norm
-            .forward(&x.narrow(1, width - 1, 1)?.squeeze(1)?.contiguous()?)
+        Ok(x)
     }
 
     /// The additive mask for queries at columns `start..start + width`: a real token sees the

@@ -304,11 +304,16 @@ impl Bench {
     /// Our binary `selfrag` with `args`, under `scripts/bench/peak_rss.py`; its stdout, which
     /// ends with the peak RSS line.
     fn selfrag(&self, args: &[String], what: &str) -> Result<String> {
+        self.output(&mut self.selfrag_command(args)?, what)
+    }
+
+    /// The command of [`Self::selfrag`], for a caller that adds to it before it runs.
+    fn selfrag_command(&self, args: &[String]) -> Result<Command> {
         let mut cmd = Command::new(self.python()?);
         cmd.arg(self.root.join("scripts/bench/peak_rss.py"))
             .arg(self.binary("selfrag"))
             .args(args);
-        self.output(&mut cmd, what)
+        Ok(cmd)
     }
 
     /// `scripts/bench/NAME` with `args` in the benchmark's Python (the section installs what
@@ -319,6 +324,21 @@ impl Bench {
             .args(args);
         self.output(&mut cmd, what)
     }
+}
+
+/// `cmd` (our binary) on the local models `generator` and `embedder`, on the CPU, quiet, with
+/// no server from the caller's environment.
+fn with_local_models<'a>(
+    cmd: &'a mut Command,
+    generator: &Path,
+    embedder: &Path,
+) -> &'a mut Command {
+    cmd.env("SELFRAG_GENERATOR", generator)
+        .env("SELFRAG_EMBEDDER", embedder)
+        .env("SELFRAG_DEVICE", "cpu")
+        .env("SELFRAG_LOG", "error")
+        .env_remove("SELFRAG_GENERATOR_URL")
+        .env_remove("SELFRAG_GENERATOR_API_KEY")
 }
 
 /// The benchmark's Python: a private venv with torch and transformers, created and filled on

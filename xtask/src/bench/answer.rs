@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 
 use super::{
     Bench, check_load, install_llama_cpp_python, install_self_rag_pack, json_number, json_string,
-    licence_texts, list, median, preamble, verdict,
+    licence_texts, list, median, preamble, verdict, with_local_models,
 };
 use crate::{done, step};
 
@@ -64,17 +64,8 @@ pub(super) fn answer(bench: &Bench) -> Result<String> {
         }
     }
     let selfrag = |args: &[String]| -> Result<std::process::Command> {
-        let mut cmd = std::process::Command::new(bench.python()?);
-        cmd.arg(bench.root.join("scripts/bench/peak_rss.py"))
-            .arg(bench.binary("selfrag"))
-            .args(args)
-            .env("SELFRAG_DATA_DIR", scratch.join("data"))
-            .env("SELFRAG_GENERATOR", &gguf)
-            .env("SELFRAG_EMBEDDER", &embedder)
-            .env("SELFRAG_DEVICE", "cpu")
-            .env("SELFRAG_LOG", "error")
-            .env_remove("SELFRAG_GENERATOR_URL")
-            .env_remove("SELFRAG_GENERATOR_API_KEY");
+        let mut cmd = bench.selfrag_command(args)?;
+        with_local_models(&mut cmd, &gguf, &embedder).env("SELFRAG_DATA_DIR", scratch.join("data"));
         Ok(cmd)
     };
     let t = step("index the licences");

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use super::{Bench, check_load, json_number, median, preamble, verdict};
+use super::{Bench, check_load, json_number, median, preamble, verdict, with_local_models};
 use crate::{done, status, step};
 
 const QUESTION: &str = "How do reflection tokens steer retrieval and critique?";
@@ -42,14 +42,12 @@ pub(super) fn rerank(bench: &Bench) -> Result<String> {
     }
     let selfrag = |args: &[&str]| {
         let mut cmd = Command::new(bench.binary("selfrag"));
-        cmd.args(args)
-            .env("SELFRAG_DATA_DIR", scratch.join("data"))
-            .env("SELFRAG_GENERATOR", models.join("tiny-selfrag-4k.gguf"))
-            .env("SELFRAG_EMBEDDER", models.join("tiny-contriever"))
-            .env("SELFRAG_DEVICE", "cpu")
-            .env("SELFRAG_LOG", "error")
-            .env_remove("SELFRAG_GENERATOR_URL")
-            .env_remove("SELFRAG_GENERATOR_API_KEY");
+        cmd.args(args).env("SELFRAG_DATA_DIR", scratch.join("data"));
+        with_local_models(
+            &mut cmd,
+            &models.join("tiny-selfrag-4k.gguf"),
+            &models.join("tiny-contriever"),
+        );
         cmd
     };
     let docs_arg = docs.to_string_lossy().into_owned();

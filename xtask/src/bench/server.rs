@@ -17,7 +17,9 @@ use std::process::Command;
 use anyhow::{Context, Result};
 use selfrag_testkit::llama_server::{self, LlamaServer};
 
-use super::{Bench, check_load, json_number, json_string, list, median, preamble};
+use super::{
+    Bench, check_load, json_number, json_string, list, median, preamble, with_local_models,
+};
 
 /// Candidates per answer, and the server's slots.
 const K: usize = 5;
@@ -74,13 +76,8 @@ pub(super) fn server(bench: &Bench) -> Result<String> {
         let mut cmd = Command::new(bench.binary("selfrag"));
         cmd.args(["debug", "index-while-answering", "--question", QUESTION])
             .args(["--k", &K.to_string(), "--files", "40", "--dir"])
-            .arg(&dir)
-            .env("SELFRAG_GENERATOR", &gguf)
-            .env("SELFRAG_EMBEDDER", &bert)
-            .env("SELFRAG_DEVICE", "cpu")
-            .env("SELFRAG_LOG", "error")
-            .env_remove("SELFRAG_GENERATOR_URL")
-            .env_remove("SELFRAG_GENERATOR_API_KEY");
+            .arg(&dir);
+        with_local_models(&mut cmd, &gguf, &bert);
         if let Some(url) = url {
             cmd.env("SELFRAG_GENERATOR_URL", url);
         }

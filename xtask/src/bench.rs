@@ -1,4 +1,4 @@
-//! `cargo xtask bench [generator|embedder|server|index|papers|rerank|answer|all]`: the speed of the local models against
+//! `cargo xtask bench [generator|embedder|server|index|search|papers|rerank|answer|all]`: the speed of the local models against
 //! their reference implementations, measured in one run on this machine with the same thread
 //! count on both sides, printed as tables and written to `docs/BENCHMARKS.md`.
 //!
@@ -11,8 +11,10 @@
 //! - **server**: one Self-RAG answer (K=5) from the local generator against llama.cpp's
 //!   `llama-server` on the same GGUF, and an indexing job's passages/s while each answers
 //!   (see `bench/server.rs`).
-//! - **index**: PDF extraction against pdftotext, indexing 10,000 files, hybrid search at 10k,
-//!   100k and 1M passages (see `bench/index.rs`).
+//! - **index**: PDF extraction against pdftotext, indexing 10,000 files (see `bench/index.rs`).
+//! - **search**: hybrid search at 10k, 100k and 1M passages, and with
+//!   `SELFRAG_BENCH_SEARCH_SWEEP=1` the ANN index's settings measured side by side (see
+//!   `bench/search.rs`).
 //! - **papers**: real PDFs from Debian's documentation packages read against pdftotext: word
 //!   recall, order, page attribution, refusals (see `bench/papers.rs`).
 //! - **rerank**: a weight slider's move on a full-size long-form answer, against the issue's
@@ -39,6 +41,7 @@ mod answer;
 mod index;
 mod papers;
 mod rerank;
+mod search;
 mod server;
 
 use std::path::{Path, PathBuf};
@@ -63,11 +66,12 @@ const PASSAGES: usize = 64;
 const EMBED_BATCH: usize = 32;
 
 /// The sections, in the order of `docs/BENCHMARKS.md`.
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "generator",
     "embedder",
     "server",
     "index",
+    "search",
     "papers",
     "rerank",
     "answer",
@@ -161,6 +165,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
             "rerank" => rerank::rerank(&bench)?,
             "papers" => papers::papers(&bench)?,
             "answer" => answer::answer(&bench)?,
+            "search" => search::search(&bench)?,
             _ => index::index(&bench)?,
         };
         eprintln!("\n{markdown}");
@@ -183,7 +188,7 @@ fn write_benchmarks_md(bench: &Bench, ran: &[&str]) -> Result<()> {
     };
     let mut text = String::from(
         "# Benchmarks\n\n\
-         Written by `cargo xtask bench [generator|embedder|server|index|papers|rerank|answer|all]` (see `xtask/src/bench.rs`); \
+         Written by `cargo xtask bench [generator|embedder|server|index|search|papers|rerank|answer|all]` (see `xtask/src/bench.rs`); \
          each section keeps the results of its last run. Both sides of a comparison run on the \
          same machine with the same thread count, as fresh processes taking turns, and every \
          figure is the median of the rounds. The models are random weights in the real shapes \
@@ -232,6 +237,7 @@ fn title(section: &str) -> &'static str {
         "rerank" => "Re-rank",
         "papers" => "Real papers",
         "answer" => "Time to a cited answer",
+        "search" => "Search",
         _ => "Index",
     }
 }

@@ -323,7 +323,13 @@ fn print(text: &str) -> Result<()> {
 }
 
 /// `selfrag debug bench-search`: one synthetic search benchmark, as JSON.
-pub async fn bench_search(dir: PathBuf, passages: usize, dim: usize, queries: usize) -> Result<()> {
+pub async fn bench_search(
+    dir: PathBuf,
+    passages: usize,
+    dim: usize,
+    queries: usize,
+    sweep: bool,
+) -> Result<()> {
     if dir.exists() {
         bail!(
             "{} exists; the benchmark builds its library in a new folder",
@@ -331,7 +337,8 @@ pub async fn bench_search(dir: PathBuf, passages: usize, dim: usize, queries: us
         );
     }
     let report =
-        selfrag_engine::bench::search_benchmark(&dir, passages, dim, queries, 20261122).await?;
+        selfrag_engine::bench::search_benchmark(&dir, passages, dim, queries, 20261122, sweep)
+            .await?;
     print(&serde_json::to_string(&report)?)
 }
 

@@ -268,6 +268,10 @@ enum DebugCommand {
         dim: usize,
         #[arg(long, default_value_t = 100)]
         queries: usize,
+        /// Also measure the same queries at the other search depths (IVF probes, refine
+        /// factors, fusion depths) of `selfrag_index::bench::sweep_depths`.
+        #[arg(long)]
+        sweep: bool,
     },
     /// Time the re-rank of a saved answer as a weight slider moves (for `cargo xtask bench
     /// rerank`): the replay alone and the engine's whole re-rank, saving included.
@@ -541,8 +545,9 @@ fn run(cli: Cli) -> Result<()> {
                         passages,
                         dim,
                         queries,
+                        sweep,
                     },
-            } => library::bench_search(dir, passages, dim, queries).await,
+            } => library::bench_search(dir, passages, dim, queries, sweep).await,
             Command::Debug {
                 command: DebugCommand::Extract { files, pages_to },
             } => library::extract(files, pages_to).await,

@@ -1,16 +1,20 @@
 //! Search benchmarks on synthetic libraries, for `cargo xtask bench index` (through
 //! `selfrag debug bench-search`): N passages of clustered random vectors and random-word text,
 //! written straight into a real library, indexed as the app indexes them, then queried. Reports
-//! hybrid query latency (p50/p95), exact-search latency, and the ANN index's recall@10 against
-//! exact search. Not used by the app.
+//! hybrid query latency (p50/p95), exact-search latency, the ANN index's recall@10 against exact
+//! search, and the hybrid search's against the same hybrid search over an exact vector list, at
+//! the library's [`SearchDepth::DEFAULT`] and, asked for, at the other ANN settings of
+//! [`sweep_depths`] on the same library and queries. Not used by the app.
 
 use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::library::{DocumentRecord, Library};
-use crate::{IndexError, PassageEmbedder, SearchRequest};
+use crate::library::{DocumentRecord, Library, reciprocal_rank_fusion};
+use crate::{
+    IndexError, PassageEmbedder, SearchDepth, SearchHit, SearchMode, SearchRequest, VectorScan,
+};
 
 /// What one benchmark run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -24,17 +28,96 @@ pub struct SearchBenchReport {
     pub ann_index: bool,
     /// IVF partitions of the ANN index after the library's optimize (a query probes 32).
     pub ann_partitions: Option<usize>,
+    /// The searches at the library's own depth.
+    #[serde(flatten)]
+    pub default: DepthReport,
+    /// An exact vector search as deep as a hybrid search's half.
+    pub exact_p50_ms: f64,
+    pub disk_bytes: u64,
+    /// The same queries at the other depths of [`sweep_depths`], when asked for.
+    pub sweep: Vec<DepthReport>,
+}
+
+/// The searches of every query at one [`SearchDepth`].
+#[derive(Debug, Clone, Serialize)]
+pub struct DepthReport {
+    pub depth: SearchDepth,
+    /// How many passages the hybrid search for [`K`] asks each half for.
+    pub fusion_depth: usize,
     pub hybrid_p50_ms: f64,
     pub hybrid_p95_ms: f64,
-    pub vector_p50_ms: f64,
-    pub vector_p95_ms: f64,
-    /// The two halves of a hybrid search alone, at the depth it asks each for (40 for k = 10).
+    /// The two halves of a hybrid search alone, at the depth it asks each for (40 for k = 10
+    /// at the default depth).
     pub hybrid_vector_p95_ms: f64,
     pub hybrid_bm25_p95_ms: f64,
-    pub exact_p50_ms: f64,
-    /// Mean fraction of the exact top 10 that the (indexed) vector search returns.
+    /// A vector search for 10 passages.
+    pub vector_p50_ms: f64,
+    pub vector_p95_ms: f64,
+    /// Mean fraction of the exact top 10 that the vector search for 10 returns.
     pub recall_at_10: f64,
-    pub disk_bytes: u64,
+    /// Mean fraction of the top 10 of the same hybrid search over an exact vector list that
+    /// the hybrid search returns: what the ANN index loses of the fused results.
+    pub hybrid_recall_at_10: f64,
+}
+
+/// The depths `--sweep` measures besides the default: every IVF probe count and refine factor
+/// below, at the default's fusion depth. (How deep fusion looks changes which passages win, not
+/// how well an approximation finds them: random text and vectors cannot say which is better.)
+pub fn sweep_depths() -> Vec<SearchDepth> {
+    let mut depths = Vec::new();
+    for nprobes in [8, 12, 16, 24, 32] {
+        for refine_factor in [None, Some(1), Some(2), Some(4)] {
+            let depth = SearchDepth {
+                vector: VectorScan::Indexed {
+                    nprobes,
+                    refine_factor,
+                },
+                ..SearchDepth::DEFAULT
+            };
+            if depth != SearchDepth::DEFAULT {
+                depths.push(depth);
+            }
+        }
+    }
+    depths
+}
+
+/// What one depth measured, query by query.
+#[derive(Default)]
+struct DepthTimes {
+    hybrid: Vec<f64>,
+    dense_half: Vec<f64>,
+    sparse_half: Vec<f64>,
+    vector: Vec<f64>,
+    recall: f64,
+    hybrid_recall: f64,
+}
+
+impl DepthTimes {
+    fn report(mut self, depth: SearchDepth, queries: usize) -> DepthReport {
+        let queries = queries.max(1) as f64;
+        DepthReport {
+            depth,
+            fusion_depth: depth.fusion_depth(K),
+            hybrid_p50_ms: percentile(&mut self.hybrid, 0.50),
+            hybrid_p95_ms: percentile(&mut self.hybrid, 0.95),
+            hybrid_vector_p95_ms: percentile(&mut self.dense_half, 0.95),
+            hybrid_bm25_p95_ms: percentile(&mut self.sparse_half, 0.95),
+            vector_p50_ms: percentile(&mut self.vector, 0.50),
+            vector_p95_ms: percentile(&mut self.vector, 0.95),
+            recall_at_10: self.recall / queries,
+            hybrid_recall_at_10: self.hybrid_recall / queries,
+        }
+    }
+}
+
+/// The share of `truth` that `found` holds.
+fn overlap(truth: &[SearchHit], found: &[SearchHit]) -> f64 {
+    let hits = truth
+        .iter()
+        .filter(|t| found.iter().any(|f| f.passage_id == t.passage_id))
+        .count();
+    hits as f64 / truth.len().max(1) as f64
 }
 
 /// Vectors are not computed from text here: the passages' vectors are written directly.
@@ -77,6 +160,8 @@ impl Rng {
     }
 }
 
+/// Passages every query asks for (recall@10 is measured at it).
+const K: usize = 10;
 const PASSAGES_PER_DOCUMENT: usize = 100;
 const WRITE_BATCH: usize = 20_000;
 const CLUSTERS: usize = 256;
@@ -97,13 +182,15 @@ fn word(i: usize) -> String {
     w
 }
 
-/// Builds a synthetic library of `passages` rows under `dir` and measures `queries` queries.
+/// Builds a synthetic library of `passages` rows under `dir` and measures `queries` queries, at
+/// the default depth and, if `sweep`, at those of [`sweep_depths`].
 pub async fn search_benchmark(
     dir: &Path,
     passages: usize,
     dim: usize,
     queries: usize,
     seed: u64,
+    sweep: bool,
 ) -> Result<SearchBenchReport, IndexError> {
     let embedder = Synthetic { dim };
     let library = Library::open(dir, &embedder).await?;
@@ -168,49 +255,83 @@ pub async fn search_benchmark(
     let index_seconds = started.elapsed().as_secs_f64();
     let stats = library.stats().await?;
 
-    let (mut hybrid, mut vector, mut exact) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut dense_half, mut sparse_half) = (Vec::new(), Vec::new());
-    let mut recall = 0.0;
+    let mut depths = vec![SearchDepth::DEFAULT];
+    if sweep {
+        depths.extend(sweep_depths());
+    }
+    let mut measured: Vec<DepthTimes> = depths.iter().map(|_| DepthTimes::default()).collect();
+    let mut exact = Vec::new();
     for query in 0..queries {
         let q = point(&mut rng);
         let words = text(&mut rng, 4);
-        let request = SearchRequest::hybrid(&words, q.clone(), 10);
-
-        // The hybrid search and its halves alone, at the depth it asks each for; they take
-        // turns going first, so that neither always finds the other's pages in the cache.
-        let half = |mode| SearchRequest {
+        let request = SearchRequest::hybrid(&words, q.clone(), K);
+        let at = |mode, k| SearchRequest {
             mode,
-            k: request.hybrid_depth(),
+            k,
             ..request.clone()
         };
-        let mut runs = [
-            (request.clone(), &mut hybrid),
-            (half(crate::SearchMode::Vector), &mut dense_half),
-            (half(crate::SearchMode::Fts), &mut sparse_half),
-        ];
-        if query % 2 == 1 {
-            runs.rotate_left(1);
-        }
-        for (search, times) in runs {
-            let t = Instant::now();
-            library.search(&search).await?;
-            times.push(t.elapsed().as_secs_f64() * 1e3);
-        }
 
+        // The references: the exact top 10, and the hybrid search over an exact vector list,
+        // fused here from its two halves as `search_at` fuses them (one exact scan serves both).
+        let fusion = SearchDepth::DEFAULT.fusion_depth(request.k);
+        let exact_depth = SearchDepth {
+            vector: VectorScan::Exact,
+            ..SearchDepth::DEFAULT
+        };
         let t = Instant::now();
-        let approx = library.vector_search(&q, 10, None, false).await?;
-        vector.push(t.elapsed().as_secs_f64() * 1e3);
-
-        let t = Instant::now();
-        let truth = library.vector_search(&q, 10, None, true).await?;
+        let dense = library
+            .search_at(&at(SearchMode::Vector, fusion), exact_depth)
+            .await?;
         exact.push(t.elapsed().as_secs_f64() * 1e3);
+        let sparse = library
+            .search_at(&at(SearchMode::Fts, fusion), exact_depth)
+            .await?;
+        let truth = &dense[..dense.len().min(K)];
+        let mut fused = reciprocal_rank_fusion(&[dense.clone(), sparse], request.rrf_k);
+        fused.truncate(request.k);
 
-        let found = truth
-            .iter()
-            .filter(|h| approx.iter().any(|a| a.passage_id == h.passage_id))
-            .count();
-        recall += found as f64 / truth.len().max(1) as f64;
+        // Each depth in turn, starting from a different one for every query; at each, the
+        // hybrid search and its halves alone (at the depth it asks each for) take turns going
+        // first, so that neither always finds the other's pages in the cache.
+        let mut order: Vec<usize> = (0..depths.len()).collect();
+        order.rotate_left(query % depths.len());
+        for i in order {
+            let (depth, times) = (depths[i], &mut measured[i]);
+            let fusion = depth.fusion_depth(request.k);
+            let mut runs = [
+                request.clone(),
+                at(SearchMode::Vector, fusion),
+                at(SearchMode::Fts, fusion),
+            ];
+            if query % 2 == 1 {
+                runs.rotate_left(1);
+            }
+            for search in runs {
+                let t = Instant::now();
+                let hits = library.search_at(&search, depth).await?;
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                match search.mode {
+                    SearchMode::Hybrid => {
+                        times.hybrid.push(ms);
+                        times.hybrid_recall += overlap(&fused, &hits);
+                    }
+                    SearchMode::Vector => times.dense_half.push(ms),
+                    SearchMode::Fts => times.sparse_half.push(ms),
+                }
+            }
+            let t = Instant::now();
+            let approx = library.search_at(&at(SearchMode::Vector, K), depth).await?;
+            times.vector.push(t.elapsed().as_secs_f64() * 1e3);
+            times.recall += overlap(truth, &approx);
+        }
     }
+    let mut reports = depths
+        .into_iter()
+        .zip(measured)
+        .map(|(depth, times)| times.report(depth, queries));
+    let default = reports
+        .next()
+        .ok_or_else(|| IndexError::Schema("the search benchmark measured no depth".into()))?;
     Ok(SearchBenchReport {
         passages,
         dim,
@@ -219,15 +340,10 @@ pub async fn search_benchmark(
         index_seconds,
         ann_index: stats.vector_index,
         ann_partitions: library.vector_index_partitions().await?,
-        hybrid_p50_ms: percentile(&mut hybrid, 0.50),
-        hybrid_p95_ms: percentile(&mut hybrid, 0.95),
-        hybrid_vector_p95_ms: percentile(&mut dense_half, 0.95),
-        hybrid_bm25_p95_ms: percentile(&mut sparse_half, 0.95),
-        vector_p50_ms: percentile(&mut vector, 0.50),
-        vector_p95_ms: percentile(&mut vector, 0.95),
+        default,
         exact_p50_ms: percentile(&mut exact, 0.50),
-        recall_at_10: recall / queries.max(1) as f64,
         disk_bytes: stats.disk_bytes,
+        sweep: reports.collect(),
     })
 }
 

@@ -6,13 +6,8 @@
 //! - passages/s embedded and peak memory of `selfrag index` over 10,000 small files (or
 //!   `SELFRAG_BENCH_INDEX_FILES`), with the real all-MiniLM-L6-v2 weights (the Contriever
 //!   checkpoint is not downloaded here).
-//! - hybrid query p50/p95 and the ANN index's recall@10 against exact search on synthetic
-//!   libraries of 10k, 100k and 1M passages of 768-d vectors (`selfrag debug bench-search`);
-//!   goals p95 ≤ 30 ms at 100k and ≤ 100 ms at 1M with recall@10 ≥ 0.95. The sizes can be
-//!   chosen with `SELFRAG_BENCH_SEARCH_SIZES=10000,100000`.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -142,72 +137,7 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
         passages / seconds,
     );
 
-    // Search at 10k, 100k, 1M passages.
-    let sizes: Vec<usize> = std::env::var("SELFRAG_BENCH_SEARCH_SIZES")
-        .unwrap_or_else(|_| "10000,100000,1000000".into())
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    let _ = writeln!(
-        md,
-        "### Search\n\nSynthetic libraries: 768-d vectors around 256 random centres, 100 random words of a Zipf-distributed vocabulary per passage; 100 queries each. \
-         Hybrid = vector search (exact below 10,000 passages, IVF-SQ from there) + BM25, fused by reciprocal rank; \
-         its halves are also timed alone at the depth it asks each for (40 for k = 10). Goals (issue 22): hybrid p95 ≤ 15 ms at 100k \
-         and ≤ 50 ms at 1M, recall@10 ≥ 0.95.\n\n\
-         | passages | write s | index s | ANN | hybrid p50 ms | hybrid p95 ms | its vector half p95 ms | its BM25 half p95 ms | vector k=10 p95 ms | exact p50 ms | recall@10 | goal |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|"
-    );
-    for n in sizes {
-        let dir: PathBuf = scratch.join(format!("search{n}"));
-        let t = step_line(n);
-        let out = bench.output(
-            Command::new(&selfrag).args([
-                "debug",
-                "bench-search",
-                "--dir",
-                &dir.display().to_string(),
-                "--passages",
-                &n.to_string(),
-                "--queries",
-                "100",
-            ]),
-            "selfrag debug bench-search",
-        )?;
-        eprintln!("  {n} passages: {out} ({:.0} s)", t.elapsed().as_secs_f64());
-        let p95 = json_number(&out, "hybrid_p95_ms")?;
-        let recall = json_number(&out, "recall_at_10")?;
-        let goal = match n {
-            n if n >= 1_000_000 => verdict(p95 <= 50.0 && recall >= 0.95),
-            n if n >= 100_000 => verdict(p95 <= 15.0 && recall >= 0.95),
-            _ => "—",
-        };
-        let _ = writeln!(
-            md,
-            "| {n} | {:.1} | {:.1} | {} | {:.1} | {p95:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {recall:.3} | {goal} |",
-            json_number(&out, "write_seconds")?,
-            json_number(&out, "index_seconds")?,
-            if out.contains("\"ann_index\":true") {
-                format!(
-                    "IVF-SQ, {} partitions",
-                    json_number(&out, "ann_partitions")?
-                )
-            } else {
-                "exact".to_string()
-            },
-            json_number(&out, "hybrid_p50_ms")?,
-            json_number(&out, "hybrid_vector_p95_ms")?,
-            json_number(&out, "hybrid_bm25_p95_ms")?,
-            json_number(&out, "vector_p95_ms")?,
-            json_number(&out, "exact_p50_ms")?,
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-    }
     Ok(md)
-}
-
-fn step_line(n: usize) -> Instant {
-    eprintln!("  search benchmark, {n} passages…");
-    Instant::now()
 }
 
 /// A PDF of `pages` pages of plain text in Helvetica, uncompressed (both extractors parse the

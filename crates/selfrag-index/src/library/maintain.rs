@@ -236,7 +236,7 @@ fn vector_partition_size(rows: usize) -> u32 {
 mod tests {
     use super::*;
     use crate::library::schema::DocumentRecord;
-    use crate::library::search::SearchHit;
+    use crate::library::search::{SearchDepth, SearchHit, VectorScan};
 
     /// Vectors of this many dimensions are written directly; nothing is embedded.
     struct Dimensions(usize);
@@ -377,8 +377,14 @@ mod tests {
                 let ids = |hits: Vec<SearchHit>| -> Vec<String> {
                     hits.into_iter().map(|h| h.passage_id).collect()
                 };
-                let truth = ids(lib.vector_search(&query, 10, None, true).await.unwrap());
-                let approx = ids(lib.vector_search(&query, 10, None, false).await.unwrap());
+                let truth = ids(lib
+                    .vector_search(&query, 10, None, VectorScan::Exact)
+                    .await
+                    .unwrap());
+                let approx = ids(lib
+                    .vector_search(&query, 10, None, SearchDepth::DEFAULT.vector)
+                    .await
+                    .unwrap());
                 assert_eq!(truth.len(), 10);
                 found += truth.iter().filter(|id| approx.contains(id)).count();
             }

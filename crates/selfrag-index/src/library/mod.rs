@@ -28,7 +28,8 @@ pub use ingest::IndexOutcome;
 use meta::{LibraryMeta, SCHEMA_VERSION};
 pub use schema::DocumentRecord;
 use schema::{column, documents_schema, passages_schema, sql_string, string_column, vector_dim};
-pub use search::{SearchFilter, SearchHit, SearchMode, SearchRequest};
+pub(crate) use search::reciprocal_rank_fusion;
+pub use search::{SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, VectorScan};
 pub use source::{PassageSource, SourceView};
 
 use crate::{Extractor, IndexError, PassageEmbedder};

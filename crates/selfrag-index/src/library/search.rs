@@ -20,11 +20,53 @@ use crate::IndexError;
 /// 34 ms at 10,000 passages and 121 ms at 49,000 (release build, this 2-core machine), where the
 /// index answers in 23 ms at 100,000.
 pub const ANN_THRESHOLD: usize = 10_000;
-/// IVF partitions probed per query and the refine factor (candidates re-scored exactly):
-/// chosen in `cargo xtask bench index` for recall@10 >= 0.95 against exact search, with √n
-/// partitions ([`partitioning_is_stale`] keeps them near that).
-const NPROBES: usize = 32;
-const REFINE_FACTOR: u32 = 4;
+
+/// How deep a search looks: how the ANN index is read, and how many passages a hybrid search
+/// asks each of its halves for. The library searches at [`SearchDepth::DEFAULT`]; the search
+/// benchmark (`selfrag debug bench-search --sweep`) measures others on the same library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SearchDepth {
+    /// How the vectors are searched once the library has an ANN index.
+    pub vector: VectorScan,
+    /// A hybrid search asks each half for `k` times this many passages (at least
+    /// [`MIN_FUSION_DEPTH`]): fusion needs depth in both lists.
+    pub fusion_per_k: usize,
+}
+
+/// The fewest passages a hybrid search asks each of its halves for.
+pub const MIN_FUSION_DEPTH: usize = 20;
+
+/// How a vector search reads the passages' vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VectorScan {
+    /// Every vector, ignoring the ANN index: the ground truth its recall is measured against.
+    Exact,
+    /// The IVF-SQ index: the `nprobes` partitions nearest the query are scanned by their 8-bit
+    /// codes, and `refine_factor` × k of the best candidates (if set) are re-scored with the
+    /// full vectors. Below [`ANN_THRESHOLD`] passages there is no index and the scan is exact.
+    Indexed {
+        nprobes: usize,
+        refine_factor: Option<u32>,
+    },
+}
+
+impl SearchDepth {
+    /// Chosen in `cargo xtask bench index` for recall@10 >= 0.95 against exact search, with √n
+    /// partitions ([`partitioning_is_stale`] keeps them near that).
+    pub const DEFAULT: Self = Self {
+        vector: VectorScan::Indexed {
+            nprobes: 32,
+            refine_factor: Some(4),
+        },
+        fusion_per_k: 4,
+    };
+
+    /// How many passages a hybrid search for `k` asks each of its halves for.
+    pub fn fusion_depth(&self, k: usize) -> usize {
+        (k * self.fusion_per_k).max(MIN_FUSION_DEPTH)
+    }
+}
 
 /// The passage columns a search returns (everything but the vector).
 pub(crate) const HIT_COLUMNS: &[&str] = &[
@@ -104,12 +146,6 @@ pub struct SearchRequest {
 }
 
 impl SearchRequest {
-    /// How many passages a hybrid search asks each of its halves for (more are asked while
-    /// passages wait for their document's row): fusion needs depth in both lists.
-    pub fn hybrid_depth(&self) -> usize {
-        (self.k * 4).max(20)
-    }
-
     /// A hybrid search for `k` passages with the usual fusion constant (60).
     pub fn hybrid(text: &str, vector: Vec<f32>, k: usize) -> Self {
         Self {
@@ -156,6 +192,15 @@ enum Scope {
 impl Library {
     /// The best `request.k` passages for `request`, best first.
     pub async fn search(&self, request: &SearchRequest) -> Result<Vec<SearchHit>, IndexError> {
+        self.search_at(request, SearchDepth::DEFAULT).await
+    }
+
+    /// [`Library::search`] looking as deep as `depth` says.
+    pub(crate) async fn search_at(
+        &self,
+        request: &SearchRequest,
+        depth: SearchDepth,
+    ) -> Result<Vec<SearchHit>, IndexError> {
         if request.k == 0 {
             return Ok(Vec::new());
         }
@@ -171,12 +216,14 @@ impl Library {
         };
         // Fetch more than asked: uncommitted passages are filtered out below, and fusion needs
         // depth in both lists.
+        let scan = depth.vector;
+        let fused_depth = depth.fusion_depth(request.k);
         let depth = request.k + self.uncommitted.load(Ordering::SeqCst);
-        let fused_depth = depth.max(request.hybrid_depth());
+        let fused_depth = depth.max(fused_depth);
         match request.mode {
             SearchMode::Vector => {
                 let hits = self
-                    .vector_hits(vector()?, depth, filter.as_deref())
+                    .vector_search(vector()?, depth, filter.as_deref(), scan)
                     .await?;
                 Ok(truncate(hits, request.k))
             }
@@ -189,7 +236,7 @@ impl Library {
             SearchMode::Hybrid => {
                 // The two halves at once: the slower one sets the latency, not their sum.
                 let (dense, sparse) = futures::try_join!(
-                    self.vector_hits(vector()?, fused_depth, filter.as_deref()),
+                    self.vector_search(vector()?, fused_depth, filter.as_deref(), scan),
                     self.text_hits(&request.text, fused_depth, filter.as_deref()),
                 )?;
                 Ok(truncate(
@@ -230,23 +277,13 @@ impl Library {
         Scope::Documents(format!("doc_id IN ({})", list.join(",")))
     }
 
-    async fn vector_hits(
-        &self,
-        vector: &[f32],
-        limit: usize,
-        filter: Option<&str>,
-    ) -> Result<Vec<SearchHit>, IndexError> {
-        self.vector_search(vector, limit, filter, false).await
-    }
-
-    /// Vector search; `exact` scans every vector even when there is an ANN index (the ground
-    /// truth the index's recall is measured against).
+    /// The `limit` passages whose vectors are nearest `vector`, read as `scan` says.
     pub(crate) async fn vector_search(
         &self,
         vector: &[f32],
         limit: usize,
         filter: Option<&str>,
-        exact: bool,
+        scan: VectorScan,
     ) -> Result<Vec<SearchHit>, IndexError> {
         let mut query = self
             .passages
@@ -256,13 +293,18 @@ impl Library {
             .distance_type(DistanceType::Dot)
             .select(Select::columns(&scored_columns(DISTANCE_COLUMN)))
             .limit(limit);
-        if exact {
-            query = query.bypass_vector_index();
-        } else if self.vector_indexed.load(Ordering::SeqCst) {
-            query = query
-                .nprobes(NPROBES)
-                .map_err(self.store_err())?
-                .refine_factor(REFINE_FACTOR);
+        match scan {
+            VectorScan::Exact => query = query.bypass_vector_index(),
+            VectorScan::Indexed {
+                nprobes,
+                refine_factor,
+            } if self.vector_indexed.load(Ordering::SeqCst) => {
+                query = query.nprobes(nprobes).map_err(self.store_err())?;
+                if let Some(factor) = refine_factor {
+                    query = query.refine_factor(factor);
+                }
+            }
+            VectorScan::Indexed { .. } => {}
         }
         if let Some(f) = filter {
             query = query.only_if(f);

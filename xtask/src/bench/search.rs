@@ -1,0 +1,134 @@
+//! The `search` section of `cargo xtask bench`: search at scale. Hybrid query p50/p95, the ANN
+//! index's recall@10 against exact search and the hybrid search's against the same search over an
+//! exact vector list, on synthetic libraries of 10k, 100k and 1M passages of 768-d vectors
+//! (`selfrag debug bench-search`); goals (issue 22) p95 ≤ 15 ms at 100k and ≤ 50 ms at 1M with
+//! recall@10 ≥ 0.95. The sizes can be chosen with `SELFRAG_BENCH_SEARCH_SIZES=10000,100000`;
+//! with `SELFRAG_BENCH_SEARCH_SWEEP=1` each size also measures the other settings of the ANN
+//! index (IVF probes, refine factors) on the same library and queries, in a table of its own.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::{Bench, json_number, verdict};
+
+pub(super) fn search(bench: &Bench) -> Result<String> {
+    let mut md = String::from("## Search\n\n");
+    let scratch = bench.out.join("search");
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).context("creating target/bench/search")?;
+    let selfrag = bench.binary("selfrag");
+    let sizes: Vec<usize> = std::env::var("SELFRAG_BENCH_SEARCH_SIZES")
+        .unwrap_or_else(|_| "10000,100000,1000000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let _ = writeln!(
+        md,
+        "Synthetic libraries: 768-d vectors around 256 random centres, 100 random words of a Zipf-distributed vocabulary per passage; 100 queries each. \
+         Hybrid = vector search (exact below 10,000 passages, IVF-SQ from there) + BM25, fused by reciprocal rank; \
+         its halves are also timed alone at the depth it asks each for. Recall@10: of the exact top 10, the share the vector search for 10 returns; \
+         hybrid recall@10: of the top 10 of the same hybrid search over an exact vector list, the share it returns. \
+         Goals (issue 22): hybrid p95 ≤ 15 ms at 100k and ≤ 50 ms at 1M, recall@10 ≥ 0.95.\n\n\
+         | passages | write s | index s | ANN | hybrid p50 ms | hybrid p95 ms | its vector half p95 ms | its BM25 half p95 ms | vector k=10 p95 ms | exact p50 ms | recall@10 | hybrid recall@10 | goal |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    let sweep = std::env::var_os("SELFRAG_BENCH_SEARCH_SWEEP").is_some();
+    let mut sweeps = String::new();
+    for n in sizes {
+        let dir: PathBuf = scratch.join(format!("search{n}"));
+        let t = step_line(n);
+        let out = bench.output(
+            Command::new(&selfrag)
+                .args([
+                    "debug",
+                    "bench-search",
+                    "--dir",
+                    &dir.display().to_string(),
+                    "--passages",
+                    &n.to_string(),
+                    "--queries",
+                    "100",
+                ])
+                .args(sweep.then_some("--sweep")),
+            "selfrag debug bench-search",
+        )?;
+        eprintln!("  {n} passages: {out} ({:.0} s)", t.elapsed().as_secs_f64());
+        let p95 = json_number(&out, "hybrid_p95_ms")?;
+        let recall = json_number(&out, "recall_at_10")?;
+        let goal = match n {
+            n if n >= 1_000_000 => verdict(p95 <= 50.0 && recall >= 0.95),
+            n if n >= 100_000 => verdict(p95 <= 15.0 && recall >= 0.95),
+            _ => "—",
+        };
+        let _ = writeln!(
+            md,
+            "| {n} | {:.1} | {:.1} | {} | {:.1} | {p95:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {recall:.3} | {:.3} | {goal} |",
+            json_number(&out, "write_seconds")?,
+            json_number(&out, "index_seconds")?,
+            if out.contains("\"ann_index\":true") {
+                format!(
+                    "IVF-SQ, {} partitions",
+                    json_number(&out, "ann_partitions")?
+                )
+            } else {
+                "exact".to_string()
+            },
+            json_number(&out, "hybrid_p50_ms")?,
+            json_number(&out, "hybrid_vector_p95_ms")?,
+            json_number(&out, "hybrid_bm25_p95_ms")?,
+            json_number(&out, "vector_p95_ms")?,
+            json_number(&out, "exact_p50_ms")?,
+            json_number(&out, "hybrid_recall_at_10")?,
+        );
+        if sweep {
+            sweeps.push_str(&sweep_table(n, &out)?);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    md.push_str(&sweeps);
+    Ok(md)
+}
+
+/// The `--sweep` depths of one library as a table, the default first.
+fn sweep_table(passages: usize, json: &str) -> Result<String> {
+    let mut md = format!(
+        "\n#### Search depths at {passages} passages\n\n\
+         The same library and queries at each setting of the ANN index (the library's default first): IVF partitions probed, \
+         and refine factor (the candidates, × k, re-scored with the full vectors; — for none, the 8-bit codes' order kept); \
+         the hybrid search asks each half for {:.0} passages.\n\n\
+         | probes | refine | hybrid p50 ms | hybrid p95 ms | its vector half p95 ms | vector k=10 p95 ms | recall@10 | hybrid recall@10 |\n\
+         |---|---|---|---|---|---|---|---|\n",
+        json_number(json, "fusion_depth")?
+    );
+    // The default's fields come first, then `"sweep":[…]`, each depth's fields after its
+    // `"depth":`.
+    let entries = json.split("\"depth\":").skip(1);
+    for entry in entries {
+        let refine = if entry.contains("\"refine_factor\":null") {
+            "—".to_string()
+        } else {
+            format!("{}", json_number(entry, "refine_factor")?)
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {refine} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} |",
+            json_number(entry, "nprobes")?,
+            json_number(entry, "hybrid_p50_ms")?,
+            json_number(entry, "hybrid_p95_ms")?,
+            json_number(entry, "hybrid_vector_p95_ms")?,
+            json_number(entry, "vector_p95_ms")?,
+            json_number(entry, "recall_at_10")?,
+            json_number(entry, "hybrid_recall_at_10")?,
+        );
+    }
+    Ok(md)
+}
+
+fn step_line(n: usize) -> Instant {
+    eprintln!("  search benchmark, {n} passages…");
+    Instant::now()
+}

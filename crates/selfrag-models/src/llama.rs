@@ -15,6 +15,8 @@
 //!
 //! A forward pass appends the same number of cache columns to every row: a row with fewer new
 //! tokens is padded on the left, and no real token of that row ever attends to its pad columns.
+//! Pads cost no arithmetic but attention's: the projections and the feed-forward network run
+//! over the real tokens alone, and a pad's cache column holds zeros ([`Ragged`]).
 //! So the last column of a pass holds a real token of every row that had tokens in it, and the
 //! vocabulary projection runs there only: logits are `[rows, vocab]`, never `[rows, seq, vocab]`.
 
@@ -30,10 +32,6 @@ use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::mapped::MappedGguf;
 use crate::packed::PackedMatrix;
-
-/// The id run at pad columns. Nothing real attends to a pad column, so any valid id will do;
-/// it only has to give finite values.
-const PAD_ID: u32 = 0;
 
 /// Hyper-parameters of a GGUF Llama, all read from the file (nothing assumes the 7B shape).
 #[derive(Debug, Clone, PartialEq)]
@@ -393,9 +391,45 @@ struct LayerCache {
 /// Per-row rotary tables (`[rows, columns, head_dim / 2]`) and the additive attention mask
 /// (`[rows, 1, columns, cache_columns]`, 0 or -inf; `None` when every row sees every column).
 struct PassInputs {
+    /// The pass's layout: `rows` rows of `columns` new cache columns each.
+    rows: usize,
+    columns: usize,
     cos: Tensor,
     sin: Tensor,
     mask: Option<Tensor>,
+    /// Set when some of the layout is padding: the hidden states then hold the real tokens only.
+    ragged: Option<Ragged>,
+}
+
+/// Where a pass's real tokens sit in its `[rows, columns]` layout when some of that layout is
+/// padding (rows of different lengths). Everything but attention (the norms, the projections,
+/// the feed-forward network: nearly all of the arithmetic) runs over the real tokens alone, as
+/// `[1, tokens, hidden]`; attention spreads its queries, keys and values into the layout, with
+/// zeros at the pads (which no real token attends to), and gathers its outputs back.
+struct Ragged {
+    /// For every slot of the layout, row-major: 1 + the index of its real token, or 0 for a pad.
+    spread: Tensor,
+    /// For every real token, in order: its slot in the layout.
+    gather: Tensor,
+}
+
+impl Ragged {
+    /// `[1, tokens, d]` (or `[tokens, d]`) as `[rows · columns, d]`, zeros at the pads.
+    fn spread(&self, tokens: &Tensor) -> Result<Tensor> {
+        let d = tokens.dim(candle_core::D::Minus1)?;
+        let tokens = tokens.reshape(((), d))?;
+        let zero = Tensor::zeros((1, d), tokens.dtype(), tokens.device())?;
+        Tensor::cat(&[&zero, &tokens], 0)?.index_select(&self.spread, 0)
+    }
+
+    /// The real tokens' lines of `[rows, columns, d]`, as `[1, tokens, d]`.
+    fn gather(&self, layout: &Tensor) -> Result<Tensor> {
+        let d = layout.dim(candle_core::D::Minus1)?;
+        layout
+            .reshape(((), d))?
+            .index_select(&self.gather, 0)?
+            .unsqueeze(0)
+    }
 }
 
 impl Attention {
@@ -406,8 +440,12 @@ impl Attention {
         start: usize,
         inputs: &PassInputs,
     ) -> Result<Tensor> {
-        let (rows, columns, _) = x.dims3()?;
+        let (rows, columns) = (inputs.rows, inputs.columns);
         let heads = |t: Tensor, n: usize| {
+            let t = match &inputs.ragged {
+                Some(ragged) => ragged.spread(&t)?,
+                None => t,
+            };
             t.reshape((rows, columns, n, self.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()
@@ -445,7 +483,10 @@ impl Attention {
             .reshape((rows, self.head_count, columns, self.head_dim))?
             .transpose(1, 2)?
             .reshape((rows, columns, self.head_count * self.head_dim))?;
-        self.wo.forward(&y)
+        match &inputs.ragged {
+            Some(ragged) => self.wo.forward(&ragged.gather(&y)?),
+            None => self.wo.forward(&y),
+        }
     }
 }
 
@@ -781,7 +822,8 @@ impl QuantizedLlama {
     /// the first question; llama.cpp repacks at load time too. Leaves the cache empty.
     pub fn warm_up(&mut self) -> Result<()> {
         self.clear_kv_cache();
-        let result = self.forward(&[&[PAD_ID], &[PAD_ID]]);
+        // Token 0 is in every vocabulary; what it gives is thrown away.
+        let result = self.forward(&[&[0], &[0]]);
         self.clear_kv_cache();
         result.map(|_| ())
     }
@@ -833,8 +875,11 @@ impl QuantizedLlama {
     /// The first pass after `clear_kv_cache` fixes the number of rows; later passes must give
     /// that many (see [`select_rows`](Self::select_rows)).
     pub fn forward(&mut self, rows: &[&[u32]]) -> Result<Tensor> {
-        let x = self.pass(rows)?;
-        let last = x.narrow(1, x.dim(1)? - 1, 1)?.squeeze(1)?.contiguous()?;
+        let (x, last) = self.pass(rows)?;
+        let hidden = x.dim(candle_core::D::Minus1)?;
+        let last = x
+            .reshape(((), hidden))?
+            .index_select(&Tensor::new(last.as_slice(), &self.device)?, 0)?;
         self.output
             .forward(&self.norm.forward(&last)?)?
             .to_dtype(DType::F32)
@@ -846,9 +891,11 @@ impl QuantizedLlama {
         self.pass(rows).map(drop)
     }
 
-    /// The pass of [`Self::forward`] through the blocks: the hidden states `[rows, width,
-    /// hidden]`, before the final norm.
-    fn pass(&mut self, rows: &[&[u32]]) -> Result<Tensor> {
+    /// The pass of [`Self::forward`] through the blocks: the hidden states before the final
+    /// norm, `[rows, width, hidden]`, or `[1, tokens, hidden]` for the real tokens alone when
+    /// some rows were padded ([`Ragged`]); and for every row, the line of its last token in
+    /// those states seen as `[lines, hidden]` (some other row's for a row given no tokens).
+    fn pass(&mut self, rows: &[&[u32]]) -> Result<(Tensor, Vec<u32>)> {
         let batch = rows.len();
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
         if batch == 0 || width == 0 {
@@ -866,28 +913,43 @@ impl QuantizedLlama {
         let end = start + width;
         let context = self.config.context_length;
 
+        let line =
+            |i: usize| u32::try_from(i).map_err(|_| candle_core::Error::Msg(format!("{i} tokens")));
+        let real = rows.iter().map(|r| r.len()).sum::<usize>();
+        let padded = real < batch * width;
+        let (mut spread, mut gather) = (Vec::new(), Vec::new());
+        let mut last = Vec::with_capacity(batch);
         let mut ids = Vec::with_capacity(batch * width);
         let mut positions = Vec::with_capacity(batch * width);
         let mut last_position = 0;
-        for (tokens, state) in rows.iter().zip(&mut self.cache.rows) {
+        for (row, (tokens, state)) in rows.iter().zip(&mut self.cache.rows).enumerate() {
             let pad = width - tokens.len();
+            if padded {
+                spread.extend(std::iter::repeat_n(0, pad));
+                for slot in row * width + pad..(row + 1) * width {
+                    gather.push(line(slot)?);
+                    spread.push(line(gather.len())?);
+                }
+                last.push(line(gather.len().saturating_sub(1))?);
+            } else {
+                last.push(line(row * width + width - 1)?);
+            }
+            ids.extend_from_slice(tokens);
             if state.next_position + tokens.len() > context {
                 candle_core::bail!(
                     "{} positions exceed the context length of {context}",
                     state.next_position + tokens.len()
                 );
             }
-            ids.extend(std::iter::repeat_n(PAD_ID, pad));
             // A pad's position is never seen by a real token; 0 is always in the table.
             positions.extend(std::iter::repeat_n(0, pad));
-            for &id in *tokens {
+            for _ in tokens.iter() {
                 positions.push(
                     u32::try_from(state.next_position)
                         .map_err(|_| candle_core::Error::Msg("position".to_owned()))?,
                 );
                 last_position = last_position.max(state.next_position);
                 state.next_position += 1;
-                ids.push(id);
             }
             state.attend.extend(std::iter::repeat_n(false, pad));
             state.attend.extend(std::iter::repeat_n(true, tokens.len()));
@@ -907,7 +969,17 @@ impl QuantizedLlama {
         }
         let positions = Tensor::new(positions.as_slice(), &self.device)?;
         let half = self.config.head_dim / 2;
+        let ragged = if padded {
+            Some(Ragged {
+                spread: Tensor::new(spread.as_slice(), &self.device)?,
+                gather: Tensor::new(gather.as_slice(), &self.device)?,
+            })
+        } else {
+            None
+        };
         let inputs = PassInputs {
+            rows: batch,
+            columns: width,
             cos: self
                 .rotary
                 .cos
@@ -919,15 +991,20 @@ impl QuantizedLlama {
                 .index_select(&positions, 0)?
                 .reshape((batch, width, half))?,
             mask: self.mask(start, width)?,
+            ragged,
         };
 
-        let ids = Tensor::from_vec(ids, (batch, width), &self.device)?;
+        let ids = if padded {
+            Tensor::from_vec(ids, (1, real), &self.device)?
+        } else {
+            Tensor::from_vec(ids, (batch, width), &self.device)?
+        };
         let mut x = self.embeddings.embedding(&ids)?;
         for (block, cache) in self.blocks.iter().zip(&self.cache.layers) {
             x = block.forward(&x, cache, start, &inputs)?;
         }
         self.cache.columns = end;
-        Ok(x)
+        Ok((x, last))
     }
 
     /// The additive mask for queries at columns `start..start + width`: a real token sees the

@@ -90,6 +90,16 @@ struct TileQ4K {
     dmin: [u16; TILE_ROWS],
 }
 
+impl TileQ4K {
+    const ZERO: Self = Self {
+        qs: [0; QK_K / 2 * TILE_ROWS],
+        scales: [[0; TILE_ROWS]; 8],
+        mins: [[0; TILE_ROWS]; 8],
+        d: [0; TILE_ROWS],
+        dmin: [0; TILE_ROWS],
+    };
+}
+
 /// One Q6_K superblock of 16 output rows. Values are `0..64`, meaning `value - 32`.
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
@@ -104,6 +114,15 @@ struct TileQ6K {
     scales: [[u8; TILE_ROWS]; 16],
     /// Each row's block scale, f16 bits.
     d: [u16; TILE_ROWS],
+}
+
+impl TileQ6K {
+    const ZERO: Self = Self {
+        ql: [0; QK_K / 2 * TILE_ROWS],
+        qh: [0; QK_K / 4 * TILE_ROWS],
+        scales: [[0; TILE_ROWS]; 16],
+        d: [0; TILE_ROWS],
+    };
 }
 
 /// A block of 256 activations quantized as ggml's Q8_K: `value ≈ d · qs`, with the sums of each
@@ -268,11 +287,11 @@ impl PackedMatrix {
             &data[at..at + block_bytes]
         };
         let tiles = if dtype == GgmlDType::Q4K {
-            Tiles::Q4K(pack_tiles(n, blocks_per_row, |t, b| {
+            Tiles::Q4K(pack_tiles(n, blocks_per_row, TileQ4K::ZERO, |t, b| {
                 pack_q4k_tile(|r| block(t * TILE_ROWS + r, b))
             }))
         } else {
-            Tiles::Q6K(pack_tiles(n, blocks_per_row, |t, b| {
+            Tiles::Q6K(pack_tiles(n, blocks_per_row, TileQ6K::ZERO, |t, b| {
                 pack_q6k_tile(|r| block(t * TILE_ROWS + r, b))
             }))
         };
@@ -397,27 +416,27 @@ impl PackedMatrix {
     }
 }
 
-/// Tiles of `n / 16` strips of `blocks_per_row` each, strip by strip.
-fn pack_tiles<T>(n: usize, blocks_per_row: usize, tile: impl Fn(usize, usize) -> T) -> Vec<T> {
+/// Tiles of `n / 16` strips of `blocks_per_row` each, strip by strip, the strips packed in
+/// parallel on candle's thread pool (a 7B model's matrices are 3.8 GB to repack at load).
+fn pack_tiles<T: Copy + Send>(
+    n: usize,
+    blocks_per_row: usize,
+    zero: T,
+    tile: impl Fn(usize, usize) -> T + Sync,
+) -> Vec<T> {
     let strips = n / TILE_ROWS;
-    let mut tiles = Vec::with_capacity(strips * blocks_per_row);
-    for t in 0..strips {
-        for b in 0..blocks_per_row {
-            tiles.push(tile(t, b));
+    let mut tiles = vec![zero; strips * blocks_per_row];
+    for_each_chunk(&mut tiles, blocks_per_row, |strip, chunk| {
+        for (b, slot) in chunk.iter_mut().enumerate() {
+            *slot = tile(strip, b);
         }
-    }
+    });
     tiles
 }
 
 /// One Q4_K tile from the 16 file blocks `block(row)`.
 fn pack_q4k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ4K {
-    let mut tile = TileQ4K {
-        qs: [0; QK_K / 2 * TILE_ROWS],
-        scales: [[0; TILE_ROWS]; 8],
-        mins: [[0; TILE_ROWS]; 8],
-        d: [0; TILE_ROWS],
-        dmin: [0; TILE_ROWS],
-    };
+    let mut tile = TileQ4K::ZERO;
     for r in 0..TILE_ROWS {
         let blk = block(r);
         tile.d[r] = f16_bits(blk, 0);
@@ -450,12 +469,7 @@ fn pack_q4k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ4K {
 
 /// One Q6_K tile from the 16 file blocks `block(row)`.
 fn pack_q6k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ6K {
-    let mut tile = TileQ6K {
-        ql: [0; QK_K / 2 * TILE_ROWS],
-        qh: [0; QK_K / 4 * TILE_ROWS],
-        scales: [[0; TILE_ROWS]; 16],
-        d: [0; TILE_ROWS],
-    };
+    let mut tile = TileQ6K::ZERO;
     for r in 0..TILE_ROWS {
         let blk = block(r);
         let (ql, rest) = blk.split_at(128);

@@ -390,6 +390,41 @@ fn forward_in_pieces_with_a_growing_cache_matches_candle() {
 }
 
 #[test]
+fn rows_of_different_lengths_read_in_pieces_match_candle_row_by_row() {
+    let (_dir, path) = tiny_gguf();
+    let mut file = File::open(&path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let mut ours = QuantizedLlama::from_gguf(
+        &path,
+        &content,
+        &mut file,
+        None,
+        &Device::Cpu,
+        KernelPolicy::Measure,
+    )
+    .unwrap();
+    let long: Vec<u32> = (0..31).map(|i| 300 + 7 * i).collect();
+    let short: Vec<u32> = (0..10).map(|i| 500 + 5 * i).collect();
+    let empty: &[u32] = &[];
+    let row =
+        |logits: &Tensor, i: usize| log_softmax(&logits.get(i).unwrap().to_vec1::<f32>().unwrap());
+    // A pass where the short row is all padding, then one where it is mostly padding (9
+    // tokens against 18), then a decode step of one token each: every real token must come out
+    // as it does alone, whatever the pads around it.
+    let first = ours.forward(&[&long[..12], empty]).unwrap();
+    let second = ours.forward(&[&long[12..30], &short[..9]]).unwrap();
+    let third = ours.forward(&[&long[30..], &short[9..]]).unwrap();
+    assert_eq!((ours.rows(), ours.columns()), (2, 31));
+    let long_alone = candle_logprobs(&path, &[&long[..12], &long[12..30], &long[30..]]);
+    let short_alone = candle_logprobs(&path, &[&short[..9], &short[9..]]);
+    assert!(max_abs_diff(&row(&first, 0), &long_alone[0]) < 1e-4);
+    assert!(max_abs_diff(&row(&second, 0), &long_alone[1]) < 1e-4);
+    assert!(max_abs_diff(&row(&third, 0), &long_alone[2]) < 1e-4);
+    assert!(max_abs_diff(&row(&second, 1), &short_alone[0]) < 1e-4);
+    assert!(max_abs_diff(&row(&third, 1), &short_alone[1]) < 1e-4);
+}
+
+#[test]
 fn a_batch_of_five_decodes_like_five_single_prompts() {
     let (_dir, _path, mut model) = load();
     let prompts = selfrag_prompts(&model, &PASSAGES);

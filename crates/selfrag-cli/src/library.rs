@@ -322,6 +322,13 @@ fn print(text: &str) -> Result<()> {
     Ok(())
 }
 
+/// `selfrag debug search-depths`: the library's search at each ANN setting, as JSON.
+pub async fn search_depths(queries: usize) -> Result<()> {
+    let engine = Engine::new(EngineConfig::from_env()?)?;
+    let report = engine.measure_search_depths(queries).await?;
+    print(&serde_json::to_string(&report)?)
+}
+
 /// `selfrag debug bench-search`: one synthetic search benchmark, as JSON.
 pub async fn bench_search(
     dir: PathBuf,

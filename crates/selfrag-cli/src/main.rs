@@ -257,7 +257,14 @@ enum DebugCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Time the search of a synthetic library of N passages (for `cargo xtask bench index`).
+    /// The library's search at its default depth and at the other ANN settings of the search
+    /// benchmark's sweep, on the library's own passages (the start of passages taken at an even
+    /// stride, as queries): recall@10 against exact search, and the times, as JSON.
+    SearchDepths {
+        #[arg(long, default_value_t = 100)]
+        queries: usize,
+    },
+    /// Time the search of a synthetic library of N passages (for `cargo xtask bench search`).
     BenchSearch {
         /// Where to build the library (a new folder).
         #[arg(long)]
@@ -549,6 +556,9 @@ fn run(cli: Cli) -> Result<()> {
                     },
             } => library::bench_search(dir, passages, dim, queries, sweep).await,
             Command::Debug {
+                command: DebugCommand::SearchDepths { queries },
+            } => library::search_depths(queries).await,
+            Command::Debug {
                 command: DebugCommand::Extract { files, pages_to },
             } => library::extract(files, pages_to).await,
             Command::Debug {
@@ -676,6 +686,7 @@ fn debug(command: DebugCommand) -> Result<()> {
     };
     let json = match command {
         DebugCommand::BenchSearch { .. }
+        | DebugCommand::SearchDepths { .. }
         | DebugCommand::Extract { .. }
         | DebugCommand::RerankLatency { .. }
         | DebugCommand::IndexWhileAnswering { .. } => {

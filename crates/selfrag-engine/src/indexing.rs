@@ -15,6 +15,9 @@ use selfrag_index::{
 
 use crate::{Engine, EngineError, IndexEvent, JobKind};
 
+/// Words of a passage that make one query of [`Engine::measure_search_depths`].
+const QUERY_WORDS: usize = 12;
+
 /// One search from a front end.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchQuery {
@@ -184,6 +187,57 @@ impl Engine {
             rrf_k: 60.0,
         };
         Ok(library.search(&request).await?)
+    }
+
+    /// `selfrag debug search-depths`: the library's search at its default depth and at the other
+    /// ANN settings of [`selfrag_index::bench::sweep_depths`], on its own passages. Each of
+    /// `queries` queries is the first words of a passage taken at an even stride through the
+    /// library, embedded as a question is; the passage itself is among the exact top 10, the
+    /// recall is about the other nine.
+    pub async fn measure_search_depths(
+        &self,
+        queries: usize,
+    ) -> Result<selfrag_index::bench::DepthsReport, EngineError> {
+        use selfrag_index::bench::{BenchQuery, measure_depths, sweep_depths};
+        let library = self.library().await?;
+        let mut documents = library.documents();
+        documents.sort_by(|a, b| a.id.cmp(&b.id));
+        documents.dedup_by(|a, b| a.id == b.id);
+        let total: usize = documents.iter().map(|d| d.passages as usize).sum();
+        if total == 0 || queries == 0 {
+            return Err(EngineError::Index(IndexError::Schema(
+                "the library has no passages to make queries from: index some documents first"
+                    .into(),
+            )));
+        }
+        let wanted: Vec<usize> = (0..queries.min(total))
+            .map(|i| i * total / queries.min(total))
+            .collect();
+        let mut texts = Vec::with_capacity(wanted.len());
+        let (mut first, mut next) = (0, wanted.iter().peekable());
+        for document in &documents {
+            let end = first + document.passages as usize;
+            if next.peek().is_some_and(|&&i| i < end) {
+                let passages = library.passages_of(&document.id).await?;
+                while let Some(&i) = next.next_if(|&&i| i < end) {
+                    if let Some(passage) = passages.get(i - first) {
+                        let words: Vec<&str> =
+                            passage.text.split_whitespace().take(QUERY_WORDS).collect();
+                        texts.push(words.join(" "));
+                    }
+                }
+            }
+            first = end;
+        }
+        let vectors = self.models.embed(texts.clone()).await?;
+        let queries: Vec<BenchQuery> = texts
+            .into_iter()
+            .zip(vectors)
+            .map(|(text, vector)| BenchQuery { text, vector })
+            .collect();
+        let mut depths = vec![selfrag_index::SearchDepth::DEFAULT];
+        depths.extend(sweep_depths());
+        Ok(measure_depths(&library, &queries, &depths).await?)
     }
 
     /// The folders kept in sync with the library.

@@ -259,12 +259,63 @@ pub async fn search_benchmark(
     if sweep {
         depths.extend(sweep_depths());
     }
+    let queries: Vec<BenchQuery> = (0..queries)
+        .map(|_| {
+            let vector = point(&mut rng);
+            BenchQuery {
+                text: text(&mut rng, 4),
+                vector,
+            }
+        })
+        .collect();
+    let measured = measure_depths(&library, &queries, &depths).await?;
+    let mut reports = measured.depths.into_iter();
+    let default = reports
+        .next()
+        .ok_or_else(|| IndexError::Schema("the search benchmark measured no depth".into()))?;
+    Ok(SearchBenchReport {
+        passages,
+        dim,
+        queries: queries.len(),
+        write_seconds,
+        index_seconds,
+        ann_index: stats.vector_index,
+        ann_partitions: library.vector_index_partitions().await?,
+        default,
+        exact_p50_ms: measured.exact_p50_ms,
+        disk_bytes: stats.disk_bytes,
+        sweep: reports.collect(),
+    })
+}
+
+/// One query of a search benchmark: its words (for BM25) and its vector.
+#[derive(Debug, Clone)]
+pub struct BenchQuery {
+    pub text: String,
+    pub vector: Vec<f32>,
+}
+
+/// What [`measure_depths`] measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct DepthsReport {
+    pub queries: usize,
+    /// An exact vector search as deep as a hybrid search's half.
+    pub exact_p50_ms: f64,
+    /// One per depth asked, in order.
+    pub depths: Vec<DepthReport>,
+}
+
+/// Runs every query at every one of `depths` on `library`, with the exact searches that say
+/// what each depth found of the truth.
+pub async fn measure_depths(
+    library: &Library,
+    queries: &[BenchQuery],
+    depths: &[SearchDepth],
+) -> Result<DepthsReport, IndexError> {
     let mut measured: Vec<DepthTimes> = depths.iter().map(|_| DepthTimes::default()).collect();
     let mut exact = Vec::new();
-    for query in 0..queries {
-        let q = point(&mut rng);
-        let words = text(&mut rng, 4);
-        let request = SearchRequest::hybrid(&words, q.clone(), K);
+    for (query, asked) in queries.iter().enumerate() {
+        let request = SearchRequest::hybrid(&asked.text, asked.vector.clone(), K);
         let at = |mode, k| SearchRequest {
             mode,
             k,
@@ -325,25 +376,14 @@ pub async fn search_benchmark(
             times.recall += overlap(truth, &approx);
         }
     }
-    let mut reports = depths
-        .into_iter()
-        .zip(measured)
-        .map(|(depth, times)| times.report(depth, queries));
-    let default = reports
-        .next()
-        .ok_or_else(|| IndexError::Schema("the search benchmark measured no depth".into()))?;
-    Ok(SearchBenchReport {
-        passages,
-        dim,
-        queries,
-        write_seconds,
-        index_seconds,
-        ann_index: stats.vector_index,
-        ann_partitions: library.vector_index_partitions().await?,
-        default,
+    Ok(DepthsReport {
+        queries: queries.len(),
         exact_p50_ms: percentile(&mut exact, 0.50),
-        disk_bytes: stats.disk_bytes,
-        sweep: reports.collect(),
+        depths: depths
+            .iter()
+            .zip(measured)
+            .map(|(&depth, times)| times.report(depth, queries.len()))
+            .collect(),
     })
 }
 

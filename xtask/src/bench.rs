@@ -630,7 +630,24 @@ fn load_average() -> f64 {
 
 /// The first line of a section: when, where, and with what.
 fn preamble(bench: &Bench, load_before: f64) -> String {
-    let binaries = if std::env::var_os("SELFRAG_BENCH_BIN").is_some() {
+    format!(
+        "Measured {} on {}; {} threads on both sides; median of {} rounds; load average {:.2} \
+         before and {:.2} after. {}, candle-core {}.{}",
+        command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        machine(),
+        bench.threads,
+        bench.rounds,
+        load_before,
+        load_average(),
+        command_line("rustc", &["-V"]),
+        locked_version(&bench.root, "candle-core"),
+        our_binaries(bench),
+    )
+}
+
+/// Which of our binaries were measured, when they are not the build this run made.
+fn our_binaries(bench: &Bench) -> String {
+    if std::env::var_os("SELFRAG_BENCH_BIN").is_some() {
         format!(
             " Our binaries: {} as they were (`SELFRAG_BENCH_BIN`), the source tree at git {}.",
             bench.bin.display(),
@@ -647,19 +664,7 @@ fn preamble(bench: &Bench, load_before: f64) -> String {
         )
     } else {
         String::new()
-    };
-    format!(
-        "Measured {} on {}; {} threads on both sides; median of {} rounds; load average {:.2} \
-         before and {:.2} after. {}, candle-core {}.{binaries}",
-        command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        machine(),
-        bench.threads,
-        bench.rounds,
-        load_before,
-        load_average(),
-        command_line("rustc", &["-V"]),
-        locked_version(&bench.root, "candle-core"),
-    )
+    }
 }
 
 /// The load average now, with a warning when other work would skew the figures.

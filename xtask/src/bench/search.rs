@@ -13,10 +13,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use super::{Bench, json_number, verdict};
+use super::{
+    Bench, check_load, command_line, json_number, load_average, locked_version, machine,
+    our_binaries, verdict,
+};
 
 pub(super) fn search(bench: &Bench) -> Result<String> {
-    let mut md = String::from("## Search\n\n");
+    let load = check_load();
+    let started = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
     let scratch = bench.out.join("search");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).context("creating target/bench/search")?;
@@ -26,6 +30,7 @@ pub(super) fn search(bench: &Bench) -> Result<String> {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
+    let mut md = String::new();
     let _ = writeln!(
         md,
         "Synthetic libraries: 768-d vectors around 256 random centres, 100 random words of a Zipf-distributed vocabulary per passage; 100 queries each. \
@@ -90,7 +95,15 @@ pub(super) fn search(bench: &Bench) -> Result<String> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     md.push_str(&sweeps);
-    Ok(md)
+    Ok(format!(
+        "## Search\n\nMeasured from {started} on {}, one process per library, one search at a time; \
+         load average {load:.2} before and {:.2} after. {}, lance {}.{}\n\n{md}",
+        machine(),
+        load_average(),
+        command_line("rustc", &["-V"]),
+        locked_version(&bench.root, "lance"),
+        our_binaries(bench),
+    ))
 }
 
 /// The `--sweep` depths of one library as a table, the default first.

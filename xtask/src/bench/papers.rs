@@ -87,13 +87,13 @@ pub(super) fn papers(bench: &Bench) -> Result<String> {
 }
 
 /// The unpacked corpus and the packages it came from.
-struct Corpus {
-    dir: PathBuf,
+pub(super) struct Corpus {
+    pub(super) dir: PathBuf,
     packages: Vec<String>,
 }
 
 /// Downloads and unpacks the corpus's packages once; later runs find the PDFs in place.
-fn corpus(root: &Path) -> Result<Corpus> {
+pub(super) fn corpus(root: &Path) -> Result<Corpus> {
     let list = root.join("scripts/bench/pdf-corpus.txt");
     let text =
         std::fs::read_to_string(&list).with_context(|| format!("reading {}", list.display()))?;

@@ -5,10 +5,16 @@
 //! recall@10 ≥ 0.95. The sizes can be chosen with `SELFRAG_BENCH_SEARCH_SIZES=10000,100000`;
 //! with `SELFRAG_BENCH_SEARCH_SWEEP=1` each size also measures the other settings of the ANN
 //! index (IVF probes, refine factors) on the same library and queries, in a table of its own.
+//!
+//! Synthetic clusters are easy for an IVF index (a cluster is about a partition), so the same
+//! settings are also measured on a real library (`selfrag debug search-depths`): PDFs of the
+//! papers corpus (see `bench/papers.rs`), in a fixed pseudo-random order, indexed with the real
+//! all-MiniLM-L6-v2 until the library passes [`REAL_PASSAGES`], queried with the first words of
+//! its own passages.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -17,6 +23,14 @@ use super::{
     Bench, check_load, command_line, json_number, load_average, locked_version, machine,
     our_binaries, verdict,
 };
+
+/// Passages of the real library: past the 10,000 from which a library is searched through its
+/// ANN index.
+const REAL_PASSAGES: f64 = 11_000.0;
+/// PDFs added to the real library between two looks at its size.
+const REAL_BATCH_FILES: usize = 40;
+/// Queries of the real library.
+const REAL_QUERIES: usize = 200;
 
 pub(super) fn search(bench: &Bench) -> Result<String> {
     let load = check_load();
@@ -95,6 +109,7 @@ pub(super) fn search(bench: &Bench) -> Result<String> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     md.push_str(&sweeps);
+    md.push_str(&real_library(bench, &scratch)?);
     Ok(format!(
         "## Search\n\nMeasured from {started} on {}, one process per library, one search at a time; \
          load average {load:.2} before and {:.2} after. {}, lance {}.{}\n\n{md}",
@@ -106,19 +121,108 @@ pub(super) fn search(bench: &Bench) -> Result<String> {
     ))
 }
 
-/// The `--sweep` depths of one library as a table, the default first.
+/// The `--sweep` settings of one library as a table, the default first.
 fn sweep_table(passages: usize, json: &str) -> Result<String> {
+    Ok(format!(
+        "\n#### Search depths at {passages} passages\n\n{}",
+        depths_table(json)?
+    ))
+}
+
+/// The real library: indexed batch by batch until it passes [`REAL_PASSAGES`], then every
+/// setting measured on its own passages.
+fn real_library(bench: &Bench, scratch: &Path) -> Result<String> {
+    let corpus = super::papers::corpus(&bench.root)?;
+    let mut pdfs = Vec::new();
+    for package in std::fs::read_dir(&corpus.dir)? {
+        for file in std::fs::read_dir(package?.path())? {
+            let path = file?.path();
+            if path.extension().is_some_and(|e| e == "pdf") {
+                pdfs.push(path);
+            }
+        }
+    }
+    // A fixed order that mixes the packages: by a hash of the file's place in the corpus.
+    pdfs.sort_by_key(|p| fnv1a(&p.strip_prefix(&corpus.dir).unwrap_or(p).to_string_lossy()));
+    let docs = scratch.join("real-docs");
+    let data = scratch.join("real-data");
+    std::fs::create_dir_all(&docs)?;
+    let minilm = crate::minilm_dir()?;
+    let selfrag = bench.binary("selfrag");
+    let with_library = |cmd: &mut Command| {
+        cmd.env("SELFRAG_DATA_DIR", &data)
+            .env("SELFRAG_EMBEDDER", &minilm)
+            .env("SELFRAG_GENERATOR", "")
+            .env("SELFRAG_DEVICE", "cpu");
+    };
+    eprintln!("  real library: indexing PDFs of the papers corpus…");
+    let t = Instant::now();
+    let (mut files, mut passages, mut pages) = (0, 0.0, 0.0);
+    for batch in pdfs.chunks(REAL_BATCH_FILES) {
+        for pdf in batch {
+            let name = pdf.file_name().map(|n| n.to_string_lossy().into_owned());
+            let target = docs.join(format!("{files:04}-{}", name.unwrap_or_default()));
+            std::fs::copy(pdf, &target)
+                .with_context(|| format!("copying {} to {}", pdf.display(), target.display()))?;
+            files += 1;
+        }
+        // A file the library refuses (a PDF with no text) fails the command, not the library.
+        let mut index = Command::new(&selfrag);
+        index
+            .arg("index")
+            .arg(&docs)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        with_library(&mut index);
+        index.status().context("starting selfrag index")?;
+        let mut stats = Command::new(&selfrag);
+        stats.args(["library", "stats", "--json"]);
+        with_library(&mut stats);
+        let stats = bench.output(&mut stats, "selfrag library stats")?;
+        passages = json_number(&stats, "passages")?;
+        pages = json_number(&stats, "pages")?;
+        if passages >= REAL_PASSAGES {
+            break;
+        }
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    let mut depths = Command::new(&selfrag);
+    let queries = REAL_QUERIES.to_string();
+    depths.args(["debug", "search-depths", "--queries", &queries]);
+    with_library(&mut depths);
+    let out = bench.output(&mut depths, "selfrag debug search-depths")?;
+    eprintln!("  real library: {out}");
+    Ok(format!(
+        "\n#### Search depths on a real library\n\n\
+         {files} PDFs of the papers corpus ({pages:.0} pages, {passages:.0} passages; `cargo xtask bench papers` names the packages), \
+         indexed by `selfrag index` with all-MiniLM-L6-v2 (384-d) in {seconds:.0} s, {REAL_BATCH_FILES} files at a time until the library passed {REAL_PASSAGES:.0} passages; \
+         {:.0} queries, each the first 12 words of a passage taken at an even stride (that passage is among the exact top 10: the recall is about the other nine). \
+         Exact vector search p50: {:.1} ms.\n\n{}",
+        json_number(&out, "queries")?,
+        json_number(&out, "exact_p50_ms")?,
+        depths_table(&out)?,
+    ))
+}
+
+/// FNV-1a of `text`: a hash that stays the same across Rust versions and machines.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The settings measured in `json` (after each `"depth":`, the library's default first) as a
+/// table.
+fn depths_table(json: &str) -> Result<String> {
     let mut md = format!(
-        "\n#### Search depths at {passages} passages\n\n\
-         The same library and queries at each setting of the ANN index (the library's default first): IVF partitions probed, \
+        "The same library and queries at each setting of the ANN index (the library's default first): IVF partitions probed, \
          and refine factor (the candidates, × k, re-scored with the full vectors; — for none, the 8-bit codes' order kept); \
          the hybrid search asks each half for {:.0} passages.\n\n\
          | probes | refine | hybrid p50 ms | hybrid p95 ms | its vector half p95 ms | vector k=10 p95 ms | recall@10 | hybrid recall@10 |\n\
          |---|---|---|---|---|---|---|---|\n",
         json_number(json, "fusion_depth")?
     );
-    // The default's fields come first, then `"sweep":[…]`, each depth's fields after its
-    // `"depth":`.
+    // Each setting's fields follow its `"depth":`, the default's first.
     let entries = json.split("\"depth\":").skip(1);
     for entry in entries {
         let refine = if entry.contains("\"refine_factor\":null") {

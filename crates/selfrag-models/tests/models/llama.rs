@@ -348,21 +348,26 @@ fn a_model_mapped_from_its_file_holds_no_copy_of_its_quantized_weights() {
     assert_eq!(a.to_vec1::<f32>().unwrap(), b.to_vec1::<f32>().unwrap());
 }
 
-#[test]
-fn forward_in_pieces_with_a_growing_cache_matches_candle() {
-    let (_dir, path) = tiny_gguf();
-    let mut file = File::open(&path).unwrap();
+/// The tiny model read into memory (`LlamaGenerator::load`, which the other tests use, maps
+/// the file).
+fn read_into_memory(path: &std::path::Path) -> QuantizedLlama {
+    let mut file = File::open(path).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
-    // Read into memory (`LlamaGenerator::load`, which the other tests use, maps the file).
-    let mut ours = QuantizedLlama::from_gguf(
-        &path,
+    QuantizedLlama::from_gguf(
+        path,
         &content,
         &mut file,
         None,
         &Device::Cpu,
         KernelPolicy::Measure,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn forward_in_pieces_with_a_growing_cache_matches_candle() {
+    let (_dir, path) = tiny_gguf();
+    let mut ours = read_into_memory(&path);
     let ids: Vec<u32> = (0..40).map(|i| 300 + 7 * i).collect();
     let pieces: Vec<&[u32]> = vec![&ids[..5], &ids[5..6], &ids[6..9], &ids[9..30], &ids[30..]];
     let expected = candle_logprobs(&path, &pieces);
@@ -392,17 +397,7 @@ fn forward_in_pieces_with_a_growing_cache_matches_candle() {
 #[test]
 fn rows_of_different_lengths_read_in_pieces_match_candle_row_by_row() {
     let (_dir, path) = tiny_gguf();
-    let mut file = File::open(&path).unwrap();
-    let content = gguf_file::Content::read(&mut file).unwrap();
-    let mut ours = QuantizedLlama::from_gguf(
-        &path,
-        &content,
-        &mut file,
-        None,
-        &Device::Cpu,
-        KernelPolicy::Measure,
-    )
-    .unwrap();
+    let mut ours = read_into_memory(&path);
     let long: Vec<u32> = (0..31).map(|i| 300 + 7 * i).collect();
     let short: Vec<u32> = (0..10).map(|i| 500 + 5 * i).collect();
     let empty: &[u32] = &[];

@@ -275,8 +275,8 @@ enum DebugCommand {
         dim: usize,
         #[arg(long, default_value_t = 100)]
         queries: usize,
-        /// Also measure the same queries at the other search depths (IVF probes, refine
-        /// factors, fusion depths) of `selfrag_index::bench::sweep_depths`.
+        /// Also measure the same queries at the other settings of the ANN index (IVF probes,
+        /// refine factors) of `selfrag_index::bench::sweep_depths`.
         #[arg(long)]
         sweep: bool,
     },

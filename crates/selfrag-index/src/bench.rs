@@ -306,12 +306,22 @@ pub struct DepthsReport {
 }
 
 /// Runs every query at every one of `depths` on `library`, with the exact searches that say
-/// what each depth found of the truth.
+/// what each depth found of the truth. The library must have no passages waiting for their
+/// document (no indexing job in this process): the references assume each half of a hybrid
+/// search returns exactly its fusion depth.
 pub async fn measure_depths(
     library: &Library,
     queries: &[BenchQuery],
     depths: &[SearchDepth],
 ) -> Result<DepthsReport, IndexError> {
+    if depths.is_empty() {
+        return Err(IndexError::Schema(
+            "a search benchmark needs at least one depth to measure".into(),
+        ));
+    }
+    // One exact scan and one BM25 search per query, as deep as the deepest fusion asked; each
+    // depth's reference takes the top of both lists.
+    let deepest = depths.iter().map(|d| d.fusion_depth(K)).max().unwrap_or(K);
     let mut measured: Vec<DepthTimes> = depths.iter().map(|_| DepthTimes::default()).collect();
     let mut exact = Vec::new();
     for (query, asked) in queries.iter().enumerate() {
@@ -322,24 +332,27 @@ pub async fn measure_depths(
             ..request.clone()
         };
 
-        // The references: the exact top 10, and the hybrid search over an exact vector list,
-        // fused here from its two halves as `search_at` fuses them (one exact scan serves both).
-        let fusion = SearchDepth::DEFAULT.fusion_depth(request.k);
+        // The references: the exact top 10, and for each depth the hybrid search over an exact
+        // vector list, fused here from its two halves as `search_at` fuses them.
         let exact_depth = SearchDepth {
             vector: VectorScan::Exact,
             ..SearchDepth::DEFAULT
         };
         let t = Instant::now();
         let dense = library
-            .search_at(&at(SearchMode::Vector, fusion), exact_depth)
+            .search_at(&at(SearchMode::Vector, deepest), exact_depth)
             .await?;
         exact.push(t.elapsed().as_secs_f64() * 1e3);
         let sparse = library
-            .search_at(&at(SearchMode::Fts, fusion), exact_depth)
+            .search_at(&at(SearchMode::Fts, deepest), exact_depth)
             .await?;
         let truth = &dense[..dense.len().min(K)];
-        let mut fused = reciprocal_rank_fusion(&[dense.clone(), sparse], request.rrf_k);
-        fused.truncate(request.k);
+        let exact_hybrid = |fusion: usize| {
+            let top = |list: &[SearchHit]| list[..list.len().min(fusion)].to_vec();
+            let mut fused = reciprocal_rank_fusion(&[top(&dense), top(&sparse)], request.rrf_k);
+            fused.truncate(request.k);
+            fused
+        };
 
         // Each depth in turn, starting from a different one for every query; at each, the
         // hybrid search and its halves alone (at the depth it asks each for) take turns going
@@ -349,6 +362,7 @@ pub async fn measure_depths(
         for i in order {
             let (depth, times) = (depths[i], &mut measured[i]);
             let fusion = depth.fusion_depth(request.k);
+            let fused = exact_hybrid(fusion);
             let mut runs = [
                 request.clone(),
                 at(SearchMode::Vector, fusion),

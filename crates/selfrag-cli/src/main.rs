@@ -261,7 +261,7 @@ enum DebugCommand {
     /// benchmark's sweep, on the library's own passages (the start of passages taken at an even
     /// stride, as queries): recall@10 against exact search, and the times, as JSON.
     SearchDepths {
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         queries: usize,
     },
     /// Time the search of a synthetic library of N passages (for `cargo xtask bench search`).
@@ -273,7 +273,7 @@ enum DebugCommand {
         passages: usize,
         #[arg(long, default_value_t = 768)]
         dim: usize,
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         queries: usize,
         /// Also measure the same queries at the other settings of the ANN index (IVF probes,
         /// refine factors) of `selfrag_index::bench::sweep_depths`.

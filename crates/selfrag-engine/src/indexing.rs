@@ -204,7 +204,7 @@ impl Engine {
         documents.sort_by(|a, b| a.id.cmp(&b.id));
         documents.dedup_by(|a, b| a.id == b.id);
         let total: usize = documents.iter().map(|d| d.passages as usize).sum();
-        if total == 0 || queries == 0 {
+        if total == 0 {
             return Err(EngineError::Index(IndexError::Schema(
                 "the library has no passages to make queries from: index some documents first"
                     .into(),

@@ -217,27 +217,26 @@ impl Library {
         // Fetch more than asked: uncommitted passages are filtered out below, and fusion needs
         // depth in both lists.
         let scan = depth.vector;
-        let fused_depth = depth.fusion_depth(request.k);
-        let depth = request.k + self.uncommitted.load(Ordering::SeqCst);
-        let fused_depth = depth.max(fused_depth);
+        let limit = request.k + self.uncommitted.load(Ordering::SeqCst);
+        let fused_limit = limit.max(depth.fusion_depth(request.k));
         match request.mode {
             SearchMode::Vector => {
                 let hits = self
-                    .vector_search(vector()?, depth, filter.as_deref(), scan)
+                    .vector_search(vector()?, limit, filter.as_deref(), scan)
                     .await?;
                 Ok(truncate(hits, request.k))
             }
             SearchMode::Fts => {
                 let hits = self
-                    .text_hits(&request.text, depth, filter.as_deref())
+                    .text_hits(&request.text, limit, filter.as_deref())
                     .await?;
                 Ok(truncate(hits, request.k))
             }
             SearchMode::Hybrid => {
                 // The two halves at once: the slower one sets the latency, not their sum.
                 let (dense, sparse) = futures::try_join!(
-                    self.vector_search(vector()?, fused_depth, filter.as_deref(), scan),
-                    self.text_hits(&request.text, fused_depth, filter.as_deref()),
+                    self.vector_search(vector()?, fused_limit, filter.as_deref(), scan),
+                    self.text_hits(&request.text, fused_limit, filter.as_deref()),
                 )?;
                 Ok(truncate(
                     reciprocal_rank_fusion(&[dense, sparse], request.rrf_k),

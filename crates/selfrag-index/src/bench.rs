@@ -1,4 +1,4 @@
-//! Search benchmarks on synthetic libraries, for `cargo xtask bench index` (through
+//! Search benchmarks on synthetic libraries, for `cargo xtask bench search` (through
 //! `selfrag debug bench-search`): N passages of clustered random vectors and random-word text,
 //! written straight into a real library, indexed as the app indexes them, then queried. Reports
 //! hybrid query latency (p50/p95), exact-search latency, the ANN index's recall@10 against exact
@@ -26,7 +26,7 @@ pub struct SearchBenchReport {
     pub write_seconds: f64,
     pub index_seconds: f64,
     pub ann_index: bool,
-    /// IVF partitions of the ANN index after the library's optimize (a query probes 32).
+    /// IVF partitions of the ANN index after the library's optimize (a query reads them all).
     pub ann_partitions: Option<usize>,
     /// The searches at the library's own depth.
     #[serde(flatten)]
@@ -60,18 +60,15 @@ pub struct DepthReport {
     pub hybrid_recall_at_10: f64,
 }
 
-/// The depths `--sweep` measures besides the default: every IVF probe count and refine factor
-/// below, at the default's fusion depth. (How deep fusion looks changes which passages win, not
-/// how well an approximation finds them: random text and vectors cannot say which is better.)
+/// The depths `--sweep` measures besides the default: every HNSW `ef` and refine factor below,
+/// at the default's fusion depth. (How deep fusion looks changes which passages win, not how
+/// well an approximation finds them: random text and vectors cannot say which is better.)
 pub fn sweep_depths() -> Vec<SearchDepth> {
     let mut depths = Vec::new();
-    for nprobes in [8, 12, 16, 24, 32] {
-        for refine_factor in [None, Some(1), Some(2), Some(4)] {
+    for ef in [40, 64, 128, 256] {
+        for refine_factor in [None, Some(2), Some(4)] {
             let depth = SearchDepth {
-                vector: VectorScan::Indexed {
-                    nprobes,
-                    refine_factor,
-                },
+                vector: VectorScan::Indexed { ef, refine_factor },
                 ..SearchDepth::DEFAULT
             };
             if depth != SearchDepth::DEFAULT {
@@ -280,7 +277,10 @@ pub async fn search_benchmark(
         write_seconds,
         index_seconds,
         ann_index: stats.vector_index,
-        ann_partitions: library.vector_index_partitions().await?,
+        ann_partitions: library
+            .vector_index_shape()
+            .await?
+            .map(|shape| shape.partitions),
         default,
         exact_p50_ms: measured.exact_p50_ms,
         disk_bytes: stats.disk_bytes,
@@ -299,6 +299,8 @@ pub struct BenchQuery {
 #[derive(Debug, Clone, Serialize)]
 pub struct DepthsReport {
     pub queries: usize,
+    /// The passages of each segment of the ANN index, oldest first (empty without one).
+    pub ann_rows_per_segment: Vec<u64>,
     /// An exact vector search as deep as a hybrid search's half.
     pub exact_p50_ms: f64,
     /// One per depth asked, in order.
@@ -390,8 +392,10 @@ pub async fn measure_depths(
             times.recall += overlap(truth, &approx);
         }
     }
+    let shape = library.vector_index_shape().await?;
     Ok(DepthsReport {
         queries: queries.len(),
+        ann_rows_per_segment: shape.map(|s| s.rows_per_segment).unwrap_or_default(),
         exact_p50_ms: percentile(&mut exact, 0.50),
         depths: depths
             .iter()

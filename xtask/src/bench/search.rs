@@ -4,10 +4,10 @@
 //! (`selfrag debug bench-search`); goals (issue 22) p95 ≤ 15 ms at 100k and ≤ 50 ms at 1M with
 //! recall@10 ≥ 0.95. The sizes can be chosen with `SELFRAG_BENCH_SEARCH_SIZES=10000,100000`;
 //! with `SELFRAG_BENCH_SEARCH_SWEEP=1` each size also measures the other settings of the ANN
-//! index (IVF probes, refine factors) on the same library and queries, in a table of its own.
+//! index (HNSW `ef`, refine factors) on the same library and queries, in a table of its own.
 //!
-//! Synthetic clusters are easy for an IVF index (a cluster is about a partition), so the same
-//! settings are also measured on a real library (`selfrag debug search-depths`): PDFs of the
+//! Synthetic clusters are easy for an ANN index (an IVF index found all of their neighbours,
+//! and only 80% of a real library's), so the same settings are also measured on a real library (`selfrag debug search-depths`): PDFs of the
 //! papers corpus (see `bench/papers.rs`), in a fixed pseudo-random order, indexed with the real
 //! all-MiniLM-L6-v2 until the library passes [`REAL_PASSAGES`], queried with the first words of
 //! its own passages.
@@ -25,7 +25,7 @@ use super::{
 };
 
 /// Passages of the real library: past the 10,000 from which a library is searched through its
-/// ANN index.
+/// ANN index. `SELFRAG_BENCH_REAL_PASSAGES` asks for more (the whole corpus is about 45,000).
 const REAL_PASSAGES: f64 = 11_000.0;
 /// PDFs added to the real library between two looks at its size.
 const REAL_BATCH_FILES: usize = 40;
@@ -48,7 +48,7 @@ pub(super) fn search(bench: &Bench) -> Result<String> {
     let _ = writeln!(
         md,
         "Synthetic libraries: 768-d vectors around 256 random centres, 100 random words of a Zipf-distributed vocabulary per passage; 100 queries each. \
-         Hybrid = vector search (exact below 10,000 passages, IVF-SQ from there) + BM25, fused by reciprocal rank; \
+         Hybrid = vector search (exact below 10,000 passages, HNSW over 8-bit codes from there) + BM25, fused by reciprocal rank; \
          its halves are also timed alone at the depth it asks each for. Recall@10: of the exact top 10, the share the vector search for 10 returns; \
          hybrid recall@10: of the top 10 of the same hybrid search over an exact vector list, the share it returns. \
          Goals (issue 22): hybrid p95 ≤ 15 ms at 100k and ≤ 50 ms at 1M, recall@10 ≥ 0.95.\n\n\
@@ -91,7 +91,7 @@ pub(super) fn search(bench: &Bench) -> Result<String> {
             json_number(&out, "index_seconds")?,
             if out.contains("\"ann_index\":true") {
                 format!(
-                    "IVF-SQ, {} partitions",
+                    "HNSW-SQ, {} partition(s)",
                     json_number(&out, "ann_partitions")?
                 )
             } else {
@@ -167,6 +167,11 @@ fn real_library(bench: &Bench, scratch: &Path) -> Result<String> {
     };
     eprintln!("  real library: indexing PDFs of the papers corpus…");
     let t = Instant::now();
+    let wanted = std::env::var("SELFRAG_BENCH_REAL_PASSAGES")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(REAL_PASSAGES)
+        .max(REAL_PASSAGES);
     let (mut files, mut passages, mut pages, mut indexed) = (0, 0.0, 0.0, false);
     for batch in pdfs.chunks(REAL_BATCH_FILES) {
         for pdf in batch {
@@ -193,7 +198,7 @@ fn real_library(bench: &Bench, scratch: &Path) -> Result<String> {
         pages = json_number(&stats, "pages")?;
         indexed =
             stats.contains("\"vector_index\": true") || stats.contains("\"vector_index\":true");
-        if passages >= REAL_PASSAGES {
+        if passages >= wanted {
             break;
         }
     }
@@ -214,13 +219,29 @@ fn real_library(bench: &Bench, scratch: &Path) -> Result<String> {
     Ok(format!(
         "\n#### Search depths on a real library\n\n\
          {files} PDFs of the papers corpus ({pages:.0} pages, {passages:.0} passages; `cargo xtask bench papers` names the packages), \
-         indexed by `selfrag index` with all-MiniLM-L6-v2 (384-d) in {seconds:.0} s, {REAL_BATCH_FILES} files at a time until the library passed {REAL_PASSAGES:.0} passages; \
+         indexed by `selfrag index` with all-MiniLM-L6-v2 (384-d) in {seconds:.0} s, {REAL_BATCH_FILES} files at a time until the library passed {wanted:.0} passages \
+         (the ANN index's segments then held {} passages); \
          {:.0} queries, each the first 12 words of a passage taken at an even stride (that passage is among the exact top 10: the recall is about the other nine). \
          Exact vector search p50: {:.1} ms.\n\n{}",
+        segments(&out),
         json_number(&out, "queries")?,
         json_number(&out, "exact_p50_ms")?,
         depths_table(&out)?,
     ))
+}
+
+/// The `ann_rows_per_segment` list of `json`, as "10000 + 1063".
+fn segments(json: &str) -> String {
+    json.split("\"ann_rows_per_segment\":[")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" + ")
+        })
+        .unwrap_or_else(|| "?".into())
 }
 
 /// FNV-1a of `text`: a hash that stays the same across Rust versions and machines.
@@ -234,10 +255,10 @@ fn fnv1a(text: &str) -> u64 {
 /// table.
 fn depths_table(json: &str) -> Result<String> {
     let mut md = format!(
-        "The same library and queries at each setting of the ANN index (the library's default first): IVF partitions probed, \
+        "The same library and queries at each setting of the ANN index (the library's default first): `ef`, the candidates the HNSW search keeps (at least those it returns), \
          and refine factor (the candidates, × k, re-scored with the full vectors; — for none, the 8-bit codes' order kept); \
          the hybrid search asks each half for {:.0} passages.\n\n\
-         | probes | refine | hybrid p50 ms | hybrid p95 ms | its vector half p95 ms | vector k=10 p95 ms | recall@10 | hybrid recall@10 |\n\
+         | ef | refine | hybrid p50 ms | hybrid p95 ms | its vector half p95 ms | vector k=10 p95 ms | recall@10 | hybrid recall@10 |\n\
          |---|---|---|---|---|---|---|---|\n",
         json_number(json, "fusion_depth")?
     );
@@ -252,7 +273,7 @@ fn depths_table(json: &str) -> Result<String> {
         let _ = writeln!(
             md,
             "| {} | {refine} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.3} |",
-            json_number(entry, "nprobes")?,
+            json_number(entry, "ef")?,
             json_number(entry, "hybrid_p50_ms")?,
             json_number(entry, "hybrid_p95_ms")?,
             json_number(entry, "hybrid_vector_p95_ms")?,

@@ -1,16 +1,16 @@
 //! Keeping the library's tables fit for search: a full-text index as soon as there are
-//! passages, an approximate-nearest-neighbour index past [`ANN_THRESHOLD`] passages (trained
-//! again when the library has outgrown its partitions), and compaction of the small files each
-//! commit leaves, all brought up to date after each indexing job. Searching is `search.rs`;
-//! storing is `ingest.rs`.
+//! passages, an approximate-nearest-neighbour index past [`ANN_THRESHOLD`] passages (each job's
+//! new passages added as a segment of their own, small segments merged as they accumulate), and
+//! compaction of the small files each commit leaves, all brought up to date after each indexing
+//! job. Searching is `search.rs`; storing is `ingest.rs`.
 
 use std::sync::atomic::Ordering;
 
 use lancedb::DistanceType;
 use lancedb::index::Index;
-use lancedb::index::vector::IvfSqIndexBuilder;
+use lancedb::index::vector::IvfHnswSqIndexBuilder;
 use lancedb::table::optimize::Duration;
-use lancedb::table::{CompactionOptions, OptimizeAction};
+use lancedb::table::{CompactionOptions, OptimizeAction, OptimizeOptions};
 
 use super::Library;
 use super::search::ANN_THRESHOLD;
@@ -93,6 +93,7 @@ impl Library {
         }
         self.compact_tables(Duration::try_seconds(KEEP_VERSIONS_FOR).unwrap_or_default())
             .await?;
+        // Lance indexes the passages new since the last job as a segment of their own.
         for table in [&self.passages, &self.documents] {
             table
                 .optimize(OptimizeAction::Index(Default::default()))
@@ -100,19 +101,34 @@ impl Library {
                 .map_err(self.store_err())?;
         }
         self.refresh_index_flags().await?;
-        // The partition count is read for this check only: if it cannot be read, the index
-        // stays as it is and the indexing job still succeeds.
-        match self.vector_index_partitions().await {
-            Ok(Some(partitions)) if partitioning_is_stale(partitions, rows) => {
+        // The index's shape is read for this check only: if it cannot be read, the index stays
+        // as it is and the indexing job still succeeds.
+        match self.vector_index_shape().await {
+            Ok(Some(shape)) if shape.kind != VECTOR_INDEX_KIND => {
                 tracing::info!(
-                    partitions,
-                    rows,
-                    "training the vector index again: the library has grown or shrunk since"
+                    kind = shape.kind,
+                    "building the vector index again as {VECTOR_INDEX_KIND}: the library was indexed by an older version"
                 );
                 self.create_vector_index(rows).await?;
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot read the vector index's partitioning"),
+            Ok(Some(shape)) => {
+                let merged = segments_to_merge(&shape.rows_per_segment);
+                if merged > 1 {
+                    tracing::info!(
+                        segments = shape.rows_per_segment.len(),
+                        merged,
+                        "merging the vector index's newest segments"
+                    );
+                    self.passages
+                        .optimize(OptimizeAction::Index(
+                            OptimizeOptions::merge(merged).index_names(vec![VECTOR_INDEX.into()]),
+                        ))
+                        .await
+                        .map_err(self.store_err())?;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot read the vector index's segments"),
         }
         self.make_durable().await
     }
@@ -152,38 +168,32 @@ impl Library {
         Ok(())
     }
 
-    /// IVF with about √n partitions and 8-bit scalar quantisation, trained for dot product.
-    /// Not PQ: on the benchmark's clustered 768-d vectors (pylance 14.0.2, the same Lance, 100k
-    /// passages, 32 probes, refine ×4) PQ with 48 sub-vectors found 17% of the exact top 10,
-    /// SQ 100% (p95 10 ms), and SQ trains in 5 s instead of 29.
+    /// An HNSW graph over the passages' 8-bit codes (IVF-HNSW-SQ), for dot product, in
+    /// partitions of up to 2^20 passages: one partition until the library passes a million.
     ///
-    /// The partitioning is given as a target partition size, not as a partition count: Lance
-    /// records the target in the index and every `optimize` rebalances towards it, splitting
-    /// partitions past 4× the target and joining those under a quarter of it. Given only a
-    /// count, Lance assumes its own target (8,192 rows for IVF-SQ) and the first optimize joins
-    /// all √n partitions of a 100k library into 4, turning every query into a scan of a quarter
-    /// of the library (55 ms instead of 10).
+    /// Not IVF alone: on a real library (11,063 passages of 200 PDFs, MiniLM, pylance 14.0.2,
+    /// the same Lance) IVF-SQ with √n partitions found 80–88% of the exact top 10 reading 32 of
+    /// its 105 partitions, and 96% reading half of them, because a real query's neighbours
+    /// spread over many partitions (synthetic clusters do not, and found 100%). The graph finds
+    /// 99% in less time. Building it costs more: about 6 s for those 11,063 passages and 45 s
+    /// for 100,000 768-d ones on 2 cores, which is why new passages go into segments of their
+    /// own ([`segments_to_merge`]).
     async fn create_vector_index(&self, rows: usize) -> Result<(), IndexError> {
-        let target = vector_partition_size(rows);
-        tracing::info!(
-            rows,
-            partitions = rows / target as usize,
-            "creating the passages' vector index"
-        );
-        let builder = IvfSqIndexBuilder::default()
+        tracing::info!(rows, "building the passages' vector index");
+        let builder = IvfHnswSqIndexBuilder::default()
             .distance_type(DistanceType::Dot)
-            .target_partition_size(target);
+            .target_partition_size(PASSAGES_PER_PARTITION);
         self.passages
-            .create_index(&["vector"], Index::IvfSq(builder))
+            .create_index(&["vector"], Index::IvfHnswSq(builder))
             .execute()
             .await
             .map_err(self.store_err())?;
         Ok(())
     }
 
-    /// How many partitions the vector index has (`None` without one): the benchmark reports
-    /// it, and it shows whether optimizing kept the partitioning.
-    pub(crate) async fn vector_index_partitions(&self) -> Result<Option<usize>, IndexError> {
+    /// The vector index's kind, partitions and segments (`None` without one): the benchmark
+    /// reports it, and [`Library::optimize`] merges segments by it.
+    pub(crate) async fn vector_index_shape(&self) -> Result<Option<VectorIndexShape>, IndexError> {
         use lance::index::DatasetIndexExt;
         if !self.vector_indexed.load(Ordering::SeqCst) {
             return Ok(None);
@@ -196,41 +206,95 @@ impl Library {
             .index_statistics(VECTOR_INDEX)
             .await
             .map_err(|e| self.store_err()(e.into()))?;
-        let stats: serde_json::Value = serde_json::from_str(&stats).map_err(|e| {
-            IndexError::Schema(format!("the vector index statistics are unreadable: {e}"))
-        })?;
-        Ok(stats["indices"]
-            .as_array()
-            .and_then(|segments| segments.iter().map(|s| s["num_partitions"].as_u64()).max())
-            .flatten()
-            .map(|n| n as usize))
+        VectorIndexShape::from_statistics(&stats).map(Some)
     }
 }
 
-/// Whether an index of `partitions` over `rows` passages is so far from the √rows partitions it
-/// is built with that it should be trained again. Lance keeps partitions near the size they were
-/// built with (splitting past 4× it, joining below a quarter) but trains no new centroids, so as
-/// a library grows its partition count grows with it and 32 probes cover ever less of it: a test
-/// index built on 500 passages had 578 partitions at 12,500 (√ is 112); built at 50k and grown to
-/// 400k, an index had 1,308 partitions where a new one has 632, and found 90% of the exact top 10
-/// (67 probes, the same share of the library: 93%) where a new one finds 100% (pylance 14.0.2,
-/// the benchmark's clustered vectors). Past 1.5× √rows (about 2.25× growth) or below half of it
-/// the index is trained again: about 10 s at 100k passages and 2.5 minutes at 1M here.
-fn partitioning_is_stale(partitions: usize, rows: usize) -> bool {
-    let built_with = ((rows as f64).sqrt()).clamp(16.0, 4096.0);
-    let partitions = partitions as f64;
-    partitions > 1.5 * built_with || partitions < 0.5 * built_with
+/// What [`Library::vector_index_shape`] reads of the vector index.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct VectorIndexShape {
+    /// Lance's name for the index type, e.g. `IVF_HNSW_SQ`.
+    pub kind: String,
+    /// The most partitions of any segment.
+    pub partitions: usize,
+    /// The passages each segment holds, oldest first.
+    pub rows_per_segment: Vec<u64>,
+}
+
+impl VectorIndexShape {
+    /// Reads Lance's index statistics (JSON).
+    fn from_statistics(json: &str) -> Result<Self, IndexError> {
+        let unreadable =
+            |what: &str| IndexError::Schema(format!("the vector index statistics lack {what}"));
+        let stats: serde_json::Value = serde_json::from_str(json).map_err(|e| {
+            IndexError::Schema(format!("the vector index statistics are unreadable: {e}"))
+        })?;
+        let kind = stats["index_type"]
+            .as_str()
+            .ok_or_else(|| unreadable("index_type"))?
+            .to_string();
+        let partitions = stats["indices"]
+            .as_array()
+            .and_then(|segments| segments.iter().map(|s| s["num_partitions"].as_u64()).max())
+            .flatten()
+            .ok_or_else(|| unreadable("num_partitions"))? as usize;
+        let rows_per_segment = stats["num_indexed_rows_per_delta"]
+            .as_array()
+            .ok_or_else(|| unreadable("num_indexed_rows_per_delta"))?
+            .iter()
+            .map(|rows| rows.as_u64().ok_or_else(|| unreadable("a segment's rows")))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            kind,
+            partitions,
+            rows_per_segment,
+        })
+    }
+}
+
+/// The index type [`Library::create_vector_index`] builds, as Lance names it.
+const VECTOR_INDEX_KIND: &str = "IVF_HNSW_SQ";
+
+/// Passages per IVF partition of the HNSW index: Lance's own target for it. Each partition is
+/// one graph; a search reads them all (`search::PARTITIONS_READ`).
+const PASSAGES_PER_PARTITION: u32 = 1 << 20;
+
+/// A segment is merged into the newer ones after it when it holds at most this many times
+/// their passages.
+const MERGE_RATIO: u64 = 4;
+
+/// The most segments the index keeps; past it the newest are merged whatever their size.
+const MAX_SEGMENTS: usize = 4;
+
+/// How many of the newest segments (`rows_per_segment`, oldest first) to merge into one; 0 or
+/// 1 leaves them as they are. Every job's new passages become a segment of their own, which
+/// costs no graph rebuild but makes each search read one more graph (pylance 14.0.2 on the
+/// 11,063 real passages, a loaded machine: p95 6.3 ms in one segment, 16.9 ms in six); merging
+/// segments rebuilds their graph from their passages.
+/// So segments are merged when the older is at most [`MERGE_RATIO`] × the newer ones (a
+/// passage is rebuilt a few times as its segment grows, like the levels of an LSM tree), and
+/// never more than [`MAX_SEGMENTS`] are kept.
+fn segments_to_merge(rows_per_segment: &[u64]) -> usize {
+    let Some((&newest, older)) = rows_per_segment.split_last() else {
+        return 0;
+    };
+    let (mut merged, mut rows) = (1, newest);
+    for &segment in older.iter().rev() {
+        if segment > MERGE_RATIO * rows {
+            break;
+        }
+        merged += 1;
+        rows += segment;
+    }
+    let kept = rows_per_segment.len() - merged + 1;
+    if kept > MAX_SEGMENTS {
+        merged += kept - MAX_SEGMENTS;
+    }
+    merged
 }
 
 /// The name LanceDB gives the index on the `vector` column.
 const VECTOR_INDEX: &str = "vector_idx";
-
-/// Rows per IVF partition for a library of `rows` passages: √rows, so that there are about √rows
-/// partitions (16 to 4,096).
-fn vector_partition_size(rows: usize) -> u32 {
-    let partitions = ((rows as f64).sqrt() as usize).clamp(16, 4096);
-    (rows / partitions).max(1) as u32
-}
 
 #[cfg(test)]
 mod tests {
@@ -392,63 +456,136 @@ mod tests {
         }
     }
 
-    /// A library of `rows` clustered passages with a vector index built on them, and the
-    /// index's partition count.
-    async fn library_indexed_at(
-        rows: usize,
-    ) -> (tempfile::TempDir, Library, Clusters, Option<usize>) {
+    /// A library of `rows` clustered passages with a vector index built on them.
+    async fn library_indexed_at(rows: usize) -> (tempfile::TempDir, Library, Clusters) {
         let dir = tempfile::tempdir().unwrap();
         let lib = Library::open(dir.path(), &Dimensions(DIM)).await.unwrap();
         let mut clusters = Clusters::new();
         clusters.write(&lib, 0..rows).await;
         lib.create_vector_index(rows).await.unwrap();
         lib.refresh_index_flags().await.unwrap();
-        let partitions = lib.vector_index_partitions().await.unwrap();
-        (dir, lib, clusters, partitions)
+        (dir, lib, clusters)
+    }
+
+    async fn shape(lib: &Library) -> VectorIndexShape {
+        lib.vector_index_shape().await.unwrap().unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_vector_index_keeps_its_partitions_and_finds_what_exact_search_finds() {
-        let (_dir, lib, mut clusters, partitions) = library_indexed_at(2000).await;
-        assert_eq!(partitions, Some(44), "√2,000 partitions");
-        // Optimizing (after every job) must keep them: Lance rebalances towards the target
-        // size recorded in the index, and with no target recorded it joined all 44 into one,
-        // which makes every search a scan. Training is unseeded k-means, so the rebalance may
-        // merge a few small partitions (37 of 44 seen once in CI): two thirds is the bound.
+    async fn the_vector_index_is_one_graph_and_finds_what_exact_search_finds() {
+        let (_dir, lib, mut clusters) = library_indexed_at(2000).await;
+        let built = shape(&lib).await;
+        assert_eq!(built.kind, VECTOR_INDEX_KIND);
+        assert_eq!(built.partitions, 1);
+        assert_eq!(built.rows_per_segment, [2000]);
         lib.optimize().await.unwrap();
-        let partitions = lib.vector_index_partitions().await.unwrap().unwrap();
-        assert!(partitions >= 30, "{partitions} partitions after optimize");
-        let found = clusters.recall(&lib).await;
-        assert!(found >= 190, "recall@10 {:.3}", found as f64 / 200.0);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_index_trained_on_a_small_library_is_trained_again_when_it_has_grown() {
-        let (_dir, lib, mut clusters, partitions) = library_indexed_at(500).await;
-        assert_eq!(partitions, Some(22), "√500 partitions");
-
-        // 25× the passages: Lance splits the partitions it has but trains no new centroids.
-        clusters.write(&lib, 500..12_500).await;
-        lib.optimize().await.unwrap();
-        let partitions = lib.vector_index_partitions().await.unwrap().unwrap();
-        assert!(
-            (56..=168).contains(&partitions),
-            "{partitions} partitions for 12,500 passages (√ = 112)"
+        assert_eq!(
+            shape(&lib).await,
+            built,
+            "nothing new: optimize keeps the index"
         );
         let found = clusters.recall(&lib).await;
         assert!(found >= 190, "recall@10 {:.3}", found as f64 / 200.0);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_job_adds_a_segment_and_small_segments_are_merged() {
+        let (_dir, lib, mut clusters) = library_indexed_at(2000).await;
+        let mut seen = Vec::new();
+        for job in 0..6 {
+            let start = 2000 + job * 300;
+            clusters.write(&lib, start..start + 300).await;
+            lib.optimize().await.unwrap();
+            seen.push(shape(&lib).await.rows_per_segment);
+        }
+        // A job's 300 passages are a segment of their own, merged with the older ones while
+        // each is at most 4 × the passages merged so far.
+        let expected: [&[u64]; 6] = [
+            &[2000, 300],
+            &[2600],
+            &[2600, 300],
+            &[2600, 600],
+            &[3500],
+            &[3500, 300],
+        ];
+        assert_eq!(seen, expected, "segments after each job");
+        let found = clusters.recall(&lib).await;
+        assert!(found >= 190, "recall@10 {:.3}", found as f64 / 200.0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ivf_index_of_an_older_version_is_built_again_as_a_graph() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = Library::open(dir.path(), &Dimensions(DIM)).await.unwrap();
+        let mut clusters = Clusters::new();
+        clusters.write(&lib, 0..2000).await;
+        // What versions up to this one built: IVF-SQ with √n partitions.
+        let old = lancedb::index::vector::IvfSqIndexBuilder::default()
+            .distance_type(DistanceType::Dot)
+            .target_partition_size(44);
+        lib.passages
+            .create_index(&["vector"], Index::IvfSq(old))
+            .execute()
+            .await
+            .unwrap();
+        lib.refresh_index_flags().await.unwrap();
+        assert_eq!(shape(&lib).await.kind, "IVF_SQ");
+
+        lib.optimize().await.unwrap();
+        let rebuilt = shape(&lib).await;
+        assert_eq!(rebuilt.kind, VECTOR_INDEX_KIND);
+        assert_eq!(rebuilt.rows_per_segment, [2000]);
+        let found = clusters.recall(&lib).await;
+        assert!(found >= 190, "recall@10 {:.3}", found as f64 / 200.0);
+    }
+
     #[test]
-    fn an_index_far_from_root_n_partitions_is_stale() {
-        // As built, and as Lance's rebalancing leaves it after an optimize.
-        assert!(!partitioning_is_stale(316, 100_000));
-        assert!(!partitioning_is_stale(308, 100_000));
-        assert!(!partitioning_is_stale(844, 1_000_000));
-        // Split as the library grew from 50k to 400k passages; joined after deletions.
-        assert!(partitioning_is_stale(1_308, 400_000));
-        assert!(partitioning_is_stale(200, 400_000));
-        // Never fewer than 16 partitions are built.
-        assert!(!partitioning_is_stale(16, 100));
+    fn the_newest_segments_are_merged_while_the_older_is_at_most_four_times_them() {
+        assert_eq!(segments_to_merge(&[]), 0);
+        assert_eq!(
+            segments_to_merge(&[10_000]),
+            1,
+            "one segment: nothing to merge"
+        );
+        assert_eq!(segments_to_merge(&[10_000, 300]), 1);
+        assert_eq!(segments_to_merge(&[10_000, 300, 300]), 2);
+        assert_eq!(
+            segments_to_merge(&[10_000, 1_500, 300]),
+            1,
+            "1,500 > 4 × 300"
+        );
+        assert_eq!(
+            segments_to_merge(&[10_000, 1_500, 300, 300]),
+            3,
+            "1,500 ≤ 4 × 600"
+        );
+        assert_eq!(segments_to_merge(&[10_000, 2_400]), 1);
+        assert_eq!(
+            segments_to_merge(&[10_000, 2_500]),
+            2,
+            "a quarter of the first"
+        );
+        // Never more than four segments, whatever their sizes: the newest are merged.
+        assert_eq!(
+            segments_to_merge(&[1_000_000, 200_000, 40_000, 8_000, 300]),
+            2
+        );
+    }
+
+    #[test]
+    fn the_shape_is_read_from_lances_statistics() {
+        let json = r#"{"index_type": "IVF_HNSW_SQ", "name": "vector_idx", "num_indices": 2,
+            "indices": [{"num_partitions": 1}, {"num_partitions": 1}],
+            "num_indexed_rows_per_delta": [10000, 300], "num_unindexed_rows": 0}"#;
+        assert_eq!(
+            VectorIndexShape::from_statistics(json).unwrap(),
+            VectorIndexShape {
+                kind: "IVF_HNSW_SQ".into(),
+                partitions: 1,
+                rows_per_segment: vec![10_000, 300],
+            }
+        );
+        let err = VectorIndexShape::from_statistics(r#"{"index_type": "IVF_SQ"}"#).unwrap_err();
+        assert!(err.to_string().contains("num_partitions"), "{err}");
     }
 }

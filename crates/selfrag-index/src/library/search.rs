@@ -16,10 +16,15 @@ use super::{Library, path_key};
 use crate::IndexError;
 
 /// Below this many passages an exact scan is fast enough and needs no index that must be
-/// trained and kept fresh. An exact scan of 768-d vectors grows with the library: hybrid p95
-/// 34 ms at 10,000 passages and 121 ms at 49,000 (release build, this 2-core machine), where the
-/// index answers in 23 ms at 100,000.
+/// built and kept fresh. An exact scan of 768-d vectors grows with the library: hybrid p95
+/// 34 ms at 10,000 passages and 121 ms at 49,000 (release build, this 2-core machine).
 pub const ANN_THRESHOLD: usize = 10_000;
+
+/// IVF partitions a search reads. The HNSW index keeps up to 2^20 passages in a partition
+/// (`maintain.rs`), so this reads every partition of a library of up to 64M passages: on real
+/// text a query's neighbours spread over the partitions, and a partition not read loses them
+/// (of two partitions of 11,063 real passages, reading one found 67% of the exact top 10).
+pub(crate) const PARTITIONS_READ: usize = 64;
 
 /// How deep a search looks: how the ANN index is read, and how many passages a hybrid search
 /// asks each of its halves for. The library searches at [`SearchDepth::DEFAULT`]; the search
@@ -42,22 +47,23 @@ pub const MIN_FUSION_DEPTH: usize = 20;
 pub enum VectorScan {
     /// Every vector, ignoring the ANN index: the ground truth its recall is measured against.
     Exact,
-    /// The IVF-SQ index: the `nprobes` partitions nearest the query are scanned by their 8-bit
-    /// codes, and `refine_factor` × k of the best candidates (if set) are re-scored with the
-    /// full vectors. Below [`ANN_THRESHOLD`] passages there is no index and the scan is exact.
+    /// The HNSW index: the graph over the passages' 8-bit codes is searched keeping the `ef`
+    /// best candidates (at least as many as it must return), and `refine_factor` × k of the
+    /// best (if set) are re-scored with the full vectors. Below [`ANN_THRESHOLD`] passages
+    /// there is no index and the scan is exact.
     Indexed {
-        nprobes: usize,
+        ef: usize,
         refine_factor: Option<u32>,
     },
 }
 
 impl SearchDepth {
-    /// Chosen in `cargo xtask bench index` for recall@10 >= 0.95 against exact search, with √n
-    /// partitions ([`partitioning_is_stale`] keeps them near that).
+    /// Chosen in `cargo xtask bench search` on a real library (PDFs embedded by MiniLM) for
+    /// recall@10 >= 0.95 against exact search; its table says what the others cost and find.
     pub const DEFAULT: Self = Self {
         vector: VectorScan::Indexed {
-            nprobes: 32,
-            refine_factor: Some(4),
+            ef: 128,
+            refine_factor: Some(2),
         },
         fusion_per_k: 4,
     };
@@ -294,11 +300,15 @@ impl Library {
             .limit(limit);
         match scan {
             VectorScan::Exact => query = query.bypass_vector_index(),
-            VectorScan::Indexed {
-                nprobes,
-                refine_factor,
-            } if self.vector_indexed.load(Ordering::SeqCst) => {
-                query = query.nprobes(nprobes).map_err(self.store_err())?;
+            VectorScan::Indexed { ef, refine_factor }
+                if self.vector_indexed.load(Ordering::SeqCst) =>
+            {
+                // Lance refuses an `ef` below the candidates it must return.
+                let candidates = limit * refine_factor.unwrap_or(1).max(1) as usize;
+                query = query
+                    .nprobes(PARTITIONS_READ)
+                    .map_err(self.store_err())?
+                    .ef(ef.max(candidates));
                 if let Some(factor) = refine_factor {
                     query = query.refine_factor(factor);
                 }

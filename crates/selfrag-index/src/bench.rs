@@ -280,7 +280,7 @@ pub async fn search_benchmark(
         ann_partitions: library
             .vector_index_shape()
             .await?
-            .map(|shape| shape.partitions),
+            .and_then(|shape| shape.partitions),
         default,
         exact_p50_ms: measured.exact_p50_ms,
         disk_bytes: stats.disk_bytes,

@@ -93,6 +93,17 @@ impl Library {
         }
         self.compact_tables(Duration::try_seconds(KEEP_VERSIONS_FOR).unwrap_or_default())
             .await?;
+        // An index of an earlier version is replaced before Lance brings it up to date, which
+        // could mean splitting its partitions for nothing.
+        if let Ok(Some(shape)) = self.vector_index_shape().await
+            && shape.kind != VECTOR_INDEX_KIND
+        {
+            tracing::info!(
+                kind = shape.kind,
+                "building the vector index again as {VECTOR_INDEX_KIND}: the library was indexed by an older version"
+            );
+            self.create_vector_index(rows).await?;
+        }
         // Lance indexes the passages new since the last job as a segment of their own.
         for table in [&self.passages, &self.documents] {
             table
@@ -104,13 +115,6 @@ impl Library {
         // The index's shape is read for this check only: if it cannot be read, the index stays
         // as it is and the indexing job still succeeds.
         match self.vector_index_shape().await {
-            Ok(Some(shape)) if shape.kind != VECTOR_INDEX_KIND => {
-                tracing::info!(
-                    kind = shape.kind,
-                    "building the vector index again as {VECTOR_INDEX_KIND}: the library was indexed by an older version"
-                );
-                self.create_vector_index(rows).await?;
-            }
             Ok(Some(shape)) => {
                 let merged = segments_to_merge(&shape.rows_per_segment);
                 if merged > 1 {
@@ -168,16 +172,18 @@ impl Library {
         Ok(())
     }
 
-    /// An HNSW graph over the passages' 8-bit codes (IVF-HNSW-SQ), for dot product, in
-    /// partitions of up to 2^20 passages: one partition until the library passes a million.
+    /// An HNSW graph over the passages' 8-bit codes (IVF-HNSW-SQ), for dot product, with
+    /// Lance's target of 2^20 passages per partition: one partition (one graph) below about
+    /// two million passages, as Lance rounds the partition count down.
     ///
     /// Not IVF alone: on a real library (11,063 passages of 200 PDFs, MiniLM, pylance 14.0.2,
     /// the same Lance) IVF-SQ with √n partitions found 80–88% of the exact top 10 reading 32 of
     /// its 105 partitions, and 96% reading half of them, because a real query's neighbours
     /// spread over many partitions (synthetic clusters do not, and found 100%). The graph finds
-    /// 99% in less time. Building it costs more: about 6 s for those 11,063 passages and 45 s
-    /// for 100,000 768-d ones on 2 cores, which is why new passages go into segments of their
-    /// own ([`segments_to_merge`]).
+    /// 99% in less time. Building it costs more: the optimize that builds it took 5.9 s, 85 s
+    /// and 21 minutes for 10k, 100k and 1M synthetic 768-d passages on 2 cores (IVF-SQ: 0.9,
+    /// 10 and 133 s), which is why new passages go into segments of their own
+    /// ([`segments_to_merge`]).
     async fn create_vector_index(&self, rows: usize) -> Result<(), IndexError> {
         tracing::info!(rows, "building the passages' vector index");
         let builder = IvfHnswSqIndexBuilder::default()
@@ -215,8 +221,8 @@ impl Library {
 pub(crate) struct VectorIndexShape {
     /// Lance's name for the index type, e.g. `IVF_HNSW_SQ`.
     pub kind: String,
-    /// The most partitions of any segment.
-    pub partitions: usize,
+    /// The most partitions of any segment (`None` when no segment says).
+    pub partitions: Option<usize>,
     /// The passages each segment holds, oldest first.
     pub rows_per_segment: Vec<u64>,
 }
@@ -235,9 +241,13 @@ impl VectorIndexShape {
             .to_string();
         let partitions = stats["indices"]
             .as_array()
-            .and_then(|segments| segments.iter().map(|s| s["num_partitions"].as_u64()).max())
-            .flatten()
-            .ok_or_else(|| unreadable("num_partitions"))? as usize;
+            .and_then(|segments| {
+                segments
+                    .iter()
+                    .filter_map(|s| s["num_partitions"].as_u64())
+                    .max()
+            })
+            .map(|n| n as usize);
         let rows_per_segment = stats["num_indexed_rows_per_delta"]
             .as_array()
             .ok_or_else(|| unreadable("num_indexed_rows_per_delta"))?
@@ -273,9 +283,15 @@ const MAX_SEGMENTS: usize = 4;
 /// segments rebuilds their graph from their passages.
 /// So segments are merged when the older is at most [`MERGE_RATIO`] × the newer ones (a
 /// passage is rebuilt a few times as its segment grows, like the levels of an LSM tree), and
-/// never more than [`MAX_SEGMENTS`] are kept.
+/// never more than [`MAX_SEGMENTS`] are kept. Segments whose passages were all removed are left
+/// out: Lance skips them when it merges.
 fn segments_to_merge(rows_per_segment: &[u64]) -> usize {
-    let Some((&newest, older)) = rows_per_segment.split_last() else {
+    let live: Vec<u64> = rows_per_segment
+        .iter()
+        .copied()
+        .filter(|&r| r > 0)
+        .collect();
+    let Some((&newest, older)) = live.split_last() else {
         return 0;
     };
     let (mut merged, mut rows) = (1, newest);
@@ -286,7 +302,7 @@ fn segments_to_merge(rows_per_segment: &[u64]) -> usize {
         merged += 1;
         rows += segment;
     }
-    let kept = rows_per_segment.len() - merged + 1;
+    let kept = live.len() - merged + 1;
     if kept > MAX_SEGMENTS {
         merged += kept - MAX_SEGMENTS;
     }
@@ -471,19 +487,35 @@ mod tests {
         lib.vector_index_shape().await.unwrap().unwrap()
     }
 
+    /// The ids of the vector index's segments: a rebuilt index has new ones.
+    async fn segment_ids(lib: &Library) -> Vec<String> {
+        use lance::index::DatasetIndexExt;
+        let dataset = lib.passages.dataset().unwrap().get().await.unwrap();
+        let stats = dataset.index_statistics(VECTOR_INDEX).await.unwrap();
+        let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+        stats["indices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["uuid"].as_str().unwrap().to_string())
+            .collect()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_vector_index_is_one_graph_and_finds_what_exact_search_finds() {
         let (_dir, lib, mut clusters) = library_indexed_at(2000).await;
         let built = shape(&lib).await;
         assert_eq!(built.kind, VECTOR_INDEX_KIND);
-        assert_eq!(built.partitions, 1);
+        assert_eq!(built.partitions, Some(1));
         assert_eq!(built.rows_per_segment, [2000]);
+        let before = segment_ids(&lib).await;
         lib.optimize().await.unwrap();
         assert_eq!(
             shape(&lib).await,
             built,
             "nothing new: optimize keeps the index"
         );
+        assert_eq!(segment_ids(&lib).await, before, "and does not rebuild it");
         let found = clusters.recall(&lib).await;
         assert!(found >= 190, "recall@10 {:.3}", found as f64 / 200.0);
     }
@@ -535,6 +567,13 @@ mod tests {
         let rebuilt = shape(&lib).await;
         assert_eq!(rebuilt.kind, VECTOR_INDEX_KIND);
         assert_eq!(rebuilt.rows_per_segment, [2000]);
+        let ids = segment_ids(&lib).await;
+        lib.optimize().await.unwrap();
+        assert_eq!(
+            segment_ids(&lib).await,
+            ids,
+            "rebuilt once, not at every job"
+        );
         let found = clusters.recall(&lib).await;
         assert!(found >= 190, "recall@10 {:.3}", found as f64 / 200.0);
     }
@@ -570,6 +609,10 @@ mod tests {
             segments_to_merge(&[1_000_000, 200_000, 40_000, 8_000, 300]),
             2
         );
+        // A segment whose passages were all removed is not counted (Lance skips it).
+        assert_eq!(segments_to_merge(&[10_000, 0, 300]), 1);
+        assert_eq!(segments_to_merge(&[10_000, 300, 0, 300]), 2);
+        assert_eq!(segments_to_merge(&[0]), 0);
     }
 
     #[test]
@@ -581,11 +624,14 @@ mod tests {
             VectorIndexShape::from_statistics(json).unwrap(),
             VectorIndexShape {
                 kind: "IVF_HNSW_SQ".into(),
-                partitions: 1,
+                partitions: Some(1),
                 rows_per_segment: vec![10_000, 300],
             }
         );
         let err = VectorIndexShape::from_statistics(r#"{"index_type": "IVF_SQ"}"#).unwrap_err();
-        assert!(err.to_string().contains("num_partitions"), "{err}");
+        assert!(
+            err.to_string().contains("num_indexed_rows_per_delta"),
+            "{err}"
+        );
     }
 }

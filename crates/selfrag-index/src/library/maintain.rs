@@ -200,6 +200,14 @@ impl Library {
     /// The vector index's kind, partitions and segments (`None` without one): the benchmark
     /// reports it, and [`Library::optimize`] merges segments by it.
     pub(crate) async fn vector_index_shape(&self) -> Result<Option<VectorIndexShape>, IndexError> {
+        match self.vector_index_statistics().await? {
+            Some(stats) => VectorIndexShape::from_statistics(&stats).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Lance's statistics of the vector index, as JSON (`None` without one).
+    async fn vector_index_statistics(&self) -> Result<Option<String>, IndexError> {
         use lance::index::DatasetIndexExt;
         if !self.vector_indexed.load(Ordering::SeqCst) {
             return Ok(None);
@@ -212,7 +220,7 @@ impl Library {
             .index_statistics(VECTOR_INDEX)
             .await
             .map_err(|e| self.store_err()(e.into()))?;
-        VectorIndexShape::from_statistics(&stats).map(Some)
+        Ok(Some(stats))
     }
 }
 
@@ -489,9 +497,7 @@ mod tests {
 
     /// The ids of the vector index's segments: a rebuilt index has new ones.
     async fn segment_ids(lib: &Library) -> Vec<String> {
-        use lance::index::DatasetIndexExt;
-        let dataset = lib.passages.dataset().unwrap().get().await.unwrap();
-        let stats = dataset.index_statistics(VECTOR_INDEX).await.unwrap();
+        let stats = lib.vector_index_statistics().await.unwrap().unwrap();
         let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
         stats["indices"]
             .as_array()

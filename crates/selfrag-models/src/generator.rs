@@ -7,6 +7,10 @@
 //! token per forward pass until it stops; finished rows leave the batch. Long prompts are read in
 //! chunks to bound the size of the attention scores.
 //!
+//! A probe's prompt stays in the cache after it ends: Self-RAG's retrieve decision reads
+//! `<s>### Instruction:…### Response:\n`, and every prompt of the batch that follows begins with
+//! those tokens, so the batch starts from them instead of reading them again.
+//!
 //! Probabilities are computed on the host in f32 over the whole vocabulary, at the last position
 //! of each row only, so reflection-token probabilities are exact softmax values, never
 //! renormalised.
@@ -43,6 +47,12 @@ use crate::mapped::MappedGguf;
 /// cores a pass of 127 tokens takes about 6 s against 1.4 s for 31; the limit stays.
 pub(crate) const PREFILL_TOKENS: usize = 31;
 
+/// Slots of a prompt pass at most (rows × columns, pads included): rows of different lengths
+/// are left-padded, and while only the longest rows have tokens a pass takes more columns to
+/// hold `PREFILL_TOKENS` real ones. Pads cost no arithmetic but attention's, whose scores this
+/// bounds (slots × heads × context floats).
+const PREFILL_SLOTS: usize = 4 * PREFILL_TOKENS;
+
 /// A GGUF Llama model and its tokenizer, on one device.
 pub struct LlamaGenerator {
     model: QuantizedLlama,
@@ -51,6 +61,9 @@ pub struct LlamaGenerator {
     path: PathBuf,
     /// Incremented by every batch begun: the cache belongs to the batch with this serial.
     batch_serial: u64,
+    /// The tokens whose keys and values fill the model's cache (one row, from its first column)
+    /// once a probe has ended; empty while the cache holds anything else.
+    cached_prompt: Vec<TokenId>,
 }
 
 impl std::fmt::Debug for LlamaGenerator {
@@ -72,6 +85,9 @@ pub struct TimedGeneration {
     pub rows: Vec<Generation>,
     /// Prompt tokens run through the model: the shared prefix once, plus every row's rest.
     pub prompt_tokens: usize,
+    /// Prompt tokens not run because the cache held them from the probe before (the start of
+    /// the shared prefix).
+    pub cached_prompt_tokens: usize,
     /// Time to the logits of every prompt's last token (the first generated token of each row).
     pub prompt_seconds: f64,
     /// Tokens run by decode steps, over all rows (each row's generated tokens but its last).
@@ -206,6 +222,7 @@ impl LlamaGenerator {
             device: device.clone(),
             path: path.to_owned(),
             batch_serial: 0,
+            cached_prompt: Vec::new(),
         })
     }
 
@@ -266,17 +283,16 @@ impl LlamaGenerator {
         self.model.advance(rows).map_err(context)
     }
 
-    /// Runs `rows` (continuing the cache's rows) left-padded to a common length, in chunks of
-    /// about `PREFILL_TOKENS` tokens; returns the logits of each row's last token.
+    /// Runs `rows` (continuing the cache's rows) left-padded to a common length, in passes of
+    /// about `PREFILL_TOKENS` tokens ([`pass_end`]); returns the logits of each row's last token.
     fn prefill(&mut self, rows: &[&[TokenId]]) -> Result<Vec<Vec<f32>>, ModelError> {
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
-        let chunk = (PREFILL_TOKENS / rows.len().max(1)).max(1);
         if width == 0 {
             return Ok(Vec::new());
         }
         let mut begin = 0;
         loop {
-            let end = (begin + chunk).min(width);
+            let end = pass_end(rows, begin);
             let columns = padded_columns(rows, begin, end);
             if end >= width {
                 // Only the last pass's logits are read.
@@ -287,12 +303,28 @@ impl LlamaGenerator {
         }
     }
 
+    /// Empties the model's cache, and with it what a probe left there.
+    fn clear_cache(&mut self) {
+        self.model.clear_kv_cache();
+        self.cached_prompt.clear();
+    }
+
+    /// How many of the first tokens of `prompt` the cache holds from the last probe, at most
+    /// `limit`.
+    fn cached_prefix_len(&self, prompt: &[TokenId], limit: usize) -> usize {
+        self.cached_prompt
+            .iter()
+            .zip(&prompt[..limit.min(prompt.len())])
+            .take_while(|(a, b)| a == b)
+            .count()
+    }
+
     /// Logits after the whole of `prompt` (already checked), with a fresh cache.
     fn prompt_logits(&mut self, prompt: &[TokenId]) -> Result<Vec<f32>, ModelError> {
-        self.model.clear_kv_cache();
+        self.clear_cache();
         self.model.reserve(prompt.len());
         let logits = self.prefill(&[prompt]);
-        self.model.clear_kv_cache();
+        self.clear_cache();
         logits?
             .into_iter()
             .next()
@@ -374,7 +406,9 @@ impl LlamaGenerator {
             markup_ids: Vec::new(),
             watch_ids,
         };
-        Ok(self.begin(vec![prompt], request, false, columns))
+        let mut probe = self.begin(vec![prompt], request, false, columns);
+        probe.keeps_prompt = true;
+        Ok(probe)
     }
 
     fn begin(
@@ -385,16 +419,24 @@ impl LlamaGenerator {
         columns: usize,
     ) -> BatchDecode {
         self.batch_serial += 1;
-        self.model.clear_kv_cache();
         let empty = prompts.is_empty() || request.max_new_tokens == 0;
         // Every row keeps at least its last prompt token out of the shared part: its logits
         // give the row's first generated token.
-        let shared = if prompts.len() > 1 {
-            let shortest = prompts.iter().map(Vec::len).min().unwrap_or(0);
-            common_prefix_len(&prompts).min(shortest.saturating_sub(1))
+        let shortest = prompts.iter().map(Vec::len).min().unwrap_or(0);
+        let shareable = common_prefix_len(&prompts).min(shortest.saturating_sub(1));
+        let cached = match prompts.first() {
+            Some(first) if !empty => self.cached_prefix_len(first, shareable),
+            _ => 0,
+        };
+        let cached = if cached > 0 && self.model.truncate(cached).is_ok() {
+            cached
         } else {
+            self.model.clear_kv_cache();
             0
         };
+        self.cached_prompt.clear();
+        // A single prompt is read in one part unless the cache holds its start.
+        let shared = if prompts.len() > 1 { shareable } else { cached };
         if !empty {
             self.model.reserve(columns);
         }
@@ -408,7 +450,7 @@ impl LlamaGenerator {
         let prompt_tokens = if empty {
             0
         } else {
-            shared + prompts.iter().map(|p| p.len() - shared).sum::<usize>()
+            shared - cached + prompts.iter().map(|p| p.len() - shared).sum::<usize>()
         };
         BatchDecode {
             serial: self.batch_serial,
@@ -416,14 +458,16 @@ impl LlamaGenerator {
             phase: match (empty, shared) {
                 (true, _) => Phase::Finished,
                 (false, 0) => Phase::Rests { begin: 0 },
-                (false, _) => Phase::SharedPrefix { begin: 0 },
+                (false, _) => Phase::SharedPrefix { begin: cached },
             },
             prompts,
             request,
             stop_at_eos,
+            keeps_prompt: false,
             shared,
             rows,
             prompt_tokens,
+            cached_prompt_tokens: cached,
             decode_tokens: 0,
             started: Instant::now(),
             prompt_seconds: 0.0,
@@ -437,10 +481,18 @@ impl LlamaGenerator {
             return Err(ModelError::BatchSuperseded);
         }
         let result = self.advance(batch);
-        if !matches!(result, Ok(None)) {
+        match &result {
+            Ok(None) => {}
+            // A probe's one row is its prompt: kept for the batch that follows.
+            Ok(Some(_)) if batch.keeps_prompt && self.model.columns() > 0 => {
+                self.cached_prompt = batch.prompts.first().cloned().unwrap_or_default();
+                batch.phase = Phase::Finished;
+            }
             // The cache of a batch can be large; free it rather than keep it until the next one.
-            self.model.clear_kv_cache();
-            batch.phase = Phase::Finished;
+            _ => {
+                self.clear_cache();
+                batch.phase = Phase::Finished;
+            }
         }
         result
     }
@@ -449,7 +501,7 @@ impl LlamaGenerator {
     /// where another batch has started since.
     pub fn abandon(&mut self, batch: BatchDecode) {
         if batch.serial == self.batch_serial {
-            self.model.clear_kv_cache();
+            self.clear_cache();
         }
     }
 
@@ -460,13 +512,17 @@ impl LlamaGenerator {
         batch.phase = match phase {
             Phase::SharedPrefix { begin } => {
                 let end = (begin + PREFILL_TOKENS).min(batch.shared);
-                self.forward_unread(&[&batch.prompts[0][begin..end]])?;
+                if begin < end {
+                    self.forward_unread(&[&batch.prompts[0][begin..end]])?;
+                }
                 if end < batch.shared {
                     Phase::SharedPrefix { begin: end }
                 } else {
-                    self.model
-                        .select_rows(&vec![0; batch.prompts.len()])
-                        .map_err(candle("copying the shared prompt prefix"))?;
+                    if batch.prompts.len() > 1 {
+                        self.model
+                            .select_rows(&vec![0; batch.prompts.len()])
+                            .map_err(candle("copying the shared prompt prefix"))?;
+                    }
                     Phase::Rests { begin: 0 }
                 }
             }
@@ -474,7 +530,7 @@ impl LlamaGenerator {
                 let rests: Vec<&[TokenId]> =
                     batch.prompts.iter().map(|p| &p[batch.shared..]).collect();
                 let width = rests.iter().map(|r| r.len()).max().unwrap_or(0);
-                let end = (begin + (PREFILL_TOKENS / rests.len().max(1)).max(1)).min(width);
+                let end = pass_end(&rests, begin);
                 let columns = padded_columns(&rests, begin, end);
                 if end < width {
                     // Only the last pass's logits are read.
@@ -556,6 +612,23 @@ impl LlamaGenerator {
     }
 }
 
+/// Where the prompt pass that starts at column `begin` of `rows`, left-padded to the longest,
+/// ends: after as many columns as hold `PREFILL_TOKENS` real tokens, within `PREFILL_SLOTS`
+/// slots, and at least one column (at most the padded width).
+fn pass_end(rows: &[&[TokenId]], begin: usize) -> usize {
+    let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let max_columns = (PREFILL_SLOTS / rows.len().max(1)).max(1);
+    // Column `c` holds a real token of every row at least `width - c` long.
+    let tokens_at = |column: usize| rows.iter().filter(|r| r.len() + column >= width).count();
+    let mut end = (begin + 1).min(width);
+    let mut tokens = if begin < width { tokens_at(begin) } else { 0 };
+    while end < width && end - begin < max_columns && tokens + tokens_at(end) <= PREFILL_TOKENS {
+        tokens += tokens_at(end);
+        end += 1;
+    }
+    end
+}
+
 /// Columns `begin..end` of `rows` left-padded to the longest: column c is token c - pad of a
 /// row, so every chunk keeps the left padding of the whole batch.
 fn padded_columns<'a>(rows: &[&'a [TokenId]], begin: usize, end: usize) -> Vec<&'a [TokenId]> {
@@ -580,13 +653,18 @@ pub struct BatchDecode {
     prompts: Vec<Vec<TokenId>>,
     request: GenerateRequest,
     stop_at_eos: bool,
-    /// Length of the prefix every prompt shares, read once.
+    /// Whether the cache is kept when the batch ends (a probe, whose prompt a batch that follows
+    /// may begin with).
+    keeps_prompt: bool,
+    /// Length of the prefix every prompt shares, read once (for a single prompt, the part the
+    /// cache held when it began).
     shared: usize,
     phase: Phase,
     rows: Vec<Generation>,
     /// Prompt index of each cache row still decoding.
     live: Vec<usize>,
     prompt_tokens: usize,
+    cached_prompt_tokens: usize,
     decode_tokens: usize,
     started: Instant,
     prompt_seconds: f64,
@@ -610,6 +688,7 @@ impl BatchDecode {
         TimedGeneration {
             rows: std::mem::take(&mut self.rows),
             prompt_tokens: self.prompt_tokens,
+            cached_prompt_tokens: self.cached_prompt_tokens,
             prompt_seconds: self.prompt_seconds,
             decode_tokens: self.decode_tokens,
             decode_seconds: (total - self.prompt_seconds).max(0.0),
@@ -696,5 +775,41 @@ mod tests {
         assert_eq!(common_prefix_len(&[p(&[1, 2, 3]), p(&[1, 2, 4, 5])]), 2);
         assert_eq!(common_prefix_len(&[p(&[1, 2]), p(&[1, 2, 3]), p(&[1])]), 1);
         assert_eq!(common_prefix_len(&[p(&[1, 2]), p(&[2, 2])]), 0);
+    }
+
+    #[test]
+    fn prompt_passes_hold_a_bounded_count_of_real_tokens() {
+        let passes = |lengths: &[usize]| {
+            let rows: Vec<Vec<TokenId>> = lengths.iter().map(|&n| vec![7; n]).collect();
+            let rows: Vec<&[TokenId]> = rows.iter().map(Vec::as_slice).collect();
+            let width = lengths.iter().copied().max().unwrap_or(0);
+            let mut ends = Vec::new();
+            let mut begin = 0;
+            while begin < width {
+                let end = pass_end(&rows, begin);
+                assert!(end > begin);
+                let slots = (end - begin) * rows.len();
+                assert!(slots <= PREFILL_SLOTS || end == begin + 1);
+                let real: usize = padded_columns(&rows, begin, end)
+                    .iter()
+                    .map(|r| r.len())
+                    .sum();
+                assert!(real <= PREFILL_TOKENS || end == begin + 1);
+                ends.push(end);
+                begin = end;
+            }
+            ends
+        };
+        // One row: 31 tokens a pass.
+        assert_eq!(passes(&[70]), [31, 62, 70]);
+        // While only the longest of five rows has tokens, a pass takes 24 of its columns (the
+        // slots' bound); then 31 tokens of however many rows have them.
+        assert_eq!(
+            passes(&[100, 40, 40, 40, 40]),
+            [24, 48, 63, 69, 75, 81, 87, 93, 99, 100]
+        );
+        // More rows than a pass's tokens: one column at a time.
+        assert_eq!(passes(&[3; 40]), [1, 2, 3]);
+        assert_eq!(passes(&[]), Vec::<usize>::new());
     }
 }

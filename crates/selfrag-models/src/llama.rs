@@ -834,10 +834,29 @@ impl QuantizedLlama {
         self.reserved_columns = 0;
     }
 
-    /// Sizes the cache created by the next forward pass for `columns` columns, so it never has
-    /// to grow (growing copies it). Call after `clear_kv_cache`.
+    /// Sizes the cache for `columns` columns when the next forward pass creates or grows it, so
+    /// it grows at most once (growing copies it).
     pub fn reserve(&mut self, columns: usize) {
         self.reserved_columns = columns;
+    }
+
+    /// Keeps the first `columns` columns of a one-row cache without pads (a prompt read before,
+    /// whose start the next batch begins with) and forgets the rest; the next pass continues
+    /// from there. Refuses any other cache, which stays as it was.
+    pub fn truncate(&mut self, columns: usize) -> Result<()> {
+        let [row] = self.cache.rows.as_mut_slice() else {
+            candle_core::bail!("only a cache of one row can be cut");
+        };
+        if columns > self.cache.columns || row.attend[..columns].iter().any(|&a| !a) {
+            candle_core::bail!(
+                "cannot keep {columns} of {} cache columns",
+                self.cache.columns
+            );
+        }
+        row.attend.truncate(columns);
+        row.next_position = columns;
+        self.cache.columns = columns;
+        Ok(())
     }
 
     /// Keeps the cache rows at `rows`, in that order; an index may repeat. Forks a one-row
@@ -1059,8 +1078,10 @@ impl QuantizedLlama {
                 .collect::<Result<_>>()?;
             self.cache.capacity = capacity;
         } else if columns > self.cache.capacity {
-            // Unplanned growth (no `reserve`): grow by half again to keep copies rare.
-            let capacity = columns.max(self.cache.capacity + self.cache.capacity / 2);
+            // To the reservation, or without one by half again to keep copies rare.
+            let capacity = columns
+                .max(self.reserved_columns)
+                .max(self.cache.capacity + self.cache.capacity / 2);
             let extra = zeros(capacity - self.cache.capacity)?;
             for layer in &mut self.cache.layers {
                 layer.k = Tensor::cat(&[&layer.k, &extra], 2)?;

@@ -533,10 +533,78 @@ fn next_token_probs_is_the_first_step_of_generate() {
             .generate_batch(std::slice::from_ref(p), &req)
             .unwrap()
             .remove(0);
-        // Alone, the same passes run: the very same numbers.
-        assert_eq!(alone.tokens[0].watched, direct);
+        // Alone, it starts from the probe's prompt and reads only the last token again.
+        assert!(max_abs_diff(&alone.tokens[0].watched, &direct) < 1e-5);
         assert!(max_abs_diff(&row.tokens[0].watched, &direct) < 1e-5);
     }
+}
+
+#[test]
+fn a_batch_after_a_probe_starts_from_the_probes_prompt() {
+    let (_dir, _path, mut model) = load();
+    let watch = reflection_ids(&model);
+    let decision = prompt(&model, INSTRUCTION);
+    let prompts = selfrag_prompts(&model, &PASSAGES);
+    let req = request(6, vec![], watch.clone());
+    // Read from nothing: a batch ends with its cache emptied.
+    let fresh = model.generate_timed(&prompts, &req, true).unwrap();
+    assert_eq!(fresh.cached_prompt_tokens, 0);
+
+    model.next_token_probs(&decision, &watch).unwrap();
+    let after = model.generate_timed(&prompts, &req, true).unwrap();
+    assert_eq!(after.cached_prompt_tokens, decision.len());
+    assert_eq!(
+        fresh.prompt_tokens - after.prompt_tokens,
+        decision.len(),
+        "the probe's prompt is not read again"
+    );
+    for (a, b) in fresh.rows.iter().zip(&after.rows) {
+        assert_generations_close(a, b, 1e-4, 1e-5);
+    }
+    // The batch did not keep its cache: the next one reads everything.
+    let again = model.generate_timed(&prompts, &req, true).unwrap();
+    assert_eq!(again.cached_prompt_tokens, 0);
+
+    // A single prompt that begins with the probe's, and one that is the probe's: everything
+    // the probe read, but the last token whose logits the first step needs.
+    for (single, cached) in [
+        (prompts[1].clone(), decision.len()),
+        (decision.clone(), decision.len() - 1),
+    ] {
+        let alone = model
+            .generate_timed(std::slice::from_ref(&single), &req, true)
+            .unwrap();
+        model.next_token_probs(&decision, &watch).unwrap();
+        let reused = model
+            .generate_timed(std::slice::from_ref(&single), &req, true)
+            .unwrap();
+        assert_eq!(reused.cached_prompt_tokens, cached);
+        assert_eq!(reused.prompt_tokens, single.len() - cached);
+        assert_generations_close(&alone.rows[0], &reused.rows[0], 1e-4, 1e-5);
+    }
+
+    // A prompt that parts from the probe's after its first tokens reuses just those, and so
+    // does a probe after a probe.
+    let other = prompt(&model, "### Instruction:\nName a city.");
+    let shared = decision
+        .iter()
+        .zip(&other)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(shared > 1 && shared < decision.len());
+    let alone = model
+        .generate_timed(std::slice::from_ref(&other), &req, true)
+        .unwrap();
+    let direct = model.next_token_probs(&other, &watch).unwrap();
+    model.next_token_probs(&decision, &watch).unwrap();
+    let partial = model
+        .generate_timed(std::slice::from_ref(&other), &req, true)
+        .unwrap();
+    assert_eq!(partial.cached_prompt_tokens, shared);
+    assert_generations_close(&alone.rows[0], &partial.rows[0], 1e-4, 1e-5);
+    model.next_token_probs(&decision, &watch).unwrap();
+    let probe_after_probe = model.next_token_probs(&other, &watch).unwrap();
+    assert!(max_abs_diff(&probe_after_probe, &direct) < 1e-5);
 }
 
 #[test]
@@ -549,6 +617,7 @@ fn timings_count_prompt_and_decode_tokens() {
         .unwrap();
     // The shared prefix once, then each row's last prompt token.
     assert_eq!(timed.prompt_tokens, p.len() - 1 + 3);
+    assert_eq!(timed.cached_prompt_tokens, 0);
     assert_eq!(timed.decode_tokens, 3 * 4);
     assert!(timed.rows.iter().all(|r| r.tokens.len() == 5));
     for row in &timed.rows[1..] {

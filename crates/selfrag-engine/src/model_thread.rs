@@ -11,7 +11,7 @@
 //! once, and an indexing job's batches get at most [`BACKGROUND_SHARE`] of the thread's time
 //! while a generation runs (all of it when none does). Generations queue in the order they
 //! came, one at a time (the attention cache is the generator's), and a device or file change
-//! waits behind them. A cancelled generation stops at its next pass.
+//! waits behind them. A cancelled generation stops at the next block of its pass.
 //!
 //! [`ThreadGenerator`] is the client a Self-RAG run uses: `selfrag_core::Generator` over these
 //! commands, from the run's own thread. It is a peer of the server generator: the engine runs
@@ -384,7 +384,8 @@ impl LoadedModels {
                         .map_err(BackendError::from),
                 });
             match begun {
-                Ok(batch) => {
+                Ok(mut batch) => {
+                    batch.stop_when(job.cancel.clone());
                     return Some(Active {
                         batch,
                         cancel: job.cancel,
@@ -414,6 +415,11 @@ impl LoadedModels {
             Ok(None) => Some(active),
             Ok(Some(done)) => {
                 let _ = active.reply.send(Ok(done));
+                None
+            }
+            // A pass stopped by the cancel flag fails: the run was cancelled.
+            Err(_) if active.cancel.load(Ordering::Relaxed) => {
+                let _ = active.reply.send(Err(cancelled()));
                 None
             }
             Err(e) => {
@@ -594,7 +600,7 @@ impl ModelThread {
     }
 
     /// The local generator, loading it if needed, as a `Generator` for one Self-RAG run whose
-    /// generations stop at their next forward pass once `cancel` is set.
+    /// generations stop before the next block of their forward pass once `cancel` is set.
     pub(crate) async fn open_generator(
         &self,
         cancel: Arc<AtomicBool>,

@@ -12,7 +12,7 @@
 //! of its weights), with the products of a default answer, and the faster is used for the
 //! whole model.
 //!
-//! The products timed are a pass of a prompt (31 rows, the generator's pass) and a step of
+//! The products timed are a pass of a prompt (124 rows, the generator's pass) and a step of
 //! five candidates decoded together (5 rows, K = 5), weighted as a short-form answer over five
 //! passages of about 250 tokens spends them: [`PREFILL_PASSES`] passes and [`DECODE_STEPS`]
 //! steps. Candle's copy of the weights is the larger (6 bits per Q4_K weight against 4.63, 10
@@ -39,12 +39,12 @@ use crate::packed::PackedMatrix;
 pub const KERNELS_ENV: &str = "SELFRAG_CPU_KERNELS";
 
 /// Rows of a prompt pass: the generator's `PREFILL_TOKENS`.
-pub(crate) const PREFILL_ROWS: usize = 31;
+pub(crate) const PREFILL_ROWS: usize = 124;
 /// Rows of a decode step: K = 5 candidates, one per passage (selfrag-core's default `k`).
 pub(crate) const DECODE_ROWS: usize = 5;
 /// Prompt passes of a default short-form answer: five passages of about 250 tokens, with the
-/// instruction, are about 1,250 tokens, read 31 at a time.
-pub const PREFILL_PASSES: u32 = 40;
+/// instruction, are about 1,250 tokens, read 124 at a time.
+pub const PREFILL_PASSES: u32 = 10;
 /// Decode steps of a default answer: five candidates of about 60 tokens, decoded together.
 pub const DECODE_STEPS: u32 = 60;
 /// How much faster candle's kernels must be to be chosen over the packed tiles (see the
@@ -282,18 +282,18 @@ mod tests {
 
     #[test]
     fn the_faster_kernel_for_a_whole_answer_wins_and_candle_only_by_the_margin() {
-        // An answer is 40 passes and 60 steps: 10 ms a pass and 2 ms a step weigh 400 and
+        // An answer is 10 passes and 60 steps: 40 ms a pass and 2 ms a step weigh 400 and
         // 120 ms.
-        let packed = times(10.0, 2.0);
+        let packed = times(40.0, 2.0);
         assert!((packed.answer_seconds() - 0.52).abs() < 1e-12);
         // Candle faster at both, by 21% over an answer (430 ms).
-        assert_eq!(faster(&packed, &times(7.0, 2.5)), CpuKernels::Candle);
+        assert_eq!(faster(&packed, &times(28.0, 2.5)), CpuKernels::Candle);
         // Faster by 5% only (494 ms): the packed tiles stay, their copy of the weights is the
         // smaller.
-        assert_eq!(faster(&packed, &times(9.5, 1.9)), CpuKernels::Packed);
+        assert_eq!(faster(&packed, &times(38.0, 1.9)), CpuKernels::Packed);
         // Faster at steps, slower over an answer (540 ms).
-        assert_eq!(faster(&packed, &times(12.0, 1.0)), CpuKernels::Packed);
-        assert_eq!(faster(&times(7.0, 2.5), &packed), CpuKernels::Packed);
+        assert_eq!(faster(&packed, &times(48.0, 1.0)), CpuKernels::Packed);
+        assert_eq!(faster(&times(28.0, 2.5), &packed), CpuKernels::Packed);
     }
 
     #[test]

@@ -18,6 +18,8 @@
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use candle_core::{DType, Device};
@@ -32,26 +34,29 @@ use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::QuantizedLlama;
 use crate::mapped::MappedGguf;
 
-/// Prompt tokens per forward pass, summed over the rows of a batch. It bounds the attention
-/// scores (`tokens × heads × context` floats), and it stays under 32 on purpose: on CPUs with
-/// AMX, candle multiplies 32 rows or more with AMX tiles from a second packed copy of every Q4_K
-/// matrix, 2.2 times the size of the weights, kept next to the original and the AVX-512 copy.
-/// For a 7B Q4_K_M model that is 8 GB more memory (measured: peak RSS 4.1 GB instead of 2.5 GB
-/// on an 8-block, 1.16 GB model), for prompts about 25% faster. The AVX-512 tiles read 4 rows
-/// per pass over the weights at any chunk size, so smaller chunks cost little otherwise. (Every
-/// CPU with AMX has AVX-512 VNNI, where Q4_K and Q6_K matrices now run on `packed`, which uses
-/// no AMX; the limit still holds for what it cannot pack.) Larger passes were measured on the
-/// packed kernels (8-block 7B-shaped Q4_K_M, one thread, a 256-token prompt, 3 rounds
-/// alternating): 63 tokens read the prompt 2.5% faster and 127 tokens 8% faster than 31. The
-/// model thread answers Stop and other requests between passes, and on a 7B model with two
-/// cores a pass of 127 tokens takes about 6 s against 1.4 s for 31; the limit stays.
-pub(crate) const PREFILL_TOKENS: usize = 31;
+/// Prompt tokens per forward pass, summed over the rows of a batch, where every weight matrix
+/// runs on this crate's packed tiles. The prompt kernel unpacks each superblock of weights once
+/// per pass and reads every weight from memory once per pass, so larger passes read prompts
+/// faster: measured on an AMD EPYC (family 26, 2 cores, the 8-block 7B-shaped Q4_K_M model),
+/// a 128-token prompt at 248–259 tokens/s against 213–228 in passes of 31, and the five
+/// candidates of an answer (K = 5, about 1,350 prompt tokens) in 4.6 s against 5.9–6.0. A
+/// pass of a 7B model on two cores then takes a few seconds, so it stops between blocks when
+/// its generation is cancelled ([`BatchDecode::stop_when`]).
+pub(crate) const PREFILL_TOKENS: usize = 124;
+
+/// Prompt tokens per forward pass where some weight matrix runs on candle's kernels: under 32
+/// on purpose, for on CPUs with AMX candle multiplies 32 rows or more with AMX tiles from a
+/// second packed copy of every Q4_K matrix, 2.2 times the size of the weights, kept next to the
+/// original and the AVX-512 copy. For a 7B Q4_K_M model that is 8 GB more memory (measured:
+/// peak RSS 4.1 GB instead of 2.5 GB on an 8-block, 1.16 GB model), for prompts about 25%
+/// faster; and some virtual machines report AMX that faults when used.
+pub(crate) const CANDLE_PREFILL_TOKENS: usize = 31;
 
 /// Slots of a prompt pass at most (rows × columns, pads included): rows of different lengths
 /// are left-padded, and while only the longest rows have tokens a pass takes more columns to
-/// hold `PREFILL_TOKENS` real ones. Pads cost no arithmetic but attention's, whose scores this
-/// bounds (slots × heads × context floats).
-const PREFILL_SLOTS: usize = 4 * PREFILL_TOKENS;
+/// hold its real ones. Pads cost no arithmetic but attention's, whose scores this bounds
+/// (slots × heads × context floats, as for one row of `PREFILL_TOKENS`).
+const PREFILL_SLOTS: usize = PREFILL_TOKENS;
 
 /// A GGUF Llama model and its tokenizer, on one device.
 pub struct LlamaGenerator {
@@ -61,6 +66,9 @@ pub struct LlamaGenerator {
     path: PathBuf,
     /// Incremented by every batch begun: the cache belongs to the batch with this serial.
     batch_serial: u64,
+    /// Prompt tokens per forward pass: [`PREFILL_TOKENS`], or [`CANDLE_PREFILL_TOKENS`] where
+    /// some matrix runs on candle's kernels.
+    pass_tokens: usize,
     /// The tokens whose keys and values fill the model's cache (one row, from its first column)
     /// once a probe has ended; empty while the cache holds anything else.
     cached_prompt: Vec<TokenId>,
@@ -216,12 +224,18 @@ impl LlamaGenerator {
             kernels = %model.kernel_choice(),
             "loaded GGUF Llama generator"
         );
+        let pass_tokens = if model.all_matrices_packed() {
+            PREFILL_TOKENS
+        } else {
+            CANDLE_PREFILL_TOKENS
+        };
         Ok(Self {
             model,
             tokenizer,
             device: device.clone(),
             path: path.to_owned(),
             batch_serial: 0,
+            pass_tokens,
             cached_prompt: Vec::new(),
         })
     }
@@ -284,7 +298,8 @@ impl LlamaGenerator {
     }
 
     /// Runs `rows` (continuing the cache's rows) left-padded to a common length, in passes of
-    /// about `PREFILL_TOKENS` tokens ([`pass_end`]); returns the logits of each row's last token.
+    /// about `self.pass_tokens` tokens ([`pass_end`]); returns the logits of each row's last
+    /// token.
     fn prefill(&mut self, rows: &[&[TokenId]]) -> Result<Vec<Vec<f32>>, ModelError> {
         let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
         if width == 0 {
@@ -292,7 +307,7 @@ impl LlamaGenerator {
         }
         let mut begin = 0;
         loop {
-            let end = pass_end(rows, begin);
+            let end = pass_end(rows, begin, self.pass_tokens);
             let columns = padded_columns(rows, begin, end);
             if end >= width {
                 // Only the last pass's logits are read.
@@ -464,6 +479,7 @@ impl LlamaGenerator {
             request,
             stop_at_eos,
             keeps_prompt: false,
+            stop: None,
             shared,
             rows,
             prompt_tokens,
@@ -480,7 +496,9 @@ impl LlamaGenerator {
         if batch.serial != self.batch_serial {
             return Err(ModelError::BatchSuperseded);
         }
+        self.model.set_interrupt(batch.stop.clone());
         let result = self.advance(batch);
+        self.model.set_interrupt(None);
         match &result {
             Ok(None) => {}
             // A probe's one row is its prompt: kept for the batch that follows.
@@ -511,7 +529,7 @@ impl LlamaGenerator {
         let phase = std::mem::replace(&mut batch.phase, Phase::Finished);
         batch.phase = match phase {
             Phase::SharedPrefix { begin } => {
-                let end = (begin + PREFILL_TOKENS).min(batch.shared);
+                let end = (begin + self.pass_tokens).min(batch.shared);
                 if begin < end {
                     self.forward_unread(&[&batch.prompts[0][begin..end]])?;
                 }
@@ -530,7 +548,7 @@ impl LlamaGenerator {
                 let rests: Vec<&[TokenId]> =
                     batch.prompts.iter().map(|p| &p[batch.shared..]).collect();
                 let width = rests.iter().map(|r| r.len()).max().unwrap_or(0);
-                let end = pass_end(&rests, begin);
+                let end = pass_end(&rests, begin, self.pass_tokens);
                 let columns = padded_columns(&rests, begin, end);
                 if end < width {
                     // Only the last pass's logits are read.
@@ -613,16 +631,16 @@ impl LlamaGenerator {
 }
 
 /// Where the prompt pass that starts at column `begin` of `rows`, left-padded to the longest,
-/// ends: after as many columns as hold `PREFILL_TOKENS` real tokens, within `PREFILL_SLOTS`
-/// slots, and at least one column (at most the padded width).
-fn pass_end(rows: &[&[TokenId]], begin: usize) -> usize {
+/// ends: after as many columns as hold `pass_tokens` real tokens, within `PREFILL_SLOTS` slots,
+/// and at least one column (at most the padded width).
+fn pass_end(rows: &[&[TokenId]], begin: usize, pass_tokens: usize) -> usize {
     let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     let max_columns = (PREFILL_SLOTS / rows.len().max(1)).max(1);
     // Column `c` holds a real token of every row at least `width - c` long.
     let tokens_at = |column: usize| rows.iter().filter(|r| r.len() + column >= width).count();
     let mut end = (begin + 1).min(width);
     let mut tokens = if begin < width { tokens_at(begin) } else { 0 };
-    while end < width && end - begin < max_columns && tokens + tokens_at(end) <= PREFILL_TOKENS {
+    while end < width && end - begin < max_columns && tokens + tokens_at(end) <= pass_tokens {
         tokens += tokens_at(end);
         end += 1;
     }
@@ -653,6 +671,8 @@ pub struct BatchDecode {
     prompts: Vec<Vec<TokenId>>,
     request: GenerateRequest,
     stop_at_eos: bool,
+    /// When set, the pass that is running stops before its next block, and the step fails.
+    stop: Option<Arc<AtomicBool>>,
     /// Whether the cache is kept when the batch ends (a probe, whose prompt a batch that follows
     /// may begin with).
     keeps_prompt: bool,
@@ -683,6 +703,13 @@ enum Phase {
 }
 
 impl BatchDecode {
+    /// Stops the batch's forward passes between two blocks once `flag` is set (a cancelled
+    /// answer): the step that was running fails, the batch is over and its cache freed. A step
+    /// that begins with `flag` set fails at once.
+    pub fn stop_when(&mut self, flag: Arc<AtomicBool>) {
+        self.stop = Some(flag);
+    }
+
     fn finish(&mut self) -> TimedGeneration {
         let total = self.started.elapsed().as_secs_f64();
         TimedGeneration {
@@ -779,14 +806,14 @@ mod tests {
 
     #[test]
     fn prompt_passes_hold_a_bounded_count_of_real_tokens() {
-        let passes = |lengths: &[usize]| {
+        let passes = |lengths: &[usize], pass_tokens: usize| {
             let rows: Vec<Vec<TokenId>> = lengths.iter().map(|&n| vec![7; n]).collect();
             let rows: Vec<&[TokenId]> = rows.iter().map(Vec::as_slice).collect();
             let width = lengths.iter().copied().max().unwrap_or(0);
             let mut ends = Vec::new();
             let mut begin = 0;
             while begin < width {
-                let end = pass_end(&rows, begin);
+                let end = pass_end(&rows, begin, pass_tokens);
                 assert!(end > begin);
                 let slots = (end - begin) * rows.len();
                 assert!(slots <= PREFILL_SLOTS || end == begin + 1);
@@ -794,22 +821,27 @@ mod tests {
                     .iter()
                     .map(|r| r.len())
                     .sum();
-                assert!(real <= PREFILL_TOKENS || end == begin + 1);
+                assert!(real <= pass_tokens || end == begin + 1);
                 ends.push(end);
                 begin = end;
             }
             ends
         };
-        // One row: 31 tokens a pass.
-        assert_eq!(passes(&[70]), [31, 62, 70]);
+        let (packed, candle) = (PREFILL_TOKENS, CANDLE_PREFILL_TOKENS);
+        // One row: 124 or 31 tokens a pass.
+        assert_eq!(passes(&[300], packed), [124, 248, 300]);
+        assert_eq!(passes(&[70], candle), [31, 62, 70]);
         // While only the longest of five rows has tokens, a pass takes 24 of its columns (the
-        // slots' bound); then 31 tokens of however many rows have them.
+        // slots' bound); then as many tokens as it may of however many rows have them.
+        let five = [100, 40, 40, 40, 40];
+        assert_eq!(passes(&five, packed), [24, 48, 72, 96, 100]);
         assert_eq!(
-            passes(&[100, 40, 40, 40, 40]),
+            passes(&five, candle),
             [24, 48, 63, 69, 75, 81, 87, 93, 99, 100]
         );
         // More rows than a pass's tokens: one column at a time.
-        assert_eq!(passes(&[3; 40]), [1, 2, 3]);
-        assert_eq!(passes(&[]), Vec::<usize>::new());
+        assert_eq!(passes(&[3; 40], candle), [1, 2, 3]);
+        assert_eq!(passes(&[3; 40], packed), [3]);
+        assert_eq!(passes(&[], packed), Vec::<usize>::new());
     }
 }

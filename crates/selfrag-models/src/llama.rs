@@ -23,6 +23,7 @@
 use std::io::{Read, Seek};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
@@ -601,6 +602,8 @@ pub struct QuantizedLlama {
     device: Device,
     /// Which CPU kernels the Q4_K and Q6_K matrices were made for.
     kernel_choice: KernelChoice,
+    /// When set, a forward pass stops before its next block (see [`Self::set_interrupt`]).
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl std::fmt::Debug for QuantizedLlama {
@@ -776,6 +779,7 @@ impl QuantizedLlama {
             reserved_columns: 0,
             device: device.clone(),
             kernel_choice,
+            interrupt: None,
         })
     }
 
@@ -792,19 +796,31 @@ impl QuantizedLlama {
     /// How many weight matrices are multiplied on this crate's packed tiles (Q4_K and Q6_K on
     /// CPUs with AVX-512 VNNI); the others go through candle's kernels.
     pub fn packed_matrices(&self) -> usize {
-        let packed = |linear: &QLinear| usize::from(matches!(linear, QLinear::Packed(_)));
-        packed(&self.output)
-            + self
-                .blocks
-                .iter()
-                .map(|b| {
-                    let (a, f) = (&b.attention, &b.feed_forward);
-                    [&a.wq, &a.wk, &a.wv, &a.wo, &f.gate, &f.up, &f.down]
-                        .into_iter()
-                        .map(packed)
-                        .sum::<usize>()
-                })
-                .sum::<usize>()
+        self.matrices()
+            .filter(|linear| matches!(linear, QLinear::Packed(_)))
+            .count()
+    }
+
+    /// Whether every weight matrix is multiplied on this crate's packed tiles, so that no
+    /// product of many rows reaches candle's kernels (see `generator::PREFILL_TOKENS`).
+    pub fn all_matrices_packed(&self) -> bool {
+        self.matrices()
+            .all(|linear| matches!(linear, QLinear::Packed(_)))
+    }
+
+    /// Every weight matrix: the output layer's, then each block's.
+    fn matrices(&self) -> impl Iterator<Item = &QLinear> {
+        std::iter::once(&self.output).chain(self.blocks.iter().flat_map(|b| {
+            let (a, f) = (&b.attention, &b.feed_forward);
+            [&a.wq, &a.wk, &a.wv, &a.wo, &f.gate, &f.up, &f.down]
+        }))
+    }
+
+    /// A flag that, once set, stops a forward pass before its next block (a 124-token pass of
+    /// a 7B model takes seconds; a block, a thirty-second of that): the pass then fails, and
+    /// the cache is left half-written, to be cleared. `None` runs every pass to its end.
+    pub fn set_interrupt(&mut self, flag: Option<Arc<AtomicBool>>) {
+        self.interrupt = flag;
     }
 
     /// Rows in the KV cache (0 before the first forward pass).
@@ -1020,6 +1036,11 @@ impl QuantizedLlama {
         };
         let mut x = self.embeddings.embedding(&ids)?;
         for (block, cache) in self.blocks.iter().zip(&self.cache.layers) {
+            if let Some(flag) = &self.interrupt
+                && flag.load(Ordering::Relaxed)
+            {
+                candle_core::bail!("the forward pass was interrupted");
+            }
             x = block.forward(&x, cache, start, &inputs)?;
         }
         self.cache.columns = end;
@@ -1217,6 +1238,7 @@ mod tests {
             reserved_columns: 0,
             device: device.clone(),
             kernel_choice: KernelChoice::Set(CpuKernels::Candle),
+            interrupt: None,
         };
         // Row 0: two real tokens; row 1: a pad, then one real token.
         model.cache.rows = vec![state(&[true, true]), state(&[false, true])];

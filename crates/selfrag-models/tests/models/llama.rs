@@ -3,6 +3,8 @@
 //! every row exactly as that row decodes alone.
 
 use std::fs::File;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
@@ -605,6 +607,33 @@ fn a_batch_after_a_probe_starts_from_the_probes_prompt() {
     model.next_token_probs(&decision, &watch).unwrap();
     let probe_after_probe = model.next_token_probs(&other, &watch).unwrap();
     assert!(max_abs_diff(&probe_after_probe, &direct) < 1e-5);
+}
+
+#[test]
+fn a_stopped_batch_fails_inside_its_pass_and_the_next_batch_reads_from_nothing() {
+    let (_dir, _path, mut model) = load();
+    let prompts = selfrag_prompts(&model, &PASSAGES);
+    let req = request(4, vec![], reflection_ids(&model));
+    let fresh = model.generate_timed(&prompts, &req, true).unwrap();
+    // A probe first, so that the stopped batch starts from a kept prompt.
+    model
+        .next_token_probs(&prompt(&model, INSTRUCTION), &[])
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut batch = model
+        .begin_batch(prompts.clone(), req.clone(), true)
+        .unwrap();
+    batch.stop_when(stop.clone());
+    // The flag is read between the blocks of a pass: set before a step, that step fails.
+    assert!(model.step(&mut batch).unwrap().is_none());
+    stop.store(true, Ordering::Relaxed);
+    let error = model.step(&mut batch).unwrap_err();
+    assert!(error.to_string().contains("interrupted"), "{error}");
+    let after = model.generate_timed(&prompts, &req, true).unwrap();
+    assert_eq!(after.cached_prompt_tokens, 0);
+    for (a, b) in fresh.rows.iter().zip(&after.rows) {
+        assert_generations_close(a, b, 1e-4, 1e-5);
+    }
 }
 
 #[test]

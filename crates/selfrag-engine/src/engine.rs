@@ -196,8 +196,8 @@ impl Engine {
     }
 
     /// Answers `question` with Self-RAG, streaming progress. [`Engine::cancel`] with
-    /// [`crate::JobKind::Answer`] stops it between steps and a generation at its next forward
-    /// pass (or, on a server, its next token).
+    /// [`crate::JobKind::Answer`] stops it between steps and a generation before the next
+    /// block of its forward pass (or, on a server, at its next token).
     pub async fn ask(
         &self,
         question: String,

@@ -40,6 +40,11 @@ use crate::EngineError;
 /// (on the thread; the job's parsing and writing share the CPU too) and indexing moving.
 pub const BACKGROUND_SHARE: f64 = 0.25;
 
+/// How long the thread waits idle before it frees the attention cache a probe left for the
+/// batch that follows ([`LlamaGenerator::release_kept_prompt`]): a run searches between the
+/// two, in well under a second.
+const KEPT_PROMPT_IDLE: Duration = Duration::from_secs(10);
+
 /// Who is waiting for an embedding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EmbedFor {
@@ -176,6 +181,13 @@ struct LoadedModels {
 }
 
 impl LoadedModels {
+    /// Frees what the generator's last probe left in its cache, if it is loaded.
+    fn release_kept_prompt(&mut self) {
+        if let Some((generator, _)) = self.generator.as_mut() {
+            generator.release_kept_prompt();
+        }
+    }
+
     fn device(&mut self) -> selfrag_models::Device {
         if let Some(d) = &self.device {
             return d.clone();
@@ -445,9 +457,18 @@ fn run(commands: mpsc::Receiver<Command>, mut models: LoadedModels) {
         let idle = active.is_none() && queue.is_empty() && background.waiting.is_empty();
         // Idle, the thread waits for a command; busy, it takes only those already there.
         let waited = if idle {
-            match commands.recv() {
-                Ok(command) => Some(command),
-                Err(_) => return,
+            // A probe's prompt is kept for the batch that follows it, after the run's search;
+            // when no command comes for a while, none follows, and it would only hold memory.
+            let command = match commands.recv_timeout(KEPT_PROMPT_IDLE) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    models.release_kept_prompt();
+                    commands.recv().ok()
+                }
+                received => received.ok(),
+            };
+            match command {
+                Some(command) => Some(command),
+                None => return,
             }
         } else {
             None
@@ -859,7 +880,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_cancelled_batch_stops_at_its_next_pass_and_the_thread_goes_on() {
+    async fn a_cancelled_batch_stops_and_the_thread_goes_on() {
         let tmp = tempfile::tempdir().unwrap();
         let thread = ModelThread::spawn(tiny_paths(tmp.path())).unwrap();
         let cancel = Arc::new(AtomicBool::new(true));

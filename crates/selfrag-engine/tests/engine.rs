@@ -403,8 +403,8 @@ async fn a_paused_job_survives_a_restart_and_resume_finishes_it() {
     assert!(engine.paused_indexing().await.unwrap().is_empty());
 }
 
-/// Cancelling while the candidates are being decoded stops the batch at its next forward
-/// pass (not after the batch), reports the run as cancelled, and leaves the model thread
+/// Cancelling while the candidates are being decoded stops the batch within its forward pass
+/// (not after the batch), reports the run as cancelled, and leaves the model thread
 /// ready for the next question.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_cancelled_while_its_candidates_decode_ends_cancelled_and_the_next_one_runs() {

@@ -12,10 +12,11 @@
 //! of its weights), with the products of a default answer, and the faster is used for the
 //! whole model.
 //!
-//! The products timed are a pass of a prompt (124 rows, the generator's pass) and a step of
+//! The products timed are a pass of a prompt (the generator's pass on each kernel: 124 rows on
+//! the packed tiles, 31 on candle's, which from 32 rows would take its AMX path) and a step of
 //! five candidates decoded together (5 rows, K = 5), weighted as a short-form answer over five
-//! passages of about 250 tokens spends them: [`PREFILL_PASSES`] passes and [`DECODE_STEPS`]
-//! steps. Candle's copy of the weights is the larger (6 bits per Q4_K weight against 4.63, 10
+//! passages of about 250 tokens spends them: [`PACKED_PREFILL_PASSES`] or
+//! [`CANDLE_PREFILL_PASSES`] passes and [`DECODE_STEPS`] steps. Candle's copy of the weights is the larger (6 bits per Q4_K weight against 4.63, 10
 //! per Q6_K weight against 6.63), so it is chosen only when it is faster by
 //! [`CANDLE_MARGIN`]: two timings a few percent apart would otherwise pick one kernel on one
 //! start and the other on the next. One matrix fits in the last-level cache where a whole
@@ -38,13 +39,17 @@ use crate::packed::PackedMatrix;
 /// The setting that overrides the choice.
 pub const KERNELS_ENV: &str = "SELFRAG_CPU_KERNELS";
 
-/// Rows of a prompt pass: the generator's `PREFILL_TOKENS`.
-pub(crate) const PREFILL_ROWS: usize = 124;
+/// Rows of a prompt pass on the packed tiles: the generator's `PREFILL_TOKENS`.
+pub(crate) const PACKED_PASS_ROWS: usize = 124;
+/// Rows of a prompt pass on candle's kernels: the generator's `CANDLE_PREFILL_TOKENS`.
+pub(crate) const CANDLE_PASS_ROWS: usize = 31;
 /// Rows of a decode step: K = 5 candidates, one per passage (selfrag-core's default `k`).
 pub(crate) const DECODE_ROWS: usize = 5;
-/// Prompt passes of a default short-form answer: five passages of about 250 tokens, with the
-/// instruction, are about 1,250 tokens, read 124 at a time.
-pub const PREFILL_PASSES: u32 = 10;
+/// Prompt passes of a default short-form answer on the packed tiles: five passages of about
+/// 250 tokens, with the instruction, are about 1,240 tokens, read 124 at a time.
+pub const PACKED_PREFILL_PASSES: u32 = 10;
+/// The same tokens on candle's kernels, read 31 at a time.
+pub const CANDLE_PREFILL_PASSES: u32 = 40;
 /// Decode steps of a default answer: five candidates of about 60 tokens, decoded together.
 pub const DECODE_STEPS: u32 = 60;
 /// How much faster candle's kernels must be to be chosen over the packed tiles (see the
@@ -76,13 +81,16 @@ impl std::fmt::Display for CpuKernels {
 pub struct ProductTimes {
     pub prefill_pass_seconds: f64,
     pub decode_step_seconds: f64,
+    /// The prompt passes of a default answer on this kernel ([`PACKED_PREFILL_PASSES`] or
+    /// [`CANDLE_PREFILL_PASSES`]).
+    pub prefill_passes: u32,
 }
 
 impl ProductTimes {
-    /// The time of a default answer's products with this matrix ([`PREFILL_PASSES`] passes and
+    /// The time of a default answer's products with this matrix (`prefill_passes` passes and
     /// [`DECODE_STEPS`] steps).
     pub fn answer_seconds(&self) -> f64 {
-        f64::from(PREFILL_PASSES) * self.prefill_pass_seconds
+        f64::from(self.prefill_passes) * self.prefill_pass_seconds
             + f64::from(DECODE_STEPS) * self.decode_step_seconds
     }
 }
@@ -242,15 +250,18 @@ fn time_both(weights: &Arc<QTensor>) -> Result<Option<(ProductTimes, ProductTime
             .collect();
         Tensor::from_vec(values, (rows, k), &Device::Cpu)
     };
-    let (pass, step) = (input(PREFILL_ROWS)?, input(DECODE_ROWS)?);
+    let passes = [input(PACKED_PASS_ROWS)?, input(CANDLE_PASS_ROWS)?];
+    let step = input(DECODE_ROWS)?;
     // Candle packs its tiles on its first product: not part of the time.
     packed.forward(&step)?;
     candle.forward(&step)?;
     // The best of each kernel's rounds, the kernels taking turns.
-    let mut best = [ProductTimes {
-        prefill_pass_seconds: f64::INFINITY,
-        decode_step_seconds: f64::INFINITY,
-    }; 2];
+    let mut best =
+        [PACKED_PREFILL_PASSES, CANDLE_PREFILL_PASSES].map(|prefill_passes| ProductTimes {
+            prefill_pass_seconds: f64::INFINITY,
+            decode_step_seconds: f64::INFINITY,
+            prefill_passes,
+        });
     for _ in 0..ROUNDS {
         for (kernel, b) in best.iter_mut().enumerate() {
             let seconds = |x: &Tensor| -> Result<f64> {
@@ -261,7 +272,7 @@ fn time_both(weights: &Arc<QTensor>) -> Result<Option<(ProductTimes, ProductTime
                 };
                 Ok(started.elapsed().as_secs_f64())
             };
-            b.prefill_pass_seconds = b.prefill_pass_seconds.min(seconds(&pass)?);
+            b.prefill_pass_seconds = b.prefill_pass_seconds.min(seconds(&passes[kernel])?);
             b.decode_step_seconds = b.decode_step_seconds.min(seconds(&step)?);
         }
     }
@@ -273,10 +284,12 @@ fn time_both(weights: &Arc<QTensor>) -> Result<Option<(ProductTimes, ProductTime
 mod tests {
     use super::*;
 
+    /// A kernel's times with the packed tiles' count of passes.
     fn times(pass_ms: f64, step_ms: f64) -> ProductTimes {
         ProductTimes {
             prefill_pass_seconds: pass_ms / 1e3,
             decode_step_seconds: step_ms / 1e3,
+            prefill_passes: PACKED_PREFILL_PASSES,
         }
     }
 
@@ -294,6 +307,13 @@ mod tests {
         // Faster at steps, slower over an answer (540 ms).
         assert_eq!(faster(&packed, &times(48.0, 1.0)), CpuKernels::Packed);
         assert_eq!(faster(&times(28.0, 2.5), &packed), CpuKernels::Packed);
+        // Candle's passes are a quarter the size, four times as many: 12 ms a pass is 480 ms.
+        let candle = ProductTimes {
+            prefill_passes: CANDLE_PREFILL_PASSES,
+            ..times(12.0, 1.0)
+        };
+        assert!((candle.answer_seconds() - 0.54).abs() < 1e-12);
+        assert_eq!(faster(&packed, &candle), CpuKernels::Packed);
     }
 
     #[test]
@@ -317,7 +337,13 @@ mod tests {
 
     #[test]
     fn the_rows_timed_are_the_generators_pass_and_the_default_k() {
-        assert_eq!(PREFILL_ROWS, crate::generator::PREFILL_TOKENS);
+        assert_eq!(PACKED_PASS_ROWS, crate::generator::PREFILL_TOKENS);
+        assert_eq!(CANDLE_PASS_ROWS, crate::generator::CANDLE_PREFILL_TOKENS);
+        assert_eq!(
+            PACKED_PREFILL_PASSES as usize * PACKED_PASS_ROWS,
+            CANDLE_PREFILL_PASSES as usize * CANDLE_PASS_ROWS
+        );
+        assert!(CANDLE_PASS_ROWS < 32, "candle's AMX path starts at 32 rows");
         assert_eq!(DECODE_ROWS, selfrag_core::Settings::default().k);
     }
 

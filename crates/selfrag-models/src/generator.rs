@@ -41,11 +41,14 @@ use crate::mapped::MappedGguf;
 /// a 128-token prompt at 248–259 tokens/s against 213–228 in passes of 31, and the five
 /// candidates of an answer (K = 5, about 1,350 prompt tokens) in 4.6 s against 5.9–6.0. A
 /// pass of a 7B model on two cores then takes a few seconds, so it stops between blocks when
-/// its generation is cancelled ([`BatchDecode::stop_when`]).
+/// its generation is cancelled ([`BatchDecode::stop_when`]). Other requests to the model thread
+/// (a question's query to embed, an indexing job's batch) wait for the pass to end: on two cores
+/// a pass of a 7B model takes about 2.3 s on that EPYC (a quarter of the 8-block model's 220
+/// tokens/s), against 0.6 s for 31 tokens.
 pub(crate) const PREFILL_TOKENS: usize = 124;
 
-/// Prompt tokens per forward pass where some weight matrix runs on candle's kernels: under 32
-/// on purpose, for on CPUs with AMX candle multiplies 32 rows or more with AMX tiles from a
+/// Prompt tokens per forward pass where some block's matrix runs on candle's kernels: under 32
+/// on purpose. On CPUs with AMX, candle multiplies 32 rows or more with AMX tiles from a
 /// second packed copy of every Q4_K matrix, 2.2 times the size of the weights, kept next to the
 /// original and the AVX-512 copy. For a 7B Q4_K_M model that is 8 GB more memory (measured:
 /// peak RSS 4.1 GB instead of 2.5 GB on an 8-block, 1.16 GB model), for prompts about 25%
@@ -67,7 +70,7 @@ pub struct LlamaGenerator {
     /// Incremented by every batch begun: the cache belongs to the batch with this serial.
     batch_serial: u64,
     /// Prompt tokens per forward pass: [`PREFILL_TOKENS`], or [`CANDLE_PREFILL_TOKENS`] where
-    /// some matrix runs on candle's kernels.
+    /// some block's matrix runs on candle's kernels.
     pass_tokens: usize,
     /// The tokens whose keys and values fill the model's cache (one row, from its first column)
     /// once a probe has ended; empty while the cache holds anything else.
@@ -91,7 +94,8 @@ impl std::fmt::Debug for LlamaGenerator {
 pub struct TimedGeneration {
     /// One row per prompt, in order.
     pub rows: Vec<Generation>,
-    /// Prompt tokens run through the model: the shared prefix once, plus every row's rest.
+    /// Prompt tokens run through the model: the shared prefix once (but what the cache held
+    /// from a probe, `cached_prompt_tokens`), plus every row's rest.
     pub prompt_tokens: usize,
     /// Prompt tokens not run because the cache held them from the probe before (the start of
     /// the shared prefix).
@@ -224,7 +228,7 @@ impl LlamaGenerator {
             kernels = %model.kernel_choice(),
             "loaded GGUF Llama generator"
         );
-        let pass_tokens = if model.all_matrices_packed() {
+        let pass_tokens = if model.all_blocks_packed() {
             PREFILL_TOKENS
         } else {
             CANDLE_PREFILL_TOKENS
@@ -315,6 +319,20 @@ impl LlamaGenerator {
             }
             self.forward_unread(&columns)?;
             begin = end;
+        }
+    }
+
+    /// Prompt tokens per forward pass on this model's kernels: [`PREFILL_TOKENS`] where every
+    /// block runs on the packed tiles, else [`CANDLE_PREFILL_TOKENS`].
+    pub fn prompt_pass_tokens(&self) -> usize {
+        self.pass_tokens
+    }
+
+    /// Frees the cache a finished probe left for the batch that follows, if it is still there:
+    /// for when no batch follows soon (a 7B model's cache takes about 1 MiB a token).
+    pub fn release_kept_prompt(&mut self) {
+        if !self.cached_prompt.is_empty() {
+            self.clear_cache();
         }
     }
 
@@ -491,7 +509,8 @@ impl LlamaGenerator {
     }
 
     /// Runs one forward pass of `batch` (a chunk of its prompts, or one token of every live
-    /// row); returns the generations once every row has stopped, when the cache is freed.
+    /// row); returns the generations once every row has stopped, when the cache is freed (a
+    /// probe's is kept for the batch that follows, see [`Self::release_kept_prompt`]).
     pub fn step(&mut self, batch: &mut BatchDecode) -> Result<Option<TimedGeneration>, ModelError> {
         if batch.serial != self.batch_serial {
             return Err(ModelError::BatchSuperseded);
@@ -704,8 +723,8 @@ enum Phase {
 
 impl BatchDecode {
     /// Stops the batch's forward passes between two blocks once `flag` is set (a cancelled
-    /// answer): the step that was running fails, the batch is over and its cache freed. A step
-    /// that begins with `flag` set fails at once.
+    /// answer): the step whose pass was running fails, the batch is over and its cache freed.
+    /// The flag is read inside passes only; whoever drives the batch checks it between steps.
     pub fn stop_when(&mut self, flag: Arc<AtomicBool>) {
         self.stop = Some(flag);
     }

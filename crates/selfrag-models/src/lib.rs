@@ -61,8 +61,8 @@ mod test_values;
 
 pub use candle_core::Device;
 pub use cpu_kernels::{
-    CANDLE_MARGIN, CandleOnly, CpuKernels, DECODE_STEPS, KERNELS_ENV, KernelChoice, KernelPolicy,
-    PREFILL_PASSES, ProductTimes,
+    CANDLE_MARGIN, CANDLE_PREFILL_PASSES, CandleOnly, CpuKernels, DECODE_STEPS, KERNELS_ENV,
+    KernelChoice, KernelPolicy, PACKED_PREFILL_PASSES, ProductTimes,
 };
 pub use device::{compiled_devices, device_kind, pick_device};
 pub use embedder::BertEmbedder;

@@ -597,7 +597,7 @@ pub struct QuantizedLlama {
     output: QLinear,
     rotary: RotaryTables,
     cache: KvCache,
-    /// Columns to allocate when the cache is created, so that it never has to grow.
+    /// Columns to allocate when the cache is created or grows, so that it grows at most once.
     reserved_columns: usize,
     device: Device,
     /// Which CPU kernels the Q4_K and Q6_K matrices were made for.
@@ -801,10 +801,12 @@ impl QuantizedLlama {
             .count()
     }
 
-    /// Whether every weight matrix is multiplied on this crate's packed tiles, so that no
-    /// product of many rows reaches candle's kernels (see `generator::PREFILL_TOKENS`).
-    pub fn all_matrices_packed(&self) -> bool {
+    /// Whether every block's weight matrices are multiplied on this crate's packed tiles, so
+    /// that no product of a prompt pass's rows reaches candle's kernels (see
+    /// `generator::PREFILL_TOKENS`); the output layer multiplies each row's last token only.
+    pub fn all_blocks_packed(&self) -> bool {
         self.matrices()
+            .skip(1)
             .all(|linear| matches!(linear, QLinear::Packed(_)))
     }
 
@@ -1099,10 +1101,12 @@ impl QuantizedLlama {
                 .collect::<Result<_>>()?;
             self.cache.capacity = capacity;
         } else if columns > self.cache.capacity {
-            // To the reservation, or without one by half again to keep copies rare.
-            let capacity = columns
-                .max(self.reserved_columns)
-                .max(self.cache.capacity + self.cache.capacity / 2);
+            // To the reservation, or past it by half again to keep copies rare.
+            let capacity = if self.reserved_columns >= columns {
+                self.reserved_columns
+            } else {
+                columns.max(self.cache.capacity + self.cache.capacity / 2)
+            };
             let extra = zeros(capacity - self.cache.capacity)?;
             for layer in &mut self.cache.layers {
                 layer.k = Tensor::cat(&[&layer.k, &extra], 2)?;

@@ -23,10 +23,10 @@
 //! Two kernels multiply the same tiles. A decode step of one or a few rows (up to 8: the K
 //! candidates of an answer) waits on the reading of the weights: the decode kernel unpacks each
 //! tile in registers and multiplies it by every row at once. From [`PROMPT_MIN_ROWS`] rows (a
-//! prompt pass) the time is arithmetic, and the prompt kernel runs: it unpacks the tiles of 4 strips (64
-//! output rows) for one superblock into a scratch of bytes once, then multiplies every row by
-//! them, 3 rows × 4 strips at a time, so that unpacking costs nothing per row and each `vpdpbusd`
-//! needs no other instruction but its share of the sub-block scales (one conversion and one
+//! prompt pass) the time is arithmetic, and the prompt kernel runs: it unpacks the tiles of 4
+//! strips (64 output rows) for one superblock into a scratch of bytes once, then multiplies
+//! every row by them, 3 rows × 4 strips at a time, so that unpacking costs nothing per row and
+//! each `vpdpbusd` needs no other instruction but its share of the sub-block scales (one conversion and one
 //! multiply-add per 32 inputs for Q4_K, per 16 for Q6_K). Measured for Q4_K on the Xeon (one
 //! thread, 128 rows times an 11008×4096 matrix): 205 GMAC/s in this crate; standalone copies
 //! of the two kernels: 241 against 165. The core's `vpdpbusd` peak is 388.
@@ -738,9 +738,9 @@ mod avx512 {
     type Q6KScratch = QuadScratch<16, 4, 8>;
 
     thread_local! {
-        /// Each thread's scratches, made once: a decode step of five rows of the 8-block
-        /// benchmark model runs the prompt kernel on some 5,300 quads, and a scratch allocated
-        /// and zeroed for each would be a memset of 100 MB a step.
+        /// Each thread's scratches, made once: a prompt pass of the 8-block benchmark model
+        /// runs the prompt kernel on some 5,300 quads, and a scratch allocated and zeroed for
+        /// each would be a memset of 100 MB a pass.
         static Q4K_SCRATCH: std::cell::RefCell<Box<Q4KScratch>> =
             std::cell::RefCell::new(Box::new(Q4KScratch::ZERO));
         static Q6K_SCRATCH: std::cell::RefCell<Box<Q6KScratch>> =
@@ -1007,8 +1007,9 @@ mod avx512 {
         }
     }
 
-    /// The body of [`quad_product`] for one tile type: rows in chunks that stay in the L1 cache,
-    /// superblock by superblock, `unpack` then every row of the chunk, 3 at a time.
+    /// The body of [`quad_product`] for one tile type: rows in chunks of at most
+    /// `PROMPT_CHUNK_ROWS`, superblock by superblock, `unpack` then every row of the chunk, 3 at
+    /// a time.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
     fn quad_rows_all<const SUBS: usize, const STEPS: usize, const PAIRS: usize>(
@@ -1169,9 +1170,9 @@ mod tests {
         }
         // 48 outputs: strips only, every row count of the decode kernel, and 12 as 8 then 4.
         // 128: quads of strips too, for the prompt kernel from 9 rows (groups of 3, remainders
-        // of 1 and 2, and 49 and 100 rows in chunks of 25 and 34).
+        // of 1 and 2, one chunk up to 128 rows, and 129 and 200 rows in chunks of 65 and 100).
         let strips: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 12];
-        let quads: &[usize] = &[5, 8, 9, 10, 11, 31, 49, 100];
+        let quads: &[usize] = &[5, 8, 9, 10, 11, 31, 124, 129, 200];
         for (n, k, rows) in [(48, 768, strips), (128, 512, quads)] {
             products_match_candle(dtype, n, k, rows);
         }

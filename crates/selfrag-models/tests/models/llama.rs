@@ -250,6 +250,14 @@ fn a_q4_k_m_model_decodes_as_candles_quantized_llama_on_either_kernels() {
         let mut model =
             LlamaGenerator::load_with_kernels(&path, &Device::Cpu, KernelPolicy::Use(kernels))
                 .unwrap();
+        // Large prompt passes only where no block's product reaches candle's kernels.
+        let pass_tokens =
+            if kernels == CpuKernels::Packed && selfrag_models::packed_kernels_available() {
+                124
+            } else {
+                31
+            };
+        assert_eq!(model.prompt_pass_tokens(), pass_tokens);
         if kernels == CpuKernels::Candle {
             assert_eq!(model.packed_matrices(), 0);
         } else if selfrag_models::packed_kernels_available() {
@@ -294,6 +302,14 @@ fn assert_decodes_as_candle(path: &std::path::Path, model: &mut LlamaGenerator) 
             .unwrap()
             .remove(0);
         assert_generations_close(row, &alone, 0.1, 0.1);
+    }
+    // Started from the retrieve decision's kept prompt, the batch writes the same.
+    let decision = prompt(model, INSTRUCTION);
+    model.next_token_probs(&decision, &[]).unwrap();
+    let reused = model.generate_timed(&prompts, &req, true).unwrap();
+    assert_eq!(reused.cached_prompt_tokens, decision.len());
+    for (row, again) in batch.iter().zip(&reused.rows) {
+        assert_generations_close(row, again, 0.1, 0.1);
     }
 }
 

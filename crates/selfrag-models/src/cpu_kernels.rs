@@ -343,7 +343,7 @@ mod tests {
             PACKED_PREFILL_PASSES as usize * PACKED_PASS_ROWS,
             CANDLE_PREFILL_PASSES as usize * CANDLE_PASS_ROWS
         );
-        assert!(CANDLE_PASS_ROWS < 32, "candle's AMX path starts at 32 rows");
+        const { assert!(CANDLE_PASS_ROWS < 32, "candle's AMX path starts at 32 rows") };
         assert_eq!(DECODE_ROWS, selfrag_core::Settings::default().k);
     }
 

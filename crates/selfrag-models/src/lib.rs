@@ -44,6 +44,7 @@
 //! ```
 
 mod bert;
+mod cpu_attention;
 mod cpu_kernels;
 mod device;
 mod embedder;

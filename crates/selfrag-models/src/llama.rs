@@ -29,6 +29,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_transformers::quantized_nn::RmsNorm;
 
+use crate::cpu_attention::{AttentionShape, cpu_attention};
 use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::mapped::MappedGguf;
@@ -461,6 +462,24 @@ impl Attention {
         cache.k.slice_set(&k, 2, start)?;
         cache.v.slice_set(&v, 2, start)?;
         let len = start + columns;
+        if q.device().is_cpu() {
+            let shape = AttentionShape {
+                rows,
+                queries: columns,
+                heads: self.head_count,
+                kv_heads: self.head_count_kv,
+                head_dim: self.head_dim,
+                columns: len,
+            };
+            let y = cpu_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
+                .transpose(1, 2)?
+                .reshape((rows, columns, self.head_count * self.head_dim))?;
+            return match &inputs.ragged {
+                Some(ragged) => self.wo.forward(&ragged.gather(&y)?),
+                None => self.wo.forward(&y),
+            };
+        }
+        // On a GPU, candle's batched products.
         let k = cache.k.narrow(2, 0, len)?;
         let v = cache.v.narrow(2, 0, len)?;
 

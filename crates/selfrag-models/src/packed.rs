@@ -512,7 +512,7 @@ fn pack_q6k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ6K {
 
 /// Runs `work(i, chunk)` for every `chunk_len`-long chunk of `data` on candle's thread pool.
 /// Each chunk is behind its own lock, taken once by the one thread that claims it.
-fn for_each_chunk<T: Send>(
+pub(crate) fn for_each_chunk<T: Send>(
     data: &mut [T],
     chunk_len: usize,
     work: impl Fn(usize, &mut [T]) + Sync,

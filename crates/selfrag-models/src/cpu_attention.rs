@@ -1,0 +1,293 @@
+//! Attention on the CPU: each row's new queries against that row's keys and values in the KV
+//! cache, every (row, head) on candle's thread pool.
+//!
+//! Candle's batched matmul multiplies these as one small product per row and head, each a call
+//! into gemm for a `queries × columns` times `columns × head_dim` matrix: on the 8-block
+//! 7B-shaped model, K = 5 rows and a few hundred cache columns, those calls were 16% of a
+//! decode run and ran on one core while the other waited. Here each (row, head) is, per query,
+//! a dot product per column, a softmax and a weighted sum of the values, read where they lie in
+//! the cache.
+
+use candle_core::{Result, Storage, Tensor};
+
+use crate::packed::for_each_chunk;
+
+/// The shape of one pass's attention.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttentionShape {
+    pub rows: usize,
+    /// New tokens of each row in this pass (pads included): the last `queries` columns.
+    pub queries: usize,
+    pub heads: usize,
+    /// Fewer than `heads` for grouped-query attention: consecutive query heads share one.
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    /// Filled cache columns, the new one included.
+    pub columns: usize,
+}
+
+/// `softmax(q · kᵀ / √head_dim + mask) · v` for each row and head, as `[rows, heads, queries,
+/// head_dim]`. `q` is `[rows, heads, queries, head_dim]`, `k` and `v` the whole cache (`[rows,
+/// kv_heads, capacity, head_dim]`, of which the first `columns` columns are read), `mask`
+/// (`[rows, 1, queries, columns]`, 0 or -inf) `None` where every query sees every column. All
+/// f32, contiguous, on the CPU; anything else is an error.
+pub(crate) fn cpu_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    shape: AttentionShape,
+) -> Result<Tensor> {
+    let AttentionShape {
+        rows,
+        queries,
+        heads,
+        kv_heads,
+        head_dim,
+        columns,
+    } = shape;
+    let capacity = k.dim(2)?;
+    if q.dims() != [rows, heads, queries, head_dim]
+        || k.dims() != [rows, kv_heads, capacity, head_dim]
+        || v.dims() != k.dims()
+        || columns > capacity
+        || queries > columns
+        || kv_heads == 0
+        || !heads.is_multiple_of(kv_heads)
+        || mask.is_some_and(|m| m.dims() != [rows, 1, queries, columns])
+    {
+        candle_core::bail!(
+            "attention: queries {:?}, keys {:?}, values {:?}, {columns} columns",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        );
+    }
+    let group = heads / kv_heads;
+    #[allow(clippy::cast_precision_loss)]
+    let scale = (head_dim as f32).sqrt();
+    let mut out = vec![0f32; rows * heads * queries * head_dim];
+    {
+        let (q_storage, q_layout) = q.storage_and_layout();
+        let (k_storage, k_layout) = k.storage_and_layout();
+        let (v_storage, v_layout) = v.storage_and_layout();
+        let query_values = f32_values(&q_storage, q_layout, "queries")?;
+        let keys = f32_values(&k_storage, k_layout, "keys")?;
+        let values = f32_values(&v_storage, v_layout, "values")?;
+        let mask_storage = mask.map(Tensor::storage_and_layout);
+        let mask = match &mask_storage {
+            Some((storage, layout)) => Some(f32_values(storage, layout, "mask")?),
+            None => None,
+        };
+        // One chunk per (row, head): its `queries` lines of `head_dim` outputs.
+        for_each_chunk(&mut out, queries * head_dim, |item, out| {
+            let (row, head) = (item / heads, item % heads);
+            // The row's cache of this head's key/value head: `capacity` lines of `head_dim`.
+            let at = (row * kv_heads + head / group) * capacity * head_dim;
+            let keys = &keys[at..][..columns * head_dim];
+            let values = &values[at..][..columns * head_dim];
+            let lines = query_values[item * queries * head_dim..][..queries * head_dim]
+                .chunks_exact(head_dim);
+            let mut scores = vec![0f32; columns];
+            for ((query, index), out) in lines.zip(0..).zip(out.chunks_exact_mut(head_dim)) {
+                for (score, key) in scores.iter_mut().zip(keys.chunks_exact(head_dim)) {
+                    *score = dot(query, key) / scale;
+                }
+                if let Some(mask) = mask {
+                    let line = &mask[(row * queries + index) * columns..][..columns];
+                    for (score, m) in scores.iter_mut().zip(line) {
+                        *score += m;
+                    }
+                }
+                softmax(&mut scores);
+                for (weight, value) in scores.iter().zip(values.chunks_exact(head_dim)) {
+                    for (o, x) in out.iter_mut().zip(value) {
+                        *o += weight * x;
+                    }
+                }
+            }
+        });
+    }
+    Tensor::from_vec(out, (rows, heads, queries, head_dim), q.device())
+}
+
+/// The f32 values of a contiguous CPU tensor.
+fn f32_values<'a>(
+    storage: &'a Storage,
+    layout: &candle_core::Layout,
+    what: &str,
+) -> Result<&'a [f32]> {
+    match (storage, layout.contiguous_offsets()) {
+        (Storage::Cpu(candle_core::CpuStorage::F32(values)), Some((start, end))) => {
+            Ok(&values[start..end])
+        }
+        _ => candle_core::bail!("attention: the {what} are not contiguous f32 on the CPU"),
+    }
+}
+
+/// `Σ a·b`, in 16 lanes so that it vectorizes.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    let (a_chunks, a_rest) = a.as_chunks::<16>();
+    let (b_chunks, b_rest) = b.as_chunks::<16>();
+    for (x, y) in a_chunks.iter().zip(b_chunks) {
+        for ((lane, x), y) in lanes.iter_mut().zip(x).zip(y) {
+            *lane += x * y;
+        }
+    }
+    let rest: f32 = a_rest.iter().zip(b_rest).map(|(x, y)| x * y).sum();
+    lanes.iter().sum::<f32>() + rest
+}
+
+/// Softmax in place, as candle's `softmax_last_dim`: the maximum subtracted, exponentials
+/// divided by their sum.
+fn softmax(scores: &mut [f32]) {
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for score in scores.iter_mut() {
+        *score = (*score - max).exp();
+        sum += *score;
+    }
+    for score in scores.iter_mut() {
+        *score /= sum;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{D, Device};
+
+    /// The same attention with candle's operations (what `llama.rs` ran before).
+    fn with_candle(
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+        shape: AttentionShape,
+    ) -> Tensor {
+        let AttentionShape {
+            rows,
+            queries,
+            heads,
+            kv_heads,
+            head_dim,
+            columns,
+        } = shape;
+        let group = heads / kv_heads;
+        let k = k.narrow(2, 0, columns).unwrap();
+        let v = v.narrow(2, 0, columns).unwrap();
+        let q = q
+            .reshape((rows, kv_heads, group * queries, head_dim))
+            .unwrap();
+        let scores = (q.matmul(&k.t().unwrap()).unwrap() / (head_dim as f64).sqrt()).unwrap();
+        let scores = match mask {
+            None => scores,
+            Some(mask) => scores
+                .reshape((rows, heads, queries, columns))
+                .unwrap()
+                .broadcast_add(mask)
+                .unwrap(),
+        };
+        let weights = candle_nn::ops::softmax(&scores, D::Minus1).unwrap();
+        weights
+            .reshape((rows, kv_heads, group * queries, columns))
+            .unwrap()
+            .matmul(&v)
+            .unwrap()
+            .reshape((rows, heads, queries, head_dim))
+            .unwrap()
+    }
+
+    #[test]
+    fn attention_matches_candles_operations() {
+        let device = Device::Cpu;
+        let values = |count: usize, seed: u64| {
+            Tensor::from_vec(crate::test_values::uniform(count, seed), count, &device).unwrap()
+        };
+        // Grouped and plain heads; a head size that is not a multiple of 16; a cache with room
+        // to spare; one new token a row (a decode step) and several, causal, with rows that
+        // cannot see some columns (left padding).
+        for (heads, kv_heads, head_dim, queries) in [(4, 2, 32, 1), (3, 3, 20, 1), (4, 2, 32, 6)] {
+            let (rows, capacity, columns) = (3, 40, 29);
+            let shape = AttentionShape {
+                rows,
+                queries,
+                heads,
+                kv_heads,
+                head_dim,
+                columns,
+            };
+            let q = values(rows * heads * queries * head_dim, 1)
+                .reshape((rows, heads, queries, head_dim))
+                .unwrap();
+            let cache = |seed| {
+                values(rows * kv_heads * capacity * head_dim, seed)
+                    .reshape((rows, kv_heads, capacity, head_dim))
+                    .unwrap()
+            };
+            let (k, v) = (cache(2), cache(3));
+            let mask: Vec<f32> = (0..rows * queries * columns)
+                .map(|i| {
+                    let (row, query, column) =
+                        (i / (queries * columns), i / columns % queries, i % columns);
+                    let own = columns - queries + query;
+                    if column < 5 * row || column > own {
+                        f32::NEG_INFINITY
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let mask = Tensor::from_vec(mask, (rows, 1, queries, columns), &device).unwrap();
+            let masks = if queries == 1 {
+                vec![None, Some(&mask)]
+            } else {
+                vec![Some(&mask)]
+            };
+            for mask in masks {
+                let ours = cpu_attention(&q, &k, &v, mask, shape).unwrap();
+                let reference = with_candle(&q, &k, &v, mask, shape);
+                let difference = (ours - reference)
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .max(0)
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
+                assert!(difference < 1e-5, "{difference}");
+            }
+        }
+    }
+
+    #[test]
+    fn shapes_that_do_not_fit_are_refused() {
+        let device = Device::Cpu;
+        let zeros = |dims: &[usize]| Tensor::zeros(dims, candle_core::DType::F32, &device).unwrap();
+        let shape = AttentionShape {
+            rows: 2,
+            queries: 1,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 8,
+            columns: 10,
+        };
+        let (q, cache) = (zeros(&[2, 4, 1, 8]), zeros(&[2, 2, 10, 8]));
+        assert!(cpu_attention(&q, &cache, &cache, None, shape).is_ok());
+        let longer = AttentionShape {
+            columns: 11,
+            ..shape
+        };
+        assert!(cpu_attention(&q, &cache, &cache, None, longer).is_err());
+        let mask = zeros(&[2, 1, 1, 9]);
+        assert!(cpu_attention(&q, &cache, &cache, Some(&mask), shape).is_err());
+        let two = AttentionShape {
+            queries: 2,
+            ..shape
+        };
+        assert!(cpu_attention(&q, &cache, &cache, None, two).is_err());
+    }
+}

@@ -527,7 +527,7 @@ fn erf(x: f32) -> f32 {
 /// loops above vectorise: x = k·ln 2 + f with |f| ≤ ln 2 / 2 (Cody–Waite), eᶠ by its Taylor
 /// series to degree 7 (error below 5e-9), 2ᵏ built in the exponent bits.
 #[inline(always)]
-fn exp(x: f32) -> f32 {
+pub(crate) fn exp(x: f32) -> f32 {
     // 1.5·2²³: adding it rounds to an integer, which then sits in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;
     const LN2_HIGH: f32 = 0.693_145_75;

@@ -136,6 +136,23 @@ impl RowQuantization {
     };
 }
 
+/// `v.clamp(lo, hi).round()` (half away from zero) as an integer, in a form the compiler
+/// vectorizes (`f32::round` is a call into libm for each value): clamp first (whole bounds, so
+/// the order does not matter; an infinite value stays at the bound), truncate, then step away
+/// from zero when the fraction left is at least a half. NaN gives 0, as `round` and a cast do.
+/// `lo` and `hi` must be whole numbers within `i32`.
+#[inline]
+pub(crate) fn round_clamped(v: f32, lo: f32, hi: f32) -> i32 {
+    let v = v.clamp(lo, hi);
+    #[allow(clippy::cast_possible_truncation)]
+    let truncated = v as i32;
+    #[allow(clippy::cast_precision_loss)]
+    let fraction = v - truncated as f32;
+    truncated
+        .wrapping_add(i32::from(fraction >= 0.5))
+        .wrapping_sub(i32::from(fraction <= -0.5))
+}
+
 impl Int8Matrix {
     /// Quantizes the `n × k` f32 `weight` (a linear layer's, `out × in`), or `None` where the
     /// int8 products cannot run: a CPU without AVX-512 VNNI, `k` not a multiple of 4, or `k`
@@ -169,24 +186,36 @@ impl Int8Matrix {
         let mut groups = vec![Group([0; PANEL_ROWS * GROUP_INPUTS]); panels * groups_per_panel];
         let mut scales = vec![0f32; panels * PANEL_ROWS];
         let mut sums = vec![0i32; panels * PANEL_ROWS];
-        for (row, weights) in values.chunks_exact(k).enumerate().take(n) {
-            let max = weights.iter().fold(0f32, |m, w| m.max(w.abs()));
-            let scale = max / 127.0;
-            let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-            let (panel, lane) = (row / PANEL_ROWS, row % PANEL_ROWS);
-            let panel_groups = &mut groups[panel * groups_per_panel..][..groups_per_panel];
-            let mut sum = 0i32;
-            for (input, &w) in weights.iter().enumerate() {
-                // Within −127..=127 by the choice of scale; clamped against rounding.
-                #[allow(clippy::cast_possible_truncation)]
-                let q = (w * inverse).round().clamp(-127.0, 127.0) as i8;
-                sum += i32::from(q);
-                let group = &mut panel_groups[input / GROUP_INPUTS];
-                group.0[lane * GROUP_INPUTS + input % GROUP_INPUTS] = q.cast_unsigned();
-            }
-            scales[row] = scale;
-            sums[row] = sum;
-        }
+        // Panel by panel in parallel: a model's load quantizes some 85 million weights.
+        groups
+            .par_chunks_mut(groups_per_panel)
+            .zip(scales.par_chunks_mut(PANEL_ROWS))
+            .zip(sums.par_chunks_mut(PANEL_ROWS))
+            .zip(values[..n * k].par_chunks(PANEL_ROWS * k))
+            .for_each(|(((panel_groups, scales), sums), rows)| {
+                for (lane, weights) in rows.chunks_exact(k).enumerate() {
+                    let max = weights.iter().fold(0f32, |m, w| m.max(w.abs()));
+                    let scale = max / 127.0;
+                    let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+                    let mut sum = 0i32;
+                    for (group, weights) in panel_groups
+                        .iter_mut()
+                        .zip(weights.chunks_exact(GROUP_INPUTS))
+                    {
+                        let bytes = &mut group.0[lane * GROUP_INPUTS..][..GROUP_INPUTS];
+                        for (byte, &w) in bytes.iter_mut().zip(weights) {
+                            // Within −127..=127 by the choice of scale; clamped against
+                            // rounding.
+                            #[allow(clippy::cast_possible_truncation)]
+                            let q = round_clamped(w * inverse, -127.0, 127.0) as i8;
+                            sum += i32::from(q);
+                            *byte = q.cast_unsigned();
+                        }
+                    }
+                    scales[lane] = scale;
+                    sums[lane] = sum;
+                }
+            });
         Some(Self {
             groups,
             scales,

@@ -12,11 +12,13 @@
 //! ## Tour
 //! - [`LlamaGenerator`]: `load(path, device)`, then the `Generator` methods: exact softmax
 //!   probabilities of watched ids (the reflection tokens), greedy decoding with stop rules, all
-//!   rows of a batch decoded together with their shared prompt prefix run once.
+//!   rows of a batch decoded together with their shared prompt prefix run once (and the
+//!   retrieve decision's prompt, which the batch begins with, not read again).
 //! - [`QuantizedLlama`]: the batched quantized Llama under it (per-row KV cache, positions and
 //!   attention masks), in candle's style; on AVX-512 VNNI CPUs its Q4_K and Q6_K matrices are
 //!   multiplied in `packed`, compact SIMD tiles of this crate, or by candle where its kernels
-//!   time faster at load ([`KernelChoice`]), and everything else by candle.
+//!   time faster at load ([`KernelChoice`]); on the CPU the attention of its decode steps in
+//!   `cpu_attention`; everything else by candle.
 //! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
 //!   never yields a reflection token.
 //! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe); on the CPU

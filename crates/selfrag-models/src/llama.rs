@@ -462,7 +462,10 @@ impl Attention {
         cache.k.slice_set(&k, 2, start)?;
         cache.v.slice_set(&v, 2, start)?;
         let len = start + columns;
-        if q.device().is_cpu() {
+        // A decode step's attention on the CPU is this crate's; a prompt pass's many queries
+        // multiply faster as candle's matrix products (measured: this crate's loop was 13% of
+        // an answer's samples in prompt passes, against about 5% for gemm).
+        if columns == 1 && q.device().is_cpu() {
             let shape = AttentionShape {
                 rows,
                 queries: columns,
@@ -479,7 +482,7 @@ impl Attention {
                 None => self.wo.forward(&y),
             };
         }
-        // On a GPU, candle's batched products.
+        // A prompt pass, or on a GPU: candle's batched products.
         let k = cache.k.narrow(2, 0, len)?;
         let v = cache.v.narrow(2, 0, len)?;
 

@@ -166,21 +166,10 @@ impl BlockQ8K {
         };
         let iscale = -127f32 / max;
         for (q, &x) in out.qs.iter_mut().zip(xs) {
-            // `f32::round` (half away from zero) then the clamp, in a form the compiler
-            // vectorizes: clamp first (the bounds are whole, so the order does not matter; it
-            // keeps an infinite product, where the largest magnitude is so small that `iscale`
-            // overflows, at the bound), truncate, then step away from zero when the fraction left
-            // is at least a half. NaN gives 0, as `round` and the cast do.
-            let v = (iscale * x).clamp(-128.0, 127.0);
+            // `f32::round` then the clamp, vectorized; an infinite product (the largest
+            // magnitude so small that `iscale` overflows) stays at the bound.
             #[allow(clippy::cast_possible_truncation)]
-            let truncated = v as i32;
-            #[allow(clippy::cast_precision_loss)]
-            let fraction = v - truncated as f32;
-            let rounded = truncated
-                .wrapping_add(i32::from(fraction >= 0.5))
-                .wrapping_sub(i32::from(fraction <= -0.5));
-            #[allow(clippy::cast_possible_truncation)]
-            let value = rounded.clamp(-128, 127) as i8;
+            let value = crate::int8::round_clamped(iscale * x, -128.0, 127.0) as i8;
             *q = value;
         }
         for (sum, group) in out.bsums.iter_mut().zip(out.qs.chunks_exact(16)) {

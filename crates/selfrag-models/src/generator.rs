@@ -703,6 +703,7 @@ pub struct BatchDecode {
     /// Prompt index of each cache row still decoding.
     live: Vec<usize>,
     prompt_tokens: usize,
+    /// Prompt tokens the cache held from the probe before (see [`TimedGeneration`]).
     cached_prompt_tokens: usize,
     decode_tokens: usize,
     started: Instant,

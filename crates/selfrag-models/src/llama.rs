@@ -827,17 +827,21 @@ impl QuantizedLlama {
     /// that no product of a prompt pass's rows reaches candle's kernels (see
     /// `generator::PREFILL_TOKENS`); the output layer multiplies each row's last token only.
     pub fn all_blocks_packed(&self) -> bool {
-        self.matrices()
-            .skip(1)
+        self.block_matrices()
             .all(|linear| matches!(linear, QLinear::Packed(_)))
     }
 
-    /// Every weight matrix: the output layer's, then each block's.
+    /// Every weight matrix: the output layer's and the blocks'.
     fn matrices(&self) -> impl Iterator<Item = &QLinear> {
-        std::iter::once(&self.output).chain(self.blocks.iter().flat_map(|b| {
+        std::iter::once(&self.output).chain(self.block_matrices())
+    }
+
+    /// Each block's seven weight matrices.
+    fn block_matrices(&self) -> impl Iterator<Item = &QLinear> {
+        self.blocks.iter().flat_map(|b| {
             let (a, f) = (&b.attention, &b.feed_forward);
             [&a.wq, &a.wk, &a.wv, &a.wo, &f.gate, &f.up, &f.down]
-        }))
+        })
     }
 
     /// A flag that, once set, stops a forward pass before its next block (a 124-token pass of

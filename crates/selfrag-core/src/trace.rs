@@ -254,7 +254,8 @@ pub struct GeneratorInfo {
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct AnswerTimings {
     /// Loading the generator before the answer could start (the first answer after a start or
-    /// a change of model or device); 0 when it was loaded, and on a server.
+    /// a change of model or device), with the embedder where it loaded at the same time; 0
+    /// when it was loaded, and on a server.
     #[serde(default)]
     pub load_seconds: f64,
     /// Reading the question up to the retrieve decision.

@@ -206,6 +206,12 @@ impl Engine {
     ) -> Result<AnswerRecord, EngineError> {
         let job = self.jobs.start(crate::JobKind::Answer);
         let cancel = job.flag().clone();
+        // The local generator opens first: where the library is not open yet, the embedder it
+        // opens with loads beside the generator (`ModelThread`), not after it.
+        let local = match self.server_config() {
+            Some(_) => None,
+            None => Some(self.models.open_generator(cancel.clone()).await?),
+        };
         // Without an embedder the library cannot open; Self-RAG can still answer without it.
         let library = self.library().await.ok();
         let run = SelfRagRun {
@@ -215,10 +221,7 @@ impl Engine {
             cancel: cancel.clone(),
             library,
         };
-        let answer = if self.server_config().is_some() {
-            self.ask_server(run).await?
-        } else {
-            let generator = self.models.open_generator(cancel).await?;
+        let answer = if let Some(generator) = local {
             let load_seconds = generator.load_seconds();
             let mut answer = self.run_self_rag(generator, run).await?.1?;
             if let Some(timings) = answer.timings.as_mut() {
@@ -226,6 +229,8 @@ impl Engine {
                 *timings = timings.to_microseconds();
             }
             answer
+        } else {
+            self.ask_server(run).await?
         };
         Ok(self.keep(SavedAnswer::new(new_answer_id(), answer)))
     }

@@ -253,7 +253,8 @@ url?: string, };
 export type AnswerTimings = { 
 /**
  * Loading the generator before the answer could start (the first answer after a start or
- * a change of model or device); 0 when it was loaded, and on a server.
+ * a change of model or device), with the embedder where it loaded at the same time; 0
+ * when it was loaded, and on a server.
  */
 load_seconds: number, 
 /**

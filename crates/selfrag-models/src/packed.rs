@@ -282,13 +282,13 @@ impl PackedMatrix {
             &data[at..at + block_bytes]
         };
         let tiles = if dtype == GgmlDType::Q4K {
-            Tiles::Q4K(pack_tiles(n, blocks_per_row, TileQ4K::ZERO, |t, b| {
+            Tiles::Q4K(pack_tiles(n, blocks_per_row, |t, b| {
                 pack_q4k_tile(|r| block(t * TILE_ROWS + r, b))
-            }))
+            })?)
         } else {
-            Tiles::Q6K(pack_tiles(n, blocks_per_row, TileQ6K::ZERO, |t, b| {
+            Tiles::Q6K(pack_tiles(n, blocks_per_row, |t, b| {
                 pack_q6k_tile(|r| block(t * TILE_ROWS + r, b))
-            }))
+            })?)
         };
         Ok(Some(Self { tiles, n, k }))
     }
@@ -413,20 +413,36 @@ impl PackedMatrix {
 
 /// Tiles of `n / 16` strips of `blocks_per_row` each, strip by strip, the strips packed in
 /// parallel on candle's thread pool (a 7B model's matrices are 3.8 GB to repack at load).
+///
+/// Each tile is written once, by the thread that packs its strip, into memory that was never
+/// written before: filled with zeros first, on the calling thread, a 7B model's tiles took
+/// that thread through every page's first touch alone (about a third of the load's samples
+/// were page faults) before the packing began.
 fn pack_tiles<T: Copy + Send>(
     n: usize,
     blocks_per_row: usize,
-    zero: T,
     tile: impl Fn(usize, usize) -> T + Sync,
-) -> Vec<T> {
-    let strips = n / TILE_ROWS;
-    let mut tiles = vec![zero; strips * blocks_per_row];
-    for_each_chunk(&mut tiles, blocks_per_row, |strip, chunk| {
-        for (b, slot) in chunk.iter_mut().enumerate() {
-            *slot = tile(strip, b);
-        }
-    });
-    tiles
+) -> Result<Vec<T>> {
+    let len = n / TILE_ROWS * blocks_per_row;
+    let mut tiles: Vec<T> = Vec::with_capacity(len);
+    let written = std::sync::atomic::AtomicUsize::new(0);
+    for_each_chunk(
+        &mut tiles.spare_capacity_mut()[..len],
+        blocks_per_row,
+        |strip, chunk| {
+            for (b, slot) in chunk.iter_mut().enumerate() {
+                slot.write(tile(strip, b));
+            }
+            written.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+        },
+    );
+    if written.into_inner() != len {
+        candle_core::bail!("packing a matrix's tiles stopped before its last strip");
+    }
+    // SAFETY: every one of the first `len` slots was written above (each chunk counts its
+    // slots once it has written them all, and the chunks cover the `len` slots).
+    unsafe { tiles.set_len(len) };
+    Ok(tiles)
 }
 
 /// One Q4_K tile from the 16 file blocks `block(row)`.
@@ -443,23 +459,36 @@ fn pack_q4k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ4K {
             tile.mins[sub][r] = min;
         }
         // The file's nibbles: byte `j` of 32-byte chunk `c` holds value `64c + j` low and
-        // `64c + 32 + j` high.
+        // `64c + 32 + j` high. The tile's group `g` (values `8g .. 8g + 8`) holds values
+        // `8g + j` low and `8g + j + 4` high in its byte `j < 4`. So the 8 bytes at `8h` of
+        // chunk `c` give group `8c + h` from their low nibbles and group `8c + 4 + h` from
+        // their high ones, 4 bytes each, computed a word at a time.
         let qs = &blk[16..Q4K_BLOCK_BYTES];
-        let mut values = [0u8; QK_K];
+        let mut groups = [0u8; QK_K / 2];
         for (c, chunk) in qs.chunks_exact(32).enumerate() {
-            for (j, &byte) in chunk.iter().enumerate() {
-                values[c * 64 + j] = byte & 0x0F;
-                values[c * 64 + 32 + j] = byte >> 4;
+            for (h, eight) in chunk.chunks_exact(8).enumerate() {
+                let (first, second) = (le_word(&eight[..4]), le_word(&eight[4..]));
+                let low = (first & 0x0F0F_0F0F) | ((second & 0x0F0F_0F0F) << 4);
+                let high = ((first >> 4) & 0x0F0F_0F0F) | (second & 0xF0F0_F0F0);
+                groups[(8 * c + h) * 4..][..4].copy_from_slice(&low.to_le_bytes());
+                groups[(8 * c + 4 + h) * 4..][..4].copy_from_slice(&high.to_le_bytes());
             }
         }
-        for g in 0..QK_K / 8 {
-            for j in 0..4 {
-                tile.qs[(g * TILE_ROWS + r) * 4 + j] =
-                    values[g * 8 + j] | (values[g * 8 + j + 4] << 4);
-            }
-        }
+        put_row(&mut tile.qs, r, &groups);
     }
     tile
+}
+
+/// The 4 bytes of `four` as a little-endian word.
+fn le_word(four: &[u8]) -> u32 {
+    u32::from_le_bytes([four[0], four[1], four[2], four[3]])
+}
+
+/// Writes row `r`'s bytes `row` (4 per group) into a tile's `[group][row (16)][4 bytes]`.
+fn put_row(tile: &mut [u8], r: usize, row: &[u8]) {
+    for (g, four) in row.chunks_exact(4).enumerate() {
+        tile[(g * TILE_ROWS + r) * 4..][..4].copy_from_slice(four);
+    }
 }
 
 /// One Q6_K tile from the 16 file blocks `block(row)`.
@@ -487,14 +516,17 @@ fn pack_q6k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ6K {
                 values[h * 128 + j + 96] = (ql[j + 32] >> 4) | (((qh[j] >> 6) & 3) << 4);
             }
         }
+        let mut low_nibbles = [0u8; QK_K / 2];
+        let mut high_bits = [0u8; QK_K / 4];
         for g in 0..QK_K / 8 {
             for j in 0..4 {
                 let (low, high) = (values[g * 8 + j], values[g * 8 + j + 4]);
-                tile.ql[(g * TILE_ROWS + r) * 4 + j] = (low & 0x0F) | ((high & 0x0F) << 4);
-                let high_bits = ((low >> 4) | ((high >> 4) << 2)) << (4 * (g % 2));
-                tile.qh[((g / 2) * TILE_ROWS + r) * 4 + j] |= high_bits;
+                low_nibbles[g * 4 + j] = (low & 0x0F) | ((high & 0x0F) << 4);
+                high_bits[(g / 2) * 4 + j] |= ((low >> 4) | ((high >> 4) << 2)) << (4 * (g % 2));
             }
         }
+        put_row(&mut tile.ql, r, &low_nibbles);
+        put_row(&mut tile.qh, r, &high_bits);
     }
     tile
 }

@@ -344,6 +344,30 @@ impl QLinear {
     }
 }
 
+impl QLinear {
+    /// `x` times each of `linears`, which all take `x`'s last dimension: where all of them
+    /// are packed tiles, `x` is quantized once and their products run as one piece of work
+    /// (`PackedMatrix::forward_all`); otherwise one by one.
+    fn forward_all<const N: usize>(linears: [&Self; N], x: &Tensor) -> Result<[Tensor; N]> {
+        let packed: Vec<&PackedMatrix> = linears
+            .iter()
+            .filter_map(|linear| match linear {
+                Self::Packed(packed) => Some(packed.as_ref()),
+                Self::Candle { .. } => None,
+            })
+            .collect();
+        if let Ok(packed) = <[&PackedMatrix; N]>::try_from(packed) {
+            return PackedMatrix::forward_all(packed, x);
+        }
+        let mut out = Vec::with_capacity(N);
+        for linear in linears {
+            out.push(linear.forward(x)?);
+        }
+        out.try_into()
+            .map_err(|_| candle_core::Error::Msg("one product per matrix".into()))
+    }
+}
+
 impl Module for QLinear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (matmul, pad_single_row) = match self {
@@ -452,9 +476,10 @@ impl Attention {
                 .transpose(1, 2)?
                 .contiguous()
         };
-        let q = heads(self.wq.forward(x)?, self.head_count)?;
-        let k = heads(self.wk.forward(x)?, self.head_count_kv)?;
-        let v = heads(self.wv.forward(x)?, self.head_count_kv)?;
+        let [q, k, v] = QLinear::forward_all([&self.wq, &self.wk, &self.wv], x)?;
+        let q = heads(q, self.head_count)?;
+        let k = heads(k, self.head_count_kv)?;
+        let v = heads(v, self.head_count_kv)?;
         let q = candle_nn::rotary_emb::rope_i(&q, &inputs.cos, &inputs.sin)?;
         let k = candle_nn::rotary_emb::rope_i(&k, &inputs.cos, &inputs.sin)?;
 
@@ -523,8 +548,8 @@ struct FeedForward {
 
 impl Module for FeedForward {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let gate = candle_nn::ops::silu(&self.gate.forward(x)?)?;
-        self.down.forward(&(gate * self.up.forward(x)?)?)
+        let [gate, up] = QLinear::forward_all([&self.gate, &self.up], x)?;
+        self.down.forward(&(candle_nn::ops::silu(&gate)? * up)?)
     }
 }
 

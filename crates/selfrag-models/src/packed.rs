@@ -295,76 +295,46 @@ impl PackedMatrix {
 
     /// `x · Wᵀ` for `x` of shape `[..., k]`; the result has shape `[..., n]`.
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let [y] = Self::forward_all([self], x)?;
+        Ok(y)
+    }
+
+    /// `x · Wᵀ` for each matrix `W` of `matrices`, which all take the `k` values of `x`'s last
+    /// dimension: `x` is quantized once for all of them, and their products run as one piece
+    /// of work on the thread pool (the query, key and value projections of a block, or its
+    /// gate and up projections).
+    pub(crate) fn forward_all<const N: usize>(
+        matrices: [&Self; N],
+        x: &Tensor,
+    ) -> Result<[Tensor; N]> {
         let dims = x.dims();
         let Some((&k, batch)) = dims.split_last() else {
             candle_core::bail!("a matrix product needs at least one dimension");
         };
-        if k != self.k {
-            candle_core::bail!(
-                "an input of {k} values given to a {}×{} matrix",
-                self.n,
-                self.k
-            );
+        if let Some(w) = matrices.iter().find(|w| w.k != k) {
+            candle_core::bail!("an input of {k} values given to a {}×{} matrix", w.n, w.k);
         }
         let m: usize = batch.iter().product();
         let x = x
             .to_dtype(candle_core::DType::F32)?
             .flatten_all()?
             .to_vec1::<f32>()?;
-        let out = self.matmul(&x, m);
-        let mut out_dims = dims.to_vec();
-        if let Some(last) = out_dims.last_mut() {
-            *last = self.n;
-        }
-        Tensor::from_vec(out, out_dims, &candle_core::Device::Cpu)
-    }
-
-    /// `x · Wᵀ` for `m` rows of `k` values, row-major; returns `m` rows of `n`.
-    fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
-        let blocks_per_row = self.k / QK_K;
-        let mut activations = vec![BlockQ8K::ZERO; m * blocks_per_row];
-        for_each_chunk(&mut activations, blocks_per_row, |row, blocks| {
-            for (b, block) in blocks.iter_mut().enumerate() {
-                let at = row * self.k + b * QK_K;
-                BlockQ8K::quantize(&x[at..at + QK_K], block);
+        let activations = quantize_rows(&x, m, k);
+        let products = matmul_all(&matrices, &activations, m);
+        let mut out = Vec::with_capacity(N);
+        for (w, product) in matrices.iter().zip(products) {
+            let mut out_dims = dims.to_vec();
+            if let Some(last) = out_dims.last_mut() {
+                *last = w.n;
             }
-        });
-
-        if m >= PROMPT_MIN_ROWS && self.n.is_multiple_of(QUAD_WIDTH) {
-            // Each quad writes its 64 columns of every row in place: a list of those slices
-            // per quad, so threads never share a destination.
-            let mut out = vec![0f32; m * self.n];
-            let mut by_quad: Vec<Vec<&mut [f32; QUAD_WIDTH]>> = (0..self.n / QUAD_WIDTH)
-                .map(|_| Vec::with_capacity(m))
-                .collect();
-            for row in out.chunks_exact_mut(self.n) {
-                for (rows, columns) in by_quad.iter_mut().zip(row.as_chunks_mut().0) {
-                    rows.push(columns);
-                }
-            }
-            for_each_chunk(&mut by_quad, 1, |quad, rows| {
-                for rows in rows {
-                    self.quad_product(quad, &activations, rows);
-                }
-            });
-            return out;
+            out.push(Tensor::from_vec(
+                product,
+                out_dims,
+                &candle_core::Device::Cpu,
+            )?);
         }
-        // Each strip writes `[m][16]` of its own: one slice per strip, so threads never share a
-        // destination; for one row that is already the output's layout.
-        let mut by_strip = vec![0f32; m * self.n];
-        for_each_chunk(&mut by_strip, m * TILE_ROWS, |strip, out| {
-            self.strip_product(strip, &activations, m, out);
-        });
-        if m == 1 {
-            return by_strip;
-        }
-        let mut out = vec![0f32; m * self.n];
-        for (strip, values) in by_strip.chunks_exact(m * TILE_ROWS).enumerate() {
-            for (row, lane) in values.chunks_exact(TILE_ROWS).enumerate() {
-                out[row * self.n + strip * TILE_ROWS..][..TILE_ROWS].copy_from_slice(lane);
-            }
-        }
-        out
+        out.try_into()
+            .map_err(|_| candle_core::Error::Msg("one product per matrix".into()))
     }
 
     /// Adds output columns `64·quad .. 64·quad + 64` of every activation row to `rows` (one
@@ -409,6 +379,78 @@ impl PackedMatrix {
             unreachable!("`pack` builds no PackedMatrix off x86-64");
         }
     }
+}
+
+/// The `m` rows of `k` values in `x` (row-major) as Q8_K blocks, row after row.
+fn quantize_rows(x: &[f32], m: usize, k: usize) -> Vec<BlockQ8K> {
+    let blocks_per_row = k / QK_K;
+    let mut activations = vec![BlockQ8K::ZERO; m * blocks_per_row];
+    for_each_chunk(&mut activations, blocks_per_row, |row, blocks| {
+        for (b, block) in blocks.iter_mut().enumerate() {
+            let at = row * k + b * QK_K;
+            BlockQ8K::quantize(&x[at..at + QK_K], block);
+        }
+    });
+    activations
+}
+
+/// `x · Wᵀ` for each matrix, `x` being the `m` quantized rows `activations`; returns `m` rows
+/// of each matrix's `n` outputs, row-major, in the order of `matrices`. The pieces of work
+/// (a quad of 64 outputs on the prompt kernel, a strip of 16 on the decode kernel) of all the
+/// matrices go to the thread pool together.
+fn matmul_all(matrices: &[&PackedMatrix], activations: &[BlockQ8K], m: usize) -> Vec<Vec<f32>> {
+    let zeros = || -> Vec<Vec<f32>> { matrices.iter().map(|w| vec![0f32; m * w.n]).collect() };
+    if m >= PROMPT_MIN_ROWS && matrices.iter().all(|w| w.n.is_multiple_of(QUAD_WIDTH)) {
+        // Each quad writes its 64 columns of every row in place: a list of those slices per
+        // quad, so threads never share a destination.
+        let mut outs = zeros();
+        let mut quads: Vec<(&PackedMatrix, usize, Vec<&mut [f32; QUAD_WIDTH]>)> = Vec::new();
+        for (&w, out) in matrices.iter().zip(&mut outs) {
+            let first = quads.len();
+            quads.extend((0..w.n / QUAD_WIDTH).map(|quad| (w, quad, Vec::with_capacity(m))));
+            for row in out.chunks_exact_mut(w.n) {
+                for ((_, _, rows), columns) in quads[first..].iter_mut().zip(row.as_chunks_mut().0)
+                {
+                    rows.push(columns);
+                }
+            }
+        }
+        for_each_chunk(&mut quads, 1, |_, quads| {
+            for (w, quad, rows) in quads {
+                w.quad_product(*quad, activations, rows);
+            }
+        });
+        return outs;
+    }
+    // Each strip writes `[m][16]` of its own: one slice per strip, so threads never share a
+    // destination; for one row that is already the output's layout.
+    let mut by_strip = zeros();
+    let mut strips: Vec<(&PackedMatrix, usize, &mut [f32])> = Vec::new();
+    for (&w, values) in matrices.iter().zip(&mut by_strip) {
+        strips.extend(
+            values
+                .chunks_exact_mut(m * TILE_ROWS)
+                .enumerate()
+                .map(|(strip, out)| (w, strip, out)),
+        );
+    }
+    for_each_chunk(&mut strips, 1, |_, strips| {
+        for (w, strip, out) in strips {
+            w.strip_product(*strip, activations, m, out);
+        }
+    });
+    if m == 1 {
+        return by_strip;
+    }
+    let mut outs = zeros();
+    for ((w, values), out) in matrices.iter().zip(&by_strip).zip(&mut outs) {
+        for (strip, values) in values.chunks_exact(m * TILE_ROWS).enumerate() {
+            for (row, lane) in values.chunks_exact(TILE_ROWS).enumerate() {
+                out[row * w.n + strip * TILE_ROWS..][..TILE_ROWS].copy_from_slice(lane);
+            }
+        }
+    }
+    outs
 }
 
 /// Tiles of `n / 16` strips of `blocks_per_row` each, strip by strip, the strips packed in
@@ -1220,6 +1262,59 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Several matrices times one input, as a block's query, key and value projections: the
+    /// same products as each matrix alone, on both kernels, for mixed types and sizes. Where
+    /// one matrix's outputs are not whole quads, all of them run on the decode kernel, which
+    /// stays within candle's tolerance.
+    #[test]
+    fn products_of_several_matrices_match_each_alone() {
+        if !cpu_supported() {
+            selfrag_testkit::skip(
+                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
+                "this CPU lacks AVX-512 F/BW/VNNI or F16C, so nothing is packed",
+            );
+            return;
+        }
+        let device = Device::Cpu;
+        let k = 512;
+        let matrix = |dtype: GgmlDType, n: usize, seed: u64| {
+            let w = Tensor::from_vec(values(n * k, seed), (n, k), &device).unwrap();
+            let q = QTensor::quantize(&w, dtype).unwrap();
+            (
+                PackedMatrix::pack(&q).unwrap().unwrap(),
+                QMatMul::from_qtensor(q).unwrap(),
+            )
+        };
+        let (a, _) = matrix(GgmlDType::Q4K, 128, 1);
+        let (b, _) = matrix(GgmlDType::Q6K, 64, 2);
+        let (c, _) = matrix(GgmlDType::Q4K, 192, 3);
+        let (d, d_candle) = matrix(GgmlDType::Q6K, 48, 4);
+        let flat = |t: &Tensor| -> Vec<f32> { t.flatten_all().unwrap().to_vec1().unwrap() };
+        for m in [1, 5, 8, 12, 31, 124] {
+            let x = Tensor::from_vec(values(m * k, 11 + m as u64), (m, 1, k), &device).unwrap();
+            let together = PackedMatrix::forward_all([&a, &b, &c], &x).unwrap();
+            for (w, product) in [&a, &b, &c].into_iter().zip(&together) {
+                assert_eq!(product.dims(), &[m, 1, w.n]);
+                let alone = w.forward(&x).unwrap();
+                assert_eq!(flat(product), flat(&alone), "{m} rows, {} outputs", w.n);
+            }
+            let [_, strips] = PackedMatrix::forward_all([&a, &d], &x).unwrap();
+            let (ours, theirs) = (flat(&strips), flat(&d_candle.forward(&x).unwrap()));
+            let scale = theirs.iter().map(|v| v.abs()).fold(0f32, f32::max);
+            assert!(
+                ours.iter()
+                    .zip(&theirs)
+                    .all(|(a, b)| (a - b).abs() <= 1e-5 * scale),
+                "{m} rows on the decode kernel"
+            );
+        }
+        let x = Tensor::zeros((2, 256), candle_core::DType::F32, &device).unwrap();
+        assert!(
+            PackedMatrix::forward_all([&a], &x).is_err(),
+            "a width the matrix lacks"
+        );
     }
 
     #[test]

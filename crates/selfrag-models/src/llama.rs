@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
+
+use crate::cache_rows::{gather_rows, keep_rows};
 use candle_transformers::quantized_nn::RmsNorm;
 
 use crate::cpu_attention::{AttentionShape, cpu_attention};
@@ -947,10 +949,27 @@ impl QuantizedLlama {
                 }
             })
             .collect::<Result<Vec<u32>>>()?;
-        let indices = Tensor::new(indices.as_slice(), &self.device)?;
-        for layer in &mut self.cache.layers {
-            layer.k = layer.k.index_select(&indices, 0)?;
-            layer.v = layer.v.index_select(&indices, 0)?;
+        let columns = self.cache.columns;
+        if !self.device.is_cpu() {
+            let indices = Tensor::new(indices.as_slice(), &self.device)?;
+            for layer in &mut self.cache.layers {
+                layer.k = layer.k.index_select(&indices, 0)?;
+                layer.v = layer.v.index_select(&indices, 0)?;
+            }
+        } else if rows.windows(2).all(|pair| pair[0] < pair[1]) {
+            // Finished rows dropped: the others move down in place.
+            for layer in &mut self.cache.layers {
+                layer.k = keep_rows(&layer.k, rows, columns)?;
+                layer.v = keep_rows(&layer.v, rows, columns)?;
+            }
+        } else {
+            // A prefix forked into every row: a new cache, sized at once for the reservation.
+            let capacity = self.cache.capacity.max(self.reserved_columns);
+            for layer in &mut self.cache.layers {
+                layer.k = gather_rows(&layer.k, rows, columns, capacity)?;
+                layer.v = gather_rows(&layer.v, rows, columns, capacity)?;
+            }
+            self.cache.capacity = capacity;
         }
         self.cache.rows = rows.iter().map(|&r| self.cache.rows[r].clone()).collect();
         Ok(())
@@ -1158,10 +1177,18 @@ impl QuantizedLlama {
             } else {
                 columns.max(self.cache.capacity + self.cache.capacity / 2)
             };
-            let extra = zeros(capacity - self.cache.capacity)?;
-            for layer in &mut self.cache.layers {
-                layer.k = Tensor::cat(&[&layer.k, &extra], 2)?;
-                layer.v = Tensor::cat(&[&layer.v, &extra], 2)?;
+            if self.device.is_cpu() {
+                let (all, filled): (Vec<usize>, _) = ((0..rows).collect(), self.cache.columns);
+                for layer in &mut self.cache.layers {
+                    layer.k = gather_rows(&layer.k, &all, filled, capacity)?;
+                    layer.v = gather_rows(&layer.v, &all, filled, capacity)?;
+                }
+            } else {
+                let extra = zeros(capacity - self.cache.capacity)?;
+                for layer in &mut self.cache.layers {
+                    layer.k = Tensor::cat(&[&layer.k, &extra], 2)?;
+                    layer.v = Tensor::cat(&[&layer.v, &extra], 2)?;
+                }
             }
             self.cache.capacity = capacity;
         }

@@ -550,8 +550,11 @@ struct FeedForward {
 
 impl Module for FeedForward {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let [gate, up] = QLinear::forward_all([&self.gate, &self.up], x)?;
-        self.down.forward(&(candle_nn::ops::silu(&gate)? * up)?)
+        let gated = match (&self.gate, &self.up) {
+            (QLinear::Packed(gate), QLinear::Packed(up)) => gate.gated_forward(up, x)?,
+            (gate, up) => (candle_nn::ops::silu(&gate.forward(x)?)? * up.forward(x)?)?,
+        };
+        self.down.forward(&gated)
     }
 }
 

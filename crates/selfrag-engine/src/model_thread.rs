@@ -1,8 +1,10 @@
 //! The one thread that owns the model weights, and what it is asked to do: typed [`Command`]s
 //! over a channel, each with its own reply, so no lock on a model is ever held across an
 //! `.await` (the pattern of text-embeddings-inference). Models load on first use; a load error
-//! is the reply to the request that needed the model. Choosing another device drops the loaded
-//! models, so the next request loads them there.
+//! is the reply to the request that needed the model. The embedder also loads beside the
+//! generator, which an answer opens before it embeds its query; an error there is logged, and
+//! the next request that needs the embedder loads it again and gets the error. Choosing
+//! another device drops the loaded models, so the next request loads them there.
 //!
 //! A generation (a batch of candidates, or the probabilities after one prompt) runs a forward
 //! pass at a time ([`selfrag_models::BatchDecode`]). Between two passes the thread serves the
@@ -271,7 +273,7 @@ impl LoadedModels {
             match embedder {
                 Some(Ok(Ok(embedder))) => self.embedder = Some(embedder),
                 Some(Ok(Err(e))) => {
-                    tracing::debug!(error = %e, "the embedder did not load beside the generator");
+                    tracing::warn!(error = %e, "the embedder did not load beside the generator");
                 }
                 Some(Err(_)) => tracing::warn!("loading the embedder panicked"),
                 None => {}

@@ -217,6 +217,11 @@ mod tests {
         let expected: Vec<Vec<f32>> = [1, 3, 4].iter().map(|&r| filled(&old, r, 4)).collect();
         let kept = keep_rows(&old, &[1, 3, 4], 4).unwrap();
         assert_eq!(kept.dims(), &[3, 2, 6, 3]);
+        assert_eq!(
+            filled(&old, 0, 4),
+            expected[0],
+            "moved in place, not copied"
+        );
         for (i, values) in expected.iter().enumerate() {
             assert_eq!(&filled(&kept, i, 4), values, "row {i}");
         }
@@ -225,5 +230,14 @@ mod tests {
         assert_eq!(filled(&again, 1, 4), expected[2]);
         assert!(keep_rows(&again, &[1, 0], 4).is_err(), "out of order");
         assert!(keep_rows(&again, &[2], 4).is_err(), "a row it lacks");
+        // A narrowed cache forks and is written in place like any other.
+        let forked = gather_rows(&again, &[1, 1, 0], 4, 6).unwrap();
+        assert_eq!(filled(&forked, 0, 4), expected[2]);
+        assert_eq!(filled(&forked, 2, 4), expected[0]);
+        let column = Tensor::full(-1f32, (2, 2, 1, 3), &Device::Cpu).unwrap();
+        again.slice_set(&column, 2, 4).unwrap();
+        assert_eq!(filled(&again, 1, 4), expected[2], "the filled columns stay");
+        let written = again.i((1, .., 4)).unwrap().flatten_all().unwrap();
+        assert_eq!(written.to_vec1::<f32>().unwrap(), vec![-1.0; 6]);
     }
 }

@@ -908,8 +908,9 @@ impl QuantizedLlama {
         self.reserved_columns = 0;
     }
 
-    /// Sizes the cache for `columns` columns when the next forward pass creates or grows it, so
-    /// it grows at most once (growing copies it).
+    /// Sizes the cache for `columns` columns when the next forward pass creates or grows it, or
+    /// [`select_rows`](Self::select_rows) forks it, so it grows at most once (growing copies
+    /// it).
     pub fn reserve(&mut self, columns: usize) {
         self.reserved_columns = columns;
     }

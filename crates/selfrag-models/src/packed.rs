@@ -365,7 +365,7 @@ impl PackedMatrix {
     }
 
     /// Adds output columns `64·quad .. 64·quad + 64` of every activation row to `rows` (one
-    /// slice per row, zeros from `matmul`), on the prompt kernel.
+    /// slice per row, zeros from `matmul_all`), on the prompt kernel.
     fn quad_product(
         &self,
         quad: usize,
@@ -375,7 +375,7 @@ impl PackedMatrix {
         let blocks_per_row = self.k / QK_K;
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: as in `strip_product`: this CPU has the features, and `matmul` sized the
+            // SAFETY: as in `strip_product`: this CPU has the features, and `matmul_all` sized the
             // slices from the same `n`, `k` and `m`.
             unsafe {
                 avx512::quad_product(&self.tiles, quad, blocks_per_row, activations, rows);
@@ -395,7 +395,7 @@ impl PackedMatrix {
         {
             // SAFETY: a `PackedMatrix` exists only where `cpu_supported()` was true (see `pack`),
             // i.e. this CPU has every feature `avx512::strip_product` is compiled for; the
-            // slices it indexes are sized by `matmul` from the same `n`, `k` and `m`.
+            // slices it indexes are sized by `matmul_all` from the same `n`, `k` and `m`.
             unsafe {
                 avx512::strip_product(&self.tiles, strip, blocks_per_row, activations, m, out);
             }
@@ -427,7 +427,18 @@ fn quantize_rows(x: &[f32], m: usize, k: usize) -> Vec<BlockQ8K> {
 /// matrices go to the thread pool together.
 fn matmul_all(matrices: &[&PackedMatrix], activations: &[BlockQ8K], m: usize) -> Vec<Vec<f32>> {
     let zeros = || -> Vec<Vec<f32>> { matrices.iter().map(|w| vec![0f32; m * w.n]).collect() };
-    if m >= PROMPT_MIN_ROWS && matrices.iter().all(|w| w.n.is_multiple_of(QUAD_WIDTH)) {
+    if m == 0 {
+        return zeros();
+    }
+    let whole_quads = matrices.iter().all(|w| w.n.is_multiple_of(QUAD_WIDTH));
+    if m >= PROMPT_MIN_ROWS && !whole_quads && matrices.len() > 1 {
+        // Each on its own kernel: one matrix without whole quads keeps the others on theirs.
+        return matrices
+            .iter()
+            .flat_map(|&w| matmul_all(&[w], activations, m))
+            .collect();
+    }
+    if m >= PROMPT_MIN_ROWS && whole_quads {
         // Each quad writes its 64 columns of every row in place: a list of those slices per
         // quad, so threads never share a destination.
         let mut outs = zeros();
@@ -1292,9 +1303,9 @@ mod tests {
     }
 
     /// Several matrices times one input, as a block's query, key and value projections: the
-    /// same products as each matrix alone, on both kernels, for mixed types and sizes. Where
-    /// one matrix's outputs are not whole quads, all of them run on the decode kernel, which
-    /// stays within candle's tolerance.
+    /// same products as each matrix alone, on both kernels, for mixed types and sizes, also
+    /// where one matrix's outputs are not whole quads (it alone then takes the decode kernel
+    /// for a prompt's rows).
     #[test]
     fn products_of_several_matrices_match_each_alone() {
         if !cpu_supported() {
@@ -1308,40 +1319,36 @@ mod tests {
         let k = 512;
         let matrix = |dtype: GgmlDType, n: usize, seed: u64| {
             let w = Tensor::from_vec(values(n * k, seed), (n, k), &device).unwrap();
-            let q = QTensor::quantize(&w, dtype).unwrap();
-            (
-                PackedMatrix::pack(&q).unwrap().unwrap(),
-                QMatMul::from_qtensor(q).unwrap(),
-            )
+            PackedMatrix::pack(&QTensor::quantize(&w, dtype).unwrap())
+                .unwrap()
+                .unwrap()
         };
-        let (a, _) = matrix(GgmlDType::Q4K, 128, 1);
-        let (b, _) = matrix(GgmlDType::Q6K, 64, 2);
-        let (c, _) = matrix(GgmlDType::Q4K, 192, 3);
-        let (d, d_candle) = matrix(GgmlDType::Q6K, 48, 4);
+        let a = matrix(GgmlDType::Q4K, 128, 1);
+        let b = matrix(GgmlDType::Q6K, 64, 2);
+        let c = matrix(GgmlDType::Q4K, 192, 3);
+        let d = matrix(GgmlDType::Q6K, 48, 4);
         let flat = |t: &Tensor| -> Vec<f32> { t.flatten_all().unwrap().to_vec1().unwrap() };
         for m in [1, 5, 8, 12, 31, 124] {
             let x = Tensor::from_vec(values(m * k, 11 + m as u64), (m, 1, k), &device).unwrap();
             let together = PackedMatrix::forward_all([&a, &b, &c], &x).unwrap();
-            for (w, product) in [&a, &b, &c].into_iter().zip(&together) {
+            let mixed = PackedMatrix::forward_all([&a, &d], &x).unwrap();
+            for (w, product) in [&a, &b, &c, &a, &d]
+                .into_iter()
+                .zip(together.iter().chain(&mixed))
+            {
                 assert_eq!(product.dims(), &[m, 1, w.n]);
                 let alone = w.forward(&x).unwrap();
                 assert_eq!(flat(product), flat(&alone), "{m} rows, {} outputs", w.n);
             }
-            let [_, strips] = PackedMatrix::forward_all([&a, &d], &x).unwrap();
-            let (ours, theirs) = (flat(&strips), flat(&d_candle.forward(&x).unwrap()));
-            let scale = theirs.iter().map(|v| v.abs()).fold(0f32, f32::max);
-            assert!(
-                ours.iter()
-                    .zip(&theirs)
-                    .all(|(a, b)| (a - b).abs() <= 1e-5 * scale),
-                "{m} rows on the decode kernel"
-            );
         }
         let x = Tensor::zeros((2, 256), candle_core::DType::F32, &device).unwrap();
         assert!(
             PackedMatrix::forward_all([&a], &x).is_err(),
             "a width the matrix lacks"
         );
+        let none = Tensor::zeros((0, k), candle_core::DType::F32, &device).unwrap();
+        let [empty] = PackedMatrix::forward_all([&a], &none).unwrap();
+        assert_eq!(empty.dims(), &[0, 128]);
     }
 
     /// The gated product is candle's `silu(x · Gᵀ) ⊙ (x · Uᵀ)` on the same products, up to

@@ -210,7 +210,8 @@ pub(super) fn answer(bench: &Bench) -> Result<String> {
     md.push_str("| step | ours | SelfRAGPack |\n| --- | ---: | ---: |\n");
     let rows = [
         (
-            "load the generator (the pack: llama-cpp-python's `Llama`)",
+            "load the generator (ours: with the embedder beside it; the pack: llama-cpp-python's \
+             `Llama`)",
             "load_seconds",
             "load_seconds",
         ),
@@ -275,8 +276,8 @@ pub(super) fn answer(bench: &Bench) -> Result<String> {
         "critique_seconds",
     ];
     md.push_str(&format!(
-        "| the rest (ours: start, the embedder's load, opening the library; the pack: Python's \
-         start and exit) | {:.2} | {:.2} |\n",
+        "| the rest (ours: start, opening the library; the pack: Python's start and exit) | \
+         {:.2} | {:.2} |\n",
         rest(ours_s, &our_steps, &our_keys)?,
         rest(peer_s, &peer_steps, &peer_keys)?,
     ));

@@ -1261,12 +1261,28 @@ mod tests {
             .collect()
     }
 
-    fn product_against_candle(dtype: GgmlDType) {
+    /// Whether this CPU runs the packed tiles; where it does not, the test is recorded as
+    /// skipped (a failure under `CI=true` on a machine that should run it).
+    fn packing_here() -> bool {
         if !cpu_supported() {
             selfrag_testkit::skip(
                 selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
                 "this CPU lacks AVX-512 F/BW/VNNI or F16C, so nothing is packed",
             );
+        }
+        cpu_supported()
+    }
+
+    /// A matrix of `n × k` test values (from `seed`) in `dtype`, packed.
+    fn packed_values(dtype: GgmlDType, n: usize, k: usize, seed: u64) -> PackedMatrix {
+        let w = Tensor::from_vec(values(n * k, seed), (n, k), &Device::Cpu).unwrap();
+        PackedMatrix::pack(&QTensor::quantize(&w, dtype).unwrap())
+            .unwrap()
+            .unwrap()
+    }
+
+    fn product_against_candle(dtype: GgmlDType) {
+        if !packing_here() {
             return;
         }
         // 48 outputs: strips only, every row count of the decode kernel, and 12 as 8 then 4.
@@ -1308,21 +1324,12 @@ mod tests {
     /// for a prompt's rows).
     #[test]
     fn products_of_several_matrices_match_each_alone() {
-        if !cpu_supported() {
-            selfrag_testkit::skip(
-                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
-                "this CPU lacks AVX-512 F/BW/VNNI or F16C, so nothing is packed",
-            );
+        if !packing_here() {
             return;
         }
         let device = Device::Cpu;
         let k = 512;
-        let matrix = |dtype: GgmlDType, n: usize, seed: u64| {
-            let w = Tensor::from_vec(values(n * k, seed), (n, k), &device).unwrap();
-            PackedMatrix::pack(&QTensor::quantize(&w, dtype).unwrap())
-                .unwrap()
-                .unwrap()
-        };
+        let matrix = |dtype: GgmlDType, n: usize, seed: u64| packed_values(dtype, n, k, seed);
         let a = matrix(GgmlDType::Q4K, 128, 1);
         let b = matrix(GgmlDType::Q6K, 64, 2);
         let c = matrix(GgmlDType::Q4K, 192, 3);
@@ -1355,21 +1362,12 @@ mod tests {
     /// the rounding of `exp`, on both kernels.
     #[test]
     fn the_gated_product_is_silu_of_the_gate_times_up() {
-        if !cpu_supported() {
-            selfrag_testkit::skip(
-                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
-                "this CPU lacks AVX-512 F/BW/VNNI or F16C, so nothing is packed",
-            );
+        if !packing_here() {
             return;
         }
         let device = Device::Cpu;
         let k = 512;
-        let matrix = |dtype: GgmlDType, n: usize, seed: u64| {
-            let w = Tensor::from_vec(values(n * k, seed), (n, k), &device).unwrap();
-            PackedMatrix::pack(&QTensor::quantize(&w, dtype).unwrap())
-                .unwrap()
-                .unwrap()
-        };
+        let matrix = |dtype: GgmlDType, n: usize, seed: u64| packed_values(dtype, n, k, seed);
         let (gate, up) = (
             matrix(GgmlDType::Q4K, 128, 5),
             matrix(GgmlDType::Q6K, 128, 6),

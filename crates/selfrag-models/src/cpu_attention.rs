@@ -8,9 +8,10 @@
 //! a dot product per column the mask lets it see, a softmax and a weighted sum of the values,
 //! read where they lie in the cache, compiled for the CPU's vector width (`pulp`).
 //!
-//! `llama.rs` runs decode steps (one query a row) here. A prompt pass's many queries stay on
-//! candle's products, where gemm's blocking wins: with this loop they were 13% of an answer's
-//! samples, against about 5% for gemm.
+//! `llama.rs` runs decode steps (one query a row) here. A prompt pass's many queries, and
+//! every pass on a GPU, run as candle's batched products ([`candle_attention`], with the same
+//! contract), where gemm's blocking wins: with this loop they were 13% of an answer's samples,
+//! against about 5% for gemm.
 
 use candle_core::{Result, Storage, Tensor};
 
@@ -103,6 +104,46 @@ pub(crate) fn cpu_attention(
         });
     }
     Tensor::from_vec(out, (rows, heads, queries, head_dim), q.device())
+}
+
+/// [`cpu_attention`] as candle's batched products, on any device: grouped-query attention
+/// without copying the keys and values per query head (the query heads that share a key/value
+/// head, consecutive as in candle's `repeat_kv`, become extra query rows).
+pub(crate) fn candle_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    shape: AttentionShape,
+) -> Result<Tensor> {
+    let AttentionShape {
+        rows,
+        queries,
+        heads,
+        kv_heads,
+        head_dim,
+        columns,
+    } = shape;
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        candle_core::bail!("attention: {heads} heads over {kv_heads} key/value heads");
+    }
+    let k = k.narrow(2, 0, columns)?;
+    let v = v.narrow(2, 0, columns)?;
+    let group = heads / kv_heads;
+    let q = q.reshape((rows, kv_heads, group * queries, head_dim))?;
+    #[allow(clippy::cast_precision_loss)]
+    let scale = (head_dim as f64).sqrt();
+    let scores = (q.matmul(&k.t()?)? / scale)?;
+    let scores = match mask {
+        None => scores,
+        Some(mask) => scores
+            .reshape((rows, heads, queries, columns))?
+            .broadcast_add(mask)?,
+    };
+    candle_nn::ops::softmax_last_dim(&scores)?
+        .reshape((rows, kv_heads, group * queries, columns))?
+        .matmul(&v)?
+        .reshape((rows, heads, queries, head_dim))
 }
 
 /// The f32 values of a contiguous CPU tensor.
@@ -232,48 +273,7 @@ fn softmax(scores: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::{D, Device};
-
-    /// The same attention with candle's operations (what `llama.rs` ran before).
-    fn with_candle(
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-        mask: Option<&Tensor>,
-        shape: AttentionShape,
-    ) -> Tensor {
-        let AttentionShape {
-            rows,
-            queries,
-            heads,
-            kv_heads,
-            head_dim,
-            columns,
-        } = shape;
-        let group = heads / kv_heads;
-        let k = k.narrow(2, 0, columns).unwrap();
-        let v = v.narrow(2, 0, columns).unwrap();
-        let q = q
-            .reshape((rows, kv_heads, group * queries, head_dim))
-            .unwrap();
-        let scores = (q.matmul(&k.t().unwrap()).unwrap() / (head_dim as f64).sqrt()).unwrap();
-        let scores = match mask {
-            None => scores,
-            Some(mask) => scores
-                .reshape((rows, heads, queries, columns))
-                .unwrap()
-                .broadcast_add(mask)
-                .unwrap(),
-        };
-        let weights = candle_nn::ops::softmax(&scores, D::Minus1).unwrap();
-        weights
-            .reshape((rows, kv_heads, group * queries, columns))
-            .unwrap()
-            .matmul(&v)
-            .unwrap()
-            .reshape((rows, heads, queries, head_dim))
-            .unwrap()
-    }
+    use candle_core::Device;
 
     #[test]
     fn attention_matches_candles_operations() {
@@ -325,7 +325,7 @@ mod tests {
             };
             for mask in masks {
                 let ours = cpu_attention(&q, &k, &v, mask, shape).unwrap();
-                let reference = with_candle(&q, &k, &v, mask, shape);
+                let reference = candle_attention(&q, &k, &v, mask, shape).unwrap();
                 let difference = (ours - reference)
                     .unwrap()
                     .abs()

@@ -31,7 +31,7 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use crate::cache_rows::{gather_rows, keep_rows};
 use candle_transformers::quantized_nn::RmsNorm;
 
-use crate::cpu_attention::{AttentionShape, cpu_attention};
+use crate::cpu_attention::{AttentionShape, candle_attention, cpu_attention};
 use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::mapped::MappedGguf;
@@ -488,49 +488,23 @@ impl Attention {
         // Written in place: the cache never moves while a batch decodes.
         cache.k.slice_set(&k, 2, start)?;
         cache.v.slice_set(&v, 2, start)?;
-        let len = start + columns;
+        let shape = AttentionShape {
+            rows,
+            queries: columns,
+            heads: self.head_count,
+            kv_heads: self.head_count_kv,
+            head_dim: self.head_dim,
+            columns: start + columns,
+        };
         // A decode step's attention on the CPU is this crate's; a prompt pass's many queries
         // multiply faster as candle's matrix products (measured: this crate's loop was 13% of
         // an answer's samples in prompt passes, against about 5% for gemm).
-        if columns == 1 && q.device().is_cpu() {
-            let shape = AttentionShape {
-                rows,
-                queries: columns,
-                heads: self.head_count,
-                kv_heads: self.head_count_kv,
-                head_dim: self.head_dim,
-                columns: len,
-            };
-            let y = cpu_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
-                .transpose(1, 2)?
-                .reshape((rows, columns, self.head_count * self.head_dim))?;
-            return match &inputs.ragged {
-                Some(ragged) => self.wo.forward(&ragged.gather(&y)?),
-                None => self.wo.forward(&y),
-            };
-        }
-        // A prompt pass, or on a GPU: candle's batched products.
-        let k = cache.k.narrow(2, 0, len)?;
-        let v = cache.v.narrow(2, 0, len)?;
-
-        // Grouped-query attention without copying K and V per query head: the query heads that
-        // share a KV head (consecutive, as in candle's `repeat_kv`) become extra query rows.
-        let group = self.head_count / self.head_count_kv;
-        let q = q.reshape((rows, self.head_count_kv, group * columns, self.head_dim))?;
-        #[allow(clippy::cast_precision_loss)]
-        let scale = (self.head_dim as f64).sqrt();
-        let scores = (q.matmul(&k.t()?)? / scale)?;
-        let scores = match &inputs.mask {
-            None => scores,
-            Some(mask) => scores
-                .reshape((rows, self.head_count, columns, len))?
-                .broadcast_add(mask)?,
+        let y = if columns == 1 && q.device().is_cpu() {
+            cpu_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
+        } else {
+            candle_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
         };
-        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
-        let y = weights
-            .reshape((rows, self.head_count_kv, group * columns, len))?
-            .matmul(&v)?
-            .reshape((rows, self.head_count, columns, self.head_dim))?
+        let y = y
             .transpose(1, 2)?
             .reshape((rows, columns, self.head_count * self.head_dim))?;
         match &inputs.ragged {

@@ -144,6 +144,9 @@ fn print_event(event: IndexEvent) {
             }
             line
         }
+        IndexEvent::FileSearchable { path, passages, of } => {
+            format!("searchable {path}: {passages} of {of} passages so far")
+        }
         IndexEvent::FileSkipped { path, reason } => format!("skipped {path}: {reason}"),
         IndexEvent::FileFailed { path, error } => format!("failed {path}: {error}"),
         IndexEvent::Removed { path } => format!("removed {path} (file is gone)"),
@@ -188,9 +191,15 @@ pub async fn library(command: LibraryCommand) -> Result<()> {
             }
             let mut out = String::new();
             for d in &docs {
+                let passages = match d.passages_expected {
+                    Some(of) => {
+                        format!("{} of {of} passages (cut off: index it again)", d.passages)
+                    }
+                    None => format!("{} passages", d.passages),
+                };
                 out.push_str(&format!(
-                    "{}\t{} pages\t{} passages\t{}\n",
-                    d.path, d.pages, d.passages, d.title
+                    "{}\t{} pages\t{passages}\t{}\n",
+                    d.path, d.pages, d.title
                 ));
             }
             out.push_str(&format!("{} documents\n", docs.len()));

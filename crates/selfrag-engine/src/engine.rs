@@ -189,6 +189,7 @@ impl Engine {
                 title: d.title,
                 pages: d.pages,
                 passages: d.passages,
+                passages_expected: d.passages_expected,
             })
             .collect();
         docs.sort_by_key(|d| d.title.to_lowercase());

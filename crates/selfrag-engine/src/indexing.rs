@@ -384,6 +384,9 @@ fn index_event(event: JobEvent) -> Option<IndexEvent> {
     Some(match event {
         JobEvent::Started { total, resumed } => IndexEvent::Started { total, resumed },
         JobEvent::FileStarted { path } => IndexEvent::FileStarted { path },
+        JobEvent::FileSearchable { path, passages, of } => {
+            IndexEvent::FileSearchable { path, passages, of }
+        }
         JobEvent::Removed { path } => IndexEvent::Removed { path },
         JobEvent::LinkSkipped { path, target } => IndexEvent::FileSkipped {
             path,

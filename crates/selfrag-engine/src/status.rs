@@ -69,7 +69,11 @@ pub struct DocumentInfo {
     pub title: String,
     /// Pages (PDF) or 1; 0 for a document indexed before pages were counted.
     pub pages: u32,
+    /// Passages stored: all of them, or so far while a long file is written slice by slice.
     pub passages: u32,
+    /// While a long file is written slice by slice (or was cut off midway: indexing it again
+    /// goes on from there), the passages it will have; null once all are stored.
+    pub passages_expected: Option<u32>,
 }
 
 /// Progress of an indexing job or of a watched folder's changes, streamed to the front end.
@@ -85,6 +89,13 @@ pub enum IndexEvent {
     },
     FileStarted {
         path: String,
+    },
+    /// A long file's first `passages` of `of` are stored and searchable; the rest is being
+    /// embedded.
+    FileSearchable {
+        path: String,
+        passages: u32,
+        of: u32,
     },
     /// Indexed; `notes` says what was noticed on the way (e.g. a page with no text layer).
     FileIndexed {

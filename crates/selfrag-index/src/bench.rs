@@ -241,6 +241,7 @@ pub async fn search_benchmark(
                 size: 0,
                 modified_ns: 0,
                 indexed_at_ms: 0,
+                passages_expected: None,
             }
         })
         .collect();

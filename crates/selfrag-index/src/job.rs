@@ -32,6 +32,12 @@ pub enum JobEvent {
     FileStarted {
         path: String,
     },
+    /// A slice of a long file is stored and searchable: `passages` of its `of` so far.
+    FileSearchable {
+        path: String,
+        passages: u32,
+        of: u32,
+    },
     FileDone {
         path: String,
         result: Result<IndexOutcome, IndexError>,
@@ -194,8 +200,8 @@ impl Library {
 
     /// Indexes `roots` (files and folders, recursively) together with any interrupted job's, one
     /// file at a time: one file's failure is an event, never the end of the job. Stopping
-    /// (`stop`) ends it at the next file or embedding batch (a file cut off there is not
-    /// written); what was done stays. A stopped job is forgotten, a paused one kept apart for
+    /// (`stop`) ends it at the next file or embedding batch (a long file cut off there keeps
+    /// the slices it wrote, and is finished the next time it is indexed); what was done stays. A stopped job is forgotten, a paused one kept apart for
     /// later ([`Library::paused_job`]); a job that ends takes the paused folders it covered
     /// off that list, and one stopped leaves that list as it was. One job at a time: the
     /// engine holds a lock around it, as `job.json` records one running job.
@@ -239,7 +245,15 @@ impl Library {
             let path = file.display().to_string();
             on_event(JobEvent::FileStarted { path: path.clone() });
             let watchdog = tokio::spawn(log_slow_file(path.clone(), self.stage.clone()));
-            let result = self.index_file_stoppable(file, embedder, cancel).await;
+            let result = self
+                .index_file_reporting(file, embedder, cancel, |part| {
+                    on_event(JobEvent::FileSearchable {
+                        path: path.clone(),
+                        passages: part.passages,
+                        of: part.of,
+                    })
+                })
+                .await;
             watchdog.abort();
             if let Err(IndexError::Stopped { .. }) = result {
                 summary.cancelled = true;

@@ -45,8 +45,8 @@ pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
 pub use job::{JobEvent, JobProgress, JobStop, JobSummary};
 #[cfg(feature = "store")]
 pub use library::{
-    DocumentRecord, IndexOutcome, Library, LibraryStats, PassageSource, SearchDepth, SearchFilter,
-    SearchHit, SearchMode, SearchRequest, SourceView, VectorScan,
+    DocumentRecord, IndexOutcome, Library, LibraryStats, PartlySearchable, PassageSource,
+    SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, SourceView, VectorScan,
 };
 #[cfg(feature = "store")]
 pub use watch::{ChangeBatch, FolderWatcher};

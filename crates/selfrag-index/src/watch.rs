@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
@@ -205,7 +206,15 @@ impl Library {
         files.dedup();
         for file in files {
             let path = file.display().to_string();
-            let result = self.index_file(&file, embedder).await;
+            let result = self
+                .index_file_reporting(&file, embedder, &AtomicBool::new(false), |part| {
+                    on_event(JobEvent::FileSearchable {
+                        path: path.clone(),
+                        passages: part.passages,
+                        of: part.of,
+                    })
+                })
+                .await;
             if result.is_err() && std::fs::symlink_metadata(&file).is_err() {
                 // Deleted or renamed while this batch waited its turn (a busy library): not a
                 // failure, a removal; the new name, if any, comes in the next batch.

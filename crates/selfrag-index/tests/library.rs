@@ -368,8 +368,10 @@ async fn passages_of_a_document_whose_commit_never_landed_are_removed_on_open() 
     ));
 }
 
-/// A library made before page labels (its passages have no `page_label` column) opens, gets the
-/// column as nulls without rewriting a row, and takes new documents.
+/// A library made before page labels (its passages have no `page_label` column) and before
+/// documents were written in slices (its documents have no `passages_expected`) opens, gets the
+/// columns as nulls without rewriting a row, lists its documents as complete, and takes new
+/// documents.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_library_from_before_page_labels_gets_the_column_and_keeps_its_passages() {
     let tmp = tempfile::tempdir().unwrap();
@@ -386,11 +388,22 @@ async fn a_library_from_before_page_labels_gets_the_column_and_keeps_its_passage
         .unwrap();
     let passages = db.open_table("passages").execute().await.unwrap();
     passages.drop_columns(&["page_label"]).await.unwrap();
+    let documents = db.open_table("documents_v2").execute().await.unwrap();
+    documents
+        .drop_columns(&["passages_expected"])
+        .await
+        .unwrap();
     // As a library of the time: no record of durable versions either.
     std::fs::remove_file(lib_dir.join("durable.json")).unwrap();
-    drop((passages, db));
+    drop((passages, documents, db));
 
     let lib = Library::open(&lib_dir, &EMBEDDER).await.unwrap();
+    assert!(lib.documents().iter().all(|d| d.is_complete()));
+    // Complete: the unchanged file is not read again.
+    assert!(matches!(
+        lib.index_file(&old, &EMBEDDER).await.unwrap(),
+        IndexOutcome::Unchanged { .. }
+    ));
     assert!(
         texts_found(&lib, "before page labels")
             .await
@@ -818,49 +831,154 @@ async fn symlinks_out_of_a_granted_folder_are_not_followed() {
     );
 }
 
-/// Stop acts inside a long file: at its next embedding batch, not after the whole document;
-/// nothing of the file is written, and the job reports itself cancelled.
-#[tokio::test]
-async fn stopping_a_job_stops_inside_a_long_file_at_the_next_embedding_batch() {
-    struct StopsOnFirstBatch<'a> {
-        inner: Counting,
-        stop: &'a AtomicBool,
+/// An embedder that sets `stop` once it has embedded `after` texts.
+struct StopsAfter<'a> {
+    inner: Counting,
+    stop: &'a AtomicBool,
+    after: usize,
+}
+
+impl selfrag_index::PassageEmbedder for StopsAfter<'_> {
+    fn model_id(&self) -> String {
+        self.inner.model_id()
     }
-    impl selfrag_index::PassageEmbedder for StopsOnFirstBatch<'_> {
-        fn model_id(&self) -> String {
-            self.inner.model_id()
-        }
-        fn dim(&self) -> usize {
-            self.inner.dim()
-        }
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, selfrag_index::IndexError> {
-            self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-            self.inner.embed(texts)
-        }
+    fn dim(&self) -> usize {
+        self.inner.dim()
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let docs = tmp.path().join("docs");
-    // Many passages: paragraphs of distinct words, far more than one batch of 32.
-    let long: String = (0..400)
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, selfrag_index::IndexError> {
+        let vectors = self.inner.embed(texts)?;
+        if self.inner.embedded() >= self.after {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        Ok(vectors)
+    }
+}
+
+/// 1,600 paragraphs of distinct words: far more passages than one slice or embedding batch.
+fn long_text() -> String {
+    (0..400)
         .map(|i| format!("Paragraph {i} tells of river {i} and of mountain {i} in detail.\n\n"))
         .collect::<String>()
-        .repeat(4);
-    write(&docs, "long.txt", &long);
+        .repeat(4)
+}
+
+/// A long file is searchable slice by slice: Stop acts at the next embedding batch, the
+/// slices written stay searchable and the document is listed with what it has; indexing it
+/// again goes on from there, embedding only the rest, and completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_file_is_searchable_slice_by_slice_and_a_stopped_one_goes_on_where_it_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    let file = write(&docs, "long.txt", &long_text());
     let stop = AtomicBool::new(false);
-    let embedder = StopsOnFirstBatch {
+    // Slices of 16, 16, 32 and 64 passages, embedded in batches of at most 32: stops after
+    // the fourth slice's first batch.
+    let embedder = StopsAfter {
         inner: Counting::new(BAG_OF_WORDS),
         stop: &stop,
+        after: 80,
     };
     let lib = Library::open(&tmp.path().join("lib"), &embedder)
         .await
         .unwrap();
+    let mut searchable = Vec::new();
     let summary = lib
-        .run_job(std::slice::from_ref(&docs), &embedder, &stop, |_| {})
+        .run_job(std::slice::from_ref(&docs), &embedder, &stop, |e| {
+            if let JobEvent::FileSearchable { passages, of, .. } = e {
+                searchable.push((passages, of));
+            }
+        })
         .await
         .unwrap();
     assert!(summary.cancelled);
     assert_eq!((summary.indexed, summary.failed), (0, 0));
-    assert_eq!(embedder.inner.embedded(), 32, "one batch, then the stop");
-    assert!(lib.documents().is_empty());
-    assert_eq!(lib.stats().await.unwrap().passages, 0);
+    let total = searchable.first().map(|s| s.1).unwrap();
+    assert!(total > 200, "{total} passages");
+    assert_eq!(searchable, [(16, total), (32, total), (64, total)]);
+    assert_eq!(
+        embedder.inner.embedded(),
+        96,
+        "the fourth slice's first batch, then the stop"
+    );
+    let listed = lib.documents();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].passages, listed[0].passages_expected),
+        (64, Some(total))
+    );
+    assert!(!listed[0].is_complete());
+    assert_eq!(lib.stats().await.unwrap().passages, 64);
+    // The first slices are searchable, with their document's title and path.
+    let hits = lib
+        .search(&query(&BAG_OF_WORDS, "river 3 mountain 3", 1))
+        .await
+        .unwrap();
+    assert!(hits[0].text.contains("river 3 "), "{hits:?}");
+    assert_eq!(hits[0].path, listed[0].path);
+
+    // Indexing it again goes on from passage 64.
+    let again = Counting::new(BAG_OF_WORDS);
+    let outcome = lib.index_file(&file, &again).await.unwrap();
+    assert!(
+        matches!(outcome, IndexOutcome::Indexed { passages, .. } if passages == total),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        again.embedded(),
+        total as usize - 64,
+        "only the rest embedded"
+    );
+    let listed = lib.documents();
+    assert_eq!(
+        (listed[0].passages, listed[0].passages_expected),
+        (total, None)
+    );
+    let stored = lib.passages_of(&listed[0].id).await.unwrap();
+    let ids: Vec<String> = stored.iter().map(|h| h.passage_id.clone()).collect();
+    let expected: Vec<String> = (0..total)
+        .map(|i| format!("{}:{i}", listed[0].id))
+        .collect();
+    assert_eq!(ids, expected, "every passage once, in order");
+    // Complete now: the next run only looks at the file.
+    let unchanged = lib.index_file(&file, &again).await.unwrap();
+    assert!(
+        matches!(unchanged, IndexOutcome::Unchanged { .. }),
+        "{unchanged:?}"
+    );
+}
+
+/// A copy of a file that was cut off is not a finished twin to reuse: indexing the copy
+/// finishes the content, and both paths' rows say it is complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_of_a_cut_off_file_finishes_it_for_both_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    let first = write(&docs, "long.txt", &long_text());
+    let stop = AtomicBool::new(false);
+    let embedder = StopsAfter {
+        inner: Counting::new(BAG_OF_WORDS),
+        stop: &stop,
+        after: 16,
+    };
+    let lib = Library::open(&tmp.path().join("lib"), &embedder)
+        .await
+        .unwrap();
+    let cut = lib.index_file_stoppable(&first, &embedder, &stop).await;
+    assert!(
+        matches!(cut, Err(selfrag_index::IndexError::Stopped { .. })),
+        "{cut:?}"
+    );
+    let copy = write(&tmp.path().join("elsewhere"), "copy.txt", &long_text());
+    let again = Counting::new(BAG_OF_WORDS);
+    let outcome = lib.index_file(&copy, &again).await.unwrap();
+    let IndexOutcome::Indexed { passages, .. } = outcome else {
+        panic!("expected the content written, got {outcome:?}")
+    };
+    assert_eq!(again.embedded(), passages as usize - 16);
+    let listed = lib.documents();
+    assert_eq!(listed.len(), 2);
+    for d in &listed {
+        assert_eq!((d.passages, d.passages_expected), (passages, None), "{d:?}");
+    }
+    assert_eq!(lib.stats().await.unwrap().passages, passages as usize);
 }

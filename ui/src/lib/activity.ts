@@ -1,27 +1,36 @@
 // What the library pane knows about each file from the IndexEvents it has seen: queued (asked
 // for by the user, not started), working (parsing and embedding: the engine reports both as one
-// step), indexed, skipped (with the engine's reason) or failed (with its error). Files the
-// events never named have no entry; a document without one is simply in the library.
+// step; a long file's first slices are searchable meanwhile), indexed, skipped (with the
+// engine's reason) or failed (with its error). Files the events never named have no entry; a
+// document without one is simply in the library, whole or, when a job was cut off inside it,
+// partly.
 
 import type { DocumentInfo, IndexEvent, LibraryStats } from "./ipc/types";
 import { formatBytes } from "./downloads";
 import { fileName, plural } from "./format";
 
-export type FileState = "queued" | "working" | "indexed" | "skipped" | "failed";
+export type FileState = "queued" | "working" | "indexed" | "partial" | "skipped" | "failed";
 
 export interface FileActivity {
   state: FileState;
   /** Why it was skipped or failed, or the notes of an indexed file; null when nothing to say. */
   reason: string | null;
-  /** Passages made, once indexed. */
+  /** Passages made, once indexed; searchable so far while a long file is written. */
   passages: number | null;
+  /** While a long file is written slice by slice: the passages it will have. */
+  passagesExpected: number | null;
 }
 
 /** By path, as the engine names the file. */
 export type Activity = Record<string, FileActivity>;
 
-function entry(state: FileState, reason: string | null = null, passages: number | null = null) {
-  return { state, reason, passages };
+function entry(
+  state: FileState,
+  reason: string | null = null,
+  passages: number | null = null,
+  passagesExpected: number | null = null,
+): FileActivity {
+  return { state, reason, passages, passagesExpected };
 }
 
 /** Marks `paths` as waiting for the job the user just started (e.g. a re-index). */
@@ -43,6 +52,8 @@ export function nextActivity(activity: Activity, event: IndexEvent): Activity {
     }
     case "fileStarted":
       return { ...activity, [event.path]: entry("working") };
+    case "fileSearchable":
+      return { ...activity, [event.path]: entry("working", null, event.passages, event.of) };
     case "fileIndexed":
       return {
         ...activity,
@@ -86,7 +97,13 @@ export interface LibraryRow {
   reason: string | null;
   pages: number | null;
   passages: number | null;
+  /** Set while only `passages` of this many are stored (written now, or cut off midway). */
+  passagesExpected: number | null;
 }
+
+/** What a document row says when a job was cut off inside it. */
+export const PARTIAL_REASON =
+  "Indexing stopped inside this file: its first passages are searchable. Index the rest to finish it.";
 
 const PENDING_ORDER: FileState[] = ["working", "queued", "indexed"];
 
@@ -112,20 +129,25 @@ export function libraryRows(documents: DocumentInfo[], activity: Activity): Libr
       reason: a.reason,
       pages: null,
       passages: a.passages,
+      passagesExpected: a.passagesExpected,
     }));
   const docs: LibraryRow[] = documents.map((d) => {
     const a = activity[d.path];
-    // A skipped document is one the library already had: it is indexed.
-    const state = a && a.state !== "skipped" ? a.state : "indexed";
+    const whole = d.passagesExpected === null ? "indexed" : "partial";
+    // A skipped document is one the library already had.
+    const state = a && a.state !== "skipped" ? a.state : whole;
+    const said = a?.state === "skipped" ? null : (a?.reason ?? null);
     return {
       path: d.path,
       title: d.title,
       fileName: fileName(d.path),
       document: d,
       state,
-      reason: a?.state === "skipped" ? null : (a?.reason ?? null),
+      reason: said ?? (state === "partial" ? PARTIAL_REASON : null),
       pages: d.pages > 0 ? d.pages : null,
-      passages: d.passages,
+      // The events run ahead of the list, which is read again shortly after them.
+      passages: state === "working" && a?.passages != null ? a.passages : d.passages,
+      passagesExpected: state === "working" ? (a?.passagesExpected ?? null) : d.passagesExpected,
     };
   });
   return [...pending, ...docs];
@@ -140,6 +162,8 @@ export function stateLabel(state: FileState): string {
       return "Parsing and embedding";
     case "indexed":
       return "Indexed";
+    case "partial":
+      return "Partly indexed";
     case "skipped":
       return "Skipped";
     case "failed":

@@ -15,6 +15,8 @@ export interface IndexJob {
   /** Files done so far, whatever the outcome. */
   done: number;
   current: string | null;
+  /** Of the file being indexed, when it is long: passages searchable so far, of how many. */
+  currentSearchable: { passages: number; of: number } | null;
   indexed: number;
   passages: number;
   skipped: FileProblem[];
@@ -39,6 +41,7 @@ export function startJob(): IndexJob {
     total: 0,
     done: 0,
     current: null,
+    currentSearchable: null,
     indexed: 0,
     passages: 0,
     skipped: [],
@@ -58,7 +61,9 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
     case "started":
       return { ...job, total: event.total, resumed: event.resumed };
     case "fileStarted":
-      return { ...job, current: event.path };
+      return { ...job, current: event.path, currentSearchable: null };
+    case "fileSearchable":
+      return { ...job, currentSearchable: { passages: event.passages, of: event.of } };
     case "fileIndexed":
       return {
         ...job,
@@ -96,6 +101,7 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
         ...job,
         running: false,
         current: null,
+        currentSearchable: null,
         cancelled: event.cancelled,
         paused: event.paused,
       };
@@ -117,7 +123,13 @@ export function jobSummary(job: IndexJob): string {
     const where = job.total > 0 ? ` (${Math.min(job.done + 1, job.total)}/${job.total})` : "";
     const eta = etaText(job.etaSeconds);
     const pace = job.rate > 0 ? ` · ${job.rate.toFixed(1)} files/s${eta ? `, ${eta}` : ""}` : "";
-    return job.current ? `Indexing ${fileName(job.current)}${where}…${pace}` : "Indexing…";
+    const part = job.currentSearchable;
+    const searchable = part
+      ? ` · ${part.passages} of ${plural(part.of, "passage")} searchable`
+      : "";
+    return job.current
+      ? `Indexing ${fileName(job.current)}${where}…${searchable}${pace}`
+      : "Indexing…";
   }
   const parts = [
     `${job.paused ? "Paused after indexing" : job.cancelled ? "Stopped after indexing" : "Indexed"} ${plural(job.indexed, "file")}, ${plural(job.passages, "passage")}`,

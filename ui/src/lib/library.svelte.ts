@@ -262,6 +262,8 @@ export class LibraryController {
   #apply(event: IndexEvent, inJob = true): void {
     if (inJob && this.job) this.job = nextJob(this.job, event);
     this.activity = nextActivity(this.activity, event);
+    // A long file's first slices are searchable: list it now, not once it is done.
+    if (event.kind === "fileSearchable") this.#refreshSoon();
     if (event.kind === "finished") {
       this.stopping = false;
       this.pausing = false;

@@ -59,6 +59,7 @@ beforeEach(() => {
       title: "Self-RAG paper",
       pages: 30,
       passages: 12,
+      passagesExpected: null,
     },
   ]);
   mocked.onFilesDropped.mockImplementation(async (onDrop, onHover) => {
@@ -391,8 +392,16 @@ describe("App", () => {
         title: "Self-RAG paper",
         pages: 30,
         passages: 12,
+        passagesExpected: null,
       },
-      { id: "d2", path: "/home/ada/new.md", title: "new", pages: 1, passages: 3 },
+      {
+        id: "d2",
+        path: "/home/ada/new.md",
+        title: "new",
+        pages: 1,
+        passages: 3,
+        passagesExpected: null,
+      },
     ]);
     done.resolve({
       kind: "finished",

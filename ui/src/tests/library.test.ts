@@ -36,6 +36,7 @@ const PAPER: DocumentInfo = {
   title: "Self-RAG paper",
   pages: 30,
   passages: 120,
+  passagesExpected: null,
 };
 const NOTES: DocumentInfo = {
   id: "d2",
@@ -43,6 +44,7 @@ const NOTES: DocumentInfo = {
   title: "Notes on retrieval",
   pages: 1,
   passages: 4,
+  passagesExpected: null,
 };
 
 function overview(over: Partial<LibraryStats> = {}): LibraryStats {
@@ -121,6 +123,7 @@ describe("library pane", () => {
       title: "Reading the badges: a short tour of the reflection tokens",
       pages: 1,
       passages: 5,
+      passagesExpected: null,
     };
     mocked.listDocuments.mockResolvedValue([samples]);
     await user.click(screen.getByTestId("add-samples"));
@@ -347,6 +350,74 @@ describe("library pane", () => {
     await waitFor(() => expect(state()).toBe("indexed"));
   });
 
+  it("lists a long file once its first slice is searchable, with how much of it is", async () => {
+    const { library } = await setup([PAPER]);
+    const done = deferred<IndexFinished>();
+    let send: (event: IndexEvent) => void = () => {};
+    mocked.indexPaths.mockImplementation((_paths, onEvent) => {
+      send = onEvent;
+      return done.promise;
+    });
+    void library.add(["/home/ada/books/long.pdf"]);
+    await tick();
+    const BOOK: DocumentInfo = {
+      id: "d3",
+      path: "/home/ada/books/long.pdf",
+      title: "A long book",
+      pages: 300,
+      passages: 16,
+      passagesExpected: 900,
+    };
+    send({ kind: "started", total: 1, resumed: [] });
+    send({ kind: "fileStarted", path: BOOK.path });
+    mocked.listDocuments.mockResolvedValue([PAPER, BOOK]);
+    send({ kind: "fileSearchable", path: BOOK.path, passages: 16, of: 900 });
+    const row = await screen.findByRole("listitem", { name: "A long book, Parsing and embedding" });
+    expect(row).toHaveTextContent("long.pdf · 300 pages · 16 of 900 passages");
+    expect(screen.getByTestId("index-status")).toHaveTextContent("16 of 900 passages searchable");
+    // The events run ahead of the list, read again shortly after them.
+    send({ kind: "fileSearchable", path: BOOK.path, passages: 32, of: 900 });
+    await tick();
+    expect(row).toHaveTextContent("32 of 900 passages");
+    mocked.listDocuments.mockResolvedValue([
+      PAPER,
+      { ...BOOK, passages: 900, passagesExpected: null },
+    ]);
+    send({ kind: "fileIndexed", path: BOOK.path, passages: 900, notes: [] });
+    done.resolve(FINISHED);
+    await waitFor(() =>
+      expect(screen.getByRole("listitem", { name: "A long book, Indexed" })).toHaveTextContent(
+        "long.pdf · 300 pages · 900 passages",
+      ),
+    );
+  });
+
+  it("says a document cut off midway is partly indexed and indexes the rest of it", async () => {
+    const CUT: DocumentInfo = {
+      id: "d3",
+      path: "/home/ada/books/long.pdf",
+      title: "A long book",
+      pages: 300,
+      passages: 64,
+      passagesExpected: 900,
+    };
+    await setup([PAPER, CUT]);
+    const row = screen.getByRole("listitem", { name: "A long book, Partly indexed" });
+    expect(row).toHaveTextContent("64 of 900 passages");
+    expect(within(row).getByTestId("document-reason")).toHaveTextContent(
+      "its first passages are searchable",
+    );
+    expect(
+      within(screen.getAllByTestId("document-item")[0]).queryByTestId("finish-document"),
+    ).toBeNull();
+    mocked.indexPaths.mockResolvedValue(FINISHED);
+    await userEvent
+      .setup()
+      .click(within(row).getByRole("button", { name: "Index the rest of A long book" }));
+    expect(mocked.indexPaths).toHaveBeenCalledWith([CUT.path], expect.any(Function));
+    expect(mocked.reindexDocument).not.toHaveBeenCalled();
+  });
+
   it("shows a failed file with its reason and offers to retry it", async () => {
     const { library } = await setup([PAPER]);
     mocked.indexPaths.mockImplementation(async (_paths, onEvent) => {
@@ -423,7 +494,14 @@ describe("library pane", () => {
 
     mocked.listDocuments.mockResolvedValue([
       PAPER,
-      { id: "d3", path: "/home/ada/inbox/new.md", title: "New", pages: 1, passages: 2 },
+      {
+        id: "d3",
+        path: "/home/ada/inbox/new.md",
+        title: "New",
+        pages: 1,
+        passages: 2,
+        passagesExpected: null,
+      },
     ]);
     libraryEvent({
       kind: "index",
@@ -476,7 +554,10 @@ describe("activity", () => {
   it("forgets the previous job's files when a new one starts, but keeps what is queued", () => {
     let a: Activity = {};
     a = nextActivity(a, { kind: "fileFailed", path: "/a.pdf", error: "broken" });
-    a = { ...a, "/b.md": { state: "queued", reason: null, passages: null } };
+    a = {
+      ...a,
+      "/b.md": { state: "queued", reason: null, passages: null, passagesExpected: null },
+    };
     a = nextActivity(a, { kind: "started", total: 1, resumed: [] });
     expect(Object.keys(a)).toEqual(["/b.md"]);
     a = nextActivity(a, FINISHED);
@@ -485,9 +566,14 @@ describe("activity", () => {
 
   it("orders files in progress before the documents and keeps notes as the reason", () => {
     const a: Activity = {
-      "/x/new.md": { state: "indexed", reason: null, passages: 2 },
-      "/x/now.md": { state: "working", reason: null, passages: null },
-      [PAPER.path]: { state: "indexed", reason: "page 3 has no text layer", passages: 120 },
+      "/x/new.md": { state: "indexed", reason: null, passages: 2, passagesExpected: null },
+      "/x/now.md": { state: "working", reason: null, passages: null, passagesExpected: null },
+      [PAPER.path]: {
+        state: "indexed",
+        reason: "page 3 has no text layer",
+        passages: 120,
+        passagesExpected: null,
+      },
     };
     const rows = libraryRows([PAPER], a);
     expect(rows.map((r) => [r.fileName, r.state])).toEqual([

@@ -103,6 +103,17 @@ describe("indexing progress", () => {
     );
   });
 
+  it("says how much of a long file is searchable while it is written", () => {
+    let job = nextJob(startJob(), { kind: "started", total: 1, resumed: [] });
+    job = nextJob(job, { kind: "fileStarted", path: "/books/long.pdf" });
+    expect(jobSummary(job)).toBe("Indexing long.pdf (1/1)…");
+    job = nextJob(job, { kind: "fileSearchable", path: "/books/long.pdf", passages: 16, of: 900 });
+    job = nextJob(job, { kind: "fileSearchable", path: "/books/long.pdf", passages: 32, of: 900 });
+    expect(jobSummary(job)).toBe("Indexing long.pdf (1/1)… · 32 of 900 passages searchable");
+    job = nextJob(job, { kind: "fileStarted", path: "/books/next.md" });
+    expect(job.currentSearchable).toBeNull();
+  });
+
   it("says the time left in seconds, minutes or hours", () => {
     expect(etaText(null)).toBe("");
     expect(etaText(0.2)).toBe("1 s left");

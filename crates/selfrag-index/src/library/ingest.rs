@@ -1,14 +1,22 @@
 //! Adding one file to the library: skip it when nothing changed (size and modification time,
 //! then content hash), reuse the passages of identical content found under another path (a
 //! rename or a copy: nothing parsed or embedded), and otherwise extract, chunk, embed and commit
-//! it so that the file's old content is replaced in one step.
+//! it.
+//!
+//! A changed file's new content replaces the old in one step. A new file is written in slices
+//! ([`FIRST_SLICE`] passages, then as many as all before): the first passages of a 300-page
+//! book are searchable seconds after it was dropped, not once the whole book is embedded. Its
+//! row says how many of how many passages are stored
+//! ([`DocumentRecord::passages_expected`]); a file cut off midway (Stop, Pause, a crash) is
+//! taken up where it stopped the next time it is indexed, and is listed meanwhile with the
+//! passages it has.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
-use super::schema::{DocumentRecord, PassageRows, documents_batch};
+use super::schema::{DocumentRecord, PassageRows, documents_batch, passage_id, sql_string};
 use super::{EMBED_BATCH, Library, Uncommitted, embed_blocking, now_ms, one_batch, path_key};
 use crate::chunk::chunk_text;
 use crate::{IndexError, PassageEmbedder};
@@ -35,10 +43,29 @@ pub enum IndexOutcome {
     Unchanged { document_id: String },
 }
 
+/// The passages of a new document's first slice: what is searchable first of a long file
+/// (about 2 s of BERT-base embedding on two cores). Each later slice holds as many passages as
+/// all the slices before it, so a document of n passages is about log2(n / 16) commits.
+pub(crate) const FIRST_SLICE: u32 = 16;
+
+/// Part of a document written and searchable while the rest is still being embedded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartlySearchable {
+    /// Passages stored so far.
+    pub passages: u32,
+    /// Passages the document has.
+    pub of: u32,
+}
+
+/// Where the slice that follows `written` of `total` passages ends.
+fn slice_end(written: u32, total: u32) -> u32 {
+    written.saturating_mul(2).max(FIRST_SLICE).min(total)
+}
+
 impl Library {
     /// Extracts, chunks, embeds and stores one file; see the module documentation for what is
-    /// skipped. A changed file's old passages are replaced in one step: searches see either the
-    /// old content or the new one, never both or neither.
+    /// skipped and how it is written. A changed file's old passages are replaced in one step:
+    /// searches see either the old content or the new one, never both or neither.
     pub async fn index_file(
         &self,
         path: &Path,
@@ -49,17 +76,32 @@ impl Library {
     }
 
     /// [`Library::index_file`], ending with [`IndexError::Stopped`] at the next embedding
-    /// batch once `stop` is set (a long document is many batches); nothing of the file is
-    /// written then.
+    /// batch once `stop` is set (a long document is many batches); the slices written by then
+    /// stay, and the next indexing of the file goes on from there.
     pub async fn index_file_stoppable(
         &self,
         path: &Path,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
     ) -> Result<IndexOutcome, IndexError> {
+        self.index_file_reporting(path, embedder, stop, |_| {})
+            .await
+    }
+
+    /// [`Library::index_file_stoppable`], calling `on_slice` each time a slice of a long
+    /// document has become searchable before its last.
+    pub async fn index_file_reporting(
+        &self,
+        path: &Path,
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+        mut on_slice: impl FnMut(PartlySearchable),
+    ) -> Result<IndexOutcome, IndexError> {
         self.set_stage(super::IndexStage::WaitingForWriter);
         let _writer = self.write.lock().await;
-        let outcome = self.index_file_locked(path, embedder, stop).await;
+        let outcome = self
+            .index_file_locked(path, embedder, stop, &mut on_slice)
+            .await;
         self.set_stage(super::IndexStage::Idle);
         outcome
     }
@@ -69,14 +111,17 @@ impl Library {
     }
 
     /// [`Library::index_file_stoppable`] with the writer lock held: done once durable.
-    pub(crate) async fn index_file_locked(
+    async fn index_file_locked(
         &self,
         path: &Path,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
+        on_slice: &mut impl FnMut(PartlySearchable),
     ) -> Result<IndexOutcome, IndexError> {
         // Durable whatever happened: a failure after a write leaves that write recorded too.
-        let outcome = self.index_file_unsynced(path, embedder, stop).await;
+        let outcome = self
+            .index_file_unsynced(path, embedder, stop, on_slice)
+            .await;
         self.set_stage(super::IndexStage::Syncing);
         let durable = self.make_durable().await;
         let outcome = outcome?;
@@ -89,6 +134,7 @@ impl Library {
         path: &Path,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
+        on_slice: &mut impl FnMut(PartlySearchable),
     ) -> Result<IndexOutcome, IndexError> {
         let read_err = |source| IndexError::Read {
             path: path.to_path_buf(),
@@ -99,6 +145,7 @@ impl Library {
         let key = path_key(path);
         let previous = self.document(&key);
         if let Some(prev) = &previous
+            && prev.is_complete()
             && prev.size == size
             && prev.modified_ns == modified_ns
             && modified_ns != 0
@@ -126,36 +173,145 @@ impl Library {
 
         self.set_stage(super::IndexStage::Parsing);
         let extracted = self.extractor.extract(path).await?;
-        let rows = self.passage_rows(path, &document_id, &stamp.key, &extracted)?;
-        self.set_stage(super::IndexStage::Embedding);
-        let vectors = embed_stoppable(embedder, &rows, stop, path)?;
-        self.set_stage(super::IndexStage::Writing);
-        let count = rows.len() as u32;
-        let batch = rows.into_batch(vectors, embedder.dim())?;
-        // Passages first, the document row last: the row commits the document.
-        let _pending = Uncommitted::new(&self.uncommitted, count as usize);
-        self.passages
-            .add(batch)
-            .execute()
-            .await
-            .map_err(self.store_err())?;
-        self.commit(DocumentRecord {
+        let mut rows = self.passage_rows(path, &document_id, &stamp.key, &extracted)?;
+        let total = rows.len() as u32;
+        let mut written = self.resume_point(&document_id, total).await?;
+        // Stored by the run that was cut off.
+        drop(rows.split_front(written as usize));
+        let mut record = DocumentRecord {
             id: document_id.clone(),
             path: stamp.key,
             title: extracted.title,
             pages: extracted.pages.len().max(1) as u32,
-            passages: count,
+            passages: written,
             size,
             modified_ns,
             indexed_at_ms: now_ms(),
-        })
-        .await?;
-        self.replaced(previous.as_ref()).await?;
+            passages_expected: Some(total),
+        };
+        // A changed file's old content stays searchable until the new one replaces it whole.
+        let in_one_step = previous.as_ref().is_some_and(DocumentRecord::is_complete);
+        let mut old_content = previous.filter(|p| p.id != document_id);
+        while written < total {
+            let end = if in_one_step {
+                total
+            } else {
+                slice_end(written, total)
+            };
+            let slice = rows.split_front((end - written) as usize);
+            self.set_stage(super::IndexStage::Embedding);
+            let vectors = embed_stoppable(embedder, &slice, stop, path)?;
+            self.set_stage(super::IndexStage::Writing);
+            let batch = slice.into_batch(vectors, embedder.dim())?;
+            // Passages first, the document row after: the row commits them.
+            let _pending = Uncommitted::new(&self.uncommitted, batch.num_rows());
+            self.passages
+                .add(batch)
+                .execute()
+                .await
+                .map_err(self.store_err())?;
+            record.passages = end;
+            record.passages_expected = (end < total).then_some(total);
+            if let Err(e) = self.commit_content(&record).await {
+                // Not committed: the slice must not turn up under a later run's row.
+                if let Err(cleanup) = self.delete_passages(&document_id, written..end).await {
+                    tracing::warn!(error = %cleanup, "removing a slice whose row was not written");
+                }
+                return Err(e);
+            }
+            written = end;
+            // The path holds the new content from its first slice on.
+            self.replaced(old_content.take().as_ref()).await?;
+            if written < total {
+                self.make_durable().await?;
+                on_slice(PartlySearchable {
+                    passages: written,
+                    of: total,
+                });
+            }
+        }
         Ok(IndexOutcome::Indexed {
             document_id,
-            passages: count,
+            passages: total,
             notes: extracted.notes,
         })
+    }
+
+    /// The passage at which writing content `doc_id` of `total` passages begins: where the
+    /// run that was cut off stopped, as its rows say (when they counted the same `total`),
+    /// else 0. Passages of that content past that point (a slice stored whose row was not)
+    /// are deleted first, as are all of them when it begins at 0.
+    async fn resume_point(&self, doc_id: &str, total: u32) -> Result<u32, IndexError> {
+        let row = self
+            .committed()
+            .by_path
+            .values()
+            .find(|d| d.id == doc_id)
+            .cloned();
+        let Some(row) = row else {
+            // Nothing refers to it: no run of it was cut off (a slice whose row failed is
+            // deleted then, and what a killed run left is removed when the library opens).
+            return Ok(0);
+        };
+        let only = format!("doc_id = {}", sql_string(doc_id));
+        let stored = self
+            .passages
+            .count_rows(Some(only))
+            .await
+            .map_err(self.store_err())? as u64;
+        let resume = if row.passages_expected == Some(total) {
+            row.passages
+        } else {
+            0
+        };
+        if stored == u64::from(resume) {
+            return Ok(resume);
+        }
+        if resume == 0 || stored < u64::from(resume) {
+            self.delete_passages_of(doc_id).await?;
+            return Ok(0);
+        }
+        self.delete_passages(doc_id, resume..total).await?;
+        Ok(resume)
+    }
+
+    /// Deletes the passages of content `doc_id` numbered `range`.
+    async fn delete_passages(
+        &self,
+        doc_id: &str,
+        range: std::ops::Range<u32>,
+    ) -> Result<(), IndexError> {
+        let ids: Vec<String> = range
+            .map(|i| sql_string(&passage_id(doc_id, i as usize)))
+            .collect();
+        for chunk in ids.chunks(500) {
+            self.passages
+                .delete(&format!("id IN ({})", chunk.join(",")))
+                .await
+                .map_err(self.store_err())?;
+        }
+        Ok(())
+    }
+
+    /// Writes `record` and the rows of the other paths that hold its content (a copy of a
+    /// document that was cut off), whose counts follow it.
+    async fn commit_content(&self, record: &DocumentRecord) -> Result<(), IndexError> {
+        let copies: Vec<DocumentRecord> = self
+            .committed()
+            .by_path
+            .values()
+            .filter(|d| d.id == record.id && d.path != record.path)
+            .map(|d| DocumentRecord {
+                passages: record.passages,
+                passages_expected: record.passages_expected,
+                ..d.clone()
+            })
+            .collect();
+        self.commit(record.clone()).await?;
+        for copy in copies {
+            self.commit(copy).await?;
+        }
+        Ok(())
     }
 
     /// The outcome when the content `document_id` is indexed already: under this path (the
@@ -169,6 +325,7 @@ impl Library {
     ) -> Result<Option<IndexOutcome>, IndexError> {
         if let Some(prev) = previous
             && prev.id == document_id
+            && prev.is_complete()
         {
             self.commit(DocumentRecord {
                 size: stamp.size,
@@ -180,11 +337,12 @@ impl Library {
                 document_id: document_id.to_owned(),
             }));
         }
+        // A copy cut off midway is finished by writing the content, not reused.
         let same_content = self
             .committed()
             .by_path
             .values()
-            .find(|d| d.id == document_id)
+            .find(|d| d.id == document_id && d.is_complete())
             .cloned();
         let Some(twin) = same_content else {
             return Ok(None);
@@ -353,4 +511,115 @@ fn embed_stoppable(
         vectors.extend(embed_blocking(embedder, &refs)?);
     }
     Ok(vectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two-dimensional vectors from a text's length; stops the run once it has embedded
+    /// `stop_after` texts.
+    struct Lengths {
+        stop: AtomicBool,
+        embedded: std::sync::atomic::AtomicUsize,
+        stop_after: usize,
+    }
+
+    impl crate::PassageEmbedder for Lengths {
+        fn model_id(&self) -> String {
+            "lengths".into()
+        }
+        fn dim(&self) -> usize {
+            2
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+            let done = self.embedded.fetch_add(texts.len(), Ordering::SeqCst) + texts.len();
+            if done >= self.stop_after {
+                self.stop.store(true, Ordering::SeqCst);
+            }
+            Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+        }
+    }
+
+    /// A slice stored whose row was not (its row's commit failed) is deleted before the
+    /// document goes on from where its row says: every passage is stored once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn passages_past_the_row_are_deleted_before_the_document_goes_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text: String = (0..1500)
+            .map(|i| format!("Paragraph {i} tells of river {i} in detail.\n\n"))
+            .collect();
+        let file = tmp.path().join("long.txt");
+        std::fs::write(&file, text).unwrap();
+        let embedder = Lengths {
+            stop: AtomicBool::new(false),
+            embedded: 0.into(),
+            stop_after: FIRST_SLICE as usize,
+        };
+        let lib = Library::open(&tmp.path().join("lib"), &embedder)
+            .await
+            .unwrap();
+        let cut = lib
+            .index_file_stoppable(&file, &embedder, &embedder.stop)
+            .await;
+        assert!(matches!(cut, Err(IndexError::Stopped { .. })), "{cut:?}");
+        let row = lib.documents().remove(0);
+        let total = row.passages_expected.unwrap();
+        assert!(total > 2 * FIRST_SLICE, "{total} passages");
+        assert_eq!(row.passages, FIRST_SLICE);
+
+        // The next slice's passages, stored without the row that would commit them.
+        let extracted = lib.extractor.extract(&file).await.unwrap();
+        let mut rows = lib
+            .passage_rows(&file, &row.id, &row.path, &extracted)
+            .unwrap();
+        drop(rows.split_front(FIRST_SLICE as usize));
+        let stray = rows.split_front(FIRST_SLICE as usize);
+        let vectors = vec![vec![0.0, 1.0]; stray.len()];
+        lib.passages
+            .add(stray.into_batch(vectors, 2).unwrap())
+            .execute()
+            .await
+            .unwrap();
+        assert_eq!(
+            lib.stats().await.unwrap().passages,
+            2 * FIRST_SLICE as usize
+        );
+
+        embedder.stop.store(false, Ordering::SeqCst);
+        let outcome = lib.index_file(&file, &embedder).await.unwrap();
+        assert!(matches!(outcome, IndexOutcome::Indexed { passages, .. } if passages == total));
+        assert_eq!(
+            embedder.embedded.load(Ordering::SeqCst),
+            total as usize,
+            "the first slice once, the rest once"
+        );
+        let ids: Vec<String> = lib
+            .passages_of(&row.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| h.passage_id)
+            .collect();
+        let expected: Vec<String> = (0..total).map(|i| format!("{}:{i}", row.id)).collect();
+        assert_eq!(ids, expected);
+        assert_eq!(lib.stats().await.unwrap().passages, total as usize);
+    }
+
+    #[test]
+    fn slices_begin_at_the_first_and_double() {
+        let mut ends = Vec::new();
+        let mut written = 0;
+        while written < 200 {
+            written = slice_end(written, 200);
+            ends.push(written);
+        }
+        assert_eq!(ends, [16, 32, 64, 128, 200]);
+        assert_eq!(slice_end(0, 5), 5);
+        assert_eq!(
+            slice_end(40, 1000),
+            80,
+            "a resumed document doubles from where it is"
+        );
+    }
 }

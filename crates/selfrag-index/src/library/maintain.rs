@@ -452,6 +452,7 @@ mod tests {
                     size: 0,
                     modified_ns: 0,
                     indexed_at_ms: 0,
+                    passages_expected: None,
                 })
                 .collect();
             lib.commit_bench_documents(records).await.unwrap();

@@ -1,10 +1,11 @@
 //! The embedded LanceDB library: a `documents` table (one row per file path) and a `passages`
 //! table (one row per passage, stored once per distinct content) under one directory, written
-//! so that a crash at any moment leaves no half-indexed document.
+//! so that a crash at any moment leaves every document as its row describes it.
 //!
-//! A document's passages are added first and its `documents` row last: the row is the commit
-//! marker. Passages no row refers to (an interrupted run, content replaced by an edit) are never
-//! returned by a search and are removed when the library opens. `library.json` ([`meta`]) names
+//! A document's passages are added first and its `documents` row after them: the row is the
+//! commit marker, and says how many of the document's passages are stored (a long document is
+//! written in slices, see `ingest`). Passages no row refers to (an interrupted run, content
+//! replaced by an edit) are never returned by a search and are removed when the library opens. `library.json` ([`meta`]) names
 //! the current tables, so migrations and re-embeddings swap whole tables atomically.
 
 mod durable;
@@ -24,7 +25,7 @@ use arrow_array::{RecordBatch, RecordBatchIterator, UInt32Array};
 use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
-pub use ingest::IndexOutcome;
+pub use ingest::{IndexOutcome, PartlySearchable};
 use meta::{LibraryMeta, SCHEMA_VERSION};
 pub use schema::DocumentRecord;
 use schema::{column, documents_schema, passages_schema, sql_string, string_column, vector_dim};
@@ -204,7 +205,9 @@ impl Library {
             .execute()
             .await
             .map_err(store_err)?;
-        add_missing_columns(&passages).await.map_err(store_err)?;
+        add_missing_columns(&passages, &documents)
+            .await
+            .map_err(store_err)?;
         let library = Self {
             dir: dir.to_path_buf(),
             meta,
@@ -493,21 +496,27 @@ async fn collect(dir: &Path, query: impl ExecutableQuery) -> Result<Vec<RecordBa
         .map_err(store_err)
 }
 
-/// Gives a passages table made before page labels or OCR its `page_label` and `ocr_confidence`
-/// columns, all nulls (a change of the schema only: no row is rewritten). Its PDFs get labels
-/// and their scanned pages OCR text when they are indexed again.
-async fn add_missing_columns(passages: &lancedb::Table) -> Result<(), lancedb::Error> {
-    let schema = passages.schema().await?;
+/// Gives tables made before a column existed that column, all nulls (a change of the schema
+/// only: no row is rewritten): a passages table made before page labels or OCR its
+/// `page_label` and `ocr_confidence` (its PDFs get labels and their scanned pages OCR text
+/// when they are indexed again), a documents table made before documents were written in
+/// slices its `passages_expected` (null: complete).
+async fn add_missing_columns(
+    passages: &lancedb::Table,
+    documents: &lancedb::Table,
+) -> Result<(), lancedb::Error> {
+    use arrow_schema::DataType;
     let wanted = [
-        (schema::PAGE_LABEL, arrow_schema::DataType::Utf8),
-        (schema::OCR_CONFIDENCE, arrow_schema::DataType::Float32),
+        (passages, schema::PAGE_LABEL, DataType::Utf8),
+        (passages, schema::OCR_CONFIDENCE, DataType::Float32),
+        (documents, schema::PASSAGES_EXPECTED, DataType::UInt32),
     ];
-    for (name, kind) in wanted {
-        if schema.field_with_name(name).is_ok() {
+    for (table, name, kind) in wanted {
+        if table.schema().await?.field_with_name(name).is_ok() {
             continue;
         }
         let column = arrow_schema::Schema::new(vec![arrow_schema::Field::new(name, kind, true)]);
-        passages
+        table
             .add_columns()
             .transform(lancedb::table::NewColumnTransform::AllNulls(Arc::new(
                 column,
@@ -612,6 +621,7 @@ async fn create_or_migrate(
                     size: 0,
                     modified_ns: 0,
                     indexed_at_ms: 0,
+                    passages_expected: None,
                 });
             }
         }

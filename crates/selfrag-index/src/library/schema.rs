@@ -29,7 +29,21 @@ pub struct DocumentRecord {
     pub modified_ns: i64,
     /// When it was indexed, ms since the Unix epoch.
     pub indexed_at_ms: i64,
+    /// `Some(n)` while a long document is written slice by slice, searchable as it goes (see
+    /// `ingest`): `passages` of its `n` passages are stored so far. `None` once all are.
+    pub passages_expected: Option<u32>,
 }
+
+impl DocumentRecord {
+    /// Whether every passage of the document is stored.
+    pub fn is_complete(&self) -> bool {
+        self.passages_expected.is_none()
+    }
+}
+
+/// The column of `documents` that holds [`DocumentRecord::passages_expected`]: added after the
+/// others, so a table made before it gets it as nulls (complete documents) when it opens.
+pub(crate) const PASSAGES_EXPECTED: &str = "passages_expected";
 
 /// The printed page label column of `passages` (see `ExtractedPage::label`).
 pub(crate) const PAGE_LABEL: &str = "page_label";
@@ -88,6 +102,7 @@ pub(crate) fn documents_schema() -> SchemaRef {
         Field::new("size", DataType::UInt64, false),
         Field::new("modified_ns", DataType::Int64, false),
         Field::new("indexed_at_ms", DataType::Int64, false),
+        Field::new(PASSAGES_EXPECTED, DataType::UInt32, true),
     ]))
 }
 
@@ -112,6 +127,9 @@ pub(crate) fn documents_batch(docs: &[DocumentRecord]) -> Result<RecordBatch, In
             Arc::new(Int64Array::from_iter_values(
                 docs.iter().map(|d| d.indexed_at_ms),
             )),
+            Arc::new(UInt32Array::from_iter(
+                docs.iter().map(|d| d.passages_expected),
+            )),
         ],
     )
     .map_err(|e| IndexError::Schema(e.to_string()))
@@ -133,6 +151,10 @@ pub(crate) fn documents_from(batch: &RecordBatch) -> Result<Vec<DocumentRecord>,
         column::<Int64Array>(batch, "modified_ns")?,
         column::<Int64Array>(batch, "indexed_at_ms")?,
     );
+    // Absent in a table made before it (the library adds it when it opens).
+    let expected = batch
+        .column_by_name(PASSAGES_EXPECTED)
+        .and_then(|c| c.as_any().downcast_ref::<UInt32Array>());
     Ok((0..batch.num_rows())
         .map(|i| DocumentRecord {
             id: id.value(i).into(),
@@ -143,8 +165,14 @@ pub(crate) fn documents_from(batch: &RecordBatch) -> Result<Vec<DocumentRecord>,
             size: size.value(i),
             modified_ns: modified.value(i),
             indexed_at_ms: indexed.value(i),
+            passages_expected: expected.filter(|e| e.is_valid(i)).map(|e| e.value(i)),
         })
         .collect())
+}
+
+/// The id of passage `n` (from 0, in reading order) of content `doc`.
+pub(crate) fn passage_id(doc: &str, n: usize) -> String {
+    format!("{doc}:{n}")
 }
 
 /// Passage columns gathered before they become one Arrow batch.
@@ -174,7 +202,7 @@ impl PassageRows {
         (page, label, ocr): (Option<u32>, Option<&str>, Option<f32>),
         c: crate::Chunk,
     ) {
-        self.ids.push(format!("{doc}:{}", self.ids.len()));
+        self.ids.push(passage_id(doc, self.ids.len()));
         self.doc_ids.push(doc.into());
         self.paths.push(path.into());
         self.titles.push(title.into());
@@ -231,6 +259,27 @@ impl PassageRows {
 
     pub fn len(&self) -> usize {
         self.texts.len()
+    }
+
+    /// Moves the first `n` rows (all, if fewer) out into their own rows.
+    pub fn split_front(&mut self, n: usize) -> Self {
+        fn front<T>(column: &mut Vec<T>, n: usize) -> Vec<T> {
+            let rest = column.split_off(n.min(column.len()));
+            std::mem::replace(column, rest)
+        }
+        Self {
+            ids: front(&mut self.ids, n),
+            doc_ids: front(&mut self.doc_ids, n),
+            paths: front(&mut self.paths, n),
+            titles: front(&mut self.titles, n),
+            pages: front(&mut self.pages, n),
+            page_labels: front(&mut self.page_labels, n),
+            ocr_confidences: front(&mut self.ocr_confidences, n),
+            sections: front(&mut self.sections, n),
+            starts: front(&mut self.starts, n),
+            ends: front(&mut self.ends, n),
+            texts: front(&mut self.texts, n),
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -452,9 +452,18 @@ export type DocumentInfo = { id: string, path: string, title: string,
 /**
  * Pages (PDF) or 1; 0 for a document indexed before pages were counted.
  */
-pages: number, passages: number, };
+pages: number, 
+/**
+ * Passages stored: all of them, or so far while a long file is written slice by slice.
+ */
+passages: number, 
+/**
+ * While a long file is written slice by slice (or was cut off midway: indexing it again
+ * goes on from there), the passages it will have; null once all are stored.
+ */
+passagesExpected: number | null, };
 
-export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, 
+export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileSearchable", path: string, passages: number, of: number, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, 
 /**
  * Stopped before the end, paused or not.
  */

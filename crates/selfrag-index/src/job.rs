@@ -59,7 +59,8 @@ pub enum JobEvent {
 pub struct JobProgress {
     pub done: usize,
     pub total: usize,
-    /// Passages parsed and embedded by this job so far.
+    /// Passages of the documents this job indexed so far (a document it finished counts
+    /// whole, slices an earlier run stored included).
     pub passages: u64,
     pub files_per_second: f64,
     /// Seconds left at the current rate; `None` until a file has been done.
@@ -201,8 +202,9 @@ impl Library {
     /// Indexes `roots` (files and folders, recursively) together with any interrupted job's, one
     /// file at a time: one file's failure is an event, never the end of the job. Stopping
     /// (`stop`) ends it at the next file or embedding batch (a long file cut off there keeps
-    /// the slices it wrote, and is finished the next time it is indexed); what was done stays. A stopped job is forgotten, a paused one kept apart for
-    /// later ([`Library::paused_job`]); a job that ends takes the paused folders it covered
+    /// the slices it wrote, and is finished the next time it is indexed); what was done stays.
+    /// A stopped job is forgotten, a paused one kept apart for later
+    /// ([`Library::paused_job`]); a job that ends takes the paused folders it covered
     /// off that list, and one stopped leaves that list as it was. One job at a time: the
     /// engine holds a lock around it, as `job.json` records one running job.
     pub async fn run_job<'s>(

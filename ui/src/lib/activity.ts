@@ -146,8 +146,15 @@ export function libraryRows(documents: DocumentInfo[], activity: Activity): Libr
       reason: said ?? (state === "partial" ? PARTIAL_REASON : null),
       pages: d.pages > 0 ? d.pages : null,
       // The events run ahead of the list, which is read again shortly after them.
-      passages: state === "working" && a?.passages != null ? a.passages : d.passages,
-      passagesExpected: state === "working" ? (a?.passagesExpected ?? null) : d.passagesExpected,
+      ...(state === "working" || state === "indexed"
+        ? {
+            passages: a?.passages ?? d.passages,
+            passagesExpected:
+              state === "indexed" && a?.passages != null
+                ? null
+                : (a?.passagesExpected ?? d.passagesExpected),
+          }
+        : { passages: d.passages, passagesExpected: d.passagesExpected }),
     };
   });
   return [...pending, ...docs];

@@ -146,6 +146,13 @@ export class LibraryController {
     await this.#userJob((onEvent) => reindexDocument(path, onEvent), false);
   }
 
+  /** Indexes the rest of a document a job was cut off inside. */
+  async finish(path: string): Promise<void> {
+    if (this.#busy()) return;
+    this.activity = queue(this.activity, [path]);
+    await this.#userJob((onEvent) => indexPaths([path], onEvent));
+  }
+
   async remove(document: DocumentInfo): Promise<void> {
     try {
       await removeDocument(document.id);

@@ -585,6 +585,33 @@ describe("activity", () => {
     expect(rows[2].document).toBe(PAPER);
   });
 
+  it("takes a long file's counts from the events until the list is read again", () => {
+    const cut: DocumentInfo = { ...PAPER, passages: 64, passagesExpected: 229 };
+    const counts = (a: Activity) => {
+      const [row] = libraryRows([cut], a);
+      return [row.state, row.passages, row.passagesExpected];
+    };
+    expect(counts({})).toEqual(["partial", 64, 229]);
+    const working = { state: "working", reason: null } as const;
+    // Going on: the list's counts until the first slice's event, then the event's.
+    expect(counts({ [cut.path]: { ...working, passages: null, passagesExpected: null } })).toEqual([
+      "working",
+      64,
+      229,
+    ]);
+    expect(counts({ [cut.path]: { ...working, passages: 128, passagesExpected: 229 } })).toEqual([
+      "working",
+      128,
+      229,
+    ]);
+    // Done: whole, though the list still says 64 of 229.
+    expect(
+      counts({
+        [cut.path]: { state: "indexed", reason: null, passages: 229, passagesExpected: null },
+      }),
+    ).toEqual(["indexed", 229, null]);
+  });
+
   it("writes the stats with the disk size", () => {
     expect(statsText(overview({ documents: 1, passages: 1, pages: 1, diskBytes: 900 }))).toBe(
       "1 document · 1 passage · 1 page · 900 B on disk",

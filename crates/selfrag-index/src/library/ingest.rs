@@ -216,6 +216,7 @@ impl Library {
                 // Not committed: the slice must not turn up under a later run's row.
                 if let Err(cleanup) = self.delete_passages(&document_id, written..end).await {
                     tracing::warn!(error = %cleanup, "removing a slice whose row was not written");
+                    self.unclean_mut().insert(document_id.clone());
                 }
                 return Err(e);
             }
@@ -248,31 +249,55 @@ impl Library {
             .values()
             .find(|d| d.id == doc_id)
             .cloned();
+        let unclean = self.unclean_mut().remove(doc_id);
         let Some(row) = row else {
-            // Nothing refers to it: no run of it was cut off (a slice whose row failed is
-            // deleted then, and what a killed run left is removed when the library opens).
+            // Nothing refers to it: no run of it was cut off. A slice whose row failed was
+            // deleted then (or marked unclean), and what a killed run left is removed when
+            // the library opens.
+            if unclean {
+                self.delete_passages_of(doc_id).await?;
+            }
             return Ok(0);
         };
+        let resume = match row.passages_expected {
+            Some(expected) if expected == total && row.passages < total => row.passages,
+            _ => 0,
+        };
+        let stored = self.stored_passages(doc_id).await?;
+        if stored == u64::from(resume) && row.passages == resume {
+            return Ok(resume);
+        }
+        if resume > 0 && stored > u64::from(resume) {
+            self.delete_passages(doc_id, resume..total).await?;
+            if self.stored_passages(doc_id).await? == u64::from(resume) {
+                return Ok(resume);
+            }
+        }
+        // Not what the rows say: start again, and so do the rows.
+        self.delete_passages_of(doc_id).await?;
+        self.commit_content(&DocumentRecord {
+            passages: 0,
+            passages_expected: Some(total),
+            ..row
+        })
+        .await?;
+        Ok(0)
+    }
+
+    /// How many passages of content `doc_id` the table holds.
+    async fn stored_passages(&self, doc_id: &str) -> Result<u64, IndexError> {
         let only = format!("doc_id = {}", sql_string(doc_id));
         let stored = self
             .passages
             .count_rows(Some(only))
             .await
-            .map_err(self.store_err())? as u64;
-        let resume = if row.passages_expected == Some(total) {
-            row.passages
-        } else {
-            0
-        };
-        if stored == u64::from(resume) {
-            return Ok(resume);
-        }
-        if resume == 0 || stored < u64::from(resume) {
-            self.delete_passages_of(doc_id).await?;
-            return Ok(0);
-        }
-        self.delete_passages(doc_id, resume..total).await?;
-        Ok(resume)
+            .map_err(self.store_err())?;
+        Ok(stored as u64)
+    }
+
+    fn unclean_mut(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        // A poisoned set only costs a clearing that was not needed.
+        self.unclean.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Deletes the passages of content `doc_id` numbered `range`.
@@ -294,7 +319,7 @@ impl Library {
     }
 
     /// Writes `record` and the rows of the other paths that hold its content (a copy of a
-    /// document that was cut off), whose counts follow it.
+    /// document that was cut off), whose counts follow it, in one commit.
     async fn commit_content(&self, record: &DocumentRecord) -> Result<(), IndexError> {
         let copies: Vec<DocumentRecord> = self
             .committed()
@@ -307,9 +332,21 @@ impl Library {
                 ..d.clone()
             })
             .collect();
-        self.commit(record.clone()).await?;
-        for copy in copies {
-            self.commit(copy).await?;
+        if copies.is_empty() {
+            return self.commit(record.clone()).await;
+        }
+        let rows: Vec<DocumentRecord> = std::iter::once(record.clone()).chain(copies).collect();
+        let mut merge = self.documents.merge_insert(&["path"]);
+        merge
+            .when_matched_update_all(None)
+            .when_not_matched_insert_all();
+        merge
+            .execute(one_batch(documents_batch(&rows)?))
+            .await
+            .map_err(self.store_err())?;
+        let mut committed = self.committed_mut();
+        for row in rows {
+            committed.by_path.insert(row.path.clone(), row);
         }
         Ok(())
     }
@@ -585,6 +622,11 @@ mod tests {
             lib.stats().await.unwrap().passages,
             2 * FIRST_SLICE as usize
         );
+        // Stored, not counted by the row: no search or citation returns them.
+        assert_eq!(
+            lib.passages_of(&row.id).await.unwrap().len(),
+            FIRST_SLICE as usize
+        );
 
         embedder.stop.store(false, Ordering::SeqCst);
         let outcome = lib.index_file(&file, &embedder).await.unwrap();
@@ -603,6 +645,62 @@ mod tests {
             .collect();
         let expected: Vec<String> = (0..total).map(|i| format!("{}:{i}", row.id)).collect();
         assert_eq!(ids, expected);
+        assert_eq!(lib.stats().await.unwrap().passages, total as usize);
+    }
+
+    /// Rows that counted another total (the parser changed since the run was cut off) start
+    /// the document again, rows included.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_document_cut_off_with_another_count_starts_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text: String = (0..1500)
+            .map(|i| format!("Paragraph {i} tells of river {i} in detail.\n\n"))
+            .collect();
+        let file = tmp.path().join("long.txt");
+        std::fs::write(&file, text).unwrap();
+        let embedder = Lengths {
+            stop: AtomicBool::new(false),
+            embedded: 0.into(),
+            stop_after: FIRST_SLICE as usize,
+        };
+        let lib = Library::open(&tmp.path().join("lib"), &embedder)
+            .await
+            .unwrap();
+        let cut = lib
+            .index_file_stoppable(&file, &embedder, &embedder.stop)
+            .await;
+        assert!(matches!(cut, Err(IndexError::Stopped { .. })), "{cut:?}");
+        let row = lib.documents().remove(0);
+        let total = row.passages_expected.unwrap();
+        lib.commit_content(&DocumentRecord {
+            passages_expected: Some(total + 1),
+            ..row.clone()
+        })
+        .await
+        .unwrap();
+        // Stopped again before the first slice: the rows say what is stored, nothing.
+        let cut = lib
+            .index_file_stoppable(&file, &embedder, &embedder.stop)
+            .await;
+        assert!(matches!(cut, Err(IndexError::Stopped { .. })), "{cut:?}");
+        let listed = lib.documents().remove(0);
+        assert_eq!(
+            (listed.passages, listed.passages_expected),
+            (0, Some(total))
+        );
+        assert_eq!(lib.stats().await.unwrap().passages, 0);
+
+        embedder.stop.store(false, Ordering::SeqCst);
+        let embedded_before = embedder.embedded.load(Ordering::SeqCst);
+        lib.index_file(&file, &embedder).await.unwrap();
+        assert_eq!(
+            embedder.embedded.load(Ordering::SeqCst) - embedded_before,
+            total as usize
+        );
+        assert_eq!(
+            lib.passages_of(&row.id).await.unwrap().len(),
+            total as usize
+        );
         assert_eq!(lib.stats().await.unwrap().passages, total as usize);
     }
 

@@ -4,9 +4,11 @@
 //!
 //! A document's passages are added first and its `documents` row after them: the row is the
 //! commit marker, and says how many of the document's passages are stored (a long document is
-//! written in slices, see `ingest`). Passages no row refers to (an interrupted run, content
-//! replaced by an edit) are never returned by a search and are removed when the library opens. `library.json` ([`meta`]) names
-//! the current tables, so migrations and re-embeddings swap whole tables atomically.
+//! written in slices, see `ingest`). Passages no row counts (an interrupted run's, content
+//! replaced by an edit, a slice whose row was not written) are never returned by a search;
+//! those no row refers to at all are removed when the library opens, and those past a partly
+//! written document's count before it goes on. `library.json` ([`meta`]) names the current
+//! tables, so migrations and re-embeddings swap whole tables atomically.
 
 mod durable;
 mod ingest;
@@ -135,9 +137,12 @@ pub struct Library {
     committed: RwLock<Committed>,
     /// One writer at a time inside the process (a job and the folder watcher may overlap).
     write: tokio::sync::Mutex<()>,
-    /// Passages added whose document row is not written yet; searches fetch this many more
+    /// Passages added whose document row does not count them yet; searches fetch this many more
     /// rows than asked so that filtering them out never leaves a result short.
     uncommitted: AtomicUsize,
+    /// Contents with a slice stored whose row was not written and that could not be deleted
+    /// then (the store failed twice): cleared before they are written again.
+    unclean: std::sync::Mutex<HashSet<String>>,
     /// Whether the passages have a vector (ANN) index and a full-text index; read by every
     /// search, so kept here rather than asked of LanceDB each time.
     vector_indexed: AtomicBool,
@@ -218,6 +223,7 @@ impl Library {
             committed: RwLock::new(Committed::default()),
             write: tokio::sync::Mutex::new(()),
             uncommitted: AtomicUsize::new(0),
+            unclean: std::sync::Mutex::new(HashSet::new()),
             vector_indexed: AtomicBool::new(false),
             text_indexed: AtomicBool::new(false),
             durability,
@@ -466,12 +472,7 @@ impl Library {
                 hits.extend(search::hits_from(b, &by_id, None)?);
             }
         }
-        hits.sort_by_key(|h| {
-            h.passage_id
-                .rsplit(':')
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-        });
+        hits.sort_by_key(|h| schema::passage_number(&h.passage_id));
         Ok(hits)
     }
 }

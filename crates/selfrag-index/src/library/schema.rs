@@ -175,6 +175,20 @@ pub(crate) fn passage_id(doc: &str, n: usize) -> String {
     format!("{doc}:{n}")
 }
 
+/// The `n` of a [`passage_id`].
+pub(crate) fn passage_number(id: &str) -> Option<u32> {
+    id.rsplit(':').next().and_then(|n| n.parse().ok())
+}
+
+impl DocumentRecord {
+    /// Whether the row counts passage `id` of its content: every passage of a complete
+    /// document, the first `passages` of one written in slices (a later slice is stored just
+    /// before the row that counts it, or left by a run cut off between the two).
+    pub(crate) fn counts(&self, id: &str) -> bool {
+        self.is_complete() || passage_number(id).is_some_and(|n| n < self.passages)
+    }
+}
+
 /// Passage columns gathered before they become one Arrow batch.
 #[derive(Default)]
 pub(crate) struct PassageRows {

@@ -389,8 +389,10 @@ pub(crate) fn hits_from(
     );
     let mut hits = Vec::new();
     for i in 0..b.num_rows() {
-        let Some(document) = by_id.get(doc.value(i)) else {
-            continue; // not committed: an interrupted run's or a replaced content's passages
+        let Some(document) = by_id.get(doc.value(i)).filter(|d| d.counts(id.value(i))) else {
+            // Not committed: an interrupted run's, a replaced content's, or a slice its
+            // document's row does not count yet.
+            continue;
         };
         hits.push(SearchHit {
             passage_id: id.value(i).into(),

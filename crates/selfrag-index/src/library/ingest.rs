@@ -578,10 +578,9 @@ mod tests {
         }
     }
 
-    /// A slice stored whose row was not (its row's commit failed) is deleted before the
-    /// document goes on from where its row says: every passage is stored once.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn passages_past_the_row_are_deleted_before_the_document_goes_on() {
+    /// A library holding a long text file whose indexing stopped after its first slice, the
+    /// file, and the embedder (stopped: clear its flag to go on).
+    async fn cut_after_first_slice() -> (tempfile::TempDir, std::path::PathBuf, Lengths, Library) {
         let tmp = tempfile::tempdir().unwrap();
         let text: String = (0..1500)
             .map(|i| format!("Paragraph {i} tells of river {i} in detail.\n\n"))
@@ -600,6 +599,14 @@ mod tests {
             .index_file_stoppable(&file, &embedder, &embedder.stop)
             .await;
         assert!(matches!(cut, Err(IndexError::Stopped { .. })), "{cut:?}");
+        (tmp, file, embedder, lib)
+    }
+
+    /// A slice stored whose row was not (its row's commit failed) is deleted before the
+    /// document goes on from where its row says: every passage is stored once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn passages_past_the_row_are_deleted_before_the_document_goes_on() {
+        let (_tmp, file, embedder, lib) = cut_after_first_slice().await;
         let row = lib.documents().remove(0);
         let total = row.passages_expected.unwrap();
         assert!(total > 2 * FIRST_SLICE, "{total} passages");
@@ -652,24 +659,7 @@ mod tests {
     /// the document again, rows included.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_document_cut_off_with_another_count_starts_again() {
-        let tmp = tempfile::tempdir().unwrap();
-        let text: String = (0..1500)
-            .map(|i| format!("Paragraph {i} tells of river {i} in detail.\n\n"))
-            .collect();
-        let file = tmp.path().join("long.txt");
-        std::fs::write(&file, text).unwrap();
-        let embedder = Lengths {
-            stop: AtomicBool::new(false),
-            embedded: 0.into(),
-            stop_after: FIRST_SLICE as usize,
-        };
-        let lib = Library::open(&tmp.path().join("lib"), &embedder)
-            .await
-            .unwrap();
-        let cut = lib
-            .index_file_stoppable(&file, &embedder, &embedder.stop)
-            .await;
-        assert!(matches!(cut, Err(IndexError::Stopped { .. })), "{cut:?}");
+        let (_tmp, file, embedder, lib) = cut_after_first_slice().await;
         let row = lib.documents().remove(0);
         let total = row.passages_expected.unwrap();
         lib.commit_content(&DocumentRecord {

@@ -17,6 +17,8 @@ export interface IndexJob {
   current: string | null;
   /** Of the file being indexed, when it is long: passages searchable so far, of how many. */
   currentSearchable: { passages: number; of: number } | null;
+  /** The long file a stopped or paused job was cut off inside, with what it has. */
+  cutOff: { path: string; passages: number; of: number } | null;
   indexed: number;
   passages: number;
   skipped: FileProblem[];
@@ -42,6 +44,7 @@ export function startJob(): IndexJob {
     done: 0,
     current: null,
     currentSearchable: null,
+    cutOff: null,
     indexed: 0,
     passages: 0,
     skipped: [],
@@ -102,6 +105,11 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
         running: false,
         current: null,
         currentSearchable: null,
+        // The end may be told twice (the stream's last event, then the job's result).
+        cutOff:
+          event.cancelled && job.current && job.currentSearchable
+            ? { path: job.current, ...job.currentSearchable }
+            : job.cutOff,
         cancelled: event.cancelled,
         paused: event.paused,
       };
@@ -134,6 +142,10 @@ export function jobSummary(job: IndexJob): string {
   const parts = [
     `${job.paused ? "Paused after indexing" : job.cancelled ? "Stopped after indexing" : "Indexed"} ${plural(job.indexed, "file")}, ${plural(job.passages, "passage")}`,
   ];
+  if (job.cutOff) {
+    const { path, passages, of } = job.cutOff;
+    parts.push(`${fileName(path)} partly (${passages} of ${plural(of, "passage")})`);
+  }
   if (job.removed > 0) parts.push(`${job.removed} removed (files gone)`);
   if (job.skipped.length > 0) parts.push(`${job.skipped.length} skipped`);
   if (job.failed.length > 0) parts.push(`${job.failed.length} failed`);

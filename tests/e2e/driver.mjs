@@ -3,7 +3,7 @@
 // Node's built-ins only, so the end-to-end tests need no npm install.
 
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync, mkdirSync } from "node:fs";
+import { mkdtempSync, writeFileSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,8 +20,23 @@ function required(name) {
   return v;
 }
 
+/** Every folder `tempDir` made, removed when the test file's process exits (each file runs in
+ * a process of its own): hundreds of runs had left their data and config folders in /tmp. */
+const madeDirs = [];
+process.on("exit", () => {
+  for (const dir of madeDirs) {
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // An app still closing holds a file: the folder stays, as it always did.
+    }
+  }
+});
+
 export function tempDir(prefix) {
-  return mkdtempSync(join(tmpdir(), `selfrag-${prefix}-`));
+  const dir = mkdtempSync(join(tmpdir(), `selfrag-${prefix}-`));
+  madeDirs.push(dir);
+  return dir;
 }
 
 export async function freePort() {

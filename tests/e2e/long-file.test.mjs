@@ -6,7 +6,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { launch, sleep, tempDir } from "./driver.mjs";
+import { sleep, tempDir } from "./driver.mjs";
+import { launchWithTestModels } from "./helpers.mjs";
 
 /** Paragraphs of about 90 words: one passage each, thousands of them. */
 const PARAGRAPHS = 6000;
@@ -47,12 +48,7 @@ test("a long file is listed as its slices become searchable, pauses partly index
   const docs = tempDir("long-docs");
   const book = join(docs, "long-book.txt");
   writeFileSync(book, longText());
-  const session = await launch({
-    SELFRAG_DATA_DIR: tempDir("data"),
-    SELFRAG_GENERATOR: process.env.SELFRAG_TEST_GENERATOR,
-    SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
-    HF_HOME: tempDir("hf"),
-  });
+  const session = await launchWithTestModels();
   try {
     await session.waitFor('[data-testid="question-input"]');
     assert.equal(await session.dropFiles([book]), "ok");

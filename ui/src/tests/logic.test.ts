@@ -110,7 +110,7 @@ describe("indexing progress", () => {
     job = nextJob(job, { kind: "fileSearchable", path: "/books/long.pdf", passages: 16, of: 900 });
     job = nextJob(job, { kind: "fileSearchable", path: "/books/long.pdf", passages: 32, of: 900 });
     expect(jobSummary(job)).toBe("Indexing long.pdf (1/1)… · 32 of 900 passages searchable");
-    const paused = nextJob(job, {
+    const pausedEnd: IndexEvent = {
       kind: "finished",
       indexed: 0,
       skipped: 0,
@@ -118,20 +118,13 @@ describe("indexing progress", () => {
       removed: 0,
       cancelled: true,
       paused: true,
-    });
+    };
+    const paused = nextJob(job, pausedEnd);
     expect(jobSummary(paused)).toBe(
       "Paused after indexing 0 files, 0 passages, long.pdf partly (32 of 900 passages)",
     );
     // The end told again (the stream's last event, then the job's result) keeps it.
-    const again = nextJob(paused, {
-      kind: "finished",
-      indexed: 0,
-      skipped: 0,
-      failed: 0,
-      removed: 0,
-      cancelled: true,
-      paused: true,
-    });
+    const again = nextJob(paused, pausedEnd);
     expect(jobSummary(again)).toBe(jobSummary(paused));
     job = nextJob(job, { kind: "fileStarted", path: "/books/next.md" });
     expect(job.currentSearchable).toBeNull();

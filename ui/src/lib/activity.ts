@@ -145,19 +145,25 @@ export function libraryRows(documents: DocumentInfo[], activity: Activity): Libr
       state,
       reason: said ?? (state === "partial" ? PARTIAL_REASON : null),
       pages: d.pages > 0 ? d.pages : null,
-      // The events run ahead of the list, which is read again shortly after them.
-      ...(state === "working" || state === "indexed"
-        ? {
-            passages: a?.passages ?? d.passages,
-            passagesExpected:
-              state === "indexed" && a?.passages != null
-                ? null
-                : (a?.passagesExpected ?? d.passagesExpected),
-          }
-        : { passages: d.passages, passagesExpected: d.passagesExpected }),
+      ...passageCounts(d, a),
     };
   });
   return [...pending, ...docs];
+}
+
+/** A document's passage counts: the events' where they run ahead of the list (which is read
+ * again shortly after them), else the list's. */
+function passageCounts(
+  d: DocumentInfo,
+  a: FileActivity | undefined,
+): Pick<LibraryRow, "passages" | "passagesExpected"> {
+  if (a?.state === "indexed" && a.passages !== null) {
+    return { passages: a.passages, passagesExpected: null };
+  }
+  if (a?.state === "working" && a.passages !== null) {
+    return { passages: a.passages, passagesExpected: a.passagesExpected };
+  }
+  return { passages: d.passages, passagesExpected: d.passagesExpected };
 }
 
 /** The status word of a row, as read out and shown beside its icon. */

@@ -178,12 +178,13 @@ impl BertEmbedder {
 
         let safetensors = dir.join("model.safetensors");
         let pytorch = dir.join("pytorch_model.bin");
+        // Mapped, not read: every tensor is copied out of the file as it loads (and the int8
+        // projections quantized from that copy), so a buffer of the whole file would only be
+        // one more copy, in pages the system must clear first.
+        let map;
         let (weights_path, vb) = if safetensors.is_file() {
-            // Buffered, not mapped: every tensor is copied into a device tensor anyway and the
-            // buffer is dropped after loading, so a map would save nothing but would need
-            // `unsafe`, which the workspace keeps to the generator's `mapped`.
-            let bytes = std::fs::read(&safetensors).map_err(ModelError::io(&safetensors))?;
-            let vb = VarBuilder::from_buffered_safetensors(bytes, DTYPE, device);
+            map = crate::mapped::map_weights(&safetensors).map_err(ModelError::io(&safetensors))?;
+            let vb = VarBuilder::from_slice_safetensors(&map, DTYPE, device);
             (safetensors, vb)
         } else if pytorch.is_file() {
             let vb = VarBuilder::from_pth(&pytorch, DTYPE, device);

@@ -1,7 +1,7 @@
 //! Rows of the generator's KV cache forked, dropped and regrown on the CPU, copying only the
 //! columns that hold keys and values.
 //!
-//! A cache tensor is `[rows, kv_heads, capacity, head_dim]` f32 ([`crate::llama`]), and only
+//! A cache tensor is `[rows, kv_heads, capacity, head_dim]`, f32 or f16 ([`crate::llama`]), and only
 //! its first `columns` columns are filled: the rest is reserved for the tokens still to come.
 //! Candle's `index_select` and `cat` copy the whole capacity, into memory never touched before.
 //! Profiled at K = 5 on the 8-block 7B-shaped model, forking the shared prompt's one row into
@@ -14,12 +14,20 @@
 //! - [`keep_rows`] moves the kept rows down in place and narrows the tensor to them (no new
 //!   memory at all).
 //!
-//! Both are candle in-place operations on the CPU storage; other devices keep candle's
-//! operations (`QuantizedLlama` chooses).
+//! - [`write_columns`] writes a pass's new keys or values (f32) into a cache's columns at
+//!   their place, rounded to f16 where the cache holds f16;
+//! - [`widen_columns`] copies an f16 cache's filled columns into an f32 tensor of the same
+//!   layout, for the prompt passes' matrix products ([`crate::cpu_attention`]).
+//!
+//! A cache is f32 or f16 ([`crate::half_lines`]). All four are candle in-place operations on the
+//! CPU storage; other devices keep candle's operations (`QuantizedLlama` chooses).
 
 use std::ops::Range;
 
-use candle_core::{CpuStorage, DType, InplaceOp1, InplaceOp2, Layout, Result, Tensor};
+use candle_core::{CpuStorage, InplaceOp1, InplaceOp2, Layout, Result, Tensor};
+
+use crate::half_lines::{narrow, widen};
+use crate::packed::for_each_chunk;
 
 /// Where one cache tensor's filled columns lie in its storage.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -88,15 +96,22 @@ impl InplaceOp2 for GatherRows<'_> {
         if let Some(row) = self.from.iter().find(|&&row| row >= of.rows) {
             candle_core::bail!("row {row} is not in a cache of {} rows", of.rows);
         }
-        let (CpuStorage::F32(dst), CpuStorage::F32(src)) = (s1, s2) else {
-            candle_core::bail!("a KV cache is f32");
-        };
+        match (s1, s2) {
+            (CpuStorage::F32(dst), CpuStorage::F32(src)) => self.gather(dst, &to, src, &of),
+            (CpuStorage::F16(dst), CpuStorage::F16(src)) => self.gather(dst, &to, src, &of),
+            _ => candle_core::bail!("a KV cache is f32 or f16, both tensors alike"),
+        }
+        Ok(())
+    }
+}
+
+impl GatherRows<'_> {
+    fn gather<T: Copy>(&self, dst: &mut [T], to: &Filled, src: &[T], of: &Filled) {
         for (i, &row) in self.from.iter().enumerate() {
             for head in 0..to.heads {
                 dst[to.range(i, head)].copy_from_slice(&src[of.range(row, head)]);
             }
         }
-        Ok(())
     }
 }
 
@@ -123,15 +138,112 @@ impl InplaceOp1 for CompactRows<'_> {
                 filled.rows
             );
         }
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("a KV cache is f32");
-        };
+        match storage {
+            CpuStorage::F32(data) => self.compact(data, &filled),
+            CpuStorage::F16(data) => self.compact(data, &filled),
+            _ => candle_core::bail!("a KV cache is f32 or f16"),
+        }
+        Ok(())
+    }
+}
+
+impl CompactRows<'_> {
+    fn compact<T: Copy>(&self, data: &mut [T], filled: &Filled) {
         for (i, &row) in self.keep.iter().enumerate().filter(|(i, row)| i != *row) {
             for head in 0..filled.heads {
                 let to = filled.range(i, head).start;
                 data.copy_within(filled.range(row, head), to);
             }
         }
+    }
+}
+
+/// Writes a pass's new columns (`[rows, heads, new, head_dim]` f32, contiguous) into the
+/// operation's cache at column `start`.
+struct WriteColumns {
+    start: usize,
+}
+
+impl InplaceOp2 for WriteColumns {
+    fn name(&self) -> &'static str {
+        "write-cache-columns"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<()> {
+        let cache = Filled::of(l1, 0)?;
+        let &[rows, heads, new, head_dim] = l2.dims() else {
+            candle_core::bail!("new cache columns have 4 dimensions, not {:?}", l2.dims());
+        };
+        let (Some((src_start, _)), CpuStorage::F32(src)) = (l2.contiguous_offsets(), s2) else {
+            candle_core::bail!("new cache columns are contiguous f32");
+        };
+        if (rows, heads, head_dim) != (cache.rows, cache.heads, cache.head_dim)
+            || self.start + new > cache.capacity
+        {
+            candle_core::bail!(
+                "cannot write {:?} at column {} of {cache:?}",
+                l2.dims(),
+                self.start
+            );
+        }
+        let line = new * head_dim;
+        let at = |row: usize, head: usize| {
+            cache.start + ((row * heads + head) * cache.capacity + self.start) * head_dim
+        };
+        for row in 0..rows {
+            for head in 0..heads {
+                let from = &src[src_start + (row * heads + head) * line..][..line];
+                let to = at(row, head)..at(row, head) + line;
+                match &mut *s1 {
+                    CpuStorage::F32(dst) => dst[to].copy_from_slice(from),
+                    CpuStorage::F16(dst) => narrow(from, &mut dst[to]),
+                    _ => candle_core::bail!("a KV cache is f32 or f16"),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Copies the first `columns` columns of an f16 cache into the operation's f32 tensor of the
+/// same layout (row and head lines widened on the thread pool).
+struct WidenColumns {
+    columns: usize,
+}
+
+impl InplaceOp2 for WidenColumns {
+    fn name(&self) -> &'static str {
+        "widen-cache-columns"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &mut CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<()> {
+        let (to, of) = (Filled::of(l1, self.columns)?, Filled::of(l2, self.columns)?);
+        if (to.rows, to.heads, to.head_dim) != (of.rows, of.heads, of.head_dim) {
+            candle_core::bail!("cannot widen {of:?} into {to:?}");
+        }
+        let (CpuStorage::F32(dst), CpuStorage::F16(src)) = (s1, s2) else {
+            candle_core::bail!("an f16 cache widens into f32");
+        };
+        let line = to.capacity * to.head_dim;
+        let dst = &mut dst[to.start..][..to.rows * to.heads * line];
+        let filled = self.columns * to.head_dim;
+        // One chunk per (row, head): its line of the f32 tensor.
+        for_each_chunk(dst, line, |item, dst| {
+            let (row, head) = (item / to.heads, item % to.heads);
+            widen(&src[of.range(row, head)], &mut dst[..filled]);
+        });
         Ok(())
     }
 }
@@ -147,11 +259,23 @@ pub(crate) fn gather_rows(
     let (_, heads, _, head_dim) = cache.dims4()?;
     let gathered = Tensor::zeros(
         (from.len(), heads, capacity, head_dim),
-        DType::F32,
+        cache.dtype(),
         cache.device(),
     )?;
     gathered.inplace_op2(cache, &GatherRows { from, columns })?;
     Ok(gathered)
+}
+
+/// Writes `new` (`[rows, heads, n, head_dim]` f32) into columns `start..start + n` of `cache`,
+/// in the cache's precision.
+pub(crate) fn write_columns(cache: &Tensor, new: &Tensor, start: usize) -> Result<()> {
+    cache.inplace_op2(new, &WriteColumns { start })
+}
+
+/// The first `columns` columns of the f16 `cache` widened into `into`, an f32 tensor of the same
+/// shape (or of more capacity); `into`'s other columns are left as they were.
+pub(crate) fn widen_columns(into: &Tensor, cache: &Tensor, columns: usize) -> Result<()> {
+    into.inplace_op2(cache, &WidenColumns { columns })
 }
 
 /// `cache` with only the rows `keep` (strictly increasing), in that order, moved in place:
@@ -164,7 +288,7 @@ pub(crate) fn keep_rows(cache: &Tensor, keep: &[usize], columns: usize) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::{Device, IndexOp};
+    use candle_core::{DType, Device, IndexOp};
 
     /// A cache of `rows` rows, 2 heads, `capacity` columns of width 3, every value distinct.
     fn cache(rows: usize, capacity: usize) -> Tensor {
@@ -208,6 +332,73 @@ mod tests {
         assert!(
             gather_rows(&old, &[0], 6, 7).is_err(),
             "more columns than it has"
+        );
+    }
+
+    #[test]
+    fn an_f16_cache_is_written_rounded_widened_exactly_and_forked_and_kept_like_f32() {
+        // New columns of a pass (2 rows, 2 heads, 3 columns of width 3) written at column 2.
+        let count = 2 * 2 * 3 * 3;
+        let new: Vec<f32> = (0..count).map(|i| i as f32 / 7.0 - 2.0).collect();
+        let new = Tensor::from_vec(new, (2, 2, 3, 3), &Device::Cpu).unwrap();
+        let cache = Tensor::zeros((2, 2, 6, 3), DType::F16, &Device::Cpu).unwrap();
+        let exact = Tensor::zeros((2, 2, 6, 3), DType::F32, &Device::Cpu).unwrap();
+        write_columns(&cache, &new, 2).unwrap();
+        write_columns(&exact, &new, 2).unwrap();
+        let written = cache.narrow(2, 2, 3).unwrap();
+        let rounded = new.to_dtype(DType::F16).unwrap();
+        assert_eq!(
+            written
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<half::f16>()
+                .unwrap(),
+            rounded
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<half::f16>()
+                .unwrap()
+        );
+        assert_eq!(
+            filled(&exact.narrow(2, 2, 3).unwrap(), 1, 3),
+            filled(&new, 1, 3)
+        );
+        // Widened into an f32 tensor of more capacity: the filled columns exactly, the rest
+        // untouched.
+        let widened = Tensor::full(9f32, (2, 2, 8, 3), &Device::Cpu).unwrap();
+        widen_columns(&widened, &cache, 5).unwrap();
+        let wide = cache.to_dtype(DType::F32).unwrap();
+        for row in 0..2 {
+            assert_eq!(filled(&widened, row, 5), filled(&wide, row, 5));
+            let rest = widened.i(row).unwrap().narrow(1, 5, 3).unwrap();
+            assert_eq!(
+                rest.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                vec![9.0; 18]
+            );
+        }
+        // Forked and kept as an f32 cache is.
+        let forked = gather_rows(&cache, &[1, 1, 0], 5, 6).unwrap();
+        assert_eq!(forked.dtype(), DType::F16);
+        let f32_row = |t: &Tensor, row| filled(&t.to_dtype(DType::F32).unwrap(), row, 5);
+        assert_eq!(f32_row(&forked, 0), f32_row(&cache, 1));
+        assert_eq!(f32_row(&forked, 2), f32_row(&cache, 0));
+        let kept = keep_rows(&forked, &[2], 5).unwrap();
+        assert_eq!(f32_row(&kept, 0), f32_row(&cache, 0));
+        // Mismatched caches are refused.
+        assert!(write_columns(&cache, &new, 4).is_err(), "past the capacity");
+        assert!(widen_columns(&widened, &exact, 5).is_err(), "an f32 cache");
+        assert!(gather_rows(&cache, &[0], 5, 6).is_ok());
+        let mixed = Tensor::zeros((1, 2, 6, 3), DType::F32, &Device::Cpu).unwrap();
+        assert!(
+            mixed
+                .inplace_op2(
+                    &cache,
+                    &GatherRows {
+                        from: &[0],
+                        columns: 5
+                    }
+                )
+                .is_err()
         );
     }
 

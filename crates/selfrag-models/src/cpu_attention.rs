@@ -15,6 +15,9 @@
 
 use candle_core::{Result, Storage, Tensor};
 
+use half::f16;
+
+use crate::half_lines::{F16Lines, HalfHead};
 use crate::packed::for_each_chunk;
 
 /// The shape of one pass's attention.
@@ -35,13 +38,15 @@ pub(crate) struct AttentionShape {
 /// head_dim]`. `q` is `[rows, heads, queries, head_dim]`, `k` and `v` the whole cache (`[rows,
 /// kv_heads, capacity, head_dim]`, of which the first `columns` columns are read), `mask`
 /// (`[rows, 1, queries, columns]`, 0 or -inf) `None` where every query sees every column. All
-/// f32, contiguous, on the CPU; anything else is an error.
+/// contiguous, on the CPU, and f32 but for the keys and values, which may be f16 both
+/// ([`crate::half_lines`], on `lines`); anything else is an error.
 pub(crate) fn cpu_attention(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     mask: Option<&Tensor>,
     shape: AttentionShape,
+    lines: F16Lines,
 ) -> Result<Tensor> {
     let AttentionShape {
         rows,
@@ -79,8 +84,14 @@ pub(crate) fn cpu_attention(
         let (k_storage, k_layout) = k.storage_and_layout();
         let (v_storage, v_layout) = v.storage_and_layout();
         let query_values = f32_values(&q_storage, q_layout, "queries")?;
-        let keys = f32_values(&k_storage, k_layout, "keys")?;
-        let values = f32_values(&v_storage, v_layout, "values")?;
+        let cache = match (
+            cache_values(&k_storage, k_layout, "keys")?,
+            cache_values(&v_storage, v_layout, "values")?,
+        ) {
+            (CacheValues::F32(keys), CacheValues::F32(values)) => CacheValues::F32((keys, values)),
+            (CacheValues::F16(keys), CacheValues::F16(values)) => CacheValues::F16((keys, values)),
+            _ => candle_core::bail!("attention: the keys and values differ in type"),
+        };
         let mask_storage = mask.map(Tensor::storage_and_layout);
         let mask = match &mask_storage {
             Some((storage, layout)) => Some(f32_values(storage, layout, "mask")?),
@@ -92,15 +103,31 @@ pub(crate) fn cpu_attention(
             let (row, head) = (item / heads, item % heads);
             // The row's cache of this head's key/value head: `capacity` lines of `head_dim`.
             let at = (row * kv_heads + head / group) * capacity * head_dim;
-            let head = Head {
-                queries: &query_values[item * queries * head_dim..][..queries * head_dim],
-                keys: &keys[at..][..columns * head_dim],
-                values: &values[at..][..columns * head_dim],
-                mask: mask.map(|m| &m[row * queries * columns..][..queries * columns]),
-                head_dim,
-                scale,
-            };
-            arch.dispatch(Attend { head, out });
+            let filled = at..at + columns * head_dim;
+            let head_queries = &query_values[item * queries * head_dim..][..queries * head_dim];
+            let mask = mask.map(|m| &m[row * queries * columns..][..queries * columns]);
+            match cache {
+                CacheValues::F32((keys, values)) => {
+                    let head = Head {
+                        queries: head_queries,
+                        keys: &keys[filled.clone()],
+                        values: &values[filled],
+                        mask,
+                        head_dim,
+                        scale,
+                    };
+                    arch.dispatch(Attend { head, out });
+                }
+                CacheValues::F16((keys, values)) => HalfHead {
+                    queries: head_queries,
+                    keys: &keys[filled.clone()],
+                    values: &values[filled],
+                    mask,
+                    head_dim,
+                    scale,
+                }
+                .attend(out, lines),
+            }
         });
     }
     Tensor::from_vec(out, (rows, heads, queries, head_dim), q.device())
@@ -157,6 +184,30 @@ fn f32_values<'a>(
             Ok(&values[start..end])
         }
         _ => candle_core::bail!("attention: the {what} are not contiguous f32 on the CPU"),
+    }
+}
+
+/// A KV cache tensor's values, or a pair of them, in either precision.
+#[derive(Clone, Copy)]
+enum CacheValues<T32, T16> {
+    F32(T32),
+    F16(T16),
+}
+
+/// The f32 or f16 values of a contiguous CPU cache tensor.
+fn cache_values<'a>(
+    storage: &'a Storage,
+    layout: &candle_core::Layout,
+    what: &str,
+) -> Result<CacheValues<&'a [f32], &'a [f16]>> {
+    match (storage, layout.contiguous_offsets()) {
+        (Storage::Cpu(candle_core::CpuStorage::F32(values)), Some((start, end))) => {
+            Ok(CacheValues::F32(&values[start..end]))
+        }
+        (Storage::Cpu(candle_core::CpuStorage::F16(values)), Some((start, end))) => {
+            Ok(CacheValues::F16(&values[start..end]))
+        }
+        _ => candle_core::bail!("attention: the {what} are not contiguous f32 or f16 on the CPU"),
     }
 }
 
@@ -253,7 +304,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// Softmax in place, as candle's `softmax_last_dim` (the maximum subtracted, exponentials
 /// divided by their sum), with the encoder's vectorizing `exp`; a -inf score's weight is 0.
 #[inline(always)]
-fn softmax(scores: &mut [f32]) {
+pub(crate) fn softmax(scores: &mut [f32]) {
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0f32;
     for score in scores.iter_mut() {
@@ -273,7 +324,7 @@ fn softmax(scores: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
+    use candle_core::{DType, Device};
 
     #[test]
     fn attention_matches_candles_operations() {
@@ -302,7 +353,7 @@ mod tests {
                     .reshape((rows, kv_heads, capacity, head_dim))
                     .unwrap()
             };
-            let (k, v) = (cache(2), cache(3));
+            let (k32, v32) = (cache(2), cache(3));
             let mask: Vec<f32> = (0..rows * queries * columns)
                 .map(|i| {
                     let (row, query, column) =
@@ -323,21 +374,46 @@ mod tests {
             } else {
                 vec![Some(&mask)]
             };
-            for mask in masks {
-                let ours = cpu_attention(&q, &k, &v, mask, shape).unwrap();
-                let reference = candle_attention(&q, &k, &v, mask, shape).unwrap();
-                let difference = (ours - reference)
-                    .unwrap()
-                    .abs()
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .max(0)
-                    .unwrap()
-                    .to_scalar::<f32>()
-                    .unwrap();
-                assert!(difference < 1e-5, "{difference}");
+            // An f16 cache on every vector path this CPU runs, against candle's products of
+            // the same rounded keys and values in f32.
+            let (k16, v16) = (
+                k32.to_dtype(DType::F16).unwrap(),
+                v32.to_dtype(DType::F16).unwrap(),
+            );
+            let rounded = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
+            let mut caches = vec![(&k32, &v32, k32.clone(), v32.clone(), F16Lines::Portable)];
+            for lines in [F16Lines::Avx512, F16Lines::Avx2, F16Lines::Portable] {
+                if runs_here(lines) {
+                    caches.push((&k16, &v16, rounded(&k16), rounded(&v16), lines));
+                }
             }
+            for mask in masks {
+                for (k, v, k_ref, v_ref, lines) in &caches {
+                    let ours = cpu_attention(&q, k, v, mask, shape, *lines).unwrap();
+                    let reference = candle_attention(&q, k_ref, v_ref, mask, shape).unwrap();
+                    let difference = (ours - reference)
+                        .unwrap()
+                        .abs()
+                        .unwrap()
+                        .flatten_all()
+                        .unwrap()
+                        .max(0)
+                        .unwrap()
+                        .to_scalar::<f32>()
+                        .unwrap();
+                    assert!(difference < 1e-5, "{lines:?} {:?}: {difference}", k.dtype());
+                }
+            }
+        }
+    }
+
+    /// Whether this CPU runs `lines` (the portable path runs anywhere).
+    fn runs_here(lines: F16Lines) -> bool {
+        let detected = F16Lines::detect();
+        match lines {
+            F16Lines::Portable => true,
+            F16Lines::Avx2 => detected.vectorized(),
+            F16Lines::Avx512 => detected == F16Lines::Avx512,
         }
     }
 
@@ -358,18 +434,18 @@ mod tests {
             zeros(&[2, 2, 10, 8]),
             zeros(&[2, 2, 10, 8]),
         );
-        assert!(cpu_attention(&q, &k, &v, None, shape).is_ok());
+        assert!(cpu_attention(&q, &k, &v, None, shape, F16Lines::Portable).is_ok());
         let longer = AttentionShape {
             columns: 11,
             ..shape
         };
-        assert!(cpu_attention(&q, &k, &v, None, longer).is_err());
+        assert!(cpu_attention(&q, &k, &v, None, longer, F16Lines::Portable).is_err());
         let mask = zeros(&[2, 1, 1, 9]);
-        assert!(cpu_attention(&q, &k, &v, Some(&mask), shape).is_err());
+        assert!(cpu_attention(&q, &k, &v, Some(&mask), shape, F16Lines::Portable).is_err());
         let two = AttentionShape {
             queries: 2,
             ..shape
         };
-        assert!(cpu_attention(&q, &k, &v, None, two).is_err());
+        assert!(cpu_attention(&q, &k, &v, None, two, F16Lines::Portable).is_err());
     }
 }

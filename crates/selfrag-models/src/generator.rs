@@ -31,7 +31,7 @@ use selfrag_core::{
 use crate::cpu_kernels::{KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::gguf_tokenizer::GgufTokenizer;
-use crate::llama::QuantizedLlama;
+use crate::llama::{CachePrecision, QuantizedLlama};
 use crate::mapped::MappedGguf;
 
 /// Prompt tokens per forward pass, summed over the rows of a batch, where every weight matrix
@@ -168,7 +168,10 @@ impl LlamaGenerator {
     /// see [`KernelChoice`]).
     pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
         let policy = KernelPolicy::from_env().map_err(ModelError::InvalidSetting)?;
-        Self::load_with_kernels(path, device, policy)
+        let precision = CachePrecision::from_env(device).map_err(ModelError::InvalidSetting)?;
+        let mut generator = Self::load_with_kernels(path, device, policy)?;
+        generator.model.set_cache_precision(precision);
+        Ok(generator)
     }
 
     /// [`LlamaGenerator::load`] with the CPU kernels chosen as `policy` says.
@@ -242,6 +245,17 @@ impl LlamaGenerator {
             pass_tokens,
             cached_prompt: Vec::new(),
         })
+    }
+
+    /// How the KV cache holds keys and values (see [`CachePrecision`]).
+    pub fn cache_precision(&self) -> CachePrecision {
+        self.model.cache_precision()
+    }
+
+    /// Holds the KV cache in `precision` from the next generation on; forgets a kept prompt.
+    pub fn set_cache_precision(&mut self, precision: CachePrecision) {
+        self.model.set_cache_precision(precision);
+        self.cached_prompt.clear();
     }
 
     /// How many weight matrices run on this crate's packed AVX-512 tiles rather than candle's

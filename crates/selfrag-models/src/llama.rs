@@ -28,12 +28,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
 
-use crate::cache_rows::{gather_rows, keep_rows};
+use crate::cache_rows::{gather_rows, keep_rows, widen_columns, write_columns};
 use candle_transformers::quantized_nn::RmsNorm;
 
 use crate::cpu_attention::{AttentionShape, candle_attention, cpu_attention};
 use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
+use crate::half_lines::F16Lines;
 use crate::mapped::MappedGguf;
 use crate::packed::PackedMatrix;
 
@@ -416,6 +417,68 @@ struct LayerCache {
     v: Tensor,
 }
 
+/// How the KV cache holds keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CachePrecision {
+    /// Half the bytes of f32: a decode step reads each key and value widened in registers
+    /// ([`crate::half_lines`]); a prompt pass widens the filled columns into one block's f32
+    /// copy for its matrix products. The default on a CPU with AVX2 and F16C, or AVX-512.
+    F16,
+    /// Exactly the values computed (candle's quantized Llama keeps its cache in f32): the
+    /// default on other CPUs and on GPUs, and the only precision off the CPU.
+    F32,
+}
+
+impl CachePrecision {
+    /// The setting that overrides the default: `f16` or `f32`.
+    pub const ENV: &'static str = "SELFRAG_KV_CACHE";
+
+    /// The default for a cache on `device`: f16 on a CPU that reads f16 lines in vector
+    /// registers, else f32.
+    pub fn default_for(device: &Device) -> Self {
+        if device.is_cpu() && F16Lines::detect().vectorized() {
+            Self::F16
+        } else {
+            Self::F32
+        }
+    }
+
+    /// What [`Self::ENV`] asks for on `device`, or the default where it is unset or empty.
+    pub fn from_env(device: &Device) -> std::result::Result<Self, String> {
+        let env = Self::ENV;
+        match std::env::var(env) {
+            Ok(value) => match value.trim().to_ascii_lowercase().as_str() {
+                "" => Ok(Self::default_for(device)),
+                "f16" => Ok(Self::F16),
+                "f32" => Ok(Self::F32),
+                other => Err(format!(
+                    "{env} is `{other}`; set it to f16 or f32, or unset it"
+                )),
+            },
+            Err(std::env::VarError::NotPresent) => Ok(Self::default_for(device)),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+                "{env} is not valid text; set it to f16 or f32, or unset it"
+            )),
+        }
+    }
+
+    fn dtype(self) -> DType {
+        match self {
+            Self::F16 => DType::F16,
+            Self::F32 => DType::F32,
+        }
+    }
+}
+
+/// What a block's attention reads its cache through in one pass.
+struct CacheView<'a> {
+    layer: &'a LayerCache,
+    /// An f32 tensor pair of the cache's layout, for a prompt pass over an f16 cache on the
+    /// CPU: the filled columns are widened into it, block by block.
+    widened: Option<&'a LayerCache>,
+    lines: F16Lines,
+}
+
 /// Per-row rotary tables (`[rows, columns, head_dim / 2]`) and the additive attention mask
 /// (`[rows, 1, columns, cache_columns]`, 0 or -inf; `None` when every row sees every column).
 struct PassInputs {
@@ -464,10 +527,11 @@ impl Attention {
     fn forward(
         &self,
         x: &Tensor,
-        cache: &LayerCache,
+        view: &CacheView<'_>,
         start: usize,
         inputs: &PassInputs,
     ) -> Result<Tensor> {
+        let cache = view.layer;
         let (rows, columns) = (inputs.rows, inputs.columns);
         let heads = |t: Tensor, n: usize| {
             let t = match &inputs.ragged {
@@ -486,8 +550,13 @@ impl Attention {
         let k = candle_nn::rotary_emb::rope_i(&k, &inputs.cos, &inputs.sin)?;
 
         // Written in place: the cache never moves while a batch decodes.
-        cache.k.slice_set(&k, 2, start)?;
-        cache.v.slice_set(&v, 2, start)?;
+        if k.device().is_cpu() {
+            write_columns(&cache.k, &k, start)?;
+            write_columns(&cache.v, &v, start)?;
+        } else {
+            cache.k.slice_set(&k, 2, start)?;
+            cache.v.slice_set(&v, 2, start)?;
+        }
         let shape = AttentionShape {
             rows,
             queries: columns,
@@ -500,7 +569,18 @@ impl Attention {
         // multiply faster as candle's matrix products (measured: this crate's loop was 13% of
         // an answer's samples in prompt passes, against about 5% for gemm).
         let y = if columns == 1 && q.device().is_cpu() {
-            cpu_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
+            cpu_attention(
+                &q,
+                &cache.k,
+                &cache.v,
+                inputs.mask.as_ref(),
+                shape,
+                view.lines,
+            )?
+        } else if let Some(widened) = view.widened {
+            widen_columns(&widened.k, &cache.k, start + columns)?;
+            widen_columns(&widened.v, &cache.v, start + columns)?;
+            candle_attention(&q, &widened.k, &widened.v, inputs.mask.as_ref(), shape)?
         } else {
             candle_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
         };
@@ -545,13 +625,13 @@ impl Block {
     fn forward(
         &self,
         x: &Tensor,
-        cache: &LayerCache,
+        view: &CacheView<'_>,
         start: usize,
         inputs: &PassInputs,
     ) -> Result<Tensor> {
         let attended =
             self.attention
-                .forward(&self.attention_norm.forward(x)?, cache, start, inputs)?;
+                .forward(&self.attention_norm.forward(x)?, view, start, inputs)?;
         let x = (attended + x)?;
         let fed = self.feed_forward.forward(&self.ffn_norm.forward(&x)?)?;
         fed + x
@@ -602,6 +682,10 @@ struct RowState {
 #[derive(Debug, Default)]
 struct KvCache {
     layers: Vec<LayerCache>,
+    /// One block's keys and values widened to f32 for prompt passes over an f16 cache on the
+    /// CPU ([`CacheView::widened`]); made by the first such pass of a batch, of the cache's
+    /// rows and capacity, and dropped by a decode step.
+    widened: Option<LayerCache>,
     rows: Vec<RowState>,
     /// Filled columns (the same for every row).
     columns: usize,
@@ -623,6 +707,10 @@ pub struct QuantizedLlama {
     output: QLinear,
     rotary: RotaryTables,
     cache: KvCache,
+    /// How the cache holds keys and values (from its next batch).
+    cache_precision: CachePrecision,
+    /// The vector code that reads an f16 cache on this CPU.
+    lines: F16Lines,
     /// Columns to allocate when the cache is created or grows, so that it grows at most once.
     reserved_columns: usize,
     device: Device,
@@ -802,6 +890,8 @@ impl QuantizedLlama {
             output,
             rotary,
             cache: KvCache::default(),
+            cache_precision: CachePrecision::default_for(device),
+            lines: F16Lines::detect(),
             reserved_columns: 0,
             device: device.clone(),
             kernel_choice,
@@ -874,6 +964,18 @@ impl QuantizedLlama {
         let result = self.forward(&[&[0], &[0]]);
         self.clear_kv_cache();
         result.map(|_| ())
+    }
+
+    /// How the KV cache holds keys and values.
+    pub fn cache_precision(&self) -> CachePrecision {
+        self.cache_precision
+    }
+
+    /// Holds keys and values in `precision` from the next batch on (off the CPU, f32 always).
+    /// Empties the cache.
+    pub fn set_cache_precision(&mut self, precision: CachePrecision) {
+        self.cache_precision = precision;
+        self.clear_kv_cache();
     }
 
     /// Empties the KV cache; the next forward pass starts a new batch with as many rows as it has.
@@ -1085,13 +1187,19 @@ impl QuantizedLlama {
             Tensor::from_vec(ids, (batch, width), &self.device)?
         };
         let mut x = self.embeddings.embedding(&ids)?;
-        for (block, cache) in self.blocks.iter().zip(&self.cache.layers) {
+        self.prepare_widened(width)?;
+        for (block, layer) in self.blocks.iter().zip(&self.cache.layers) {
             if let Some(flag) = &self.interrupt
                 && flag.load(Ordering::Relaxed)
             {
                 candle_core::bail!("the forward pass was interrupted");
             }
-            x = block.forward(&x, cache, start, &inputs)?;
+            let view = CacheView {
+                layer,
+                widened: self.cache.widened.as_ref(),
+                lines: self.lines,
+            };
+            x = block.forward(&x, &view, start, &inputs)?;
         }
         self.cache.columns = end;
         Ok((x, last))
@@ -1127,13 +1235,48 @@ impl QuantizedLlama {
         Tensor::from_vec(mask, (rows.len(), 1, width, end), &self.device).map(Some)
     }
 
+    /// Makes, keeps or drops [`KvCache::widened`] for a pass of `width` columns (the cache
+    /// already has room for them): needed by a prompt pass over an f16 cache on the CPU, not by
+    /// a decode step, which reads the f16 lines themselves.
+    fn prepare_widened(&mut self, width: usize) -> Result<()> {
+        let Some(first) = self.cache.layers.first() else {
+            return Ok(());
+        };
+        if width == 1 || first.k.dtype() != DType::F16 || !self.device.is_cpu() {
+            self.cache.widened = None;
+            return Ok(());
+        }
+        let dims = first.k.dims().to_vec();
+        if self
+            .cache
+            .widened
+            .as_ref()
+            .is_some_and(|w| w.k.dims() == dims)
+        {
+            return Ok(());
+        }
+        // Dropped first, so that the old and the new copies are never both held.
+        self.cache.widened = None;
+        let zeros = || Tensor::zeros(dims.as_slice(), DType::F32, &self.device);
+        self.cache.widened = Some(LayerCache {
+            k: zeros()?,
+            v: zeros()?,
+        });
+        Ok(())
+    }
+
     /// Makes room for `columns` columns in a cache of `rows` rows, creating it if needed.
     fn ensure_capacity(&mut self, rows: usize, columns: usize) -> Result<()> {
         let c = &self.config;
+        let dtype = if self.device.is_cpu() {
+            self.cache_precision.dtype()
+        } else {
+            DType::F32
+        };
         let zeros = |capacity: usize| {
             Tensor::zeros(
                 (rows, c.head_count_kv, capacity, c.head_dim),
-                DType::F32,
+                dtype,
                 &self.device,
             )
         };
@@ -1295,6 +1438,8 @@ mod tests {
             .unwrap(),
             rotary: RotaryTables::new(4, 10_000.0, 8, &device).unwrap(),
             cache: KvCache::default(),
+            cache_precision: CachePrecision::default_for(&device),
+            lines: F16Lines::detect(),
             reserved_columns: 0,
             device: device.clone(),
             kernel_choice: KernelChoice::Set(CpuKernels::Candle),

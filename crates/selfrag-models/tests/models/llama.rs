@@ -11,9 +11,22 @@ use candle_core::{Device, Tensor};
 use candle_transformers::models::quantized_llama::ModelWeights;
 use selfrag_core::{GenerateRequest, Generation, Generator, StopReason, Tokenizer};
 use selfrag_fixtures::SELFRAG_SPECIAL_TOKENS;
-use selfrag_models::{CpuKernels, KernelPolicy, LlamaGenerator, MappedGguf, QuantizedLlama};
+use selfrag_models::{
+    CachePrecision, CpuKernels, KernelPolicy, LlamaGenerator, MappedGguf, QuantizedLlama,
+};
 
 use crate::tiny_gguf;
+
+/// Each cache precision and how far its log-probabilities may be from candle's, whose cache is
+/// f32: f32 differs only by the order of sums; f16 rounds every stored key and value
+/// (relative 2⁻¹¹) before the products. On these random models that moved the greedy tokens'
+/// log-probabilities by up to 0.024 and the whole first distribution by up to 0.195, in its
+/// tail (log-probabilities down to -35). The f16 cache's reading is otherwise exact: an f32
+/// cache holding the same rounded values gave bit-identical distributions (checked by hand;
+/// `cpu_attention` and `cache_rows` test the f16 paths against candle and f32 exactly). The
+/// greedy ids must agree in both.
+const PRECISIONS: [(CachePrecision, f32); 2] =
+    [(CachePrecision::F32, 1e-4), (CachePrecision::F16, 0.25)];
 
 fn log_softmax(logits: &[f32]) -> Vec<f32> {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -169,7 +182,9 @@ const PASSAGES: [&str; 5] = [
 ];
 
 /// Greedy decoding of each prompt gives candle's ids, and its log-probs and first distribution
-/// within `tolerance`.
+/// within `tolerance`. Where the ids part (with an f16 cache: rounding can flip a near tie of
+/// these random models), our two best tokens at that step must be within `tolerance` of each
+/// other, and the steps before it are compared.
 fn assert_greedy_matches_candle(
     path: &std::path::Path,
     model: &mut LlamaGenerator,
@@ -187,8 +202,19 @@ fn assert_greedy_matches_candle(
             )
             .unwrap();
         let row = &ours.rows[0];
-        assert_eq!(row.tokens.iter().map(|t| t.id).collect::<Vec<_>>(), ids);
-        for (t, lp) in row.tokens.iter().zip(&logprobs) {
+        let our_ids: Vec<u32> = row.tokens.iter().map(|t| t.id).collect();
+        let agree = our_ids.iter().zip(&ids).take_while(|(a, b)| a == b).count();
+        if agree < ids.len() {
+            let context = [p.as_slice(), &ids[..agree]].concat();
+            let best = model.top_logprobs(&context, 2).unwrap();
+            assert!(
+                tolerance > 1e-3 && best[0].1 - best[1].1 < tolerance,
+                "prompt of {} tokens: ids {our_ids:?} against candle's {ids:?}, our two best \
+                 at step {agree}: {best:?}",
+                p.len()
+            );
+        }
+        for (t, lp) in row.tokens.iter().zip(&logprobs).take(agree) {
             assert!(
                 (t.logprob - lp).abs() < tolerance,
                 "prompt of {} tokens: {} vs {lp}",
@@ -235,7 +261,10 @@ fn greedy_decoding_matches_candles_quantized_llama() {
         long_prompt(&model),
     ];
     assert!(prompts[3].contains(&model.tokenizer().token_id("\u{2581}the").unwrap()));
-    assert_greedy_matches_candle(&path, &mut model, &prompts, 1e-4);
+    for (precision, tolerance) in PRECISIONS {
+        model.set_cache_precision(precision);
+        assert_greedy_matches_candle(&path, &mut model, &prompts, tolerance);
+    }
 }
 
 /// The published model is Q4_K_M. Its Q4_K and Q6_K matrices run on the crate's packed tiles
@@ -274,11 +303,14 @@ fn a_q4_k_m_model_decodes_as_candles_quantized_llama_on_either_kernels() {
             );
             assert_eq!(model.packed_matrices(), 0);
         }
-        assert_decodes_as_candle(&path, &mut model);
+        for (precision, tolerance) in PRECISIONS {
+            model.set_cache_precision(precision);
+            assert_decodes_as_candle(&path, &mut model, tolerance);
+        }
     }
 }
 
-fn assert_decodes_as_candle(path: &std::path::Path, model: &mut LlamaGenerator) {
+fn assert_decodes_as_candle(path: &std::path::Path, model: &mut LlamaGenerator, tolerance: f32) {
     // Prompts our prefill reads in one pass, as candle's reference does: with 8-bit
     // activations, sums grouped differently can round an activation one step apart, and a
     // long prompt read in chunks drifts from candle's one pass by up to 0.13 in a tail
@@ -288,7 +320,7 @@ fn assert_decodes_as_candle(path: &std::path::Path, model: &mut LlamaGenerator) 
         selfrag_prompts(model, &PASSAGES[0..1]).remove(0),
     ];
     assert!(prompts.iter().all(|p| p.len() <= 31));
-    assert_greedy_matches_candle(path, model, &prompts, 1e-4);
+    assert_greedy_matches_candle(path, model, &prompts, tolerance);
 
     // A batch reads its prompts in smaller chunks than one row alone does, so the same
     // rounding applies and grows over the steps: 0.03 here, the same with candle's kernels.
@@ -389,11 +421,15 @@ fn forward_in_pieces_with_a_growing_cache_matches_candle() {
     let ids: Vec<u32> = (0..40).map(|i| 300 + 7 * i).collect();
     let pieces: Vec<&[u32]> = vec![&ids[..5], &ids[5..6], &ids[6..9], &ids[9..30], &ids[30..]];
     let expected = candle_logprobs(&path, &pieces);
-    for (piece, expected) in pieces.iter().zip(&expected) {
-        // No `reserve`: the cache starts at 5 columns and has to grow.
-        let logits = ours.forward(&[*piece]).unwrap();
-        let ours = log_softmax(&logits.squeeze(0).unwrap().to_vec1::<f32>().unwrap());
-        assert!(max_abs_diff(&ours, expected) < 1e-4);
+    for (precision, tolerance) in PRECISIONS {
+        ours.set_cache_precision(precision);
+        for (piece, expected) in pieces.iter().zip(&expected) {
+            // No `reserve`: the cache starts at 5 columns and has to grow.
+            let logits = ours.forward(&[*piece]).unwrap();
+            let ours = log_softmax(&logits.squeeze(0).unwrap().to_vec1::<f32>().unwrap());
+            let difference = max_abs_diff(&ours, expected);
+            assert!(difference < tolerance, "{precision:?}: {difference}");
+        }
     }
     assert_eq!((ours.rows(), ours.columns()), (1, 40));
 
@@ -421,20 +457,28 @@ fn rows_of_different_lengths_read_in_pieces_match_candle_row_by_row() {
     let empty: &[u32] = &[];
     let row =
         |logits: &Tensor, i: usize| log_softmax(&logits.get(i).unwrap().to_vec1::<f32>().unwrap());
-    // A pass where the short row is all padding, then one where it is mostly padding (9
-    // tokens against 18), then a decode step of one token each: every real token must come out
-    // as it does alone, whatever the pads around it.
-    let first = ours.forward(&[&long[..12], empty]).unwrap();
-    let second = ours.forward(&[&long[12..30], &short[..9]]).unwrap();
-    let third = ours.forward(&[&long[30..], &short[9..]]).unwrap();
-    assert_eq!((ours.rows(), ours.columns()), (2, 31));
     let long_alone = candle_logprobs(&path, &[&long[..12], &long[12..30], &long[30..]]);
     let short_alone = candle_logprobs(&path, &[&short[..9], &short[9..]]);
-    assert!(max_abs_diff(&row(&first, 0), &long_alone[0]) < 1e-4);
-    assert!(max_abs_diff(&row(&second, 0), &long_alone[1]) < 1e-4);
-    assert!(max_abs_diff(&row(&third, 0), &long_alone[2]) < 1e-4);
-    assert!(max_abs_diff(&row(&second, 1), &short_alone[0]) < 1e-4);
-    assert!(max_abs_diff(&row(&third, 1), &short_alone[1]) < 1e-4);
+    for (precision, tolerance) in PRECISIONS {
+        ours.set_cache_precision(precision);
+        // A pass where the short row is all padding, then one where it is mostly padding (9
+        // tokens against 18), then a decode step of one token each: every real token must come
+        // out as it does alone, whatever the pads around it.
+        let first = ours.forward(&[&long[..12], empty]).unwrap();
+        let second = ours.forward(&[&long[12..30], &short[..9]]).unwrap();
+        let third = ours.forward(&[&long[30..], &short[9..]]).unwrap();
+        assert_eq!((ours.rows(), ours.columns()), (2, 31));
+        for (ours, alone) in [
+            (row(&first, 0), &long_alone[0]),
+            (row(&second, 0), &long_alone[1]),
+            (row(&third, 0), &long_alone[2]),
+            (row(&second, 1), &short_alone[0]),
+            (row(&third, 1), &short_alone[1]),
+        ] {
+            let difference = max_abs_diff(&ours, alone);
+            assert!(difference < tolerance, "{precision:?}: {difference}");
+        }
+    }
 }
 
 #[test]

@@ -319,6 +319,18 @@ enum DebugCommand {
         #[arg(long)]
         pages_to: Option<PathBuf>,
     },
+    /// How fast this machine reads memory, as a decode step reads a model's weights: the best
+    /// of ROUNDS reads of a buffer of MB megabytes by THREADS threads (for `cargo xtask bench
+    /// generator`), as JSON.
+    ReadRate {
+        /// The buffer's size in megabytes (10⁶ bytes): the model file's, to read as much.
+        #[arg(long)]
+        mb: usize,
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Greedy continuation of IDS with timings; with --batch K, K copies decoded as one batch.
     Generate {
         /// The GGUF model file.
@@ -756,6 +768,21 @@ fn debug(command: DebugCommand) -> Result<()> {
         }
         DebugCommand::EmbedAgreement { model, files } => {
             serde_json::to_string(&embed_agreement::measure(&model, &files)?)?
+        }
+        DebugCommand::ReadRate {
+            mb,
+            threads,
+            rounds,
+        } => {
+            let rate = selfrag_models::read_rate(mb.saturating_mul(1_000_000), threads, rounds)
+                .context("--mb and --rounds must be at least 1")?;
+            serde_json::json!({
+                "mb": mb,
+                "threads": threads,
+                "rounds": rounds,
+                "gb_per_second": rate / 1e9,
+            })
+            .to_string()
         }
         DebugCommand::Generate {
             model,

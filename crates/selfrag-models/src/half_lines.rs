@@ -13,8 +13,9 @@
 //! conversions fall back to `half`'s, and the generator keeps its cache in f32 instead
 //! (`CachePrecision::default_for`).
 //!
-//! This module, `mapped`, `packed`, `int8` and `strided` are the workspace's `unsafe` code; here:
-//! the intrinsics, each called only on the CPU features [`F16Lines::detect`] found.
+//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
+//! `half_lines`); here: the intrinsics, each called only on the CPU features [`F16Lines::detect`]
+//! found.
 #![allow(unsafe_code)]
 
 use half::f16;

@@ -21,9 +21,9 @@
 //! quantized by the thread that multiplies it, and up to 6 rows against one panel at a time:
 //! 24 accumulators in registers.
 //!
-//! This module, `packed` and `mapped` are the workspace's `unsafe` code: here the SIMD loads
-//! and the calls into functions compiled for AVX-512, made only after the CPU was checked for
-//! it. Each block says why it is sound.
+//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
+//! `half_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
+//! after the CPU was checked for it. Each block says why it is sound.
 #![allow(unsafe_code)]
 // Off x86-64 no matrix is ever quantized (`cpu_supported` is false), so the panels go unread.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]

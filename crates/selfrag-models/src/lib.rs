@@ -61,6 +61,7 @@ mod int8;
 mod llama;
 mod mapped;
 mod packed;
+mod read_rate;
 mod strided;
 #[cfg(test)]
 mod test_values;
@@ -79,4 +80,5 @@ pub use int8::cpu_supported as int8_embedder_available;
 pub use llama::{CachePrecision, LlamaConfig, QuantizedLlama};
 pub use mapped::MappedGguf;
 pub use packed::cpu_supported as packed_kernels_available;
+pub use read_rate::read_rate;
 pub use selfrag_core::EmbedderPrecision;

@@ -13,8 +13,9 @@
 //! out of the map as they load, where reading the file first copied all of it into fresh heap
 //! pages (440 MB for a BERT-base model, about a fifth of an answer's page faults).
 //!
-//! This module, `packed`, `int8` and `strided` are the workspace's `unsafe` code; here: mapping a file, viewing its
-//! bytes as candle's block structs, and `madvise(MADV_DONTNEED)`. Each block says why it is sound.
+//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
+//! `half_lines`); here: mapping a file, viewing its bytes as candle's block structs, and
+//! `madvise(MADV_DONTNEED)`. Each block says why it is sound.
 #![allow(unsafe_code)]
 
 use std::fs::File;

@@ -31,9 +31,9 @@
 //! thread, 128 rows times an 11008×4096 matrix): 205 GMAC/s in this crate; standalone copies
 //! of the two kernels: 241 against 165. The core's `vpdpbusd` peak is 388.
 //!
-//! This module, `int8` and `mapped` are the workspace's `unsafe` code: here the SIMD loads and the
-//! calls into functions compiled for AVX-512, made only after the CPU was checked for it. Each
-//! block says why it is sound.
+//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
+//! `half_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
+//! after the CPU was checked for it. Each block says why it is sound.
 #![allow(unsafe_code)]
 // Off x86-64 nothing is ever packed (`cpu_supported` is false), so the tiles go unread there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]

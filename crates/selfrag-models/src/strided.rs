@@ -6,8 +6,9 @@
 //! every head into its own contiguous tensor first, and those copies and their allocations cost
 //! as much as the products.
 //!
-//! This module, `int8`, `packed` and `mapped` are the workspace's `unsafe` code: here the call
-//! into gemm's raw-pointer interface, after the bounds of all three views were checked.
+//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
+//! `half_lines`); here the call into gemm's raw-pointer interface, after the bounds of all three
+//! views were checked.
 #![allow(unsafe_code)]
 
 /// A matrix inside a slice: element `(i, j)` is `data[i · row_stride + j · column_stride]`.

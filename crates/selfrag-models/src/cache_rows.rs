@@ -15,19 +15,16 @@
 //!   memory at all).
 //!
 //! - [`write_columns`] writes a pass's new keys or values (f32) into a cache's columns at
-//!   their place, rounded to f16 where the cache holds f16;
-//! - [`widen_columns`] copies an f16 cache's filled columns into an f32 tensor of the same
-//!   layout, for the prompt passes' matrix products ([`crate::cpu_attention`]).
+//!   their place, rounded to f16 where the cache holds f16.
 //!
-//! A cache is f32 or f16 ([`crate::half_lines`]). All four are candle in-place operations on the
-//! CPU storage; other devices keep candle's operations (`QuantizedLlama` chooses).
+//! A cache is f32 or f16 ([`crate::half_lines`]). All three are candle in-place operations on
+//! the CPU storage; other devices keep candle's operations (`QuantizedLlama` chooses).
 
 use std::ops::Range;
 
 use candle_core::{CpuStorage, InplaceOp1, InplaceOp2, Layout, Result, Tensor};
 
-use crate::half_lines::{narrow, widen};
-use crate::packed::for_each_chunk;
+use crate::half_lines::narrow;
 
 /// Where one cache tensor's filled columns lie in its storage.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -211,43 +208,6 @@ impl InplaceOp2 for WriteColumns {
     }
 }
 
-/// Copies the first `columns` columns of an f16 cache into the operation's f32 tensor of the
-/// same layout (row and head lines widened on the thread pool).
-struct WidenColumns {
-    columns: usize,
-}
-
-impl InplaceOp2 for WidenColumns {
-    fn name(&self) -> &'static str {
-        "widen-cache-columns"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &mut CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<()> {
-        let (to, of) = (Filled::of(l1, self.columns)?, Filled::of(l2, self.columns)?);
-        if (to.rows, to.heads, to.head_dim) != (of.rows, of.heads, of.head_dim) {
-            candle_core::bail!("cannot widen {of:?} into {to:?}");
-        }
-        let (CpuStorage::F32(dst), CpuStorage::F16(src)) = (s1, s2) else {
-            candle_core::bail!("an f16 cache widens into f32");
-        };
-        let line = to.capacity * to.head_dim;
-        let dst = &mut dst[to.start..][..to.rows * to.heads * line];
-        let filled = self.columns * to.head_dim;
-        // One chunk per (row, head): its line of the f32 tensor.
-        for_each_chunk(dst, line, |item, dst| {
-            let (row, head) = (item / to.heads, item % to.heads);
-            widen(&src[of.range(row, head)], &mut dst[..filled]);
-        });
-        Ok(())
-    }
-}
-
 /// A new cache of `from.len()` rows and `capacity` columns whose row `i` holds the first
 /// `columns` columns of row `from[i]` of `cache` (an index may repeat); the rest is zeros.
 pub(crate) fn gather_rows(
@@ -270,12 +230,6 @@ pub(crate) fn gather_rows(
 /// in the cache's precision.
 pub(crate) fn write_columns(cache: &Tensor, new: &Tensor, start: usize) -> Result<()> {
     cache.inplace_op2(new, &WriteColumns { start })
-}
-
-/// The first `columns` columns of the f16 `cache` widened into `into`, an f32 tensor of the same
-/// shape (or of more capacity); `into`'s other columns are left as they were.
-pub(crate) fn widen_columns(into: &Tensor, cache: &Tensor, columns: usize) -> Result<()> {
-    into.inplace_op2(cache, &WidenColumns { columns })
 }
 
 /// `cache` with only the rows `keep` (strictly increasing), in that order, moved in place:
@@ -336,7 +290,7 @@ mod tests {
     }
 
     #[test]
-    fn an_f16_cache_is_written_rounded_widened_exactly_and_forked_and_kept_like_f32() {
+    fn an_f16_cache_is_written_rounded_and_forked_and_kept_like_f32() {
         // New columns of a pass (2 rows, 2 heads, 3 columns of width 3) written at column 2.
         let count = 2 * 2 * 3 * 3;
         let new: Vec<f32> = (0..count).map(|i| i as f32 / 7.0 - 2.0).collect();
@@ -363,19 +317,6 @@ mod tests {
             filled(&exact.narrow(2, 2, 3).unwrap(), 1, 3),
             filled(&new, 1, 3)
         );
-        // Widened into an f32 tensor of more capacity: the filled columns exactly, the rest
-        // untouched.
-        let widened = Tensor::full(9f32, (2, 2, 8, 3), &Device::Cpu).unwrap();
-        widen_columns(&widened, &cache, 5).unwrap();
-        let wide = cache.to_dtype(DType::F32).unwrap();
-        for row in 0..2 {
-            assert_eq!(filled(&widened, row, 5), filled(&wide, row, 5));
-            let rest = widened.i(row).unwrap().narrow(1, 5, 3).unwrap();
-            assert_eq!(
-                rest.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
-                vec![9.0; 18]
-            );
-        }
         // Forked and kept as an f32 cache is.
         let forked = gather_rows(&cache, &[1, 1, 0], 5, 6).unwrap();
         assert_eq!(forked.dtype(), DType::F16);
@@ -386,7 +327,6 @@ mod tests {
         assert_eq!(f32_row(&kept, 0), f32_row(&cache, 0));
         // Mismatched caches are refused.
         assert!(write_columns(&cache, &new, 4).is_err(), "past the capacity");
-        assert!(widen_columns(&widened, &exact, 5).is_err(), "an f32 cache");
         assert!(gather_rows(&cache, &[0], 5, 6).is_ok());
         let mixed = Tensor::zeros((1, 2, 6, 3), DType::F32, &Device::Cpu).unwrap();
         assert!(

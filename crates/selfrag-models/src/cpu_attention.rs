@@ -17,8 +17,9 @@ use candle_core::{Result, Storage, Tensor};
 
 use half::f16;
 
-use crate::half_lines::{F16Lines, HalfHead};
+use crate::half_lines::{F16Lines, HalfHead, widen};
 use crate::packed::for_each_chunk;
+use crate::strided::{View, strided_matmul};
 
 /// The shape of one pass's attention.
 #[derive(Debug, Clone, Copy)]
@@ -56,25 +57,7 @@ pub(crate) fn cpu_attention(
         head_dim,
         columns,
     } = shape;
-    let capacity = k.dim(2)?;
-    if q.dims() != [rows, heads, queries, head_dim]
-        || k.dims() != [rows, kv_heads, capacity, head_dim]
-        || v.dims() != k.dims()
-        || columns > capacity
-        || queries > columns
-        || kv_heads == 0
-        || !heads.is_multiple_of(kv_heads)
-        || mask.is_some_and(|m| m.dims() != [rows, 1, queries, columns])
-    {
-        candle_core::bail!(
-            "attention: queries {:?}, keys {:?}, values {:?}, mask {:?}, {heads} heads over \
-             {kv_heads} key/value heads, {columns} columns",
-            q.dims(),
-            k.dims(),
-            v.dims(),
-            mask.map(Tensor::dims)
-        );
-    }
+    let capacity = check(q, k, v, mask, shape)?;
     let group = heads / kv_heads;
     #[allow(clippy::cast_precision_loss)]
     let scale = (head_dim as f32).sqrt();
@@ -84,14 +67,7 @@ pub(crate) fn cpu_attention(
         let (k_storage, k_layout) = k.storage_and_layout();
         let (v_storage, v_layout) = v.storage_and_layout();
         let query_values = f32_values(&q_storage, q_layout, "queries")?;
-        let cache = match (
-            cache_values(&k_storage, k_layout, "keys")?,
-            cache_values(&v_storage, v_layout, "values")?,
-        ) {
-            (CacheValues::F32(keys), CacheValues::F32(values)) => CacheValues::F32((keys, values)),
-            (CacheValues::F16(keys), CacheValues::F16(values)) => CacheValues::F16((keys, values)),
-            _ => candle_core::bail!("attention: the keys and values differ in type"),
-        };
+        let cache = cache_pair(&k_storage, k_layout, &v_storage, v_layout)?;
         let mask_storage = mask.map(Tensor::storage_and_layout);
         let mask = match &mask_storage {
             Some((storage, layout)) => Some(f32_values(storage, layout, "mask")?),
@@ -131,6 +107,174 @@ pub(crate) fn cpu_attention(
         });
     }
     Tensor::from_vec(out, (rows, heads, queries, head_dim), q.device())
+}
+
+/// The capacity of the cache `k` when `q`, `k`, `v` and `mask` fit `shape` as
+/// [`cpu_attention`] says, else an error that names them.
+fn check(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    shape: AttentionShape,
+) -> Result<usize> {
+    let AttentionShape {
+        rows,
+        queries,
+        heads,
+        kv_heads,
+        head_dim,
+        columns,
+    } = shape;
+    let capacity = k.dim(2)?;
+    if q.dims() != [rows, heads, queries, head_dim]
+        || k.dims() != [rows, kv_heads, capacity, head_dim]
+        || v.dims() != k.dims()
+        || columns > capacity
+        || queries > columns
+        || kv_heads == 0
+        || !heads.is_multiple_of(kv_heads)
+        || mask.is_some_and(|m| m.dims() != [rows, 1, queries, columns])
+    {
+        candle_core::bail!(
+            "attention: queries {:?}, keys {:?}, values {:?}, mask {:?}, {heads} heads over \
+             {kv_heads} key/value heads, {columns} columns",
+            q.dims(),
+            k.dims(),
+            v.dims(),
+            mask.map(Tensor::dims)
+        );
+    }
+    Ok(capacity)
+}
+
+/// [`cpu_attention`] for a prompt pass's many queries: per (row, key/value head) on candle's
+/// thread pool, the query lines of the heads that share it times the filled keys as one gemm
+/// product on the calling thread (`strided_matmul`), the mask and softmax, and the weights
+/// times the values as another. An f16 cache's keys and values of that head are widened into
+/// the thread's own buffers first, where they stay in its cache for both products.
+///
+/// Candle's batched products had run these as gemm calls parallelised on rayon's threads, next
+/// to candle's own pool, whose waiting thread spun on the second core meanwhile; and an f16
+/// cache had to be widened into a whole block's f32 copy first.
+pub(crate) fn cpu_prompt_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    shape: AttentionShape,
+) -> Result<Tensor> {
+    let AttentionShape {
+        rows,
+        queries,
+        heads,
+        kv_heads,
+        head_dim,
+        columns,
+    } = shape;
+    let capacity = check(q, k, v, mask, shape)?;
+    let group = heads / kv_heads;
+    // The query lines of one (row, key/value head): its `group` heads' queries, consecutive.
+    let lines = group * queries;
+    #[allow(clippy::cast_precision_loss)]
+    let scale = (head_dim as f32).sqrt();
+    let mut out = vec![0f32; rows * heads * queries * head_dim];
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    {
+        let (q_storage, q_layout) = q.storage_and_layout();
+        let (k_storage, k_layout) = k.storage_and_layout();
+        let (v_storage, v_layout) = v.storage_and_layout();
+        let query_values = f32_values(&q_storage, q_layout, "queries")?;
+        let cache = cache_pair(&k_storage, k_layout, &v_storage, v_layout)?;
+        let mask_storage = mask.map(Tensor::storage_and_layout);
+        let mask = match &mask_storage {
+            Some((storage, layout)) => Some(f32_values(storage, layout, "mask")?),
+            None => None,
+        };
+        // One chunk per (row, key/value head): its heads' `lines` lines of `head_dim` outputs.
+        for_each_chunk(&mut out, lines * head_dim, |item, out| {
+            let row = item / kv_heads;
+            let at = item * capacity * head_dim;
+            let filled = at..at + columns * head_dim;
+            let head_queries = &query_values[item * lines * head_dim..][..lines * head_dim];
+            let mask = mask.map(|m| &m[row * queries * columns..][..queries * columns]);
+            let done = PROMPT_SCRATCH.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                let PromptScratch {
+                    keys,
+                    values,
+                    scores,
+                } = &mut *scratch;
+                let (keys, values): (&[f32], &[f32]) = match cache {
+                    CacheValues::F32((k, v)) => (&k[filled.clone()], &v[filled]),
+                    CacheValues::F16((k, v)) => {
+                        keys.resize(filled.len(), 0.0);
+                        values.resize(filled.len(), 0.0);
+                        widen(&k[filled.clone()], keys);
+                        widen(&v[filled], values);
+                        (keys, values)
+                    }
+                };
+                scores.resize(lines * columns, 0.0);
+                let by_rows = |data, width| View {
+                    data,
+                    row_stride: width,
+                    column_stride: 1,
+                };
+                // The keys as `head_dim × columns`: each key a column.
+                let keys_t = View {
+                    data: keys,
+                    row_stride: 1,
+                    column_stride: head_dim,
+                };
+                strided_matmul(
+                    (lines, columns, head_dim),
+                    by_rows(head_queries, head_dim),
+                    keys_t,
+                    scores,
+                    columns,
+                )?;
+                for (line, line_scores) in scores.chunks_exact_mut(columns).enumerate() {
+                    let mask = mask.map(|m| &m[line % queries * columns..][..columns]);
+                    for (column, score) in line_scores.iter_mut().enumerate() {
+                        *score = match mask.map(|m| m[column]) {
+                            Some(hidden) if hidden == f32::NEG_INFINITY => f32::NEG_INFINITY,
+                            hidden => *score / scale + hidden.unwrap_or(0.0),
+                        };
+                    }
+                    softmax(line_scores);
+                }
+                strided_matmul(
+                    (lines, head_dim, columns),
+                    by_rows(scores, columns),
+                    by_rows(values, head_dim),
+                    out,
+                    head_dim,
+                )
+            });
+            if done.is_none() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    }
+    if failed.into_inner() {
+        candle_core::bail!("attention: a product's views did not fit its buffers");
+    }
+    Tensor::from_vec(out, (rows, heads, queries, head_dim), q.device())
+}
+
+/// A thread's buffers for [`cpu_prompt_attention`]: one (row, key/value head)'s keys and
+/// values widened from f16, and its scores; kept for the thread's next head.
+#[derive(Default)]
+struct PromptScratch {
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+thread_local! {
+    static PROMPT_SCRATCH: std::cell::RefCell<PromptScratch> =
+        std::cell::RefCell::new(PromptScratch::default());
 }
 
 /// [`cpu_attention`] as candle's batched products, on any device: grouped-query attention
@@ -192,6 +336,24 @@ fn f32_values<'a>(
 enum CacheValues<T32, T16> {
     F32(T32),
     F16(T16),
+}
+
+/// The keys' and values' slices of a contiguous CPU cache, both f32 or both f16.
+#[allow(clippy::type_complexity)]
+fn cache_pair<'a>(
+    k_storage: &'a Storage,
+    k_layout: &candle_core::Layout,
+    v_storage: &'a Storage,
+    v_layout: &candle_core::Layout,
+) -> Result<CacheValues<(&'a [f32], &'a [f32]), (&'a [f16], &'a [f16])>> {
+    match (
+        cache_values(k_storage, k_layout, "keys")?,
+        cache_values(v_storage, v_layout, "values")?,
+    ) {
+        (CacheValues::F32(keys), CacheValues::F32(values)) => Ok(CacheValues::F32((keys, values))),
+        (CacheValues::F16(keys), CacheValues::F16(values)) => Ok(CacheValues::F16((keys, values))),
+        _ => candle_core::bail!("attention: the keys and values differ in type"),
+    }
 }
 
 /// The f32 or f16 values of a contiguous CPU cache tensor.
@@ -387,21 +549,28 @@ mod tests {
                     caches.push((&k16, &v16, rounded(&k16), rounded(&v16), lines));
                 }
             }
+            let largest_difference = |ours: Tensor, reference: &Tensor| {
+                (ours - reference)
+                    .unwrap()
+                    .abs()
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .max(0)
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap()
+            };
             for mask in masks {
                 for (k, v, k_ref, v_ref, lines) in &caches {
-                    let ours = cpu_attention(&q, k, v, mask, shape, *lines).unwrap();
                     let reference = candle_attention(&q, k_ref, v_ref, mask, shape).unwrap();
-                    let difference = (ours - reference)
-                        .unwrap()
-                        .abs()
-                        .unwrap()
-                        .flatten_all()
-                        .unwrap()
-                        .max(0)
-                        .unwrap()
-                        .to_scalar::<f32>()
-                        .unwrap();
+                    let ours = cpu_attention(&q, k, v, mask, shape, *lines).unwrap();
+                    let difference = largest_difference(ours, &reference);
                     assert!(difference < 1e-5, "{lines:?} {:?}: {difference}", k.dtype());
+                    // The prompt passes' products, on either cache.
+                    let ours = cpu_prompt_attention(&q, k, v, mask, shape).unwrap();
+                    let difference = largest_difference(ours, &reference);
+                    assert!(difference < 1e-5, "prompt, {:?}: {difference}", k.dtype());
                 }
             }
         }
@@ -447,5 +616,12 @@ mod tests {
             ..shape
         };
         assert!(cpu_attention(&q, &k, &v, None, two, F16Lines::Portable).is_err());
+        assert!(cpu_prompt_attention(&q, &k, &v, None, two).is_err());
+        assert!(cpu_prompt_attention(&q, &k, &v, None, longer).is_err());
+        let half = v.to_dtype(DType::F16).unwrap();
+        assert!(
+            cpu_prompt_attention(&q, &k, &half, None, shape).is_err(),
+            "keys and values of different types"
+        );
     }
 }

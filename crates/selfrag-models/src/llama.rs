@@ -28,10 +28,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
 
-use crate::cache_rows::{gather_rows, keep_rows, widen_columns, write_columns};
+use crate::cache_rows::{gather_rows, keep_rows, write_columns};
 use candle_transformers::quantized_nn::RmsNorm;
 
-use crate::cpu_attention::{AttentionShape, candle_attention, cpu_attention};
+use crate::cpu_attention::{AttentionShape, candle_attention, cpu_attention, cpu_prompt_attention};
 use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::half_lines::F16Lines;
@@ -421,8 +421,9 @@ struct LayerCache {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CachePrecision {
     /// Half the bytes of f32: a decode step reads each key and value widened in registers
-    /// ([`crate::half_lines`]); a prompt pass widens the filled columns into one block's f32
-    /// copy for its matrix products. The default on a CPU with AVX2 and F16C, or AVX-512.
+    /// ([`crate::half_lines`]); a prompt pass widens each head's filled columns into a
+    /// thread's buffer for its matrix products. The default on a CPU with AVX2 and F16C, or
+    /// AVX-512.
     F16,
     /// Exactly the values computed (candle's quantized Llama keeps its cache in f32): the
     /// default on other CPUs and on GPUs, and the only precision off the CPU.
@@ -473,9 +474,7 @@ impl CachePrecision {
 /// What a block's attention reads its cache through in one pass.
 struct CacheView<'a> {
     layer: &'a LayerCache,
-    /// An f32 tensor pair of the cache's layout, for a prompt pass over an f16 cache on the
-    /// CPU: the filled columns are widened into it, block by block.
-    widened: Option<&'a LayerCache>,
+    /// The vector code that reads an f16 cache's lines on this CPU.
     lines: F16Lines,
 }
 
@@ -565,9 +564,9 @@ impl Attention {
             head_dim: self.head_dim,
             columns: start + columns,
         };
-        // A decode step's attention on the CPU is this crate's; a prompt pass's many queries
-        // multiply faster as candle's matrix products (measured: this crate's loop was 13% of
-        // an answer's samples in prompt passes, against about 5% for gemm).
+        // On the CPU a decode step's attention reads the cache line by line; a prompt pass's
+        // many queries multiply as gemm products per (row, head) (a loop of dot products over
+        // them was 13% of an answer's samples, against about 5% for gemm). GPUs run candle's.
         let y = if columns == 1 && q.device().is_cpu() {
             cpu_attention(
                 &q,
@@ -577,10 +576,8 @@ impl Attention {
                 shape,
                 view.lines,
             )?
-        } else if let Some(widened) = view.widened {
-            widen_columns(&widened.k, &cache.k, start + columns)?;
-            widen_columns(&widened.v, &cache.v, start + columns)?;
-            candle_attention(&q, &widened.k, &widened.v, inputs.mask.as_ref(), shape)?
+        } else if q.device().is_cpu() {
+            cpu_prompt_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
         } else {
             candle_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
         };
@@ -682,10 +679,6 @@ struct RowState {
 #[derive(Debug, Default)]
 struct KvCache {
     layers: Vec<LayerCache>,
-    /// One block's keys and values widened to f32 for prompt passes over an f16 cache on the
-    /// CPU ([`CacheView::widened`]); made by the first such pass of a batch, of the cache's
-    /// rows and capacity, and dropped by a decode step.
-    widened: Option<LayerCache>,
     rows: Vec<RowState>,
     /// Filled columns (the same for every row).
     columns: usize,
@@ -1187,7 +1180,6 @@ impl QuantizedLlama {
             Tensor::from_vec(ids, (batch, width), &self.device)?
         };
         let mut x = self.embeddings.embedding(&ids)?;
-        self.prepare_widened(width)?;
         for (block, layer) in self.blocks.iter().zip(&self.cache.layers) {
             if let Some(flag) = &self.interrupt
                 && flag.load(Ordering::Relaxed)
@@ -1196,7 +1188,6 @@ impl QuantizedLlama {
             }
             let view = CacheView {
                 layer,
-                widened: self.cache.widened.as_ref(),
                 lines: self.lines,
             };
             x = block.forward(&x, &view, start, &inputs)?;
@@ -1233,36 +1224,6 @@ impl QuantizedLlama {
             }
         }
         Tensor::from_vec(mask, (rows.len(), 1, width, end), &self.device).map(Some)
-    }
-
-    /// Makes, keeps or drops [`KvCache::widened`] for a pass of `width` columns (the cache
-    /// already has room for them): needed by a prompt pass over an f16 cache on the CPU, not by
-    /// a decode step, which reads the f16 lines themselves.
-    fn prepare_widened(&mut self, width: usize) -> Result<()> {
-        let Some(first) = self.cache.layers.first() else {
-            return Ok(());
-        };
-        if width == 1 || first.k.dtype() != DType::F16 || !self.device.is_cpu() {
-            self.cache.widened = None;
-            return Ok(());
-        }
-        let dims = first.k.dims().to_vec();
-        if self
-            .cache
-            .widened
-            .as_ref()
-            .is_some_and(|w| w.k.dims() == dims)
-        {
-            return Ok(());
-        }
-        // Dropped first, so that the old and the new copies are never both held.
-        self.cache.widened = None;
-        let zeros = || Tensor::zeros(dims.as_slice(), DType::F32, &self.device);
-        self.cache.widened = Some(LayerCache {
-            k: zeros()?,
-            v: zeros()?,
-        });
-        Ok(())
     }
 
     /// Makes room for `columns` columns in a cache of `rows` rows, creating it if needed.

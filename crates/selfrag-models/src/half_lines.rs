@@ -56,8 +56,21 @@ impl F16Lines {
     }
 }
 
-/// `dst[i] = src[i]` widened to f32 (`half`'s conversion: F16C or NEON where the CPU has them).
+/// `dst[i] = src[i]` widened to f32: 16 or 8 values an instruction where the CPU has AVX-512
+/// or F16C (`half`'s own conversion calls a function per 8 values, and was 2.7% of an answer's
+/// samples in the prompt passes), `half`'s elsewhere. `src` and `dst` are the same length.
 pub(crate) fn widen(src: &[f16], dst: &mut [f32]) {
+    let n = src.len().min(dst.len());
+    let (src, dst) = (&src[..n], &mut dst[..n]);
+    #[cfg(target_arch = "x86_64")]
+    {
+        match F16Lines::detect() {
+            // SAFETY: `detect` found the features each function is compiled for.
+            F16Lines::Avx512 => return unsafe { x86::widen_avx512(src, dst) },
+            F16Lines::Avx2 => return unsafe { x86::widen_avx2(src, dst) },
+            F16Lines::Portable => {}
+        }
+    }
     src.convert_to_f32_slice(dst);
 }
 
@@ -167,8 +180,35 @@ mod x86 {
     };
 
     use half::f16;
+    use half::slice::HalfFloatSliceExt;
 
     use super::{HalfHead, attend_lines};
+
+    /// [`super::widen`] on AVX-512 F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn widen_avx512(src: &[f16], dst: &mut [f32]) {
+        let (src_chunks, src_rest) = src.as_chunks::<16>();
+        let (dst_chunks, dst_rest) = dst.as_chunks_mut::<16>();
+        for (s, d) in src_chunks.iter().zip(dst_chunks) {
+            // SAFETY: whole 16-value chunks of both slices.
+            let wide = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(s.as_ptr().cast()) });
+            unsafe { _mm512_storeu_ps(d.as_mut_ptr(), wide) };
+        }
+        src_rest.convert_to_f32_slice(dst_rest);
+    }
+
+    /// [`super::widen`] on AVX2 with F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) unsafe fn widen_avx2(src: &[f16], dst: &mut [f32]) {
+        let (src_chunks, src_rest) = src.as_chunks::<8>();
+        let (dst_chunks, dst_rest) = dst.as_chunks_mut::<8>();
+        for (s, d) in src_chunks.iter().zip(dst_chunks) {
+            // SAFETY: whole 8-value chunks of both slices.
+            let wide = _mm256_cvtph_ps(unsafe { _mm_loadu_si128(s.as_ptr().cast()) });
+            unsafe { _mm256_storeu_ps(d.as_mut_ptr(), wide) };
+        }
+        src_rest.convert_to_f32_slice(dst_rest);
+    }
 
     /// [`HalfHead::attend`] on AVX-512 F; `head_dim` a multiple of 16.
     #[target_feature(enable = "avx512f")]
@@ -245,5 +285,50 @@ mod x86 {
             let sum = _mm256_fmadd_ps(weight, v, unsafe { _mm256_loadu_ps(o.as_ptr()) });
             unsafe { _mm256_storeu_ps(o.as_mut_ptr(), sum) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widening_is_exact_on_every_path_for_any_length() {
+        // Normal values of both signs, subnormals, zeros, infinities and a NaN.
+        let specials = [
+            0.0,
+            -0.0,
+            1e-7,
+            -3e-6,
+            65504.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        let values: Vec<f16> = crate::test_values::uniform(37, 3)
+            .into_iter()
+            .map(|v| v * 300.0)
+            .chain(specials)
+            .chain([f32::NAN])
+            .map(f16::from_f32)
+            .collect();
+        for len in 0..values.len() {
+            let src = &values[..len];
+            let expected: Vec<f32> = src.iter().map(|v| v.to_f32()).collect();
+            let mut ours = vec![7f32; len];
+            widen(src, &mut ours);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&ours), bits(&expected), "{len} values");
+            #[cfg(target_arch = "x86_64")]
+            if F16Lines::detect().vectorized() {
+                let mut avx2 = vec![7f32; len];
+                // SAFETY: `vectorized` means AVX2 and F16C at least.
+                unsafe { x86::widen_avx2(src, &mut avx2) };
+                assert_eq!(bits(&avx2), bits(&expected), "AVX2, {len} values");
+            }
+        }
+        // Slices of different lengths: the shorter one's length is converted.
+        let mut short = [0f32; 3];
+        widen(&values[..10], &mut short);
+        assert_eq!(short[2], values[2].to_f32());
     }
 }

@@ -8,10 +8,12 @@
 //! a dot product per column the mask lets it see, a softmax and a weighted sum of the values,
 //! read where they lie in the cache, compiled for the CPU's vector width (`pulp`).
 //!
-//! `llama.rs` runs decode steps (one query a row) here. A prompt pass's many queries, and
-//! every pass on a GPU, run as candle's batched products ([`candle_attention`], with the same
-//! contract), where gemm's blocking wins: with this loop they were 13% of an answer's samples,
-//! against about 5% for gemm.
+//! `llama.rs` runs decode steps (one query a row) through [`cpu_attention`]. A prompt pass's
+//! many queries go through [`cpu_prompt_attention`], where gemm's blocking wins (with the loop
+//! above they were 13% of an answer's samples, against about 5% for gemm): per (row, key/value
+//! head) on the same pool, two single-threaded gemm products. Every pass on a GPU runs as
+//! candle's batched products ([`candle_attention`], with the same contract), which is also the
+//! tests' reference. The cache may hold f16 ([`crate::half_lines`]).
 
 use candle_core::{Result, Storage, Tensor};
 

@@ -524,6 +524,13 @@ fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// The peak RSS `scripts/bench/peak_rss.py` reports in `json`, in MB (10⁶ bytes, as the model
+/// files' sizes and the memory goals are): `ru_maxrss` counts KiB. (Before 2026-11-27 the
+/// figures were MiB written as MB, 4.9% smaller.)
+pub(crate) fn peak_rss_mb(json: &str) -> Result<f64> {
+    Ok(json_number(json, "peak_rss_kb")? * 1024.0 / 1e6)
+}
+
 fn list(values: &[f64]) -> String {
     values
         .iter()
@@ -741,7 +748,7 @@ fn generator(bench: &Bench) -> Result<String> {
             .push(json_number(json, "prompt_tokens")? / json_number(json, "prompt_seconds")?);
         runs.decode
             .push(json_number(json, "decode_tokens")? / json_number(json, "decode_seconds")?);
-        runs.rss_mb.push(json_number(json, "peak_rss_kb")? / 1024.0);
+        runs.rss_mb.push(peak_rss_mb(json)?);
         Ok(())
     };
     install_llama_cpp_python(bench.python()?)?;

@@ -109,7 +109,7 @@ pub(super) fn answer(bench: &Bench) -> Result<String> {
             let started = std::time::Instant::now();
             let out = bench.output(&mut selfrag(&ask)?, "selfrag ask")?;
             ours.process.push(started.elapsed().as_secs_f64());
-            ours.rss_mb.push(json_number(&out, "peak_rss_kb")? / 1024.0);
+            ours.rss_mb.push(super::peak_rss_mb(&out)?);
             // The trace is all but `peak_rss.py`'s last line.
             let trace = out.trim_end().rsplit_once('\n').map_or("", |(t, _)| t);
             std::fs::write(&trace_path, trace)
@@ -129,8 +129,7 @@ pub(super) fn answer(bench: &Bench) -> Result<String> {
             ];
             let json = bench.script("selfrag_pack_peer.py", &args, "SelfRAGPack")?;
             peer.process.push(started.elapsed().as_secs_f64());
-            peer.rss_mb
-                .push(json_number(&json, "peak_rss_kb")? / 1024.0);
+            peer.rss_mb.push(super::peak_rss_mb(&json)?);
             peer_steps.push(json);
             Ok(())
         };

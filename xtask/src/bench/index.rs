@@ -123,7 +123,7 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
         "selfrag index (the small files)",
     )?;
     let seconds = t.elapsed().as_secs_f64();
-    let peak_mb = json_number(&out, "peak_rss_kb")? / 1024.0;
+    let peak_mb = super::peak_rss_mb(&out)?;
     let stats = bench.output(
         Command::new(&selfrag)
             .args(["library", "stats", "--json"])

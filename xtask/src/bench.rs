@@ -525,8 +525,8 @@ fn median(values: &[f64]) -> f64 {
 }
 
 /// The peak RSS `scripts/bench/peak_rss.py` reports in `json`, in MB (10⁶ bytes, as the model
-/// files' sizes and the memory goals are): `ru_maxrss` counts KiB. (Before 2026-11-27 the
-/// figures were MiB written as MB, 4.9% smaller.)
+/// files' sizes and the memory goals are): on Linux, where the benchmarks run, `ru_maxrss`
+/// counts KiB. (Before 2026-11-27 the figures were MiB written as MB, 4.9% smaller.)
 pub(crate) fn peak_rss_mb(json: &str) -> Result<f64> {
     Ok(json_number(json, "peak_rss_kb")? * 1024.0 / 1e6)
 }
@@ -760,7 +760,7 @@ fn generator(bench: &Bench) -> Result<String> {
         "debug".to_owned(),
         "read-rate".to_owned(),
         "--mb".to_owned(),
-        format!("{file_mb:.0}"),
+        format!("{:.0}", file_mb.max(1.0)),
         "--threads".to_owned(),
         bench.threads.to_string(),
     ]

@@ -775,7 +775,7 @@ fn debug(command: DebugCommand) -> Result<()> {
             rounds,
         } => {
             let rate = selfrag_models::read_rate(mb.saturating_mul(1_000_000), threads, rounds)
-                .context("--mb and --rounds must be at least 1")?;
+                .context("nothing to read: --mb and --rounds must be at least 1, and the buffer at least 8 bytes a thread")?;
             serde_json::json!({
                 "mb": mb,
                 "threads": threads,

@@ -1,5 +1,5 @@
 //! Attention on the CPU: each row's new queries against that row's keys and values in the KV
-//! cache, every (row, head) on candle's thread pool.
+//! cache, on candle's thread pool.
 //!
 //! Candle's batched matmul multiplies these as one small product per row and head, each a call
 //! into gemm for a `queries × columns` times `columns × head_dim` matrix: on the 8-block
@@ -19,7 +19,7 @@ use candle_core::{Result, Storage, Tensor};
 
 use half::f16;
 
-use crate::half_lines::{F16Lines, HalfHead, widen};
+use crate::half_lines::{F16Lines, widen};
 use crate::packed::for_each_chunk;
 use crate::strided::{View, strided_matmul};
 
@@ -64,17 +64,12 @@ pub(crate) fn cpu_attention(
     #[allow(clippy::cast_precision_loss)]
     let scale = (head_dim as f32).sqrt();
     let mut out = vec![0f32; rows * heads * queries * head_dim];
-    {
-        let (q_storage, q_layout) = q.storage_and_layout();
-        let (k_storage, k_layout) = k.storage_and_layout();
-        let (v_storage, v_layout) = v.storage_and_layout();
-        let query_values = f32_values(&q_storage, q_layout, "queries")?;
-        let cache = cache_pair(&k_storage, k_layout, &v_storage, v_layout)?;
-        let mask_storage = mask.map(Tensor::storage_and_layout);
-        let mask = match &mask_storage {
-            Some((storage, layout)) => Some(f32_values(storage, layout, "mask")?),
-            None => None,
-        };
+    with_inputs(q, k, v, mask, |inputs| {
+        let Inputs {
+            queries: query_values,
+            cache,
+            mask,
+        } = *inputs;
         let arch = pulp::Arch::new();
         // One chunk per (row, head): its `queries` lines of `head_dim` outputs.
         for_each_chunk(&mut out, queries * head_dim, |item, out| {
@@ -96,7 +91,7 @@ pub(crate) fn cpu_attention(
                     };
                     arch.dispatch(Attend { head, out });
                 }
-                CacheValues::F16((keys, values)) => HalfHead {
+                CacheValues::F16((keys, values)) => Head {
                     queries: head_queries,
                     keys: &keys[filled.clone()],
                     values: &values[filled],
@@ -107,7 +102,7 @@ pub(crate) fn cpu_attention(
                 .attend(out, lines),
             }
         });
-    }
+    })?;
     Tensor::from_vec(out, (rows, heads, queries, head_dim), q.device())
 }
 
@@ -182,17 +177,12 @@ pub(crate) fn cpu_prompt_attention(
     let scale = (head_dim as f32).sqrt();
     let mut out = vec![0f32; rows * heads * queries * head_dim];
     let failed = std::sync::atomic::AtomicBool::new(false);
-    {
-        let (q_storage, q_layout) = q.storage_and_layout();
-        let (k_storage, k_layout) = k.storage_and_layout();
-        let (v_storage, v_layout) = v.storage_and_layout();
-        let query_values = f32_values(&q_storage, q_layout, "queries")?;
-        let cache = cache_pair(&k_storage, k_layout, &v_storage, v_layout)?;
-        let mask_storage = mask.map(Tensor::storage_and_layout);
-        let mask = match &mask_storage {
-            Some((storage, layout)) => Some(f32_values(storage, layout, "mask")?),
-            None => None,
-        };
+    with_inputs(q, k, v, mask, |inputs| {
+        let Inputs {
+            queries: query_values,
+            cache,
+            mask,
+        } = *inputs;
         // One chunk per (row, key/value head): its heads' `lines` lines of `head_dim` outputs.
         for_each_chunk(&mut out, lines * head_dim, |item, out| {
             let row = item / kv_heads;
@@ -217,56 +207,71 @@ pub(crate) fn cpu_prompt_attention(
                         (keys, values)
                     }
                 };
-                scores.resize(lines * columns, 0.0);
-                let by_rows = |data, width| View {
-                    data,
-                    row_stride: width,
-                    column_stride: 1,
-                };
+                fn by_rows(data: &[f32], width: usize) -> View<'_> {
+                    View {
+                        data,
+                        row_stride: width,
+                        column_stride: 1,
+                    }
+                }
                 // The keys as `head_dim × columns`: each key a column.
                 let keys_t = View {
                     data: keys,
                     row_stride: 1,
                     column_stride: head_dim,
                 };
-                strided_matmul(
-                    (lines, columns, head_dim),
-                    by_rows(head_queries, head_dim),
-                    keys_t,
-                    scores,
-                    columns,
-                )?;
-                for (line, line_scores) in scores.chunks_exact_mut(columns).enumerate() {
-                    let mask = mask.map(|m| &m[line % queries * columns..][..columns]);
-                    for (column, score) in line_scores.iter_mut().enumerate() {
-                        *score = match mask.map(|m| m[column]) {
-                            Some(hidden) if hidden == f32::NEG_INFINITY => f32::NEG_INFINITY,
-                            hidden => *score / scale + hidden.unwrap_or(0.0),
-                        };
+                // At most `SCORE_LINES` query lines at a time, so that a thread's scores stay
+                // small however long the prompt and however many heads share a key.
+                for first in (0..lines).step_by(SCORE_LINES) {
+                    let tile = SCORE_LINES.min(lines - first);
+                    scores.resize(tile * columns, 0.0);
+                    strided_matmul(
+                        (tile, columns, head_dim),
+                        by_rows(&head_queries[first * head_dim..], head_dim),
+                        keys_t,
+                        scores,
+                        columns,
+                    )?;
+                    for (line, line_scores) in scores.chunks_exact_mut(columns).enumerate() {
+                        let query = (first + line) % queries;
+                        let mask = mask.map(|m| &m[query * columns..][..columns]);
+                        for (column, score) in line_scores.iter_mut().enumerate() {
+                            *score = match mask.map(|m| m[column]) {
+                                Some(hidden) if hidden == f32::NEG_INFINITY => f32::NEG_INFINITY,
+                                hidden => *score / scale + hidden.unwrap_or(0.0),
+                            };
+                        }
+                        softmax(line_scores);
                     }
-                    softmax(line_scores);
+                    strided_matmul(
+                        (tile, head_dim, columns),
+                        by_rows(scores, columns),
+                        by_rows(values, head_dim),
+                        &mut out[first * head_dim..],
+                        head_dim,
+                    )?;
                 }
-                strided_matmul(
-                    (lines, head_dim, columns),
-                    by_rows(scores, columns),
-                    by_rows(values, head_dim),
-                    out,
-                    head_dim,
-                )
+                Some(())
             });
             if done.is_none() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         });
-    }
+    })?;
     if failed.into_inner() {
         candle_core::bail!("attention: a product's views did not fit its buffers");
     }
     Tensor::from_vec(out, (rows, heads, queries, head_dim), q.device())
 }
 
+/// Query lines whose scores [`cpu_prompt_attention`] holds at once: a pass's new columns of
+/// one head at the generator's largest passes (124 tokens over one row), or four heads' of a
+/// pass over several rows.
+const SCORE_LINES: usize = 128;
+
 /// A thread's buffers for [`cpu_prompt_attention`]: one (row, key/value head)'s keys and
-/// values widened from f16, and its scores; kept for the thread's next head.
+/// values widened from f16, and the scores of up to [`SCORE_LINES`] of its query lines; kept
+/// for the thread's next head (at most a few MB at a 7B model's context).
 #[derive(Default)]
 struct PromptScratch {
     keys: Vec<f32>,
@@ -340,14 +345,48 @@ enum CacheValues<T32, T16> {
     F16(T16),
 }
 
+/// The values of the attention's inputs, borrowed from their CPU storage.
+#[derive(Clone, Copy)]
+struct Inputs<'a> {
+    queries: &'a [f32],
+    cache: CachePair<'a>,
+    mask: Option<&'a [f32]>,
+}
+
+/// A cache's keys and values, both f32 or both f16.
+type CachePair<'a> = CacheValues<(&'a [f32], &'a [f32]), (&'a [f16], &'a [f16])>;
+
+/// Runs `work` on the values of `q`, `k`, `v` and `mask` (see [`cpu_attention`] for what each
+/// may be; anything else is an error).
+fn with_inputs<R>(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    work: impl FnOnce(&Inputs<'_>) -> R,
+) -> Result<R> {
+    let (q_storage, q_layout) = q.storage_and_layout();
+    let (k_storage, k_layout) = k.storage_and_layout();
+    let (v_storage, v_layout) = v.storage_and_layout();
+    let mask_storage = mask.map(Tensor::storage_and_layout);
+    let inputs = Inputs {
+        queries: f32_values(&q_storage, q_layout, "queries")?,
+        cache: cache_pair(&k_storage, k_layout, &v_storage, v_layout)?,
+        mask: match &mask_storage {
+            Some((storage, layout)) => Some(f32_values(storage, layout, "mask")?),
+            None => None,
+        },
+    };
+    Ok(work(&inputs))
+}
+
 /// The keys' and values' slices of a contiguous CPU cache, both f32 or both f16.
-#[allow(clippy::type_complexity)]
 fn cache_pair<'a>(
     k_storage: &'a Storage,
     k_layout: &candle_core::Layout,
     v_storage: &'a Storage,
     v_layout: &candle_core::Layout,
-) -> Result<CacheValues<(&'a [f32], &'a [f32]), (&'a [f16], &'a [f16])>> {
+) -> Result<CachePair<'a>> {
     match (
         cache_values(k_storage, k_layout, "keys")?,
         cache_values(v_storage, v_layout, "values")?,
@@ -375,24 +414,25 @@ fn cache_values<'a>(
     }
 }
 
-/// One row's head: its queries, the keys and values of its cache, the mask lines.
-struct Head<'a> {
+/// One row's head: its queries, the keys and values of its cache (f32, or f16 for
+/// [`crate::half_lines`]), the mask lines.
+pub(crate) struct Head<'a, E> {
     /// `queries × head_dim`.
-    queries: &'a [f32],
+    pub queries: &'a [f32],
     /// `columns × head_dim` each.
-    keys: &'a [f32],
-    values: &'a [f32],
+    pub keys: &'a [E],
+    pub values: &'a [E],
     /// `queries × columns`, 0 or -inf.
-    mask: Option<&'a [f32]>,
-    head_dim: usize,
-    scale: f32,
+    pub mask: Option<&'a [f32]>,
+    pub head_dim: usize,
+    pub scale: f32,
 }
 
 /// [`Head::attend`] as a `pulp` operation: compiled, inlined whole, for each vector width
 /// (AVX-512 or AVX2 with FMA where the CPU has them), and run at the CPU's. (A closure is not
 /// inlined into the dispatched function, and ran on 4-lane SSE: 12% of an answer's samples.)
 struct Attend<'a, 'b> {
-    head: Head<'a>,
+    head: Head<'a, f32>,
     out: &'b mut [f32],
 }
 
@@ -405,11 +445,19 @@ impl pulp::WithSimd for Attend<'_, '_> {
     }
 }
 
-impl Head<'_> {
-    /// Each query's attention into its line of `out` (`queries × head_dim`, zeros). A column
-    /// the mask hides is never read: its weight is exactly 0.
+impl<E> Head<'_, E> {
+    /// Each query's attention into its line of `out` (`queries × head_dim`, zeros), given the
+    /// two line operations on the cache's element type: `dot(query, key)` and
+    /// `add_scaled(out, weight, value)`. A column the mask hides is never read: its weight is
+    /// exactly 0. Inlined into each caller, so that the operations are compiled for the
+    /// caller's CPU features.
     #[inline(always)]
-    fn attend(&self, out: &mut [f32]) {
+    pub(crate) fn attend_with(
+        &self,
+        out: &mut [f32],
+        mut dot: impl FnMut(&[f32], &[E]) -> f32,
+        mut add_scaled: impl FnMut(&mut [f32], f32, &[E]),
+    ) {
         let hd = self.head_dim;
         let columns = self.keys.len() / hd.max(1);
         let mut scores = vec![0f32; columns];
@@ -433,12 +481,22 @@ impl Head<'_> {
             softmax(&mut scores);
             for (&weight, value) in scores.iter().zip(self.values.chunks_exact(hd)) {
                 if weight != 0.0 {
-                    for (o, x) in out.iter_mut().zip(value) {
-                        *o += weight * x;
-                    }
+                    add_scaled(out, weight, value);
                 }
             }
         }
+    }
+}
+
+impl Head<'_, f32> {
+    /// [`Head::attend_with`] on an f32 cache.
+    #[inline(always)]
+    fn attend(&self, out: &mut [f32]) {
+        self.attend_with(out, dot, |out, weight, value| {
+            for (o, x) in out.iter_mut().zip(value) {
+                *o += weight * x;
+            }
+        });
     }
 }
 
@@ -547,7 +605,7 @@ mod tests {
             let rounded = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
             let mut caches = vec![(&k32, &v32, k32.clone(), v32.clone(), F16Lines::Portable)];
             for lines in [F16Lines::Avx512, F16Lines::Avx2, F16Lines::Portable] {
-                if runs_here(lines) {
+                if lines.runs_here() {
                     caches.push((&k16, &v16, rounded(&k16), rounded(&v16), lines));
                 }
             }
@@ -578,13 +636,61 @@ mod tests {
         }
     }
 
-    /// Whether this CPU runs `lines` (the portable path runs anywhere).
-    fn runs_here(lines: F16Lines) -> bool {
-        let detected = F16Lines::detect();
-        match lines {
-            F16Lines::Portable => true,
-            F16Lines::Avx2 => detected.vectorized(),
-            F16Lines::Avx512 => detected == F16Lines::Avx512,
+    /// More query lines for one key/value head than a thread scores at once (two heads of
+    /// 70 queries: two tiles), causal, on both caches.
+    #[test]
+    fn a_long_prompt_pass_is_scored_in_tiles_as_one() {
+        let device = Device::Cpu;
+        let (rows, heads, kv_heads, head_dim, queries, capacity, columns) =
+            (2, 4, 2, 16, 70, 90, 80);
+        let shape = AttentionShape {
+            rows,
+            queries,
+            heads,
+            kv_heads,
+            head_dim,
+            columns,
+        };
+        let values = |count: usize, seed: u64, dims: &[usize]| {
+            Tensor::from_vec(crate::test_values::uniform(count, seed), dims, &device).unwrap()
+        };
+        let q = values(
+            rows * heads * queries * head_dim,
+            4,
+            &[rows, heads, queries, head_dim],
+        );
+        let cache = [rows, kv_heads, capacity, head_dim];
+        let (k, v) = (
+            values(cache.iter().product(), 5, &cache),
+            values(cache.iter().product(), 6, &cache),
+        );
+        let mask: Vec<f32> = (0..rows * queries * columns)
+            .map(|i| {
+                let (query, column) = (i / columns % queries, i % columns);
+                if column > columns - queries + query {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let mask = Tensor::from_vec(mask, (rows, 1, queries, columns), &device).unwrap();
+        for dtype in [DType::F32, DType::F16] {
+            let (k, v) = (k.to_dtype(dtype).unwrap(), v.to_dtype(dtype).unwrap());
+            let wide = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
+            let reference = candle_attention(&q, &wide(&k), &wide(&v), Some(&mask), shape).unwrap();
+            let ours = cpu_prompt_attention(&q, &k, &v, Some(&mask), shape).unwrap();
+            let difference = (ours - reference)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(difference < 1e-5, "{dtype:?}: {difference}");
         }
     }
 

@@ -21,10 +21,12 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use crate::cpu_attention::Head;
+
 /// The vector code that reads and writes f16 lines on this CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum F16Lines {
-    /// AVX-512 F: 16 values an instruction.
+    /// AVX-512 F (with AVX2, FMA and F16C, as every such CPU has): 16 values an instruction.
     Avx512,
     /// AVX2, FMA and F16C: 8 values an instruction.
     Avx2,
@@ -33,21 +35,33 @@ pub(crate) enum F16Lines {
 }
 
 impl F16Lines {
-    /// What this CPU runs.
+    /// What this CPU runs: the widest of the paths [`Self::runs_here`].
     pub(crate) fn detect() -> Self {
+        [Self::Avx512, Self::Avx2]
+            .into_iter()
+            .find(|lines| lines.runs_here())
+            .unwrap_or(Self::Portable)
+    }
+
+    /// Whether this CPU has every feature the path's code is compiled for (the detection is
+    /// cached by the standard library, so this is a few loads). The vector code runs only
+    /// where this is true, whatever path a caller asks for.
+    pub(crate) fn runs_here(self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                return Self::Avx512;
-            }
-            if std::arch::is_x86_feature_detected!("avx2")
+            let avx2 = std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
-                && std::arch::is_x86_feature_detected!("f16c")
-            {
-                return Self::Avx2;
+                && std::arch::is_x86_feature_detected!("f16c");
+            match self {
+                Self::Avx512 => avx2 && std::arch::is_x86_feature_detected!("avx512f"),
+                Self::Avx2 => avx2,
+                Self::Portable => true,
             }
         }
-        Self::Portable
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Self::Portable
+        }
     }
 
     /// Whether lines are read in vector registers, not through a conversion in memory.
@@ -65,7 +79,7 @@ pub(crate) fn widen(src: &[f16], dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         match F16Lines::detect() {
-            // SAFETY: `detect` found the features each function is compiled for.
+            // SAFETY: `detect` returns a path only where `runs_here` found its features.
             F16Lines::Avx512 => return unsafe { x86::widen_avx512(src, dst) },
             F16Lines::Avx2 => return unsafe { x86::widen_avx2(src, dst) },
             F16Lines::Portable => {}
@@ -74,34 +88,37 @@ pub(crate) fn widen(src: &[f16], dst: &mut [f32]) {
     src.convert_to_f32_slice(dst);
 }
 
-/// `dst[i] = src[i]` rounded to the nearest f16.
+/// `dst[i] = src[i]` rounded to the nearest f16, a magnitude past f16's largest (65504) kept
+/// at it: an infinity in the cache would make the prompt passes' products NaN (0 · ∞) where
+/// the f32 cache gave a number. `src` and `dst` are the same length (else the shorter's).
 pub(crate) fn narrow(src: &[f32], dst: &mut [f16]) {
-    dst.convert_from_f32_slice(src);
+    let largest = f16::MAX.to_f32();
+    let mut clamped = [0f32; 256];
+    for (src, dst) in src.chunks(clamped.len()).zip(dst.chunks_mut(clamped.len())) {
+        let n = src.len().min(dst.len());
+        for (c, &v) in clamped.iter_mut().zip(&src[..n]) {
+            *c = v.clamp(-largest, largest);
+        }
+        dst[..n].convert_from_f32_slice(&clamped[..n]);
+    }
 }
 
-/// One row's head of attention over an f16 cache: `queries × head_dim` queries against
-/// `columns × head_dim` keys and values, with `queries × columns` mask lines (0 or -inf).
-pub(crate) struct HalfHead<'a> {
-    pub queries: &'a [f32],
-    pub keys: &'a [f16],
-    pub values: &'a [f16],
-    pub mask: Option<&'a [f32]>,
-    pub head_dim: usize,
-    pub scale: f32,
-}
-
-impl HalfHead<'_> {
+impl Head<'_, f16> {
     /// Each query's attention into its line of `out` (`queries × head_dim`, zeros), on `lines`.
     /// A column the mask hides is never read.
     pub(crate) fn attend(&self, out: &mut [f32], lines: F16Lines) {
         #[cfg(target_arch = "x86_64")]
         {
-            if lines == F16Lines::Avx512 && self.head_dim.is_multiple_of(16) {
-                // SAFETY: `Avx512` is detected only where the CPU has AVX-512 F.
+            let vector = lines.vectorized() && F16Lines::Avx2.runs_here();
+            if lines == F16Lines::Avx512
+                && self.head_dim.is_multiple_of(16)
+                && F16Lines::Avx512.runs_here()
+            {
+                // SAFETY: the CPU has AVX-512 F (checked just above).
                 return unsafe { x86::attend_avx512(self, out) };
             }
-            if lines == F16Lines::Avx2 && self.head_dim.is_multiple_of(8) {
-                // SAFETY: `Avx2` is detected only where the CPU has AVX2, FMA and F16C.
+            if vector && self.head_dim.is_multiple_of(8) {
+                // SAFETY: the CPU has AVX2, FMA and F16C (checked just above).
                 return unsafe { x86::attend_avx2(self, out) };
             }
         }
@@ -112,8 +129,7 @@ impl HalfHead<'_> {
     /// [`Self::attend`] through `half`'s conversions, a line at a time.
     fn attend_portable(&self, out: &mut [f32]) {
         let (mut key_line, mut value_line) = (vec![0f32; self.head_dim], vec![0f32; self.head_dim]);
-        attend_lines(
-            self,
+        self.attend_with(
             out,
             |query, key| {
                 widen(key, &mut key_line);
@@ -126,45 +142,6 @@ impl HalfHead<'_> {
                 }
             },
         );
-    }
-}
-
-/// The attention of `head` into `out` given its two line operations: `dot(query, key)` and
-/// `add_scaled(out, weight, value)`. Inlined into each caller, so that the operations are
-/// compiled for the caller's CPU features.
-#[inline(always)]
-fn attend_lines(
-    head: &HalfHead<'_>,
-    out: &mut [f32],
-    mut dot: impl FnMut(&[f32], &[f16]) -> f32,
-    mut add_scaled: impl FnMut(&mut [f32], f32, &[f16]),
-) {
-    let hd = head.head_dim;
-    let columns = head.keys.len() / hd.max(1);
-    let mut scores = vec![0f32; columns];
-    for (index, (query, out)) in head
-        .queries
-        .chunks_exact(hd)
-        .zip(out.chunks_exact_mut(hd))
-        .enumerate()
-    {
-        let mask = head.mask.map(|m| &m[index * columns..][..columns]);
-        for (column, (score, key)) in scores
-            .iter_mut()
-            .zip(head.keys.chunks_exact(hd))
-            .enumerate()
-        {
-            *score = match mask.map(|m| m[column]) {
-                Some(hidden) if hidden == f32::NEG_INFINITY => f32::NEG_INFINITY,
-                hidden => dot(query, key) / head.scale + hidden.unwrap_or(0.0),
-            };
-        }
-        crate::cpu_attention::softmax(&mut scores);
-        for (&weight, value) in scores.iter().zip(head.values.chunks_exact(hd)) {
-            if weight != 0.0 {
-                add_scaled(out, weight, value);
-            }
-        }
     }
 }
 
@@ -182,7 +159,7 @@ mod x86 {
     use half::f16;
     use half::slice::HalfFloatSliceExt;
 
-    use super::{HalfHead, attend_lines};
+    use super::Head;
 
     /// [`super::widen`] on AVX-512 F.
     #[target_feature(enable = "avx512f")]
@@ -210,11 +187,10 @@ mod x86 {
         src_rest.convert_to_f32_slice(dst_rest);
     }
 
-    /// [`HalfHead::attend`] on AVX-512 F; `head_dim` a multiple of 16.
+    /// [`Head::attend`] on AVX-512 F; `head_dim` a multiple of 16.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn attend_avx512(head: &HalfHead<'_>, out: &mut [f32]) {
-        attend_lines(
-            head,
+    pub(super) unsafe fn attend_avx512(head: &Head<'_, f16>, out: &mut [f32]) {
+        head.attend_with(
             out,
             // SAFETY (both): this function runs only on AVX-512 F; every load and store is of
             // a whole 16-value chunk of the slices it reads.
@@ -247,11 +223,10 @@ mod x86 {
         }
     }
 
-    /// [`HalfHead::attend`] on AVX2 with FMA and F16C; `head_dim` a multiple of 8.
+    /// [`Head::attend`] on AVX2 with FMA and F16C; `head_dim` a multiple of 8.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn attend_avx2(head: &HalfHead<'_>, out: &mut [f32]) {
-        attend_lines(
-            head,
+    pub(super) unsafe fn attend_avx2(head: &Head<'_, f16>, out: &mut [f32]) {
+        head.attend_with(
             out,
             // SAFETY (both): this function runs only on AVX2, FMA and F16C; every load and
             // store is of a whole 8-value chunk of the slices it reads.
@@ -319,13 +294,35 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&ours), bits(&expected), "{len} values");
             #[cfg(target_arch = "x86_64")]
-            if F16Lines::detect().vectorized() {
+            if F16Lines::Avx2.runs_here() {
                 let mut avx2 = vec![7f32; len];
-                // SAFETY: `vectorized` means AVX2 and F16C at least.
+                // SAFETY: the CPU has AVX2 and F16C (checked just above).
                 unsafe { x86::widen_avx2(src, &mut avx2) };
                 assert_eq!(bits(&avx2), bits(&expected), "AVX2, {len} values");
             }
         }
+        // Narrowed: rounded to the nearest f16, and past f16's range kept at its largest.
+        let wide = [
+            1.0f32,
+            -2.5e-8,
+            70000.0,
+            -1e9,
+            65504.0,
+            f32::INFINITY,
+            1.2345,
+        ];
+        let mut half = [f16::ZERO; 7];
+        narrow(&wide, &mut half);
+        let expected = [1.0, -2.5e-8, 65504.0, -65504.0, 65504.0, 65504.0, 1.2345];
+        for (h, e) in half.iter().zip(expected) {
+            assert_eq!(*h, f16::from_f32(e));
+        }
+        let mut long = vec![f16::ZERO; 600];
+        narrow(&vec![2.0; 600], &mut long);
+        assert!(
+            long.iter().all(|&h| h == f16::from_f32(2.0)),
+            "past one chunk"
+        );
         // Slices of different lengths: the shorter one's length is converted.
         let mut short = [0f32; 3];
         widen(&values[..10], &mut short);

@@ -17,8 +17,9 @@
 //! - [`QuantizedLlama`]: the batched quantized Llama under it (per-row KV cache, positions and
 //!   attention masks), in candle's style; on AVX-512 VNNI CPUs its Q4_K and Q6_K matrices are
 //!   multiplied in `packed`, compact SIMD tiles of this crate, or by candle where its kernels
-//!   time faster at load ([`KernelChoice`]); on the CPU the attention of its decode steps in
-//!   `cpu_attention`, its cache rows forked, dropped and grown in `cache_rows`, and the
+//!   time faster at load ([`KernelChoice`]); on the CPU its attention in `cpu_attention`,
+//!   its KV cache in f16 where the CPU widens f16 in registers (`half_lines`,
+//!   [`CachePrecision`]), its cache rows forked, dropped and grown in `cache_rows`, and the
 //!   feed-forward gate in `packed` where its matrices are; everything else by candle.
 //! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
 //!   never yields a reflection token.

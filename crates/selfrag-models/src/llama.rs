@@ -565,8 +565,9 @@ impl Attention {
             columns: start + columns,
         };
         // On the CPU a decode step's attention reads the cache line by line; a prompt pass's
-        // many queries multiply as gemm products per (row, head) (a loop of dot products over
-        // them was 13% of an answer's samples, against about 5% for gemm). GPUs run candle's.
+        // many queries multiply as gemm products per (row, key/value head) (a loop of dot
+        // products over them was 13% of an answer's samples, against about 5% for gemm). GPUs
+        // run candle's.
         let y = if columns == 1 && q.device().is_cpu() {
             cpu_attention(
                 &q,
@@ -964,10 +965,14 @@ impl QuantizedLlama {
         self.cache_precision
     }
 
-    /// Holds keys and values in `precision` from the next batch on (off the CPU, f32 always).
-    /// Empties the cache.
+    /// Holds keys and values in `precision` from the next batch on (off the CPU, f32 always,
+    /// and [`Self::cache_precision`] says so). Empties the cache.
     pub fn set_cache_precision(&mut self, precision: CachePrecision) {
-        self.cache_precision = precision;
+        self.cache_precision = if self.device.is_cpu() {
+            precision
+        } else {
+            CachePrecision::F32
+        };
         self.clear_kv_cache();
     }
 

@@ -207,8 +207,12 @@ fn assert_greedy_matches_candle(
         if agree < ids.len() {
             let context = [p.as_slice(), &ids[..agree]].concat();
             let best = model.top_logprobs(&context, 2).unwrap();
+            let two_best = [best[0].0, best[1].0];
             assert!(
-                tolerance > 1e-3 && best[0].1 - best[1].1 < tolerance,
+                tolerance > 1e-3
+                    && best[0].1 - best[1].1 < tolerance
+                    && two_best.contains(&ids[agree])
+                    && two_best.contains(&our_ids[agree]),
                 "prompt of {} tokens: ids {our_ids:?} against candle's {ids:?}, our two best \
                  at step {agree}: {best:?}",
                 p.len()

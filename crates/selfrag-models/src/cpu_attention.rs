@@ -548,6 +548,20 @@ mod tests {
     use super::*;
     use candle_core::{DType, Device};
 
+    /// The largest absolute difference between two tensors of one shape.
+    fn largest_difference(ours: Tensor, reference: &Tensor) -> f32 {
+        (ours - reference)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
     #[test]
     fn attention_matches_candles_operations() {
         let device = Device::Cpu;
@@ -609,18 +623,6 @@ mod tests {
                     caches.push((&k16, &v16, rounded(&k16), rounded(&v16), lines));
                 }
             }
-            let largest_difference = |ours: Tensor, reference: &Tensor| {
-                (ours - reference)
-                    .unwrap()
-                    .abs()
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .max(0)
-                    .unwrap()
-                    .to_scalar::<f32>()
-                    .unwrap()
-            };
             for mask in masks {
                 for (k, v, k_ref, v_ref, lines) in &caches {
                     let reference = candle_attention(&q, k_ref, v_ref, mask, shape).unwrap();
@@ -680,16 +682,7 @@ mod tests {
             let wide = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
             let reference = candle_attention(&q, &wide(&k), &wide(&v), Some(&mask), shape).unwrap();
             let ours = cpu_prompt_attention(&q, &k, &v, Some(&mask), shape).unwrap();
-            let difference = (ours - reference)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let difference = largest_difference(ours, &reference);
             assert!(difference < 1e-5, "{dtype:?}: {difference}");
         }
     }

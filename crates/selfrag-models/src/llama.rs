@@ -446,19 +446,25 @@ impl CachePrecision {
 
     /// What [`Self::ENV`] asks for on `device`, or the default where it is unset or empty.
     pub fn from_env(device: &Device) -> std::result::Result<Self, String> {
-        let env = Self::ENV;
-        match std::env::var(env) {
-            Ok(value) => match value.trim().to_ascii_lowercase().as_str() {
-                "" => Ok(Self::default_for(device)),
-                "f16" => Ok(Self::F16),
-                "f32" => Ok(Self::F32),
-                other => Err(format!(
-                    "{env} is `{other}`; set it to f16 or f32, or unset it"
-                )),
-            },
+        match std::env::var(Self::ENV) {
+            Ok(value) => Self::parse(&value, device),
             Err(std::env::VarError::NotPresent) => Ok(Self::default_for(device)),
             Err(std::env::VarError::NotUnicode(_)) => Err(format!(
-                "{env} is not valid text; set it to f16 or f32, or unset it"
+                "{} is not valid text; set it to f16 or f32, or unset it",
+                Self::ENV
+            )),
+        }
+    }
+
+    /// [`Self::ENV`]'s `value` on `device`: `f16`, `f32`, or empty for the default.
+    fn parse(value: &str, device: &Device) -> std::result::Result<Self, String> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" => Ok(Self::default_for(device)),
+            "f16" => Ok(Self::F16),
+            "f32" => Ok(Self::F32),
+            other => Err(format!(
+                "{} is `{other}`; set it to f16 or f32, or unset it",
+                Self::ENV
             )),
         }
     }
@@ -1286,6 +1292,25 @@ impl QuantizedLlama {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_setting_reads_f16_f32_or_nothing_and_names_itself_otherwise() {
+        let cpu = Device::Cpu;
+        assert_eq!(
+            CachePrecision::parse(" F32 ", &cpu),
+            Ok(CachePrecision::F32)
+        );
+        assert_eq!(CachePrecision::parse("f16", &cpu), Ok(CachePrecision::F16));
+        assert_eq!(
+            CachePrecision::parse("", &cpu),
+            Ok(CachePrecision::default_for(&cpu))
+        );
+        let wrong = CachePrecision::parse("bf16", &cpu).unwrap_err();
+        assert!(
+            wrong.contains("SELFRAG_KV_CACHE") && wrong.contains("bf16"),
+            "{wrong}"
+        );
+    }
 
     fn state(attend: &[bool]) -> RowState {
         RowState {

@@ -347,6 +347,15 @@ fn with_local_models<'a>(
         .env_remove("SELFRAG_GENERATOR_API_KEY")
 }
 
+/// `cmd` on the library in `data`, with the embedder `embedder` on the CPU and no generator:
+/// for the benchmarks that index and search.
+fn library_only<'a>(cmd: &'a mut Command, data: &Path, embedder: &Path) -> &'a mut Command {
+    cmd.env("SELFRAG_DATA_DIR", data)
+        .env("SELFRAG_EMBEDDER", embedder)
+        .env("SELFRAG_GENERATOR", "")
+        .env("SELFRAG_DEVICE", "cpu")
+}
+
 /// The benchmark's Python: a private venv with torch and transformers, created and filled on
 /// first use (llama-cpp-python is added by [`install_llama_cpp_python`] for the sections that
 /// run it).

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use super::{Bench, json_number, median, verdict};
+use super::{Bench, json_number, library_only, median, verdict};
 
 const PDF_FILES: usize = 20;
 const PDF_PAGES: usize = 20;
@@ -110,16 +110,16 @@ pub(super) fn index(bench: &Bench) -> Result<String> {
     let data = scratch.join("data");
     let t = Instant::now();
     let out = bench.output(
-        Command::new("python3")
-            .arg(bench.root.join("scripts/bench/peak_rss.py"))
-            .arg(&selfrag)
-            .arg("index")
-            .arg(&corpus)
-            .env("SELFRAG_DATA_DIR", &data)
-            .env("SELFRAG_EMBEDDER", &minilm)
-            .env("SELFRAG_GENERATOR", "")
-            .env("SELFRAG_DEVICE", "cpu")
-            .stderr(Stdio::null()),
+        library_only(
+            Command::new("python3")
+                .arg(bench.root.join("scripts/bench/peak_rss.py"))
+                .arg(&selfrag)
+                .arg("index")
+                .arg(&corpus),
+            &data,
+            &minilm,
+        )
+        .stderr(Stdio::null()),
         "selfrag index (the small files)",
     )?;
     let seconds = t.elapsed().as_secs_f64();
@@ -158,21 +158,19 @@ fn long_file(bench: &Bench, scratch: &std::path::Path) -> Result<String> {
         let data = scratch.join(format!("long-{round}"));
         let _ = std::fs::remove_dir_all(&data);
         let t = Instant::now();
-        let mut child = Command::new(bench.binary("selfrag"))
-            .arg("index")
-            .arg(&pdf)
-            .env("SELFRAG_DATA_DIR", &data)
-            .env("SELFRAG_EMBEDDER", &bert)
-            .env("SELFRAG_GENERATOR", "")
-            .env("SELFRAG_DEVICE", "cpu")
-            .env("SELFRAG_LOG", "error")
-            .env("RAYON_NUM_THREADS", bench.threads.to_string())
-            .env("OMP_NUM_THREADS", bench.threads.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting selfrag index (the long PDF)")?;
+        let mut child = library_only(
+            Command::new(bench.binary("selfrag")).arg("index").arg(&pdf),
+            &data,
+            &bert,
+        )
+        .env("SELFRAG_LOG", "error")
+        .env("RAYON_NUM_THREADS", bench.threads.to_string())
+        .env("OMP_NUM_THREADS", bench.threads.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting selfrag index (the long PDF)")?;
         let stderr = child
             .stderr
             .take()

@@ -160,10 +160,7 @@ fn real_library(bench: &Bench, scratch: &Path) -> Result<String> {
     let minilm = crate::minilm_dir()?;
     let selfrag = bench.binary("selfrag");
     let with_library = |cmd: &mut Command| {
-        cmd.env("SELFRAG_DATA_DIR", &data)
-            .env("SELFRAG_EMBEDDER", &minilm)
-            .env("SELFRAG_GENERATOR", "")
-            .env("SELFRAG_DEVICE", "cpu");
+        super::library_only(cmd, &data, &minilm);
     };
     eprintln!("  real library: indexing PDFs of the papers corpus…");
     let t = Instant::now();

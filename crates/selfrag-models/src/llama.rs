@@ -1240,11 +1240,8 @@ impl QuantizedLlama {
     /// Makes room for `columns` columns in a cache of `rows` rows, creating it if needed.
     fn ensure_capacity(&mut self, rows: usize, columns: usize) -> Result<()> {
         let c = &self.config;
-        let dtype = if self.device.is_cpu() {
-            self.cache_precision.dtype()
-        } else {
-            DType::F32
-        };
+        // f32 off the CPU: `set_cache_precision` and `default_for` see to it.
+        let dtype = self.cache_precision.dtype();
         let zeros = |capacity: usize| {
             Tensor::zeros(
                 (rows, c.head_count_kv, capacity, c.head_dim),

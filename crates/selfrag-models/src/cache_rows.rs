@@ -1,8 +1,10 @@
 //! Rows of the generator's KV cache forked, dropped and regrown on the CPU, copying only the
 //! columns that hold keys and values.
 //!
-//! A cache tensor is `[rows, kv_heads, capacity, head_dim]`, f32 or f16 ([`crate::llama`]), and only
-//! its first `columns` columns are filled: the rest is reserved for the tokens still to come.
+//! A cache tensor is `[rows, kv_heads, capacity, line]`, f32 or f16 lines of `head_dim` values,
+//! or `u8` lines of the bytes of their 8-bit blocks ([`crate::llama`], [`crate::cache_lines`]),
+//! and only its first `columns` columns are filled: the rest is reserved for the tokens still to
+//! come.
 //! Candle's `index_select` and `cat` copy the whole capacity, into memory never touched before.
 //! Profiled at K = 5 on the 8-block 7B-shaped model, forking the shared prompt's one row into
 //! five and then dropping each finished candidate copied the five rows' whole caches again and
@@ -15,16 +17,16 @@
 //!   memory at all).
 //!
 //! - [`write_columns`] writes a pass's new keys or values (f32) into a cache's columns at
-//!   their place, rounded to f16 where the cache holds f16.
+//!   their place, rounded to f16 or stored in 8-bit blocks where the cache holds those.
 //!
-//! A cache is f32 or f16 ([`crate::half_lines`]). All three are candle in-place operations on
-//! the CPU storage; other devices keep candle's operations (`QuantizedLlama` chooses).
+//! All three are candle in-place operations on the CPU storage; other devices keep candle's
+//! operations and an f32 cache (`QuantizedLlama` chooses).
 
 use std::ops::Range;
 
 use candle_core::{CpuStorage, InplaceOp1, InplaceOp2, Layout, Result, Tensor};
 
-use crate::half_lines::narrow;
+use crate::cache_lines::{narrow, q8_line_bytes, quantize_q8};
 
 /// Where one cache tensor's filled columns lie in its storage.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,14 +36,15 @@ struct Filled {
     rows: usize,
     heads: usize,
     capacity: usize,
-    head_dim: usize,
+    /// Elements of one column's line.
+    line: usize,
     /// Filled columns of every row.
     columns: usize,
 }
 
 impl Filled {
     fn of(layout: &Layout, columns: usize) -> Result<Self> {
-        let &[rows, heads, capacity, head_dim] = layout.dims() else {
+        let &[rows, heads, capacity, line] = layout.dims() else {
             candle_core::bail!("a KV cache has 4 dimensions, not {:?}", layout.dims());
         };
         let Some((start, _)) = layout.contiguous_offsets() else {
@@ -55,15 +58,15 @@ impl Filled {
             rows,
             heads,
             capacity,
-            head_dim,
+            line,
             columns,
         })
     }
 
     /// The filled columns of head `head` of row `row`, as storage indices.
     fn range(&self, row: usize, head: usize) -> Range<usize> {
-        let at = self.start + (row * self.heads + head) * self.capacity * self.head_dim;
-        at..at + self.columns * self.head_dim
+        let at = self.start + (row * self.heads + head) * self.capacity * self.line;
+        at..at + self.columns * self.line
     }
 }
 
@@ -87,7 +90,7 @@ impl InplaceOp2 for GatherRows<'_> {
         l2: &Layout,
     ) -> Result<()> {
         let (to, of) = (Filled::of(l1, self.columns)?, Filled::of(l2, self.columns)?);
-        if (to.heads, to.head_dim) != (of.heads, of.head_dim) || to.rows != self.from.len() {
+        if (to.heads, to.line) != (of.heads, of.line) || to.rows != self.from.len() {
             candle_core::bail!("cannot gather rows {:?} of {of:?} into {to:?}", self.from);
         }
         if let Some(row) = self.from.iter().find(|&&row| row >= of.rows) {
@@ -96,7 +99,8 @@ impl InplaceOp2 for GatherRows<'_> {
         match (s1, s2) {
             (CpuStorage::F32(dst), CpuStorage::F32(src)) => self.gather(dst, &to, src, &of),
             (CpuStorage::F16(dst), CpuStorage::F16(src)) => self.gather(dst, &to, src, &of),
-            _ => candle_core::bail!("a KV cache is f32 or f16, both tensors alike"),
+            (CpuStorage::U8(dst), CpuStorage::U8(src)) => self.gather(dst, &to, src, &of),
+            _ => candle_core::bail!("a KV cache is f32, f16 or 8-bit, both tensors alike"),
         }
         Ok(())
     }
@@ -138,7 +142,8 @@ impl InplaceOp1 for CompactRows<'_> {
         match storage {
             CpuStorage::F32(data) => self.compact(data, &filled),
             CpuStorage::F16(data) => self.compact(data, &filled),
-            _ => candle_core::bail!("a KV cache is f32 or f16"),
+            CpuStorage::U8(data) => self.compact(data, &filled),
+            _ => candle_core::bail!("a KV cache is f32, f16 or 8-bit"),
         }
         Ok(())
     }
@@ -180,7 +185,12 @@ impl InplaceOp2 for WriteColumns {
         let (Some((src_start, _)), CpuStorage::F32(src)) = (l2.contiguous_offsets(), s2) else {
             candle_core::bail!("new cache columns are contiguous f32");
         };
-        if (rows, heads, head_dim) != (cache.rows, cache.heads, cache.head_dim)
+        // A line of an 8-bit cache is the bytes of its blocks.
+        let line = match s1 {
+            CpuStorage::U8(_) => q8_line_bytes(head_dim),
+            _ => Some(head_dim),
+        };
+        if (rows, heads, line) != (cache.rows, cache.heads, Some(cache.line))
             || self.start + new > cache.capacity
         {
             candle_core::bail!(
@@ -189,18 +199,19 @@ impl InplaceOp2 for WriteColumns {
                 self.start
             );
         }
-        let line = new * head_dim;
+        let values = new * head_dim;
         let at = |row: usize, head: usize| {
-            cache.start + ((row * heads + head) * cache.capacity + self.start) * head_dim
+            cache.start + ((row * heads + head) * cache.capacity + self.start) * cache.line
         };
         for row in 0..rows {
             for head in 0..heads {
-                let from = &src[src_start + (row * heads + head) * line..][..line];
-                let to = at(row, head)..at(row, head) + line;
+                let from = &src[src_start + (row * heads + head) * values..][..values];
+                let to = at(row, head)..at(row, head) + new * cache.line;
                 match &mut *s1 {
                     CpuStorage::F32(dst) => dst[to].copy_from_slice(from),
                     CpuStorage::F16(dst) => narrow(from, &mut dst[to]),
-                    _ => candle_core::bail!("a KV cache is f32 or f16"),
+                    CpuStorage::U8(dst) => quantize_q8(from, &mut dst[to]),
+                    _ => candle_core::bail!("a KV cache is f32, f16 or 8-bit"),
                 }
             }
         }
@@ -216,9 +227,9 @@ pub(crate) fn gather_rows(
     columns: usize,
     capacity: usize,
 ) -> Result<Tensor> {
-    let (_, heads, _, head_dim) = cache.dims4()?;
+    let (_, heads, _, line) = cache.dims4()?;
     let gathered = Tensor::zeros(
-        (from.len(), heads, capacity, head_dim),
+        (from.len(), heads, capacity, line),
         cache.dtype(),
         cache.device(),
     )?;
@@ -340,6 +351,40 @@ mod tests {
                 )
                 .is_err()
         );
+    }
+
+    #[test]
+    fn an_8_bit_cache_is_written_in_blocks_and_forked_and_kept_like_f32() {
+        // New columns of a pass (2 rows, 2 heads, 3 columns of 64 values) written at column 2.
+        let new = Tensor::from_vec(
+            crate::test_values::uniform(2 * 2 * 3 * 64, 11),
+            (2, 2, 3, 64),
+            &Device::Cpu,
+        )
+        .unwrap();
+        let line = q8_line_bytes(64).unwrap();
+        let cache = Tensor::zeros((2, 2, 6, line), DType::U8, &Device::Cpu).unwrap();
+        write_columns(&cache, &new, 2).unwrap();
+        let (expected, _) = crate::cache_lines::q8_cache(&new);
+        let bytes = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<u8>().unwrap();
+        assert_eq!(bytes(&cache.narrow(2, 2, 3).unwrap()), bytes(&expected));
+        assert!(
+            bytes(&cache.narrow(2, 0, 2).unwrap())
+                .iter()
+                .all(|&b| b == 0),
+            "the columns before are untouched"
+        );
+        // Forked and kept as an f32 cache is.
+        let forked = gather_rows(&cache, &[1, 1, 0], 5, 6).unwrap();
+        assert_eq!(forked.dims(), &[3, 2, 6, line]);
+        let row = |t: &Tensor, r: usize| bytes(&t.i(r).unwrap().narrow(1, 0, 5).unwrap());
+        assert_eq!(row(&forked, 0), row(&cache, 1));
+        assert_eq!(row(&forked, 2), row(&cache, 0));
+        let kept = keep_rows(&forked, &[2], 5).unwrap();
+        assert_eq!(row(&kept, 0), row(&cache, 0));
+        // A line that is not the new columns' blocks is refused.
+        let narrow = Tensor::zeros((2, 2, 6, line - 1), DType::U8, &Device::Cpu).unwrap();
+        assert!(write_columns(&narrow, &new, 2).is_err());
     }
 
     #[test]

@@ -13,13 +13,15 @@
 //! above they were 13% of an answer's samples, against about 5% for gemm): per (row, key/value
 //! head) on the same pool, two single-threaded gemm products. Every pass on a GPU runs as
 //! candle's batched products ([`candle_attention`], with the same contract), which is also the
-//! tests' reference. The cache may hold f16 ([`crate::half_lines`]).
+//! tests' reference. The cache may hold f16 ([`crate::cache_lines`]).
 
 use candle_core::{Result, Storage, Tensor};
 
 use half::f16;
 
-use crate::half_lines::{F16Lines, widen};
+use crate::cache_lines::{
+    CacheSimd, Q8_BLOCK, Q8_BLOCK_BYTES, dequantize_q8, q8_line_bytes, widen,
+};
 use crate::packed::for_each_chunk;
 use crate::strided::{View, strided_matmul};
 
@@ -39,17 +41,18 @@ pub(crate) struct AttentionShape {
 
 /// `softmax(q · kᵀ / √head_dim + mask) · v` for each row and head, as `[rows, heads, queries,
 /// head_dim]`. `q` is `[rows, heads, queries, head_dim]`, `k` and `v` the whole cache (`[rows,
-/// kv_heads, capacity, head_dim]`, of which the first `columns` columns are read), `mask`
+/// kv_heads, capacity, line]`, of which the first `columns` columns are read), `mask`
 /// (`[rows, 1, queries, columns]`, 0 or -inf) `None` where every query sees every column. All
-/// contiguous, on the CPU, and f32 but for the keys and values, which may be f16 both
-/// ([`crate::half_lines`], on `lines`); anything else is an error.
+/// contiguous, on the CPU, and f32 but for the keys and values, which may be f16 both, or both
+/// `u8` lines of 8-bit blocks ([`crate::cache_lines`], on `lines`); a `line` is `head_dim`
+/// values, or the bytes of their blocks. Anything else is an error.
 pub(crate) fn cpu_attention(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     mask: Option<&Tensor>,
     shape: AttentionShape,
-    lines: F16Lines,
+    lines: CacheSimd,
 ) -> Result<Tensor> {
     let AttentionShape {
         rows,
@@ -74,9 +77,10 @@ pub(crate) fn cpu_attention(
         // One chunk per (row, head): its `queries` lines of `head_dim` outputs.
         for_each_chunk(&mut out, queries * head_dim, |item, out| {
             let (row, head) = (item / heads, item % heads);
-            // The row's cache of this head's key/value head: `capacity` lines of `head_dim`.
-            let at = (row * kv_heads + head / group) * capacity * head_dim;
-            let filled = at..at + columns * head_dim;
+            // The row's cache of this head's key/value head: `capacity` lines.
+            let line = cache.line_len(head_dim);
+            let at = (row * kv_heads + head / group) * capacity * line;
+            let filled = at..at + columns * line;
             let head_queries = &query_values[item * queries * head_dim..][..queries * head_dim];
             let mask = mask.map(|m| &m[row * queries * columns..][..queries * columns]);
             match cache {
@@ -92,6 +96,15 @@ pub(crate) fn cpu_attention(
                     arch.dispatch(Attend { head, out });
                 }
                 CacheValues::F16((keys, values)) => Head {
+                    queries: head_queries,
+                    keys: &keys[filled.clone()],
+                    values: &values[filled],
+                    mask,
+                    head_dim,
+                    scale,
+                }
+                .attend(out, lines),
+                CacheValues::Q8((keys, values)) => Head {
                     queries: head_queries,
                     keys: &keys[filled.clone()],
                     values: &values[filled],
@@ -124,8 +137,13 @@ fn check(
         columns,
     } = shape;
     let capacity = k.dim(2)?;
+    // A line of an 8-bit cache is the bytes of its blocks.
+    let line = match k.dtype() {
+        candle_core::DType::U8 => q8_line_bytes(head_dim),
+        _ => Some(head_dim),
+    };
     if q.dims() != [rows, heads, queries, head_dim]
-        || k.dims() != [rows, kv_heads, capacity, head_dim]
+        || line.is_none_or(|line| k.dims() != [rows, kv_heads, capacity, line])
         || v.dims() != k.dims()
         || columns > capacity
         || queries > columns
@@ -148,8 +166,8 @@ fn check(
 /// [`cpu_attention`] for a prompt pass's many queries: per (row, key/value head) on candle's
 /// thread pool, the query lines of the heads that share it times the filled keys as one gemm
 /// product on the calling thread (`strided_matmul`), the mask and softmax, and the weights
-/// times the values as another. An f16 cache's keys and values of that head are widened into
-/// the thread's own buffers first, where they stay in its cache for both products.
+/// times the values as another. An f16 or 8-bit cache's keys and values of that head are
+/// widened into the thread's own buffers first, where they stay in its cache for both products.
 ///
 /// Candle's batched products had run these as gemm calls parallelised on rayon's threads, next
 /// to candle's own pool, whose waiting thread spun on the second core meanwhile; and an f16
@@ -186,8 +204,9 @@ pub(crate) fn cpu_prompt_attention(
         // One chunk per (row, key/value head): its heads' `lines` lines of `head_dim` outputs.
         for_each_chunk(&mut out, lines * head_dim, |item, out| {
             let row = item / kv_heads;
-            let at = item * capacity * head_dim;
-            let filled = at..at + columns * head_dim;
+            let line = cache.line_len(head_dim);
+            let at = item * capacity * line;
+            let filled = at..at + columns * line;
             let head_queries = &query_values[item * lines * head_dim..][..lines * head_dim];
             let mask = mask.map(|m| &m[row * queries * columns..][..queries * columns]);
             let done = PROMPT_SCRATCH.with(|scratch| {
@@ -204,6 +223,13 @@ pub(crate) fn cpu_prompt_attention(
                         values.resize(filled.len(), 0.0);
                         widen(&k[filled.clone()], keys);
                         widen(&v[filled], values);
+                        (keys, values)
+                    }
+                    CacheValues::Q8((k, v)) => {
+                        keys.resize(columns * head_dim, 0.0);
+                        values.resize(columns * head_dim, 0.0);
+                        dequantize_q8(&k[filled.clone()], keys);
+                        dequantize_q8(&v[filled], values);
                         (keys, values)
                     }
                 };
@@ -338,11 +364,13 @@ fn f32_values<'a>(
     }
 }
 
-/// A KV cache tensor's values, or a pair of them, in either precision.
+/// A KV cache tensor's values, or a pair of them, in any of its precisions.
 #[derive(Clone, Copy)]
-enum CacheValues<T32, T16> {
+enum CacheValues<T32, T16, T8> {
     F32(T32),
     F16(T16),
+    /// The bytes of lines of 8-bit blocks.
+    Q8(T8),
 }
 
 /// The values of the attention's inputs, borrowed from their CPU storage.
@@ -353,8 +381,20 @@ struct Inputs<'a> {
     mask: Option<&'a [f32]>,
 }
 
-/// A cache's keys and values, both f32 or both f16.
-type CachePair<'a> = CacheValues<(&'a [f32], &'a [f32]), (&'a [f16], &'a [f16])>;
+/// A cache's keys and values, both of one precision.
+type CachePair<'a> =
+    CacheValues<(&'a [f32], &'a [f32]), (&'a [f16], &'a [f16]), (&'a [u8], &'a [u8])>;
+
+impl CachePair<'_> {
+    /// Elements of one cache line of `head_dim` values.
+    fn line_len(&self, head_dim: usize) -> usize {
+        match self {
+            Self::F32(_) => f32::line_len(head_dim),
+            Self::F16(_) => f16::line_len(head_dim),
+            Self::Q8(_) => u8::line_len(head_dim),
+        }
+    }
+}
 
 /// Runs `work` on the values of `q`, `k`, `v` and `mask` (see [`cpu_attention`] for what each
 /// may be; anything else is an error).
@@ -380,7 +420,7 @@ fn with_inputs<R>(
     Ok(work(&inputs))
 }
 
-/// The keys' and values' slices of a contiguous CPU cache, both f32 or both f16.
+/// The keys' and values' slices of a contiguous CPU cache, both of one precision.
 fn cache_pair<'a>(
     k_storage: &'a Storage,
     k_layout: &candle_core::Layout,
@@ -393,16 +433,17 @@ fn cache_pair<'a>(
     ) {
         (CacheValues::F32(keys), CacheValues::F32(values)) => Ok(CacheValues::F32((keys, values))),
         (CacheValues::F16(keys), CacheValues::F16(values)) => Ok(CacheValues::F16((keys, values))),
+        (CacheValues::Q8(keys), CacheValues::Q8(values)) => Ok(CacheValues::Q8((keys, values))),
         _ => candle_core::bail!("attention: the keys and values differ in type"),
     }
 }
 
-/// The f32 or f16 values of a contiguous CPU cache tensor.
+/// The f32, f16 or 8-bit values of a contiguous CPU cache tensor.
 fn cache_values<'a>(
     storage: &'a Storage,
     layout: &candle_core::Layout,
     what: &str,
-) -> Result<CacheValues<&'a [f32], &'a [f16]>> {
+) -> Result<CacheValues<&'a [f32], &'a [f16], &'a [u8]>> {
     match (storage, layout.contiguous_offsets()) {
         (Storage::Cpu(candle_core::CpuStorage::F32(values)), Some((start, end))) => {
             Ok(CacheValues::F32(&values[start..end]))
@@ -410,16 +451,46 @@ fn cache_values<'a>(
         (Storage::Cpu(candle_core::CpuStorage::F16(values)), Some((start, end))) => {
             Ok(CacheValues::F16(&values[start..end]))
         }
-        _ => candle_core::bail!("attention: the {what} are not contiguous f32 or f16 on the CPU"),
+        (Storage::Cpu(candle_core::CpuStorage::U8(values)), Some((start, end))) => {
+            Ok(CacheValues::Q8(&values[start..end]))
+        }
+        _ => candle_core::bail!(
+            "attention: the {what} are not contiguous f32, f16 or 8-bit blocks on the CPU"
+        ),
     }
 }
 
-/// One row's head: its queries, the keys and values of its cache (f32, or f16 for
-/// [`crate::half_lines`]), the mask lines.
+/// An element of a cache line: an f32 or f16 is one value, a `u8` one byte of a line's 8-bit
+/// blocks ([`crate::cache_lines::quantize_q8`]).
+pub(crate) trait CacheElement {
+    /// Elements of a line of `head_dim` values.
+    fn line_len(head_dim: usize) -> usize;
+}
+
+impl CacheElement for f32 {
+    fn line_len(head_dim: usize) -> usize {
+        head_dim
+    }
+}
+
+impl CacheElement for f16 {
+    fn line_len(head_dim: usize) -> usize {
+        head_dim
+    }
+}
+
+impl CacheElement for u8 {
+    fn line_len(head_dim: usize) -> usize {
+        head_dim / Q8_BLOCK * Q8_BLOCK_BYTES
+    }
+}
+
+/// One row's head: its queries, the keys and values of its cache (f32, or f16 or 8-bit lines
+/// for [`crate::cache_lines`]), the mask lines.
 pub(crate) struct Head<'a, E> {
     /// `queries × head_dim`.
     pub queries: &'a [f32],
-    /// `columns × head_dim` each.
+    /// `columns` lines each.
     pub keys: &'a [E],
     pub values: &'a [E],
     /// `queries × columns`, 0 or -inf.
@@ -445,7 +516,7 @@ impl pulp::WithSimd for Attend<'_, '_> {
     }
 }
 
-impl<E> Head<'_, E> {
+impl<E: CacheElement> Head<'_, E> {
     /// Each query's attention into its line of `out` (`queries × head_dim`, zeros), given the
     /// two line operations on the cache's element type: `dot(query, key)` and
     /// `add_scaled(out, weight, value)`. A column the mask hides is never read: its weight is
@@ -459,7 +530,8 @@ impl<E> Head<'_, E> {
         mut add_scaled: impl FnMut(&mut [f32], f32, &[E]),
     ) {
         let hd = self.head_dim;
-        let columns = self.keys.len() / hd.max(1);
+        let line = E::line_len(hd).max(1);
+        let columns = self.keys.len() / line;
         let mut scores = vec![0f32; columns];
         for (index, (query, out)) in self
             .queries
@@ -470,7 +542,7 @@ impl<E> Head<'_, E> {
             let mask = self.mask.map(|m| &m[index * columns..][..columns]);
             for (column, (score, key)) in scores
                 .iter_mut()
-                .zip(self.keys.chunks_exact(hd))
+                .zip(self.keys.chunks_exact(line))
                 .enumerate()
             {
                 *score = match mask.map(|m| m[column]) {
@@ -479,7 +551,7 @@ impl<E> Head<'_, E> {
                 };
             }
             softmax(&mut scores);
-            for (&weight, value) in scores.iter().zip(self.values.chunks_exact(hd)) {
+            for (&weight, value) in scores.iter().zip(self.values.chunks_exact(line)) {
                 if weight != 0.0 {
                     add_scaled(out, weight, value);
                 }
@@ -617,12 +689,31 @@ mod tests {
                 v32.to_dtype(DType::F16).unwrap(),
             );
             let rounded = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
-            let mut caches = vec![(&k32, &v32, k32.clone(), v32.clone(), F16Lines::Portable)];
-            for lines in [F16Lines::Avx512, F16Lines::Avx2, F16Lines::Portable] {
+            // And an 8-bit cache where a head is a whole number of blocks, against the values
+            // its blocks hold.
+            let ((k8, k8_values), (v8, v8_values)) = if head_dim % 32 == 0 {
+                (
+                    crate::cache_lines::q8_cache(&k32),
+                    crate::cache_lines::q8_cache(&v32),
+                )
+            } else {
+                ((k32.clone(), k32.clone()), (v32.clone(), v32.clone()))
+            };
+            let mut caches = vec![(&k32, &v32, k32.clone(), v32.clone(), CacheSimd::Portable)];
+            for lines in [CacheSimd::Avx512, CacheSimd::Avx2, CacheSimd::Portable] {
                 if lines.runs_here() {
                     caches.push((&k16, &v16, rounded(&k16), rounded(&v16), lines));
+                    if head_dim % 32 == 0 {
+                        caches.push((&k8, &v8, k8_values.clone(), v8_values.clone(), lines));
+                    }
                 }
             }
+            let eight_bit = caches.iter().filter(|c| c.0.dtype() == DType::U8).count();
+            assert_eq!(
+                eight_bit > 0,
+                head_dim % 32 == 0,
+                "an 8-bit cache for whole blocks"
+            );
             for mask in masks {
                 for (k, v, k_ref, v_ref, lines) in &caches {
                     let reference = candle_attention(&q, k_ref, v_ref, mask, shape).unwrap();
@@ -639,12 +730,12 @@ mod tests {
     }
 
     /// More query lines for one key/value head than a thread scores at once (two heads of
-    /// 70 queries: two tiles), causal, on both caches.
+    /// 70 queries: two tiles), causal, on every cache.
     #[test]
     fn a_long_prompt_pass_is_scored_in_tiles_as_one() {
         let device = Device::Cpu;
         let (rows, heads, kv_heads, head_dim, queries, capacity, columns) =
-            (2, 4, 2, 16, 70, 90, 80);
+            (2, 4, 2, 32, 70, 90, 80);
         let shape = AttentionShape {
             rows,
             queries,
@@ -677,13 +768,24 @@ mod tests {
             })
             .collect();
         let mask = Tensor::from_vec(mask, (rows, 1, queries, columns), &device).unwrap();
-        for dtype in [DType::F32, DType::F16] {
-            let (k, v) = (k.to_dtype(dtype).unwrap(), v.to_dtype(dtype).unwrap());
-            let wide = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
-            let reference = candle_attention(&q, &wide(&k), &wide(&v), Some(&mask), shape).unwrap();
-            let ours = cpu_prompt_attention(&q, &k, &v, Some(&mask), shape).unwrap();
+        let wide = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
+        let mut caches: Vec<_> = [DType::F32, DType::F16]
+            .into_iter()
+            .map(|dtype| {
+                let (k, v) = (k.to_dtype(dtype).unwrap(), v.to_dtype(dtype).unwrap());
+                ((wide(&k), wide(&v)), (k, v))
+            })
+            .collect();
+        let ((k8, k8_values), (v8, v8_values)) = (
+            crate::cache_lines::q8_cache(&k),
+            crate::cache_lines::q8_cache(&v),
+        );
+        caches.push(((k8_values, v8_values), (k8, v8)));
+        for ((k_ref, v_ref), (k, v)) in &caches {
+            let reference = candle_attention(&q, k_ref, v_ref, Some(&mask), shape).unwrap();
+            let ours = cpu_prompt_attention(&q, k, v, Some(&mask), shape).unwrap();
             let difference = largest_difference(ours, &reference);
-            assert!(difference < 1e-5, "{dtype:?}: {difference}");
+            assert!(difference < 1e-5, "{:?}: {difference}", k.dtype());
         }
     }
 
@@ -704,19 +806,19 @@ mod tests {
             zeros(&[2, 2, 10, 8]),
             zeros(&[2, 2, 10, 8]),
         );
-        assert!(cpu_attention(&q, &k, &v, None, shape, F16Lines::Portable).is_ok());
+        assert!(cpu_attention(&q, &k, &v, None, shape, CacheSimd::Portable).is_ok());
         let longer = AttentionShape {
             columns: 11,
             ..shape
         };
-        assert!(cpu_attention(&q, &k, &v, None, longer, F16Lines::Portable).is_err());
+        assert!(cpu_attention(&q, &k, &v, None, longer, CacheSimd::Portable).is_err());
         let mask = zeros(&[2, 1, 1, 9]);
-        assert!(cpu_attention(&q, &k, &v, Some(&mask), shape, F16Lines::Portable).is_err());
+        assert!(cpu_attention(&q, &k, &v, Some(&mask), shape, CacheSimd::Portable).is_err());
         let two = AttentionShape {
             queries: 2,
             ..shape
         };
-        assert!(cpu_attention(&q, &k, &v, None, two, F16Lines::Portable).is_err());
+        assert!(cpu_attention(&q, &k, &v, None, two, CacheSimd::Portable).is_err());
         assert!(cpu_prompt_attention(&q, &k, &v, None, two).is_err());
         assert!(cpu_prompt_attention(&q, &k, &v, None, longer).is_err());
         let half = v.to_dtype(DType::F16).unwrap();
@@ -724,5 +826,8 @@ mod tests {
             cpu_prompt_attention(&q, &k, &half, None, shape).is_err(),
             "keys and values of different types"
         );
+        // 8-bit lines of 8 values: not a whole block.
+        let bytes = Tensor::zeros((2, 2, 10, 8), DType::U8, &device).unwrap();
+        assert!(cpu_attention(&q, &bytes, &bytes, None, shape, CacheSimd::Portable).is_err());
     }
 }

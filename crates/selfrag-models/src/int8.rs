@@ -22,7 +22,7 @@
 //! 24 accumulators in registers.
 //!
 //! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
-//! `half_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
+//! `cache_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
 //! after the CPU was checked for it. Each block says why it is sound.
 #![allow(unsafe_code)]
 // Off x86-64 no matrix is ever quantized (`cpu_supported` is false), so the panels go unread.

@@ -31,10 +31,10 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use crate::cache_rows::{gather_rows, keep_rows, write_columns};
 use candle_transformers::quantized_nn::RmsNorm;
 
+use crate::cache_lines::{CacheSimd, q8_line_bytes};
 use crate::cpu_attention::{AttentionShape, candle_attention, cpu_attention, cpu_prompt_attention};
 use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
-use crate::half_lines::F16Lines;
 use crate::mapped::MappedGguf;
 use crate::packed::PackedMatrix;
 
@@ -409,8 +409,9 @@ struct Attention {
     head_dim: usize,
 }
 
-/// Keys and values of one block for every row: `[rows, kv_heads, capacity, head_dim]`, of which
-/// the first `KvCache::columns` columns are filled.
+/// Keys and values of one block for every row: `[rows, kv_heads, capacity, line]`, of which the
+/// first `KvCache::columns` columns are filled; a line is `head_dim` values, or the bytes of
+/// their 8-bit blocks.
 #[derive(Debug)]
 struct LayerCache {
     k: Tensor,
@@ -420,10 +421,14 @@ struct LayerCache {
 /// How the KV cache holds keys and values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CachePrecision {
-    /// Half the bytes of f32: a decode step reads each key and value widened in registers
-    /// ([`crate::half_lines`]); a prompt pass widens each head's filled columns into a
+    /// 8 bits a value: blocks of 32 values, each an f16 scale and 32 signed bytes, as
+    /// llama.cpp's `q8_0` cache; 53% of f16's bytes ([`crate::cache_lines`]). A decode step
+    /// widens each block in registers; a prompt pass widens each head's filled columns into a
     /// thread's buffer for its matrix products. The default on a CPU with AVX2 and F16C, or
-    /// AVX-512.
+    /// AVX-512, for a model whose head size is a whole number of blocks (every Llama-2's);
+    /// others get f16.
+    Q8,
+    /// Half the bytes of f32, read as [`Self::Q8`] is, each value widened in registers.
     F16,
     /// Exactly the values computed (candle's quantized Llama keeps its cache in f32): the
     /// default on other CPUs and on GPUs, and the only precision off the CPU.
@@ -431,16 +436,25 @@ pub enum CachePrecision {
 }
 
 impl CachePrecision {
-    /// The setting that overrides the default: `f16` or `f32`.
+    /// The setting that overrides the default: `q8`, `f16` or `f32`.
     pub const ENV: &'static str = "SELFRAG_KV_CACHE";
 
-    /// The default for a cache on `device`: f16 on a CPU that reads f16 lines in vector
-    /// registers, else f32.
+    /// The default for a cache on `device`: 8-bit on a CPU that reads the cache's lines in
+    /// vector registers, else f32.
     pub fn default_for(device: &Device) -> Self {
-        if device.is_cpu() && F16Lines::detect().vectorized() {
-            Self::F16
+        if device.is_cpu() && CacheSimd::detect().vectorized() {
+            Self::Q8
         } else {
             Self::F32
+        }
+    }
+
+    /// This precision where a model's heads have `head_dim` values: 8-bit blocks need a whole
+    /// number of them in a head, else f16.
+    fn for_head(self, head_dim: usize) -> Self {
+        match self {
+            Self::Q8 if q8_line_bytes(head_dim).is_none() => Self::F16,
+            other => other,
         }
     }
 
@@ -456,23 +470,29 @@ impl CachePrecision {
         }
     }
 
-    /// [`Self::ENV`]'s `value` on `device`: `f16`, `f32`, or empty for the default.
+    /// [`Self::ENV`]'s `value` on `device`: `q8` (or llama.cpp's name, `q8_0`), `f16`, `f32`,
+    /// or empty for the default.
     fn parse(value: &str, device: &Device) -> std::result::Result<Self, String> {
         match value.trim().to_ascii_lowercase().as_str() {
             "" => Ok(Self::default_for(device)),
+            "q8" | "q8_0" => Ok(Self::Q8),
             "f16" => Ok(Self::F16),
             "f32" => Ok(Self::F32),
             other => Err(format!(
-                "{} is `{other}`; set it to f16 or f32, or unset it",
+                "{} is `{other}`; set it to q8, f16 or f32, or unset it",
                 Self::ENV
             )),
         }
     }
 
-    fn dtype(self) -> DType {
+    /// The cache tensors' type, and the elements of one line of `head_dim` values (an 8-bit
+    /// line is the bytes of its blocks); `None` for 8 bits where `head_dim` is not a whole
+    /// number of blocks.
+    fn layout(self, head_dim: usize) -> Option<(DType, usize)> {
         match self {
-            Self::F16 => DType::F16,
-            Self::F32 => DType::F32,
+            Self::Q8 => q8_line_bytes(head_dim).map(|line| (DType::U8, line)),
+            Self::F16 => Some((DType::F16, head_dim)),
+            Self::F32 => Some((DType::F32, head_dim)),
         }
     }
 }
@@ -480,8 +500,8 @@ impl CachePrecision {
 /// What a block's attention reads its cache through in one pass.
 struct CacheView<'a> {
     layer: &'a LayerCache,
-    /// The vector code that reads an f16 cache's lines on this CPU.
-    lines: F16Lines,
+    /// The vector code that reads an f16 or 8-bit cache's lines on this CPU.
+    lines: CacheSimd,
 }
 
 /// Per-row rotary tables (`[rows, columns, head_dim / 2]`) and the additive attention mask
@@ -710,7 +730,7 @@ pub struct QuantizedLlama {
     /// How the cache holds keys and values (from its next batch).
     cache_precision: CachePrecision,
     /// The vector code that reads an f16 cache on this CPU.
-    lines: F16Lines,
+    lines: CacheSimd,
     /// Columns to allocate when the cache is created or grows, so that it grows at most once.
     reserved_columns: usize,
     device: Device,
@@ -875,6 +895,7 @@ impl QuantizedLlama {
                 feed_forward,
             });
         }
+        let cache_precision = CachePrecision::default_for(device).for_head(c.head_dim);
         // Grown on demand (see `forward`): long-context models need not pay for unused positions.
         let rotary = RotaryTables::new(
             c.head_dim,
@@ -890,8 +911,8 @@ impl QuantizedLlama {
             output,
             rotary,
             cache: KvCache::default(),
-            cache_precision: CachePrecision::default_for(device),
-            lines: F16Lines::detect(),
+            cache_precision,
+            lines: CacheSimd::detect(),
             reserved_columns: 0,
             device: device.clone(),
             kernel_choice,
@@ -971,11 +992,12 @@ impl QuantizedLlama {
         self.cache_precision
     }
 
-    /// Holds keys and values in `precision` from the next batch on (off the CPU, f32 always,
-    /// and [`Self::cache_precision`] says so). Empties the cache.
+    /// Holds keys and values in `precision` from the next batch on (off the CPU, f32 always;
+    /// 8 bits only where a head is a whole number of blocks, else f16; [`Self::cache_precision`]
+    /// says which). Empties the cache.
     pub fn set_cache_precision(&mut self, precision: CachePrecision) {
         self.cache_precision = if self.device.is_cpu() {
-            precision
+            precision.for_head(self.config.head_dim)
         } else {
             CachePrecision::F32
         };
@@ -1240,14 +1262,17 @@ impl QuantizedLlama {
     /// Makes room for `columns` columns in a cache of `rows` rows, creating it if needed.
     fn ensure_capacity(&mut self, rows: usize, columns: usize) -> Result<()> {
         let c = &self.config;
-        // f32 off the CPU: `set_cache_precision` and `default_for` see to it.
-        let dtype = self.cache_precision.dtype();
+        // f32 off the CPU, and 8 bits only for whole blocks: `set_cache_precision`,
+        // `default_for` and `for_head` see to it.
+        let Some((dtype, line)) = self.cache_precision.layout(c.head_dim) else {
+            candle_core::bail!(
+                "a {:?} cache cannot hold heads of {} values",
+                self.cache_precision,
+                c.head_dim
+            );
+        };
         let zeros = |capacity: usize| {
-            Tensor::zeros(
-                (rows, c.head_count_kv, capacity, c.head_dim),
-                dtype,
-                &self.device,
-            )
+            Tensor::zeros((rows, c.head_count_kv, capacity, line), dtype, &self.device)
         };
         if self.cache.layers.is_empty() {
             let capacity = columns.max(self.reserved_columns);
@@ -1298,6 +1323,13 @@ mod tests {
             Ok(CachePrecision::F32)
         );
         assert_eq!(CachePrecision::parse("f16", &cpu), Ok(CachePrecision::F16));
+        for q8 in ["q8", "Q8_0"] {
+            assert_eq!(CachePrecision::parse(q8, &cpu), Ok(CachePrecision::Q8));
+        }
+        // 8 bits for heads of whole blocks only.
+        assert_eq!(CachePrecision::Q8.for_head(128), CachePrecision::Q8);
+        assert_eq!(CachePrecision::Q8.for_head(16), CachePrecision::F16);
+        assert_eq!(CachePrecision::F32.for_head(16), CachePrecision::F32);
         assert_eq!(
             CachePrecision::parse("", &cpu),
             Ok(CachePrecision::default_for(&cpu))
@@ -1427,7 +1459,7 @@ mod tests {
             rotary: RotaryTables::new(4, 10_000.0, 8, &device).unwrap(),
             cache: KvCache::default(),
             cache_precision: CachePrecision::default_for(&device),
-            lines: F16Lines::detect(),
+            lines: CacheSimd::detect(),
             reserved_columns: 0,
             device: device.clone(),
             kernel_choice: KernelChoice::Set(CpuKernels::Candle),

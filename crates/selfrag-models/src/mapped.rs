@@ -14,7 +14,7 @@
 //! pages (440 MB for a BERT-base model, about a fifth of an answer's page faults).
 //!
 //! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
-//! `half_lines`); here: mapping a file, viewing its bytes as candle's block structs, and
+//! `cache_lines`); here: mapping a file, viewing its bytes as candle's block structs, and
 //! `madvise(MADV_DONTNEED)`. Each block says why it is sound.
 #![allow(unsafe_code)]
 

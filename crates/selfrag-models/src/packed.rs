@@ -32,7 +32,7 @@
 //! of the two kernels: 241 against 165. The core's `vpdpbusd` peak is 388.
 //!
 //! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
-//! `half_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
+//! `cache_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
 //! after the CPU was checked for it. Each block says why it is sound.
 #![allow(unsafe_code)]
 // Off x86-64 nothing is ever packed (`cpu_supported` is false), so the tiles go unread there.

@@ -7,7 +7,7 @@
 //! as much as the products.
 //!
 //! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
-//! `half_lines`); here the call into gemm's raw-pointer interface, after the bounds of all three
+//! `cache_lines`); here the call into gemm's raw-pointer interface, after the bounds of all three
 //! views were checked.
 #![allow(unsafe_code)]
 

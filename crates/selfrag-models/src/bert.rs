@@ -20,7 +20,8 @@
 //! multiplied in `int8` (`EmbedderPrecision::Int8` on a CPU with AVX-512 VNNI): `Projection`.
 //!
 //! The weights are read by candle-nn's own loaders under the names `BertModel` uses, so every
-//! checkpoint that loads there loads here; the tests hold the two to the same outputs. CUDA and
+//! checkpoint that loads there loads here; the tests hold the two to the same outputs. The word
+//! table of a safetensors file is read in place from its map (`WordEmbeddings`). CUDA and
 //! Metal keep `BertModel` (`BertEmbedder` chooses): these passes are CPU code.
 
 use candle_core::{
@@ -31,12 +32,17 @@ use candle_transformers::models::bert::{Config, HiddenAct};
 use rayon::prelude::*;
 use selfrag_core::EmbedderPrecision;
 
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
 use crate::int8::Int8Matrix;
+use crate::mapped::MappedTable;
 use crate::strided::{View, strided_matmul};
 
 /// BERT's encoder (embeddings and layers, no pooler) with fused element-wise passes.
 pub(crate) struct FusedBert {
-    word_embeddings: Embedding,
+    word_embeddings: WordEmbeddings,
     /// `max_position_embeddings × hidden` absolute positions.
     position_embeddings: Tensor,
     /// Row 0 of the token-type table: every embedded text is one segment.
@@ -46,6 +52,27 @@ pub(crate) struct FusedBert {
     hidden: usize,
     /// The precision the projections run in (f32 where int8 was asked for but cannot run).
     precision: EmbedderPrecision,
+}
+
+/// The word-embedding table: read in place from the mapped weights file where it was loaded
+/// from one ([`MappedTable`]), else copied out like the other weights.
+enum WordEmbeddings {
+    Mapped(MappedTable),
+    Copied(Embedding),
+}
+
+impl WordEmbeddings {
+    /// The rows of `ids` (`rows × width`, u32) as `rows × width × hidden`.
+    fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Copied(table) => table.forward(ids),
+            Self::Mapped(table) => {
+                let (rows, width) = ids.dims2()?;
+                let values = table.rows_of(&ids.flatten_all()?.to_vec1::<u32>()?)?;
+                Tensor::from_vec(values, (rows, width, table.cols()), ids.device())
+            }
+        }
+    }
 }
 
 /// A linear layer's weight (`out × in`), multiplied as `x · Wᵀ`.
@@ -255,33 +282,56 @@ impl FusedLayer {
 impl FusedBert {
     /// Loads the encoder from `vb` under the names candle-transformers' `BertModel::load` tries:
     /// at the root, under `bert.`, or under the config's `model_type`; the projections in
-    /// `precision` where this CPU can run it, else in f32.
+    /// `precision` where this CPU can run it, else in f32. Where `vb` reads the safetensors
+    /// file `map`, the word table is read from the map in place.
     pub(crate) fn load(
         vb: &VarBuilder,
         config: &Config,
         precision: EmbedderPrecision,
+        map: Option<&Arc<Mmap>>,
     ) -> Result<Self> {
         let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
             vb.pp("bert")
         } else {
             vb.clone()
         };
-        match Self::load_at(&vb, config, precision) {
+        match Self::load_at(&vb, config, precision, map) {
             Ok(model) => Ok(model),
             Err(err) => match &config.model_type {
                 Some(model_type) => {
-                    Self::load_at(&vb.pp(model_type), config, precision).map_err(|_| err)
+                    Self::load_at(&vb.pp(model_type), config, precision, map).map_err(|_| err)
                 }
                 None => Err(err),
             },
         }
     }
 
-    fn load_at(vb: &VarBuilder, config: &Config, precision: EmbedderPrecision) -> Result<Self> {
+    fn load_at(
+        vb: &VarBuilder,
+        config: &Config,
+        precision: EmbedderPrecision,
+        map: Option<&Arc<Mmap>>,
+    ) -> Result<Self> {
         let h = config.hidden_size;
         let embeddings = vb.pp("embeddings");
-        let word_embeddings =
-            candle_nn::embedding(config.vocab_size, h, embeddings.pp("word_embeddings"))?;
+        let words = embeddings.pp("word_embeddings");
+        let mapped = match map {
+            Some(map) => {
+                let name = format!("{}.weight", words.prefix());
+                MappedTable::find(map.clone(), &[name], h)?
+            }
+            None => None,
+        };
+        let word_embeddings = match mapped {
+            Some(table) if table.rows() == config.vocab_size => WordEmbeddings::Mapped(table),
+            Some(table) => bail!(
+                "{}.weight has {} rows for a vocabulary of {}",
+                words.prefix(),
+                table.rows(),
+                config.vocab_size
+            ),
+            None => WordEmbeddings::Copied(candle_nn::embedding(config.vocab_size, h, words)?),
+        };
         let position_embeddings = embeddings.get(
             (config.max_position_embeddings, h),
             "position_embeddings.weight",
@@ -661,10 +711,25 @@ mod tests {
         for activation in [HiddenAct::Gelu, HiddenAct::GeluApproximate, HiddenAct::Relu] {
             let config = config(activation);
             let weights = random_weights(&config, 7);
+            // The same weights in a safetensors file, its word table read from the map.
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("model.safetensors");
+            candle_core::safetensors::save(&weights, &file).unwrap();
+            let map = Arc::new(crate::mapped::map_weights(&file).unwrap());
+            let file_vb = VarBuilder::from_slice_safetensors(&map, DType::F32, &Device::Cpu);
+            let mapped = FusedBert::load(
+                &file_vb.unwrap(),
+                &config,
+                EmbedderPrecision::F32,
+                Some(&map),
+            )
+            .unwrap();
+            assert!(matches!(mapped.word_embeddings, WordEmbeddings::Mapped(_)));
             let vb = VarBuilder::from_tensors(weights, DType::F32, &Device::Cpu);
-            let fused = FusedBert::load(&vb, &config, EmbedderPrecision::F32).unwrap();
+            let fused = FusedBert::load(&vb, &config, EmbedderPrecision::F32, None).unwrap();
             assert_eq!(fused.precision(), EmbedderPrecision::F32);
-            let int8 = FusedBert::load(&vb, &config, EmbedderPrecision::Int8).unwrap();
+            assert!(matches!(fused.word_embeddings, WordEmbeddings::Copied(_)));
+            let int8 = FusedBert::load(&vb, &config, EmbedderPrecision::Int8, None).unwrap();
             let reference = BertModel::load(vb, &config).unwrap();
 
             // Three rows of 9, 5 and 1 real tokens, padded to 9.
@@ -690,6 +755,12 @@ mod tests {
                 .unwrap();
             let got = fused.forward(&ids, &lengths).unwrap();
             assert_eq!(got.dims(), want.dims());
+            let from_map = mapped.forward(&ids, &lengths).unwrap();
+            assert_eq!(
+                from_map.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                got.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                "{activation:?}: the mapped word table gives the copied table's states"
+            );
             let want = want.to_vec3::<f32>().unwrap();
             let got = got.to_vec3::<f32>().unwrap();
             // The int8 projections, where this CPU runs them: every real token's state within

@@ -691,7 +691,7 @@ mod tests {
             let rounded = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
             // And an 8-bit cache where a head is a whole number of blocks, against the values
             // its blocks hold.
-            let ((k8, k8_values), (v8, v8_values)) = if head_dim % 32 == 0 {
+            let ((k8, k8_values), (v8, v8_values)) = if head_dim.is_multiple_of(32) {
                 (
                     crate::cache_lines::q8_cache(&k32),
                     crate::cache_lines::q8_cache(&v32),
@@ -703,7 +703,7 @@ mod tests {
             for lines in [CacheSimd::Avx512, CacheSimd::Avx2, CacheSimd::Portable] {
                 if lines.runs_here() {
                     caches.push((&k16, &v16, rounded(&k16), rounded(&v16), lines));
-                    if head_dim % 32 == 0 {
+                    if head_dim.is_multiple_of(32) {
                         caches.push((&k8, &v8, k8_values.clone(), v8_values.clone(), lines));
                     }
                 }
@@ -711,7 +711,7 @@ mod tests {
             let eight_bit = caches.iter().filter(|c| c.0.dtype() == DType::U8).count();
             assert_eq!(
                 eight_bit > 0,
-                head_dim % 32 == 0,
+                head_dim.is_multiple_of(32),
                 "an 8-bit cache for whole blocks"
             );
             for mask in masks {

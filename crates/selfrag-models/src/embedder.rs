@@ -7,6 +7,7 @@
 //! `vocab.txt` (then the tokenizer is BERT uncased WordPiece, as `facebook/contriever-msmarco`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 use candle_nn::VarBuilder;
@@ -180,11 +181,17 @@ impl BertEmbedder {
         let pytorch = dir.join("pytorch_model.bin");
         // Mapped, not read: every tensor is copied out of the file as it loads (and the int8
         // projections quantized from that copy), so a buffer of the whole file would only be
-        // one more copy, in pages the system must clear first.
-        let map;
-        let (weights_path, vb) = if safetensors.is_file() {
-            map = crate::mapped::map_weights(&safetensors).map_err(ModelError::io(&safetensors))?;
-            let vb = VarBuilder::from_slice_safetensors(&map, DTYPE, device);
+        // one more copy, in pages the system must clear first. The word table stays in the map
+        // (on the CPU), read a row at a time.
+        let map = if safetensors.is_file() {
+            let map =
+                crate::mapped::map_weights(&safetensors).map_err(ModelError::io(&safetensors))?;
+            Some(Arc::new(map))
+        } else {
+            None
+        };
+        let (weights_path, vb) = if let Some(map) = &map {
+            let vb = VarBuilder::from_slice_safetensors(map, DTYPE, device);
             (safetensors, vb)
         } else if pytorch.is_file() {
             let vb = VarBuilder::from_pth(&pytorch, DTYPE, device);
@@ -199,12 +206,15 @@ impl BertEmbedder {
         let encoder = vb
             .and_then(|vb| {
                 if device.is_cpu() {
-                    FusedBert::load(&vb, &config, precision).map(Encoder::Fused)
+                    FusedBert::load(&vb, &config, precision, map.as_ref()).map(Encoder::Fused)
                 } else {
                     BertModel::load(vb, &config).map(Encoder::Candle)
                 }
             })
             .map_err(invalid_weights)?;
+        if let Some(map) = &map {
+            crate::mapped::release_pages(map);
+        }
 
         let tokenizer_json = dir.join("tokenizer.json");
         let vocab_txt = dir.join("vocab.txt");

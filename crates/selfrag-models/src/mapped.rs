@@ -11,7 +11,8 @@
 //!
 //! The embedder's safetensors file is mapped here too ([`map_weights`]): its tensors are copied
 //! out of the map as they load, where reading the file first copied all of it into fresh heap
-//! pages (440 MB for a BERT-base model, about a fifth of an answer's page faults).
+//! pages (440 MB for a BERT-base model, about a fifth of an answer's page faults); all but its
+//! word table, whose rows are read from the map as tokens are embedded ([`MappedTable`]).
 //!
 //! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
 //! `cache_lines`); here: mapping a file, viewing its bytes as candle's block structs, and
@@ -28,14 +29,157 @@ use candle_core::quantized::{GgmlDType, QStorage, QTensor, QuantizedType};
 use candle_core::{CpuStorage, Result};
 use memmap2::Mmap;
 
-/// The weights file at `path` (an embedder's `model.safetensors`) mapped read-only, to be read
-/// once while the model loads.
+/// The weights file at `path` (an embedder's `model.safetensors`) mapped read-only: read while
+/// the model loads, and its word table for as long as the model lives ([`MappedTable`]).
 pub(crate) fn map_weights(path: &Path) -> std::io::Result<Mmap> {
     let file = File::open(path)?;
-    // SAFETY: the map is only read, and only while the model loads. As for the GGUF below, it
-    // is unsound only if another process truncates or rewrites the file meanwhile; model
-    // directories are written once by the downloader (to a temporary name, then renamed).
+    // SAFETY: the map is only read. As for the GGUF below, it is unsound only if another
+    // process truncates or rewrites the file while it is mapped; model directories are written
+    // once by the downloader (to a temporary name, then renamed).
     unsafe { Mmap::map(&file) }
+}
+
+/// Drops the pages of the weights file `map` that are resident in this process: once an
+/// embedder has loaded, only its word table is read from the map ([`MappedTable`]), a few rows
+/// at a time, and every other page it touched while loading would otherwise count as its
+/// memory for as long as the map lives. A no-op where the OS has no such advice (Windows).
+#[cfg(unix)]
+pub(crate) fn release_pages(map: &Mmap) {
+    // SAFETY: the map is a read-only shared mapping of a file, so MADV_DONTNEED only drops
+    // resident pages; the next read of any byte faults the same file contents in again. No
+    // `&mut` into the map exists, and every `&[u8]` into it stays valid.
+    let advised = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+    if let Err(e) = advised {
+        tracing::debug!(error = %e, "madvise(DONTNEED) on a weights file failed");
+    }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn release_pages(_map: &Mmap) {}
+
+/// How a [`MappedTable`]'s values are stored in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TableValues {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl TableValues {
+    fn bytes(self) -> usize {
+        match self {
+            Self::F32 => 4,
+            Self::F16 | Self::Bf16 => 2,
+        }
+    }
+}
+
+/// A `rows × cols` table of a mapped safetensors file, read a row at a time where it lies: an
+/// embedder's word embeddings, of which a text reads only its tokens' rows. Copied out at load
+/// like the other weights, a BERT-base's table was 94 MB of the process's own memory for the
+/// rest of its life; here only the pages of rows read are in memory, and they are the file's
+/// (the system drops them under pressure and reads them again when needed).
+pub(crate) struct MappedTable {
+    map: Arc<Mmap>,
+    /// Where the table's bytes start in the map.
+    start: usize,
+    rows: usize,
+    cols: usize,
+    values: TableValues,
+}
+
+impl std::fmt::Debug for MappedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedTable")
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("values", &self.values)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MappedTable {
+    /// The first of the tensors `names` in the safetensors file `map`, a `[rows, cols]` table
+    /// of f32, f16 or bf16 values; `Ok(None)` where the file has none of them, an error where
+    /// the file's header is not safetensors' or the table is of another shape or type.
+    pub(crate) fn find(map: Arc<Mmap>, names: &[String], cols: usize) -> Result<Option<Self>> {
+        let tensors = safetensors::SafeTensors::deserialize(&map)
+            .map_err(|e| candle_core::Error::Msg(format!("not a safetensors file: {e}")))?;
+        let Some((name, view)) = names
+            .iter()
+            .find_map(|name| tensors.tensor(name).ok().map(|view| (name, view)))
+        else {
+            return Ok(None);
+        };
+        let values = match view.dtype() {
+            safetensors::Dtype::F32 => TableValues::F32,
+            safetensors::Dtype::F16 => TableValues::F16,
+            safetensors::Dtype::BF16 => TableValues::Bf16,
+            other => candle_core::bail!("`{name}` holds {other:?} values, not f32, f16 or bf16"),
+        };
+        let rows = match *view.shape() {
+            [rows, c] if c == cols => rows,
+            ref other => candle_core::bail!("`{name}` has shape {other:?}, expected [_, {cols}]"),
+        };
+        // The view's bytes are the map's (`deserialize` borrows them): their place in it.
+        let start = (view.data().as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+        if view.data().len() != rows * cols * values.bytes()
+            || start
+                .checked_add(view.data().len())
+                .is_none_or(|end| end > map.len())
+        {
+            candle_core::bail!("`{name}` does not lie within its file");
+        }
+        drop(tensors);
+        Ok(Some(Self {
+            map,
+            start,
+            rows,
+            cols,
+            values,
+        }))
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Values of a row.
+    pub(crate) fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The rows `ids`, in order, as f32 values (`ids.len() × cols`); an error names the first
+    /// id past the table.
+    pub(crate) fn rows_of(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        let row_bytes = self.cols * self.values.bytes();
+        let mut out = Vec::with_capacity(ids.len() * self.cols);
+        for &id in ids {
+            let row = usize::try_from(id).unwrap_or(usize::MAX);
+            if row >= self.rows {
+                candle_core::bail!("token id {id} is past the table's {} rows", self.rows);
+            }
+            let bytes = &self.map[self.start + row * row_bytes..][..row_bytes];
+            match self.values {
+                TableValues::F32 => out.extend(
+                    bytes
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                ),
+                TableValues::F16 => out.extend(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()),
+                ),
+                TableValues::Bf16 => out.extend(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()),
+                ),
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// A GGUF file mapped read-only, and where its tensor data starts.
@@ -246,5 +390,82 @@ impl<T: GgmlType> QuantizedType for Blocks<T> {
 
     fn size(&self) -> usize {
         self.storage_size_in_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A safetensors file holding `tensors` (name, type, shape, little-endian bytes), mapped.
+    fn mapped_file(
+        dir: &Path,
+        tensors: &[(&str, safetensors::Dtype, Vec<usize>, Vec<u8>)],
+    ) -> Arc<Mmap> {
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+            .iter()
+            .map(|(name, dtype, shape, bytes)| {
+                let view = safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes);
+                ((*name).to_owned(), view.unwrap())
+            })
+            .collect();
+        let path = dir.join("model.safetensors");
+        safetensors::tensor::serialize_to_file(views, None, &path).unwrap();
+        Arc::new(map_weights(&path).unwrap())
+    }
+
+    #[test]
+    fn a_mapped_table_reads_the_rows_asked_for_and_refuses_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 1.0).collect();
+        let f32_bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let f16_bytes: Vec<u8> = values
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect();
+        let map = mapped_file(
+            dir.path(),
+            &[
+                ("other", safetensors::Dtype::F32, vec![2], vec![0; 8]),
+                ("words", safetensors::Dtype::F32, vec![4, 3], f32_bytes),
+                ("half", safetensors::Dtype::F16, vec![4, 3], f16_bytes),
+                ("ids", safetensors::Dtype::I64, vec![4, 3], vec![0; 96]),
+            ],
+        );
+        let names = |name: &str| vec!["missing".to_owned(), name.to_owned()];
+        for name in ["words", "half"] {
+            let table = MappedTable::find(map.clone(), &names(name), 3)
+                .unwrap()
+                .unwrap();
+            assert_eq!((table.rows(), table.cols()), (4, 3));
+            let rows = table.rows_of(&[2, 0, 2]).unwrap();
+            let expected: Vec<f32> = [2, 0, 2]
+                .iter()
+                .flat_map(|&r| values[r * 3..r * 3 + 3].to_vec())
+                .collect();
+            assert_eq!(rows, expected, "{name}");
+            let past = table.rows_of(&[1, 4]).unwrap_err().to_string();
+            assert!(past.contains("token id 4"), "{past}");
+        }
+        assert!(
+            MappedTable::find(map.clone(), &names("none"), 3)
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            MappedTable::find(map.clone(), &names("words"), 4).is_err(),
+            "shape"
+        );
+        assert!(
+            MappedTable::find(map.clone(), &names("ids"), 3).is_err(),
+            "type"
+        );
+        release_pages(&map);
+        let table = MappedTable::find(map, &names("words"), 3).unwrap().unwrap();
+        assert_eq!(
+            table.rows_of(&[3]).unwrap(),
+            values[9..].to_vec(),
+            "read again"
+        );
     }
 }

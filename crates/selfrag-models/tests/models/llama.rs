@@ -40,7 +40,7 @@ const PRECISIONS: [(CachePrecision, f32); 3] = [
 /// `asked`: 8 bits only for whole blocks of 32, else f16.
 fn assert_precision_in_force(asked: CachePrecision, in_force: CachePrecision, head_dim: usize) {
     let expected = match asked {
-        CachePrecision::Q8 if head_dim % 32 != 0 => CachePrecision::F16,
+        CachePrecision::Q8 if !head_dim.is_multiple_of(32) => CachePrecision::F16,
         other => other,
     };
     assert_eq!(

@@ -27,7 +27,7 @@
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use crate::cpu_attention::Head;
+use crate::cpu_attention::{CacheElement, Head};
 
 /// The vector code that reads and writes the cache's f16 and 8-bit lines on this CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,15 +186,23 @@ impl Head<'_, u8> {
 
     /// [`Self::attend`] a line at a time through [`dequantize_q8`].
     fn attend_portable(&self, out: &mut [f32]) {
+        self.attend_widened(out, dequantize_q8);
+    }
+}
+
+impl<E: CacheElement> Head<'_, E> {
+    /// [`Head::attend_with`] where each key and value line is first widened into f32 by
+    /// `widen_line` (the paths without vector code).
+    fn attend_widened(&self, out: &mut [f32], widen_line: impl Fn(&[E], &mut [f32])) {
         let (mut key_line, mut value_line) = (vec![0f32; self.head_dim], vec![0f32; self.head_dim]);
         self.attend_with(
             out,
             |query, key| {
-                dequantize_q8(key, &mut key_line);
+                widen_line(key, &mut key_line);
                 query.iter().zip(&key_line).map(|(q, k)| q * k).sum()
             },
             |out, weight, value| {
-                dequantize_q8(value, &mut value_line);
+                widen_line(value, &mut value_line);
                 for (o, v) in out.iter_mut().zip(&value_line) {
                     *o += weight * v;
                 }
@@ -228,20 +236,7 @@ impl Head<'_, f16> {
 
     /// [`Self::attend`] through `half`'s conversions, a line at a time.
     fn attend_portable(&self, out: &mut [f32]) {
-        let (mut key_line, mut value_line) = (vec![0f32; self.head_dim], vec![0f32; self.head_dim]);
-        self.attend_with(
-            out,
-            |query, key| {
-                widen(key, &mut key_line);
-                query.iter().zip(&key_line).map(|(q, k)| q * k).sum()
-            },
-            |out, weight, value| {
-                widen(value, &mut value_line);
-                for (o, v) in out.iter_mut().zip(&value_line) {
-                    *o += weight * v;
-                }
-            },
-        );
+        self.attend_widened(out, widen);
     }
 }
 

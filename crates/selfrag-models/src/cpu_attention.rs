@@ -83,36 +83,18 @@ pub(crate) fn cpu_attention(
             let filled = at..at + columns * line;
             let head_queries = &query_values[item * queries * head_dim..][..queries * head_dim];
             let mask = mask.map(|m| &m[row * queries * columns..][..queries * columns]);
+            let shape = (head_dim, scale);
             match cache {
-                CacheValues::F32((keys, values)) => {
-                    let head = Head {
-                        queries: head_queries,
-                        keys: &keys[filled.clone()],
-                        values: &values[filled],
-                        mask,
-                        head_dim,
-                        scale,
-                    };
+                CacheValues::F32(pair) => {
+                    let head = Head::over(head_queries, pair, filled, mask, shape);
                     arch.dispatch(Attend { head, out });
                 }
-                CacheValues::F16((keys, values)) => Head {
-                    queries: head_queries,
-                    keys: &keys[filled.clone()],
-                    values: &values[filled],
-                    mask,
-                    head_dim,
-                    scale,
+                CacheValues::F16(pair) => {
+                    Head::over(head_queries, pair, filled, mask, shape).attend(out, lines);
                 }
-                .attend(out, lines),
-                CacheValues::Q8((keys, values)) => Head {
-                    queries: head_queries,
-                    keys: &keys[filled.clone()],
-                    values: &values[filled],
-                    mask,
-                    head_dim,
-                    scale,
+                CacheValues::Q8(pair) => {
+                    Head::over(head_queries, pair, filled, mask, shape).attend(out, lines);
                 }
-                .attend(out, lines),
             }
         });
     })?;
@@ -497,6 +479,27 @@ pub(crate) struct Head<'a, E> {
     pub mask: Option<&'a [f32]>,
     pub head_dim: usize,
     pub scale: f32,
+}
+
+impl<'a, E> Head<'a, E> {
+    /// `queries` against the lines `filled` of a cache's keys and values (`pair`), with the
+    /// mask lines `mask`; `(head_dim, scale)`.
+    fn over(
+        queries: &'a [f32],
+        (keys, values): (&'a [E], &'a [E]),
+        filled: std::ops::Range<usize>,
+        mask: Option<&'a [f32]>,
+        (head_dim, scale): (usize, f32),
+    ) -> Self {
+        Head {
+            queries,
+            keys: &keys[filled.clone()],
+            values: &values[filled],
+            mask,
+            head_dim,
+            scale,
+        }
+    }
 }
 
 /// [`Head::attend`] as a `pulp` operation: compiled, inlined whole, for each vector width

@@ -18,8 +18,8 @@
 //!   attention masks), in candle's style; on AVX-512 VNNI CPUs its Q4_K and Q6_K matrices are
 //!   multiplied in `packed`, compact SIMD tiles of this crate, or by candle where its kernels
 //!   time faster at load ([`KernelChoice`]); on the CPU its attention in `cpu_attention`,
-//!   its KV cache in f16 where the CPU widens f16 in registers (`cache_lines`,
-//!   [`CachePrecision`]), its cache rows forked, dropped and grown in `cache_rows`, and the
+//!   its KV cache in 8-bit blocks (or f16) where the CPU widens them in registers
+//!   (`cache_lines`, [`CachePrecision`]), its cache rows forked, dropped and grown in `cache_rows`, and the
 //!   feed-forward gate in `packed` where its matrices are; everything else by candle.
 //! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
 //!   never yields a reflection token.

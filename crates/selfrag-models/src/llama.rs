@@ -729,7 +729,7 @@ pub struct QuantizedLlama {
     cache: KvCache,
     /// How the cache holds keys and values (from its next batch).
     cache_precision: CachePrecision,
-    /// The vector code that reads an f16 cache on this CPU.
+    /// The vector code that reads an f16 or 8-bit cache on this CPU.
     lines: CacheSimd,
     /// Columns to allocate when the cache is created or grows, so that it grows at most once.
     reserved_columns: usize,

@@ -316,10 +316,7 @@ impl FusedBert {
         let embeddings = vb.pp("embeddings");
         let words = embeddings.pp("word_embeddings");
         let mapped = match map {
-            Some(map) => {
-                let name = format!("{}.weight", words.prefix());
-                MappedTable::find(map.clone(), &[name], h)?
-            }
+            Some(map) => MappedTable::find(map.clone(), &format!("{}.weight", words.prefix()), h)?,
             None => None,
         };
         let word_embeddings = match mapped {

@@ -122,6 +122,18 @@ pub(crate) fn q8_line_bytes(head_dim: usize) -> Option<usize> {
         .then_some(head_dim / Q8_BLOCK * Q8_BLOCK_BYTES)
 }
 
+/// Elements of one cache line of `head_dim` values in a cache tensor of `dtype`: the values
+/// themselves in f32 or f16, the bytes of their 8-bit blocks in `u8`; `None` for any other
+/// type, or for 8 bits where `head_dim` is not a whole number of blocks. The one definition
+/// of a line's width that the cache's allocation, writes and attention share.
+pub(crate) fn line_elements(dtype: candle_core::DType, head_dim: usize) -> Option<usize> {
+    match dtype {
+        candle_core::DType::F32 | candle_core::DType::F16 => Some(head_dim),
+        candle_core::DType::U8 => q8_line_bytes(head_dim),
+        _ => None,
+    }
+}
+
 /// `src` (whole blocks of 32 values) stored in 8 bits into `dst` (a block of
 /// [`Q8_BLOCK_BYTES`] for each): the block's scale is its largest magnitude over 127, rounded to
 /// f16 (and kept at f16's largest past it), and each value is rounded to the nearest multiple

@@ -24,9 +24,10 @@
 
 use std::ops::Range;
 
+use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, InplaceOp1, InplaceOp2, Layout, Result, Tensor};
 
-use crate::cache_lines::{narrow, q8_line_bytes, quantize_q8};
+use crate::cache_lines::{line_elements, narrow, quantize_q8};
 
 /// Where one cache tensor's filled columns lie in its storage.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -185,11 +186,7 @@ impl InplaceOp2 for WriteColumns {
         let (Some((src_start, _)), CpuStorage::F32(src)) = (l2.contiguous_offsets(), s2) else {
             candle_core::bail!("new cache columns are contiguous f32");
         };
-        // A line of an 8-bit cache is the bytes of its blocks.
-        let line = match s1 {
-            CpuStorage::U8(_) => q8_line_bytes(head_dim),
-            _ => Some(head_dim),
-        };
+        let line = line_elements(s1.dtype(), head_dim);
         if (rows, heads, line) != (cache.rows, cache.heads, Some(cache.line))
             || self.start + new > cache.capacity
         {
@@ -362,7 +359,7 @@ mod tests {
             &Device::Cpu,
         )
         .unwrap();
-        let line = q8_line_bytes(64).unwrap();
+        let line = crate::cache_lines::q8_line_bytes(64).unwrap();
         let cache = Tensor::zeros((2, 2, 6, line), DType::U8, &Device::Cpu).unwrap();
         write_columns(&cache, &new, 2).unwrap();
         let (expected, _) = crate::cache_lines::q8_cache(&new);

@@ -20,7 +20,7 @@ use candle_core::{Result, Storage, Tensor};
 use half::f16;
 
 use crate::cache_lines::{
-    CacheSimd, Q8_BLOCK, Q8_BLOCK_BYTES, dequantize_q8, q8_line_bytes, widen,
+    CacheSimd, Q8_BLOCK, Q8_BLOCK_BYTES, dequantize_q8, line_elements, widen,
 };
 use crate::packed::for_each_chunk;
 use crate::strided::{View, strided_matmul};
@@ -119,11 +119,7 @@ fn check(
         columns,
     } = shape;
     let capacity = k.dim(2)?;
-    // A line of an 8-bit cache is the bytes of its blocks.
-    let line = match k.dtype() {
-        candle_core::DType::U8 => q8_line_bytes(head_dim),
-        _ => Some(head_dim),
-    };
+    let line = line_elements(k.dtype(), head_dim);
     if q.dims() != [rows, heads, queries, head_dim]
         || line.is_none_or(|line| k.dims() != [rows, kv_heads, capacity, line])
         || v.dims() != k.dims()

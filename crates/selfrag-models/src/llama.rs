@@ -31,7 +31,7 @@ use candle_core::{DType, Device, Module, Result, Tensor};
 use crate::cache_rows::{gather_rows, keep_rows, write_columns};
 use candle_transformers::quantized_nn::RmsNorm;
 
-use crate::cache_lines::{CacheSimd, q8_line_bytes};
+use crate::cache_lines::{CacheSimd, line_elements};
 use crate::cpu_attention::{AttentionShape, candle_attention, cpu_attention, cpu_prompt_attention};
 use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
@@ -453,7 +453,7 @@ impl CachePrecision {
     /// number of them in a head, else f16.
     fn for_head(self, head_dim: usize) -> Self {
         match self {
-            Self::Q8 if q8_line_bytes(head_dim).is_none() => Self::F16,
+            Self::Q8 if self.layout(head_dim).is_none() => Self::F16,
             other => other,
         }
     }
@@ -489,11 +489,12 @@ impl CachePrecision {
     /// line is the bytes of its blocks); `None` for 8 bits where `head_dim` is not a whole
     /// number of blocks.
     fn layout(self, head_dim: usize) -> Option<(DType, usize)> {
-        match self {
-            Self::Q8 => q8_line_bytes(head_dim).map(|line| (DType::U8, line)),
-            Self::F16 => Some((DType::F16, head_dim)),
-            Self::F32 => Some((DType::F32, head_dim)),
-        }
+        let dtype = match self {
+            Self::Q8 => DType::U8,
+            Self::F16 => DType::F16,
+            Self::F32 => DType::F32,
+        };
+        line_elements(dtype, head_dim).map(|line| (dtype, line))
     }
 }
 

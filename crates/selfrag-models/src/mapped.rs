@@ -99,16 +99,13 @@ impl std::fmt::Debug for MappedTable {
 }
 
 impl MappedTable {
-    /// The first of the tensors `names` in the safetensors file `map`, a `[rows, cols]` table
-    /// of f32, f16 or bf16 values; `Ok(None)` where the file has none of them, an error where
-    /// the file's header is not safetensors' or the table is of another shape or type.
-    pub(crate) fn find(map: Arc<Mmap>, names: &[String], cols: usize) -> Result<Option<Self>> {
+    /// The tensor `name` of the safetensors file `map`, a `[rows, cols]` table of f32, f16 or
+    /// bf16 values; `Ok(None)` where the file has no such tensor, an error where the file's
+    /// header is not safetensors' or the table is of another shape or type.
+    pub(crate) fn find(map: Arc<Mmap>, name: &str, cols: usize) -> Result<Option<Self>> {
         let tensors = safetensors::SafeTensors::deserialize(&map)
             .map_err(|e| candle_core::Error::Msg(format!("not a safetensors file: {e}")))?;
-        let Some((name, view)) = names
-            .iter()
-            .find_map(|name| tensors.tensor(name).ok().map(|view| (name, view)))
-        else {
+        let Ok(view) = tensors.tensor(name) else {
             return Ok(None);
         };
         let values = match view.dtype() {
@@ -432,11 +429,8 @@ mod tests {
                 ("ids", safetensors::Dtype::I64, vec![4, 3], vec![0; 96]),
             ],
         );
-        let names = |name: &str| vec!["missing".to_owned(), name.to_owned()];
         for name in ["words", "half"] {
-            let table = MappedTable::find(map.clone(), &names(name), 3)
-                .unwrap()
-                .unwrap();
+            let table = MappedTable::find(map.clone(), name, 3).unwrap().unwrap();
             assert_eq!((table.rows(), table.cols()), (4, 3));
             let rows = table.rows_of(&[2, 0, 2]).unwrap();
             let expected: Vec<f32> = [2, 0, 2]
@@ -447,21 +441,11 @@ mod tests {
             let past = table.rows_of(&[1, 4]).unwrap_err().to_string();
             assert!(past.contains("token id 4"), "{past}");
         }
-        assert!(
-            MappedTable::find(map.clone(), &names("none"), 3)
-                .unwrap()
-                .is_none()
-        );
-        assert!(
-            MappedTable::find(map.clone(), &names("words"), 4).is_err(),
-            "shape"
-        );
-        assert!(
-            MappedTable::find(map.clone(), &names("ids"), 3).is_err(),
-            "type"
-        );
+        assert!(MappedTable::find(map.clone(), "none", 3).unwrap().is_none());
+        assert!(MappedTable::find(map.clone(), "words", 4).is_err(), "shape");
+        assert!(MappedTable::find(map.clone(), "ids", 3).is_err(), "type");
         release_pages(&map);
-        let table = MappedTable::find(map, &names("words"), 3).unwrap().unwrap();
+        let table = MappedTable::find(map, "words", 3).unwrap().unwrap();
         assert_eq!(
             table.rows_of(&[3]).unwrap(),
             values[9..].to_vec(),

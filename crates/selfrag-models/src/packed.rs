@@ -38,7 +38,9 @@
 // Off x86-64 nothing is ever packed (`cpu_supported` is false), so the tiles go unread there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
+use std::ops::Range;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Result, Tensor};
@@ -505,7 +507,7 @@ fn pack_tiles<T: Copy + Send>(
 ) -> Result<Vec<T>> {
     let len = n / TILE_ROWS * blocks_per_row;
     let mut tiles: Vec<T> = Vec::with_capacity(len);
-    let written = std::sync::atomic::AtomicUsize::new(0);
+    let written = AtomicUsize::new(0);
     for_each_chunk(
         &mut tiles.spare_capacity_mut()[..len],
         blocks_per_row,
@@ -513,7 +515,7 @@ fn pack_tiles<T: Copy + Send>(
             for (b, slot) in chunk.iter_mut().enumerate() {
                 slot.write(tile(strip, b));
             }
-            written.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+            written.fetch_add(chunk.len(), Ordering::Relaxed);
         },
     );
     if written.into_inner() != len {
@@ -613,6 +615,11 @@ fn pack_q6k_tile<'a>(block: impl Fn(usize) -> &'a [u8]) -> TileQ6K {
 
 /// Runs `work(i, chunk)` for every `chunk_len`-long chunk of `data` on candle's thread pool.
 /// Each chunk is behind its own lock, taken once by the one thread that claims it.
+///
+/// Threads claim runs of chunks that shrink as the work runs out ([`claim_run`]), so that they
+/// finish together: candle's own split hands out runs of a sixteenth of the work at two threads,
+/// and in a decode step the thread that finished first waited for the other's last run (2% of
+/// the main thread's samples, in candle's barrier).
 pub(crate) fn for_each_chunk<T: Send>(
     data: &mut [T],
     chunk_len: usize,
@@ -626,15 +633,42 @@ pub(crate) fn for_each_chunk<T: Send>(
         return;
     }
     let chunks: Vec<Mutex<&mut [T]>> = data.chunks_mut(chunk_len).map(Mutex::new).collect();
-    candle_core::utils::barrier_pool().execute_chunked(chunks.len(), |range| {
-        for i in range {
-            // A poisoned lock means another chunk's work panicked; its own data is still whole.
-            let mut chunk = chunks[i]
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            work(i, &mut chunk);
+    let pool = candle_core::utils::barrier_pool();
+    let threads = pool.n_workers() + 1;
+    let cursor = AtomicUsize::new(0);
+    // One item per thread, each claiming runs until none is left. Through `execute_chunked`,
+    // which runs the items in place when called from one of the pool's own threads.
+    pool.execute_chunked(threads, |items| {
+        for _ in items {
+            while let Some(run) = claim_run(&cursor, chunks.len(), threads) {
+                for i in run {
+                    // A poisoned lock means another chunk's work panicked; its own data is
+                    // still whole.
+                    let mut chunk = chunks[i]
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    work(i, &mut chunk);
+                }
+            }
         }
     });
+}
+
+/// The next run of the `items` that `cursor` has not handed out yet, for one of `threads`:
+/// half of a thread's fair share of what is left, at least one item (guided self-scheduling).
+fn claim_run(cursor: &AtomicUsize, items: usize, threads: usize) -> Option<Range<usize>> {
+    let mut start = cursor.load(Ordering::Relaxed);
+    loop {
+        if start >= items {
+            return None;
+        }
+        let len = ((items - start) / (2 * threads)).max(1);
+        match cursor.compare_exchange_weak(start, start + len, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => return Some(start..start + len),
+            Err(now) => start = now,
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -1316,6 +1350,41 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn threads_claim_every_item_once_in_runs_that_shrink_to_one() {
+        for (items, threads) in [(256, 2), (43, 2), (3, 2), (1000, 5), (1, 1)] {
+            let cursor = AtomicUsize::new(0);
+            let runs: Vec<Range<usize>> =
+                std::iter::from_fn(|| claim_run(&cursor, items, threads)).collect();
+            let claimed: Vec<usize> = runs.iter().flat_map(Clone::clone).collect();
+            assert_eq!(claimed, (0..items).collect::<Vec<_>>(), "{items} items");
+            assert_eq!(
+                runs[0].len(),
+                (items / (2 * threads)).max(1),
+                "{items} items"
+            );
+            assert!(
+                runs.windows(2).all(|w| w[1].len() <= w[0].len()),
+                "{runs:?}"
+            );
+            assert_eq!(runs.last().map(ExactSizeIterator::len), Some(1), "{runs:?}");
+        }
+    }
+
+    /// On candle's pool, with every thread it has: each chunk's work runs exactly once, with
+    /// its own index.
+    #[test]
+    fn every_chunk_is_worked_once() {
+        let mut data = vec![0usize; 1001];
+        for_each_chunk(&mut data, 7, |i, chunk| {
+            for value in chunk {
+                *value += i + 1;
+            }
+        });
+        let expected: Vec<usize> = (0..1001).map(|at| at / 7 + 1).collect();
+        assert_eq!(data, expected);
     }
 
     /// Several matrices times one input, as a block's query, key and value projections: the

@@ -189,7 +189,9 @@ fn write_benchmarks_md(bench: &Bench, ran: &[&str]) -> Result<()> {
     let mut text = String::from(
         "# Benchmarks\n\n\
          Written by `cargo xtask bench [generator|embedder|server|index|search|papers|rerank|answer|all]` (see `xtask/src/bench.rs`); \
-         each section keeps the results of its last run. Both sides of a comparison run on the \
+         each section keeps the results of its last run. Peak RSS is in MB (10⁶ bytes) in runs \
+         from 2026-11-27 09:30 UTC on; sections measured before then wrote MiB as MB (4.9% \
+         below the true figure). Both sides of a comparison run on the \
          same machine with the same thread count, as fresh processes taking turns, and every \
          figure is the median of the rounds. The models are random weights in the real shapes \
          (the values of the weights do not change the speed).\n",
@@ -779,8 +781,10 @@ fn generator(bench: &Bench) -> Result<String> {
         eprintln!("generator round {}/{}", round + 1, bench.rounds);
         let json = bench.selfrag(&read_args, "selfrag debug read-rate")?;
         read_rates.push(json_number(&json, "gb_per_second")?);
-        let mut jobs: [u8; 3] = [0, 1, 2];
-        jobs.rotate_left(round % 3);
+        // Ours and llama.cpp back to back, first in turn, so that a round's ratio compares two
+        // runs in one state of the machine: this one's memory moves between bands (plain reads
+        // of 28–33 and 42–56 GB/s) from one minute to the next.
+        let jobs: [u8; 3] = if round % 2 == 0 { [0, 1, 2] } else { [1, 0, 2] };
         for job in jobs {
             match job {
                 0 => {
@@ -803,6 +807,10 @@ fn generator(bench: &Bench) -> Result<String> {
     let (prompt, prompt_peer) = (median(&ours.prompt), median(&peer.prompt));
     let (decode, decode_peer) = (median(&ours.decode), median(&peer.decode));
     let batch_decode = median(&batched.decode);
+    let decode_rounds: Vec<f64> = (ours.decode.iter().zip(&peer.decode))
+        .map(|(a, b)| a / b)
+        .collect();
+    let decode_paired = median(&decode_rounds);
     let read_rate = median(&read_rates);
     // Bytes a decode step reads, as the file's: every weight once (the embedding table, one row
     // a token, is 6% of the 8-block file and counted too, alike on both sides).
@@ -846,6 +854,10 @@ fn generator(bench: &Bench) -> Result<String> {
         verdict(decode / decode_peer >= 1.25)
     ));
     md.push_str(&format!(
+        "| decode, each round's ratio (the two runs back to back), median | | | {decode_paired:.2}× | ≥ 1.25× llama.cpp | {} |\n",
+        verdict(decode_paired >= 1.25)
+    ));
+    md.push_str(&format!(
         "| decode's read rate, GB/s (file × tokens/s), and its share of a plain read of as many bytes with the same threads ({read_rate:.1} GB/s, `selfrag debug read-rate`) | {read_ours:.1} ({:.0}%) | llama.cpp {read_peer:.1} ({:.0}%) | — | — | 1.25× llama.cpp would read {:.1} GB/s ({:.0}% of the plain read) |\n",
         100.0 * read_ours / read_rate,
         100.0 * read_peer / read_rate,
@@ -863,11 +875,16 @@ fn generator(bench: &Bench) -> Result<String> {
     ));
     md.push_str(&format!(
         "\nPer round, tokens/s: prompt ours [{}], llama.cpp [{}]; decode ours [{}], llama.cpp \
-         [{}]; K={BATCH_ROWS} decode [{}]; the machine's read rate, GB/s [{}].\n",
+         [{}], ratio [{}]; K={BATCH_ROWS} decode [{}]; the machine's read rate, GB/s [{}].\n",
         list(&ours.prompt),
         list(&peer.prompt),
         list(&ours.decode),
         list(&peer.decode),
+        decode_rounds
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         list(&batched.decode),
         list(&read_rates),
     ));

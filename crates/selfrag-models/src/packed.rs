@@ -18,7 +18,8 @@
 //! lanes of a vector, so one scale vector serves all rows at once.
 //!
 //! Work is split by strips over candle's thread pool (the one its own kernels use), so decoding
-//! does not wake a second set of threads.
+//! does not wake a second set of threads; the threads claim runs of strips that shrink as the
+//! work runs out, so that they finish together ([`for_each_chunk`]).
 //!
 //! Two kernels multiply the same tiles. A decode step of one or a few rows (up to 8: the K
 //! candidates of an answer) waits on the reading of the weights: the decode kernel unpacks each

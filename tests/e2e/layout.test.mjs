@@ -42,12 +42,28 @@ test("nothing moves while the answer streams", async () => {
     await session.movePointer(5, 5);
 
     await session.exec(RECORD_POSITIONS);
+    // Every text the status line shows, recorded by the page itself: the tiny model can write
+    // all its candidates between two polls of the driver.
+    await session.exec(
+      `const line = document.querySelector('[data-testid="status-line"]');
+       window.__statusSeen = [];
+       new MutationObserver(() => window.__statusSeen.push(line.textContent))
+         .observe(line, { childList: true, characterData: true, subtree: true });`,
+    );
     await askQuestion(session, "How does the critic judge the passages?");
-    // The screenshot of the README: candidates being written, steps on screen.
-    await session.waitFor('[data-testid="status-line"]', { timeout: 120000, text: (t) => /Writing candidates/.test(t) });
-    await session.screenshot("streaming");
+    // The screenshot of candidates being written, steps on screen, when a poll sees that step.
+    const line = await session.waitFor('[data-testid="status-line"]', {
+      timeout: 120000,
+      text: (t) => /Writing candidates|Answered in/.test(t),
+    });
+    if (/Writing candidates/.test(await session.text(line))) await session.screenshot("streaming");
     await session.waitFor('[data-testid="answer"]', { timeout: 180000 });
     const moves = await session.exec("window.__stopRecording(); return window.__moves;");
+    const seen = await session.exec("return window.__statusSeen;");
+    assert.ok(
+      seen.some((t) => /Writing candidates/.test(t)),
+      `the answer streamed, its steps on screen: ${JSON.stringify(seen)}`,
+    );
     assert.deepEqual(moves, [], "the question, the controls, the library and the top of the answer stay where they are");
   } finally {
     await session.close();

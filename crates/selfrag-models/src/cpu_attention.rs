@@ -15,13 +15,11 @@
 //! candle's batched products ([`candle_attention`], with the same contract), which is also the
 //! tests' reference. The cache may hold f16 ([`crate::cache_lines`]).
 
-use candle_core::{Result, Storage, Tensor};
+use candle_core::{DType, Result, Storage, Tensor};
 
 use half::f16;
 
-use crate::cache_lines::{
-    CacheSimd, Q8_BLOCK, Q8_BLOCK_BYTES, dequantize_q8, line_elements, widen,
-};
+use crate::cache_lines::{CacheSimd, dequantize_q8, line_elements, widen};
 use crate::packed::for_each_chunk;
 use crate::strided::{View, strided_matmul};
 
@@ -74,11 +72,11 @@ pub(crate) fn cpu_attention(
             mask,
         } = *inputs;
         let arch = pulp::Arch::new();
+        let line = cache.line_len(head_dim);
         // One chunk per (row, head): its `queries` lines of `head_dim` outputs.
         for_each_chunk(&mut out, queries * head_dim, |item, out| {
             let (row, head) = (item / heads, item % heads);
             // The row's cache of this head's key/value head: `capacity` lines.
-            let line = cache.line_len(head_dim);
             let at = (row * kv_heads + head / group) * capacity * line;
             let filled = at..at + columns * line;
             let head_queries = &query_values[item * queries * head_dim..][..queries * head_dim];
@@ -179,10 +177,10 @@ pub(crate) fn cpu_prompt_attention(
             cache,
             mask,
         } = *inputs;
+        let line = cache.line_len(head_dim);
         // One chunk per (row, key/value head): its heads' `lines` lines of `head_dim` outputs.
         for_each_chunk(&mut out, lines * head_dim, |item, out| {
             let row = item / kv_heads;
-            let line = cache.line_len(head_dim);
             let at = item * capacity * line;
             let filled = at..at + columns * line;
             let head_queries = &query_values[item * lines * head_dim..][..lines * head_dim];
@@ -441,26 +439,26 @@ fn cache_values<'a>(
 /// An element of a cache line: an f32 or f16 is one value, a `u8` one byte of a line's 8-bit
 /// blocks ([`crate::cache_lines::quantize_q8`]).
 pub(crate) trait CacheElement {
-    /// Elements of a line of `head_dim` values.
-    fn line_len(head_dim: usize) -> usize;
+    /// The type of a cache tensor of these elements.
+    const DTYPE: DType;
+
+    /// Elements of a line of `head_dim` values ([`line_elements`]); 0 where no line of this type
+    /// holds them, which [`check`] refuses before any line is read.
+    fn line_len(head_dim: usize) -> usize {
+        line_elements(Self::DTYPE, head_dim).unwrap_or(0)
+    }
 }
 
 impl CacheElement for f32 {
-    fn line_len(head_dim: usize) -> usize {
-        head_dim
-    }
+    const DTYPE: DType = DType::F32;
 }
 
 impl CacheElement for f16 {
-    fn line_len(head_dim: usize) -> usize {
-        head_dim
-    }
+    const DTYPE: DType = DType::F16;
 }
 
 impl CacheElement for u8 {
-    fn line_len(head_dim: usize) -> usize {
-        head_dim / Q8_BLOCK * Q8_BLOCK_BYTES
-    }
+    const DTYPE: DType = DType::U8;
 }
 
 /// One row's head: its queries, the keys and values of its cache (f32, or f16 or 8-bit lines

@@ -464,7 +464,7 @@ impl CachePrecision {
             Ok(value) => Self::parse(&value, device),
             Err(std::env::VarError::NotPresent) => Ok(Self::default_for(device)),
             Err(std::env::VarError::NotUnicode(_)) => Err(format!(
-                "{} is not valid text; set it to f16 or f32, or unset it",
+                "{} is not valid text; set it to q8, f16 or f32, or unset it",
                 Self::ENV
             )),
         }
@@ -1317,7 +1317,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_cache_setting_reads_f16_f32_or_nothing_and_names_itself_otherwise() {
+    fn the_cache_setting_reads_q8_f16_f32_or_nothing_and_names_itself_otherwise() {
         let cpu = Device::Cpu;
         assert_eq!(
             CachePrecision::parse(" F32 ", &cpu),

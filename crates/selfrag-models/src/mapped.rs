@@ -420,16 +420,22 @@ mod tests {
             .iter()
             .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
             .collect();
+        let bf16_bytes: Vec<u8> = values
+            .iter()
+            .flat_map(|&v| half::bf16::from_f32(v).to_le_bytes())
+            .collect();
         let map = mapped_file(
             dir.path(),
             &[
                 ("other", safetensors::Dtype::F32, vec![2], vec![0; 8]),
                 ("words", safetensors::Dtype::F32, vec![4, 3], f32_bytes),
                 ("half", safetensors::Dtype::F16, vec![4, 3], f16_bytes),
+                ("brain", safetensors::Dtype::BF16, vec![4, 3], bf16_bytes),
                 ("ids", safetensors::Dtype::I64, vec![4, 3], vec![0; 96]),
             ],
         );
-        for name in ["words", "half"] {
+        // Every value is exact in all three types (halves from -1 to 4.5).
+        for name in ["words", "half", "brain"] {
             let table = MappedTable::find(map.clone(), name, 3).unwrap().unwrap();
             assert_eq!((table.rows(), table.cols()), (4, 3));
             let rows = table.rows_of(&[2, 0, 2]).unwrap();

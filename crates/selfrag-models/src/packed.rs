@@ -1196,11 +1196,12 @@ mod avx512 {
     /// about the time memory takes to deliver it, so without asking early each tile waits
     /// (decode at 0.64× without it, on the AMD EPYC of family 26).
     ///
-    /// Two tiles, 4.7 KB of Q4_K: asked further ahead, the lines arrive too early and are
-    /// pushed out again before their turn. On that EPYC (two threads, alternating runs, 5 rounds
-    /// each), decode ran 1.087× as fast with 2 as with 8 (every round 1.06–1.09×), 1.081× with
-    /// 1, 1.026× with 3; 16 was 0.94×; K = 5 decode steps 1.114×. On the Xeon of the first
-    /// rounds 8 had measured best, within its runs' ±3% (2: 3% slower, single runs).
+    /// Two tiles, 4.7 KB of Q4_K. Asked further ahead, the lines most likely arrive too early
+    /// and are pushed out again before their turn (not measured; the times below are). On that
+    /// EPYC (two threads, alternating runs, 5 rounds each), decode ran 1.087× as fast with 2 as
+    /// with 8 (every round 1.06–1.09×), 1.081× with 1, 1.026× with 3; 16 was 0.94×; K = 5
+    /// decode steps 1.114×. On the Xeon of the first rounds 8 had measured best, within its
+    /// runs' ±3% (2: 3% slower, single runs).
     const PREFETCH_TILES: usize = 2;
 
     /// Asks for every cache line of `tiles[index]` (when there is one) without waiting for it.

@@ -77,6 +77,10 @@ const SECTIONS: [&str; 8] = [
     "answer",
 ];
 
+/// Sections of `docs/BENCHMARKS.md` that `bench` does not write but keeps: the GPU check's,
+/// measured by `cargo xtask gpu-check` on a machine with a GPU (see `gpu_check.rs`).
+const KEPT_SECTIONS: [&str; 1] = ["GPU check"];
+
 /// What every section needs: the release binaries, the Python environment, the knobs.
 struct Bench {
     root: PathBuf,
@@ -212,6 +216,14 @@ fn write_benchmarks_md(bench: &Bench, ran: &[&str]) -> Result<()> {
         };
         text.push_str(markdown.trim_end());
         text.push('\n');
+    }
+    // Sections another command measures (on another machine) are kept as they are.
+    for kept in KEPT_SECTIONS {
+        if let Some(kept) = existing_section(&existing, kept) {
+            text.push('\n');
+            text.push_str(kept.trim_end());
+            text.push('\n');
+        }
     }
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("\nwrote {}", path.display());

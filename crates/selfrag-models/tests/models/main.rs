@@ -12,6 +12,9 @@ mod allocation;
 mod corrupt;
 mod embedder;
 mod generator;
+// Only `cargo xtask gpu-check` builds the `cuda` feature; CI never does.
+#[cfg(feature = "cuda")]
+mod gpu;
 mod llama;
 mod minilm;
 mod space_prefix;

@@ -10,6 +10,10 @@ use crate::backend::{Passage, TokenId, Tokenizer};
 use crate::error::SelfRagError;
 use crate::vocab::ReflectionVocab;
 
+/// Characters in the longest token of the Llama vocabulary the Self-RAG checkpoints use: a
+/// passage cut to `limit` times this many characters still holds `limit` tokens.
+const MAX_CHARS_PER_TOKEN: usize = 16;
+
 /// Builds the prompts of one question, keeping each within the context left after generation.
 #[derive(Debug, Clone)]
 pub struct PromptBuilder {
@@ -88,8 +92,18 @@ impl PromptBuilder {
         // The passage follows `<paragraph>` directly: tokenized as text after a special token,
         // with no dummy-prefix `▁` for the Self-RAG checkpoints (as in their training data).
         let text = format!("{}\n{}", passage.title, passage.text);
+        // Cut by characters first: no more than `limit` tokens of it are read, and tokenizing a
+        // passage of megabytes (a library written before passages were bounded) would hold the
+        // model thread.
+        let text = match text
+            .char_indices()
+            .nth(self.limit.saturating_mul(MAX_CHARS_PER_TOKEN))
+        {
+            Some((cut, _)) => &text[..cut],
+            None => &text,
+        };
         let text = tokenizer
-            .tokenize_after_special(&defuse_markers(&text))
+            .tokenize_after_special(&defuse_markers(text))
             .map_err(SelfRagError::generator("tokenizing a passage"))?;
         let opening = |text: &[TokenId]| {
             [
@@ -491,6 +505,60 @@ mod tests {
             proptest::prop_assert_eq!(markers(&ids_text), 2, "{:?}", ids_text);
             proptest::prop_assert!(ids_text.starts_with("### Instruction:\n"));
         }
+    }
+
+    /// [`Chars`], remembering the most characters it was given to tokenize at once.
+    struct Recording {
+        chars: Chars,
+        longest: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Tokenizer for Recording {
+        fn token_id(&self, token: &str) -> Option<TokenId> {
+            self.chars.token_id(token)
+        }
+        fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+            self.chars.tokenize(text)
+        }
+        fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+            self.longest
+                .fetch_max(text.chars().count(), std::sync::atomic::Ordering::Relaxed);
+            self.chars.tokenize_after_special(text)
+        }
+        fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
+            self.chars.decode(ids)
+        }
+        fn bos_id(&self) -> TokenId {
+            self.chars.bos_id()
+        }
+        fn eos_id(&self) -> TokenId {
+            self.chars.eos_id()
+        }
+        fn vocab_size(&self) -> usize {
+            self.chars.vocab_size()
+        }
+    }
+
+    /// Issue 44: a passage without whitespace of 64 MB (stored before the chunker cut such
+    /// runs) was tokenized whole on the model thread at ask time.
+    #[test]
+    fn a_huge_passage_is_cut_by_characters_before_it_is_tokenized() {
+        let g = Recording {
+            chars: Chars { context: 512 },
+            longest: 0.into(),
+        };
+        let vocab = ReflectionVocab::resolve(&g).unwrap();
+        let b = PromptBuilder::new(&g, 512, &vocab, "Q?", 100).unwrap();
+        let huge = "x".repeat(8 << 20);
+        let prompt = b.with_passage(&g, &[], &passage(&huge)).unwrap();
+        let longest = g.longest.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            longest <= b.limit() * MAX_CHARS_PER_TOKEN,
+            "tokenized {longest} characters for a limit of {} tokens",
+            b.limit()
+        );
+        // Still cut to fit exactly, as before.
+        assert_eq!(prompt.ids.len(), b.limit());
     }
 
     #[test]

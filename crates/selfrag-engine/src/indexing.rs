@@ -72,8 +72,10 @@ impl Engine {
     /// Parses and embeds the library's document at `path` again, as a job of its own. The
     /// library skips a file whose size, time and content are unchanged, so the document is
     /// removed first; its passages then come from a fresh parse (or from another path with the
-    /// same content, which the job reports). Only a document the library holds. Pause stops
-    /// it as Stop does.
+    /// same content, which the job reports). Only a document the library holds, read under
+    /// the watched folder that holds it, or else as the file alone: a document whose path now
+    /// leads out of that (a `notes.txt` swapped for a link) is refused, naming it, and stays as
+    /// it was. Pause stops it as Stop does.
     pub async fn reindex_document(
         &self,
         path: &Path,
@@ -90,6 +92,14 @@ impl Engine {
                 "{} is not a document in the library; add it by dropping it on the window or with Add files",
                 path.display()
             )));
+        }
+        // The job checks again, file by file, right before reading; this check is for an
+        // error that names the file before its document is removed.
+        let root = library.granted_root(path);
+        if let Err(e @ (IndexError::LeadsOutside { .. } | IndexError::Swapped { .. })) =
+            selfrag_index::granted::see(&root, path)
+        {
+            return Err(e.into());
         }
         let _one_at_a_time = self.jobs.indexing_lock().await;
         let job = self.jobs.start(JobKind::Indexing);

@@ -617,3 +617,70 @@ Seals sleep on ice floes.",
     assert_eq!(notice.1, 1.0);
     assert!(!notice.0.is_empty());
 }
+
+/// Issue 44: Re-index ran a job with the document's path as its own root, where a link was
+/// followed as one the user named: an indexed `notes.txt` swapped for a link to a file outside
+/// was read through it. It is refused now with an error that names it, and the document stays
+/// as it was; a link inside a watched folder still re-indexes, the folder being its bound.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_swapped_for_a_link_outside_is_refused_on_reindex_naming_it() {
+    let f = fixture();
+    let secret = f.docs.parent().unwrap().join("home/.ssh/id_rsa.txt");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "BEGIN OPENSSH PRIVATE KEY zebrasecret").unwrap();
+    let notes = write(&f.docs, "notes.txt", "Otters hold hands while sleeping.");
+    let engine = Engine::new(f.config.clone()).unwrap();
+    engine
+        .index_paths(std::slice::from_ref(&notes), |_| {})
+        .await
+        .unwrap();
+    let before = engine.documents().await.unwrap();
+    assert_eq!(before.len(), 1);
+
+    std::fs::rename(&notes, f.docs.join("notes.old")).unwrap();
+    std::os::unix::fs::symlink(&secret, &notes).unwrap();
+    let err = engine.reindex_document(&notes, |_| {}).await.unwrap_err();
+    assert_eq!(err.code(), selfrag_engine::ErrorCode::Index);
+    let message = err.to_string();
+    assert!(
+        message.contains(&notes.display().to_string()) && message.contains("outside"),
+        "{message}"
+    );
+    let after = engine.documents().await.unwrap();
+    assert_eq!(
+        after.iter().map(|d| (&d.id, &d.path)).collect::<Vec<_>>(),
+        before.iter().map(|d| (&d.id, &d.path)).collect::<Vec<_>>()
+    );
+
+    // A link whose target lies inside the watched folder that holds it is still followed.
+    let real = write(&f.docs, "real.txt", "Seals sleep on ice floes.");
+    let again = f.docs.join("again.txt");
+    std::os::unix::fs::symlink(&real, &again).unwrap();
+    engine.set_watched(&f.docs, true).await.unwrap();
+    engine
+        .index_paths(std::slice::from_ref(&f.docs), |_| {})
+        .await
+        .unwrap();
+    assert!(
+        engine
+            .documents()
+            .await
+            .unwrap()
+            .iter()
+            .any(|d| d.path == again.display().to_string())
+    );
+    let reindexed = engine.reindex_document(&again, |_| {}).await.unwrap();
+    assert!(
+        matches!(reindexed, IndexEvent::Finished { failed: 0, .. }),
+        "{reindexed:?}"
+    );
+    assert!(
+        engine
+            .documents()
+            .await
+            .unwrap()
+            .iter()
+            .any(|d| d.path == again.display().to_string())
+    );
+}

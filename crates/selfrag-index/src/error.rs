@@ -114,4 +114,25 @@ pub enum IndexError {
         "{path} changed since it was indexed, so the passage may no longer be where the library says; re-index it to see the passage in its source"
     )]
     SourceChanged { path: PathBuf },
+    /// Not read: the path leads (through a link in it, or being one) out of the file or folder
+    /// the user gave.
+    #[error(
+        "{path} was not read: it leads to {target}, outside {folder}, which it was added from; links are followed only inside the file or folder you gave (add the target itself to index it)"
+    )]
+    LeadsOutside {
+        path: PathBuf,
+        target: PathBuf,
+        folder: PathBuf,
+    },
+    /// Not read: between its check and its read the file became a link or another file.
+    #[error(
+        "{path} was not read: it was replaced (by a link or another file) while it was being read; index it again"
+    )]
+    Swapped { path: PathBuf },
+    /// Skipped: runs of the app ended (crashed, or were killed) while indexing this file, which
+    /// has not changed since; read again it could end the app again.
+    #[error(
+        "{path} was skipped: the app stopped {times} times in a row while indexing it (it may be what stopped it), so it is not read again until it changes; to try it once more, add this file itself again"
+    )]
+    CrashedBefore { path: PathBuf, times: u32 },
 }

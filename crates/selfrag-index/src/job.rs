@@ -4,7 +4,8 @@
 //! job killed at any moment is finished by the next [`Library::run_job`] (the per-file skip
 //! makes the files already done cost only a `stat`). A paused job's folders stay in `job.json`
 //! apart, taken up only when asked for ([`Library::paused_job`]). A folder's documents whose
-//! files are gone are removed.
+//! files are gone are removed. A file the app ended on twice in a row while reading it is
+//! skipped and named from then on, so that no file makes a crash loop (`crash_guard`).
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -16,6 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::library::meta::{read_state, write_atomically};
 use crate::library::path_key;
 use crate::{IndexError, IndexOutcome, Library, PassageEmbedder};
+
+mod crash_guard;
+pub(crate) use crash_guard::FileVersion;
 
 /// Files between two compactions of a job's tables, at least (the interval grows to a quarter
 /// of the files done, so a large job compacts a logarithmic number of times).
@@ -128,6 +132,10 @@ struct PendingJob {
     /// A paused job's: resumed only when the user asks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     paused: Vec<String>,
+    /// Files runs of the app ended while reading, as they were, and how many times: skipped
+    /// after the second until they change or are named again (`crash_guard`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ended_on: Vec<crash_guard::EndedOn>,
 }
 
 /// Whether `path` is `root` or lies under it (both `path_key`s).
@@ -146,7 +154,7 @@ impl Library {
 
     /// Writes `job.json`, or removes it when it holds nothing.
     fn write_job_record(&self, record: &PendingJob) -> Result<(), IndexError> {
-        if record.roots.is_empty() && record.paused.is_empty() {
+        if record.roots.is_empty() && record.paused.is_empty() && record.ended_on.is_empty() {
             return match std::fs::remove_file(self.job_file()) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(IndexError::Write {
                     path: self.job_file(),
@@ -220,6 +228,7 @@ impl Library {
         } = stop.into();
         let (all, resumed) = self.record_job(roots)?;
         let (files, links_outside) = self.files_under(&all);
+        let granted = self.granted_with(&all);
         let total = files.len();
         on_event(JobEvent::Started {
             total,
@@ -248,13 +257,19 @@ impl Library {
             on_event(JobEvent::FileStarted { path: path.clone() });
             let watchdog = tokio::spawn(log_slow_file(path.clone(), self.stage.clone()));
             let result = self
-                .index_file_reporting(file, embedder, cancel, |part| {
-                    on_event(JobEvent::FileSearchable {
-                        path: path.clone(),
-                        passages: part.passages,
-                        of: part.of,
-                    })
-                })
+                .index_file_under(
+                    widest_holding(&granted, file),
+                    file,
+                    embedder,
+                    cancel,
+                    |part| {
+                        on_event(JobEvent::FileSearchable {
+                            path: path.clone(),
+                            passages: part.passages,
+                            of: part.of,
+                        })
+                    },
+                )
                 .await;
             watchdog.abort();
             if let Err(IndexError::Stopped { .. }) = result {
@@ -334,12 +349,16 @@ impl Library {
     }
 
     /// Writes `job.json` with `roots` and the roots of an unfinished earlier job, so that a job
-    /// cut short resumes at the next start (the paused list stays as it is). Returns all of
-    /// them, and those resumed.
+    /// cut short resumes at the next start (the paused list stays as it is). The file another
+    /// run of the app ended on, if any, is counted (`crash_guard`), and the files `roots` names
+    /// are cleared of such ends: the user asks to try them again. Returns all of them, and
+    /// those resumed.
     fn record_job(&self, roots: &[PathBuf]) -> Result<(BTreeSet<String>, Vec<String>), IndexError> {
         let keys: Vec<String> = roots.iter().map(|r| path_key(r)).collect();
         let mut recorded = (BTreeSet::new(), Vec::new());
+        let left = self.left_by_another_run();
         self.update_job_record(|record| {
+            crash_guard::retry_named(record, left.as_ref(), &keys);
             let resumed: Vec<String> = record
                 .roots
                 .drain(..)
@@ -349,6 +368,7 @@ impl Library {
             record.roots = all.iter().cloned().collect();
             recorded = (all, resumed);
         })?;
+        self.forget_marker(left.as_ref());
         Ok(recorded)
     }
 
@@ -358,9 +378,10 @@ impl Library {
     fn files_under(&self, roots: &BTreeSet<String>) -> (Vec<PathBuf>, Vec<(PathBuf, PathBuf)>) {
         let mut files = Vec::new();
         let mut links_outside = Vec::new();
+        let granted = self.granted_with(roots);
         for root in roots {
             let before = files.len();
-            let walk = walk(Path::new(root));
+            let walk = walk_under(widest_holding(&granted, Path::new(root)), Path::new(root));
             files.extend(walk.files);
             links_outside.extend(walk.links_outside);
             let known = self
@@ -412,13 +433,43 @@ pub fn is_disk_full(error: &IndexError) -> bool {
     text.contains("No space left on device") || text.contains("not enough space on the disk")
 }
 
+impl Library {
+    /// The file or folder the user gave that bounds what `path` may lead to, as the walk and
+    /// the indexing of its files take it: the widest watched folder holding `path` (by name),
+    /// else `path` itself.
+    pub fn granted_root(&self, path: &Path) -> PathBuf {
+        widest_holding(&self.granted_with(&BTreeSet::new()), path).to_path_buf()
+    }
+
+    /// The job's `roots` and the watched folders: all the user gave.
+    fn granted_with(&self, roots: &BTreeSet<String>) -> Vec<PathBuf> {
+        roots
+            .iter()
+            .map(PathBuf::from)
+            .chain(self.watched_folders())
+            .collect()
+    }
+}
+
+/// The widest of `granted` that holds `path` (by name), else `path`: a link found below a job's
+/// folder may lead anywhere in a watched folder that holds that folder, as the watcher allows.
+fn widest_holding<'a>(granted: &'a [PathBuf], path: &'a Path) -> &'a Path {
+    granted
+        .iter()
+        .filter(|root| path.starts_with(root))
+        .min_by_key(|root| root.as_os_str().len())
+        .map_or(path, PathBuf::as_path)
+}
+
 /// What a walk of a path the user granted (a dropped or picked file or folder, a watched
 /// folder) found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Walk {
     pub files: Vec<PathBuf>,
-    /// Symbolic links to a file outside the granted path, as (link, target): never read, so a
-    /// folder holding `notes.txt -> ~/.ssh/id_rsa` cannot bring the key into the library.
+    /// Files whose canonical path lies outside the granted path, as (path, canonical target):
+    /// a link to a file outside, or a file reached through a link to a folder outside (a change
+    /// reported under `refs -> ../..`). Never read, so a folder holding
+    /// `notes.txt -> ~/.ssh/id_rsa` cannot bring the key into the library.
     pub links_outside: Vec<(PathBuf, PathBuf)>,
 }
 
@@ -429,21 +480,34 @@ pub fn walk(root: &Path) -> Walk {
 
 /// The files under `path`, which lies in the granted `root`, skipping hidden files and
 /// folders (`.git`, `.DS_Store`) and never following a symbolic link to a folder (no loops).
-/// A link to a file is followed only where its target stays inside `root` (or is `root`
-/// itself, a link the user named); the others are listed in [`Walk::links_outside`].
+/// Every file and folder walked is inside the bound of `root` by canonical path
+/// ([`crate::granted::bound`]: the folder resolved; a file given alone is bounded by its own
+/// place, so a link given alone leads out), so a link to a file is followed only where its
+/// target stays inside, and a `path` that leads through a link out of `root` yields nothing;
+/// the files left out are listed in [`Walk::links_outside`].
 pub fn walk_under(root: &Path, path: &Path) -> Walk {
-    let inside = std::fs::canonicalize(root).ok();
+    let bound = crate::granted::bound(root);
     let mut walk = Walk::default();
-    collect(root, inside.as_deref(), path, &mut walk);
+    collect(bound.as_deref(), path, &mut walk);
     walk
 }
 
-fn collect(root: &Path, inside: Option<&Path>, path: &Path, walk: &mut Walk) {
+fn collect(bound: Option<&Path>, path: &Path, walk: &mut Walk) {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         // Missing: the walk reports nothing; the job removes its documents.
         return;
     };
+    // Dangling or gone since: nothing to read.
+    let Ok(target) = std::fs::canonicalize(path) else {
+        return;
+    };
+    let inside = bound.is_some_and(|bound| target.starts_with(bound));
     if meta.is_dir() {
+        // A folder reached through a link (a change reported under `refs -> ../..`) is not
+        // entered; below one that is inside, only links can lead out, and each is checked.
+        if !inside {
+            return;
+        }
         let Ok(entries) = std::fs::read_dir(path) else {
             // Unreadable folder: let indexing report the error on the folder itself.
             walk.files.push(path.to_path_buf());
@@ -456,24 +520,20 @@ fn collect(root: &Path, inside: Option<&Path>, path: &Path, walk: &mut Walk) {
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with('.'));
             if !hidden {
-                collect(root, inside, &child, walk);
+                collect(bound, &child, walk);
             }
         }
-    } else if meta.file_type().is_symlink() {
-        // A dangling link or a link to a folder is not a document.
-        let Ok(target) = std::fs::canonicalize(path) else {
-            return;
-        };
-        if !target.is_file() {
-            return;
-        }
-        if path == root || inside.is_some_and(|inside| target.starts_with(inside)) {
-            walk.files.push(path.to_path_buf());
-        } else {
-            walk.links_outside.push((path.to_path_buf(), target));
-        }
-    } else {
+        return;
+    }
+    // A link to a folder or to a device is not a document; a FIFO or a device itself is
+    // handed on, for indexing to say it is not a regular file.
+    if meta.file_type().is_symlink() && !target.is_file() {
+        return;
+    }
+    if inside {
         walk.files.push(path.to_path_buf());
+    } else {
+        walk.links_outside.push((path.to_path_buf(), target));
     }
 }
 

@@ -5,7 +5,8 @@
 //! memory limit ([`Extractor`], [`worker`]), passages of about a hundred words with their
 //! provenance ([`chunk`]), the embedded LanceDB store of documents and passages with vector,
 //! full-text and hybrid search ([`Library`]), resumable indexing jobs ([`job`]) and watched
-//! folders ([`watch`]).
+//! folders ([`watch`]). What a file or folder the user gave lets it read, and how a file is
+//! opened so that no link leads out of it, is [`granted`].
 //!
 //! It must not depend on candle, Tauri or the Self-RAG algorithm: embeddings arrive through the
 //! [`PassageEmbedder`] trait, which selfrag-engine implements with selfrag-models.
@@ -30,6 +31,7 @@ pub mod bench;
 pub mod chunk;
 mod error;
 pub mod extract;
+pub mod granted;
 #[cfg(feature = "store")]
 pub mod job;
 #[cfg(feature = "store")]

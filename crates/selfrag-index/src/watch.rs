@@ -57,7 +57,7 @@ impl std::fmt::Debug for FolderWatcher {
 impl FolderWatcher {
     pub fn new() -> Result<Self, IndexError> {
         let (tx, changes) = mpsc::unbounded_channel();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let on_event = move |event: notify::Result<notify::Event>| {
             let message = match event {
                 // The kernel's queue overflowed (inotify's IN_Q_OVERFLOW, FSEvents' must-scan).
                 Ok(e) if e.need_rescan() => {
@@ -69,11 +69,16 @@ impl FolderWatcher {
                 Err(e) => Change::Lost(e.to_string()),
             };
             let _ = tx.send(message);
-        })
-        .map_err(|e| IndexError::Watch {
-            path: PathBuf::new(),
-            reason: e.to_string(),
-        })?;
+        };
+        // notify follows links by default, adding a recursive watch through each link to a
+        // folder: `refs -> ../../..` would watch the home folder (and spend the session's
+        // inotify watches). Links inside a watched folder are the walk's to judge.
+        let config = notify::Config::default().with_follow_symlinks(false);
+        let watcher =
+            notify::RecommendedWatcher::new(on_event, config).map_err(|e| IndexError::Watch {
+                path: PathBuf::new(),
+                reason: e.to_string(),
+            })?;
         Ok(Self { watcher, changes })
     }
 
@@ -173,24 +178,30 @@ impl Library {
         mut on_event: impl FnMut(JobEvent),
     ) -> Result<JobSummary, IndexError> {
         let mut summary = JobSummary::default();
-        let watched = self.watched_folders();
+        let watched: Vec<(PathBuf, Option<PathBuf>)> = self
+            .watched_folders()
+            .into_iter()
+            .map(|folder| {
+                let resolved = std::fs::canonicalize(&folder).ok();
+                (folder, resolved)
+            })
+            .collect();
         let mut files = Vec::new();
         let mut gone = Vec::new();
-        for path in changed {
+        for changed_path in changed {
             // The watched folder the change is in: links are followed only inside it, and
-            // what lies under a hidden folder below it is skipped, as the first walk does.
-            let folder = watched
-                .iter()
-                .filter(|folder| path.starts_with(folder))
-                .max_by_key(|folder| folder.as_os_str().len())
-                .map(PathBuf::as_path);
-            if path.starts_with(self.dir()) || hidden_below(folder, path) {
+            // what lies under a hidden folder below it is skipped, as the first walk does. A
+            // change in none is dropped, never indexed as a root of its own.
+            let Some((folder, path)) = place_in_watched(&watched, changed_path) else {
+                tracing::debug!(path = %changed_path.display(), "a change outside every watched folder, dropped");
+                continue;
+            };
+            if path.starts_with(self.dir()) || hidden_below(&folder, &path) {
                 continue;
             }
-            let root = folder.unwrap_or(path);
-            if std::fs::symlink_metadata(path).is_ok() {
-                let walk = walk_under(root, path);
-                files.extend(walk.files);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                let walk = walk_under(&folder, &path);
+                files.extend(walk.files.into_iter().map(|file| (file, folder.clone())));
                 for (link, target) in walk.links_outside {
                     summary.skipped += 1;
                     on_event(JobEvent::LinkSkipped {
@@ -199,15 +210,15 @@ impl Library {
                     });
                 }
             } else {
-                gone.push(path.clone());
+                gone.push(path);
             }
         }
         files.sort();
-        files.dedup();
-        for file in files {
+        files.dedup_by(|a, b| a.0 == b.0);
+        for (file, folder) in files {
             let path = file.display().to_string();
             let result = self
-                .index_file_reporting(&file, embedder, &AtomicBool::new(false), |part| {
+                .index_file_under(&folder, &file, embedder, &AtomicBool::new(false), |part| {
                     on_event(JobEvent::FileSearchable {
                         path: path.clone(),
                         passages: part.passages,
@@ -243,17 +254,55 @@ impl Library {
     }
 }
 
-/// Whether `path` is hidden as seen from the watched folder `root`: it, or a folder between `root` and
-/// it, has a name that starts with a dot (`.foo.swp`, `.git/objects/…`). The walk of a folder
-/// skips exactly these (see [`crate::job::walk_under`]), so a watched change and the first walk
-/// agree. `root` itself may be hidden: the user chose it. Outside any watched folder (`None`),
-/// only the path's own name counts.
-fn hidden_below(root: Option<&Path>, path: &Path) -> bool {
-    let dotted = |name: &std::ffi::OsStr| name.to_string_lossy().starts_with('.');
-    match root.and_then(|root| path.strip_prefix(root).ok()) {
-        Some(below) => below.components().any(|c| dotted(c.as_os_str())),
-        None => path.file_name().is_some_and(dotted),
+/// The watched folder (of `watched`, each with its canonical path) that `path` lies in, and
+/// `path` as seen under that folder's own name. By name first; else by canonical path, for a
+/// system that reports resolved paths (macOS's FSEvents: `/private/tmp/w/a.md` for a folder
+/// watched as `/tmp/w`), the change then being named under the folder as the user named it.
+/// `None` when it lies in none: a change there is not the library's.
+fn place_in_watched(
+    watched: &[(PathBuf, Option<PathBuf>)],
+    path: &Path,
+) -> Option<(PathBuf, PathBuf)> {
+    let by_name = watched
+        .iter()
+        .filter(|(folder, _)| path.starts_with(folder))
+        .max_by_key(|(folder, _)| folder.as_os_str().len());
+    if let Some((folder, _)) = by_name {
+        return Some((folder.clone(), path.to_path_buf()));
     }
+    let resolved = resolve_existing(path)?;
+    watched
+        .iter()
+        .filter_map(|(folder, canonical)| {
+            let below = resolved.strip_prefix(canonical.as_ref()?).ok()?;
+            Some((canonical.as_ref()?.as_os_str().len(), folder, below))
+        })
+        .max_by_key(|(length, _, _)| *length)
+        .map(|(_, folder, below)| (folder.clone(), folder.join(below)))
+}
+
+/// `path` with the folders of it that exist resolved (a deleted file's folder still does); its
+/// own name is kept, so that a link is placed as itself, not as its target.
+fn resolve_existing(path: &Path) -> Option<PathBuf> {
+    let mut missing = vec![path.file_name()?];
+    let mut existing = path.parent()?;
+    loop {
+        if let Ok(resolved) = std::fs::canonicalize(existing) {
+            return Some(missing.iter().rev().fold(resolved, |p, name| p.join(name)));
+        }
+        missing.push(existing.file_name()?);
+        existing = existing.parent()?;
+    }
+}
+
+/// Whether `path` is hidden as seen from the watched folder `root`: it, or a folder between
+/// `root` and it, has a name that starts with a dot (`.foo.swp`, `.git/objects/…`). The walk
+/// of a folder skips exactly these (see [`crate::job::walk_under`]), so a watched change and
+/// the first walk agree. `root` itself may be hidden: the user chose it.
+fn hidden_below(root: &Path, path: &Path) -> bool {
+    let dotted = |name: &std::ffi::OsStr| name.to_string_lossy().starts_with('.');
+    path.strip_prefix(root)
+        .is_ok_and(|below| below.components().any(|c| dotted(c.as_os_str())))
 }
 
 #[cfg(test)]

@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::IndexError;
-use crate::extract::{ExtractedDocument, extract_file};
+use crate::extract::{ExtractedDocument, extract_checked, extract_file};
+use crate::granted::{FileIdentity, SeenFile};
 
 mod heap;
 pub use heap::{HEAP_LIMIT_ENV, HEAP_LIMIT_EXIT, WorkerHeap};
@@ -47,6 +48,15 @@ pub const WATCH_PARENT_ENV: &str = "SELFRAG_WORKER_WATCH_PARENT";
 
 /// Exit code of a worker whose parent went away.
 const PARENT_GONE: i32 = 3;
+
+/// Set by the parent for a file it checked: the identity ([`FileIdentity`]) the file had, which
+/// the worker's open must find (it follows no link either), so a file swapped between the
+/// parent's check and the worker's read is not read.
+pub const EXPECTED_FILE_ENV: &str = "SELFRAG_WORKER_EXPECTED_FILE";
+
+/// Set with [`EXPECTED_FILE_ENV`]: where the file's bytes are (`PATH` itself, or the target of
+/// the link `PATH`, which still names the format and the file).
+pub const READ_FROM_ENV: &str = "SELFRAG_WORKER_READ_FROM";
 
 /// Runs the extraction worker when the process was started as one (`EXE --selfrag-extract-worker
 /// PATH`) and returns its exit code; `None` for a normal start, which the caller then continues.
@@ -62,7 +72,22 @@ pub fn main_if_worker() -> Option<ExitCode> {
     if std::env::var_os(WATCH_PARENT_ENV).is_some() {
         watch_parent();
     }
-    let reply = match WorkerHeap::limit_from_env().map(|()| extract_file(Path::new(&path))) {
+    let extract = || match std::env::var(EXPECTED_FILE_ENV) {
+        Ok(expected) => match expected.parse::<FileIdentity>() {
+            Ok(expected) => {
+                let read_from = std::env::var_os(READ_FROM_ENV).unwrap_or_else(|| path.clone());
+                extract_checked(Path::new(&path), Path::new(&read_from), expected)
+            }
+            Err(message) => Err(IndexError::ParserFailed {
+                path: PathBuf::from(&path),
+                what: format!("was told {EXPECTED_FILE_ENV} {message}"),
+            }),
+        },
+        Err(_) => extract_file(Path::new(&path)),
+    };
+    let extracted =
+        WorkerHeap::limit_from_env().map(|()| extract().map(ExtractedDocument::within_limits));
+    let reply = match extracted {
         Ok(Ok(document)) => WorkerReply::Extracted { document },
         Ok(Err(e)) => WorkerReply::Failed {
             error: WireError::from_error(&e),
@@ -119,6 +144,7 @@ enum WireError {
         size_mib: u64,
         limit_mib: u64,
     },
+    Swapped,
     Other {
         message: String,
     },
@@ -152,6 +178,7 @@ impl WireError {
                 size_mib: *size_mib,
                 limit_mib: *limit_mib,
             },
+            IndexError::Swapped { .. } => Self::Swapped,
             other => Self::Other {
                 message: other.to_string(),
             },
@@ -184,6 +211,7 @@ impl WireError {
                 size_mib,
                 limit_mib,
             },
+            Self::Swapped => IndexError::Swapped { path },
             Self::Other { message } => IndexError::ParserFailed {
                 path,
                 what: format!("failed ({message})"),
@@ -283,11 +311,45 @@ impl Extractor {
 
     /// Extracts `path`, blocking the calling thread until the text or the error is there.
     pub fn extract_blocking(&self, path: &Path) -> Result<ExtractedDocument, IndexError> {
+        self.extract_from(path, None)
+    }
+
+    /// Extracts a file checked by [`crate::granted::see`] on a blocking thread: the read
+    /// follows no link and refuses a file other than the one seen ([`IndexError::Swapped`]).
+    #[cfg(feature = "store")]
+    pub async fn extract_seen(&self, seen: &SeenFile) -> Result<ExtractedDocument, IndexError> {
+        let (this, owned) = (self.clone(), seen.clone());
+        tokio::task::spawn_blocking(move || this.extract_seen_blocking(&owned))
+            .await
+            .map_err(|e| IndexError::ParserFailed {
+                path: seen.path.clone(),
+                what: format!("was lost ({e})"),
+            })?
+    }
+
+    /// [`Extractor::extract_seen`], blocking the calling thread.
+    pub fn extract_seen_blocking(&self, seen: &SeenFile) -> Result<ExtractedDocument, IndexError> {
+        self.extract_from(&seen.path, Some(seen))
+    }
+
+    /// Extracts `path`, read as `seen` says when given.
+    fn extract_from(
+        &self,
+        path: &Path,
+        seen: Option<&SeenFile>,
+    ) -> Result<ExtractedDocument, IndexError> {
         // A folder of images should not start a process per image just to hear "unsupported".
         crate::extract::supported_extension(path)?;
+        let in_process = || match seen {
+            Some(seen) => extract_checked(path, &seen.read_from, seen.identity),
+            None => extract_file(path),
+        };
         match &self.worker {
-            Some(worker) => worker.run(path),
-            None => catch_unwind(AssertUnwindSafe(|| extract_file(path))).unwrap_or_else(|_| {
+            Some(worker) => worker.run(path, seen),
+            None => catch_unwind(AssertUnwindSafe(|| {
+                in_process().map(ExtractedDocument::within_limits)
+            }))
+            .unwrap_or_else(|_| {
                 Err(IndexError::ParserFailed {
                     path: path.to_path_buf(),
                     what: "panicked".into(),
@@ -298,7 +360,7 @@ impl Extractor {
 }
 
 impl WorkerProcess {
-    fn run(&self, path: &Path) -> Result<ExtractedDocument, IndexError> {
+    fn run(&self, path: &Path, seen: Option<&SeenFile>) -> Result<ExtractedDocument, IndexError> {
         let failed = |what: String| IndexError::ParserFailed {
             path: path.to_path_buf(),
             what,
@@ -326,6 +388,14 @@ impl WorkerProcess {
         if let Some(bytes) = self.memory_limit {
             command.env(HEAP_LIMIT_ENV, bytes.to_string());
         }
+        match seen {
+            Some(seen) => command
+                .env(EXPECTED_FILE_ENV, seen.identity.to_string())
+                .env(READ_FROM_ENV, &seen.read_from),
+            None => command
+                .env_remove(EXPECTED_FILE_ENV)
+                .env_remove(READ_FROM_ENV),
+        };
         command
             .arg(WORKER_FLAG)
             .arg(path)
@@ -535,6 +605,7 @@ mod tests {
                 size_mib: 1024,
                 limit_mib: 512,
             },
+            IndexError::Swapped { path: path.into() },
         ];
         for e in errors {
             let json = serde_json::to_string(&WireError::from_error(&e)).unwrap();

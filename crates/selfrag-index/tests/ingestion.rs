@@ -801,6 +801,55 @@ async fn a_parser_that_hangs_is_stopped_at_the_time_limit_and_the_next_file_inde
     assert_eq!(lib.stats().await.unwrap().documents, 1);
 }
 
+/// Issue 44: the worker opened the file by path well after it was checked, so a file swapped
+/// for a link (or for another file) in between was read through it. The worker now follows no
+/// link and reads only the file that was seen (its device and inode), as the in-process
+/// extraction does; the error names the file.
+#[cfg(unix)]
+#[test]
+fn the_worker_reads_only_the_file_that_was_seen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("home/.ssh/id_rsa.txt");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "BEGIN OPENSSH PRIVATE KEY zebrasecret").unwrap();
+    let docs = tmp.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let notes = docs.join("notes.txt");
+    std::fs::write(&notes, "Otters hold hands while sleeping.").unwrap();
+    let seen = selfrag_index::granted::see(&docs, &notes).unwrap();
+    let text = worker().extract_seen_blocking(&seen).unwrap().pages[0]
+        .text
+        .clone();
+    assert!(text.contains("Otters"), "{text}");
+    // A link inside the folder is read from its target, and named and parsed as itself.
+    let raw = docs.join("raw-notes");
+    std::fs::write(&raw, "Seals sleep on ice floes.").unwrap();
+    let alias = docs.join("alias.md");
+    std::os::unix::fs::symlink(&raw, &alias).unwrap();
+    let seen_alias = selfrag_index::granted::see(&docs, &alias).unwrap();
+    assert_eq!(seen_alias.read_from, raw.canonicalize().unwrap());
+    let document = worker().extract_seen_blocking(&seen_alias).unwrap();
+    assert_eq!(document.title, "alias");
+    assert!(document.pages[0].text.contains("Seals"), "{document:?}");
+
+    let swapped = |extractor: &Extractor| {
+        let err = extractor.extract_seen_blocking(&seen).unwrap_err();
+        assert!(matches!(err, IndexError::Swapped { .. }), "{err}");
+        assert!(err.to_string().contains("notes.txt"), "{err}");
+    };
+    // A link to a file outside, put where the file was (renamed away, so that its inode stays
+    // taken and no new file gets its number).
+    std::fs::rename(&notes, docs.join("notes.old")).unwrap();
+    std::os::unix::fs::symlink(&secret, &notes).unwrap();
+    swapped(&worker());
+    swapped(&Extractor::in_process());
+    // Another file in its place.
+    std::fs::remove_file(&notes).unwrap();
+    std::fs::copy(&secret, &notes).unwrap();
+    swapped(&worker());
+    swapped(&Extractor::in_process());
+}
+
 #[cfg(unix)]
 #[test]
 fn a_real_extraction_that_blocks_is_killed_at_the_time_limit() {

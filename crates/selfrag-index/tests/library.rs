@@ -831,6 +831,63 @@ async fn symlinks_out_of_a_granted_folder_are_not_followed() {
     );
 }
 
+/// Issue 44: a file given alone was its own bound and a link given alone was followed (“a
+/// link the user named”); a re-index runs a job of the document's path that way, so an
+/// indexed `notes.txt` swapped for a link to a file outside was read through it. A file
+/// given alone is bounded by its own place now: once it is a link it leads out, and is named.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_given_alone_that_became_a_link_is_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = write(
+        &tmp.path().join("home/.ssh"),
+        "id_rsa",
+        "BEGIN OPENSSH PRIVATE KEY zebrasecret",
+    );
+    let notes = write(
+        &tmp.path().join("docs"),
+        "notes.txt",
+        "Otters hold hands while sleeping.",
+    );
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    let never = AtomicBool::new(false);
+    let summary = lib
+        .run_job(std::slice::from_ref(&notes), &EMBEDDER, &never, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(summary.indexed, 1);
+
+    std::fs::rename(&notes, tmp.path().join("docs/notes.old")).unwrap();
+    std::os::unix::fs::symlink(&secret, &notes).unwrap();
+    lib.remove(&notes).await.unwrap();
+    let mut skipped = Vec::new();
+    let summary = lib
+        .run_job(std::slice::from_ref(&notes), &EMBEDDER, &never, |e| {
+            if let JobEvent::LinkSkipped { path, target } = e {
+                skipped.push((path, target));
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.failed), (0, 0));
+    assert_eq!(
+        skipped,
+        [(
+            notes.display().to_string(),
+            secret.canonicalize().unwrap().display().to_string()
+        )]
+    );
+    assert!(lib.documents().is_empty());
+    let err = lib.index_file(&notes, &EMBEDDER).await.unwrap_err();
+    assert!(
+        matches!(err, selfrag_index::IndexError::LeadsOutside { .. }),
+        "{err}"
+    );
+    assert!(lib.documents().is_empty());
+}
+
 /// An embedder that sets `stop` once it has embedded `after` texts.
 struct StopsAfter<'a> {
     inner: Counting,

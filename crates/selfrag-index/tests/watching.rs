@@ -72,6 +72,7 @@ async fn create_modify_rename_and_delete_reach_the_library_within_seconds() {
     let lib = Library::open(&tmp.path().join("lib"), &embedder)
         .await
         .unwrap();
+    lib.set_watched(&folder, true).unwrap();
     let mut watcher = FolderWatcher::new().unwrap();
     watcher.watch(&folder).unwrap();
     let limit = Duration::from_secs(10);
@@ -119,6 +120,7 @@ async fn a_burst_of_a_thousand_changes_ends_with_the_library_equal_to_the_disk()
     let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
         .await
         .unwrap();
+    lib.set_watched(&folder, true).unwrap();
     let mut watcher = FolderWatcher::new().unwrap();
     watcher.watch(&folder).unwrap();
 
@@ -203,6 +205,7 @@ async fn a_file_deleted_before_its_batch_reaches_it_is_a_removal_not_an_error() 
     let lib = Library::open(&tmp.path().join("lib"), &embedder)
         .await
         .unwrap();
+    lib.set_watched(&folder, true).unwrap();
     let mut events = Vec::new();
     let summary = lib
         .apply_changes(&[first.clone(), second.clone()], &embedder, |e| {
@@ -255,4 +258,182 @@ async fn the_watcher_skips_what_lies_under_hidden_folders_as_the_first_walk_does
     assert_eq!((summary.indexed, summary.failed), (1, 0));
     assert!(has(&lib, &visible));
     assert!(!has(&lib, &inside_git) && !has(&lib, &hidden_deep));
+}
+
+/// Every document's text in the library, for a test that some text never got in.
+async fn every_text(lib: &Library) -> String {
+    let mut all = String::new();
+    for document in lib.documents() {
+        for passage in lib.passages_of(&document.id).await.unwrap() {
+            all.push_str(&passage.text);
+        }
+    }
+    all
+}
+
+/// A watched folder holding `refs -> ../..` (a link to a folder above it, which holds files
+/// the user never gave): `(tmp, watched folder, the file outside)`.
+#[cfg(unix)]
+fn a_folder_with_a_link_to_a_folder_above() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let above = tmp.path().join("home");
+    let secret = above.join("private/diary.txt");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "Dear diary, the vault code is zebrasecret.").unwrap();
+    let watched = above.join("papers/watched");
+    std::fs::create_dir_all(&watched).unwrap();
+    std::os::unix::fs::symlink("../..", watched.join("refs")).unwrap();
+    (tmp, watched, secret)
+}
+
+/// Issue 44: notify's default followed links, adding recursive watches through
+/// `refs -> ../..`, so a file outside that changed came back as a change under the watched
+/// folder. No watch goes through the link now: a change outside is not heard, while a change
+/// inside still is.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watcher_adds_no_watch_through_a_link_to_a_folder_outside() {
+    let (tmp, watched, secret) = a_folder_with_a_link_to_a_folder_above();
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    lib.set_watched(&watched, true).unwrap();
+    let mut watcher = FolderWatcher::new().unwrap();
+    watcher.watch(&watched).unwrap();
+
+    std::fs::write(&secret, "Dear diary, the new vault code is zebrasecret.").unwrap();
+    std::fs::write(secret.with_file_name("new.txt"), "Another zebrasecret.").unwrap();
+    // Written after the changes outside: once its batch is in, theirs would have been too.
+    let inside = watched.join("inside.md");
+    std::fs::write(&inside, "# Inside\nOtters hold hands while sleeping.").unwrap();
+
+    let mut heard = Vec::new();
+    let started = Instant::now();
+    while !heard.contains(&inside) {
+        let left = Duration::from_secs(10).saturating_sub(started.elapsed());
+        assert!(
+            !left.is_zero(),
+            "the change inside was never heard: {heard:?}"
+        );
+        if let Ok(Some(batch)) = tokio::time::timeout(left, watcher.next_batch()).await {
+            lib.apply_changes(&batch.paths, &EMBEDDER, |_| {})
+                .await
+                .unwrap();
+            heard.extend(batch.paths);
+        }
+    }
+    let through_link: Vec<&PathBuf> = heard
+        .iter()
+        .filter(|p| p.starts_with(watched.join("refs")))
+        .collect();
+    assert!(
+        through_link.is_empty(),
+        "heard through the link: {through_link:?}"
+    );
+    assert!(has(&lib, &inside));
+    assert!(!every_text(&lib).await.contains("zebrasecret"));
+}
+
+/// Issue 44: the walk checked containment only where the last component was a link, so a
+/// change named through `refs -> ../..` (as notify reported it while it followed links) was
+/// indexed: a file outside the watched folder, read into the library. Every file a walk or a
+/// change yields must lie inside its folder by canonical path; what does not is named, once.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_named_through_a_link_to_a_folder_outside_is_not_read() {
+    let (tmp, watched, secret) = a_folder_with_a_link_to_a_folder_above();
+    let through_link = watched.join("refs/private/diary.txt");
+    assert!(through_link.is_file());
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    lib.set_watched(&watched, true).unwrap();
+
+    let walked = selfrag_index::job::walk_under(&watched, &through_link);
+    assert!(walked.files.is_empty(), "{walked:?}");
+    assert_eq!(
+        walked.links_outside,
+        [(through_link.clone(), secret.canonicalize().unwrap())]
+    );
+    let folder_through_link = watched.join("refs/private");
+    assert_eq!(
+        selfrag_index::job::walk_under(&watched, &folder_through_link),
+        selfrag_index::job::Walk::default()
+    );
+
+    let mut events = Vec::new();
+    let summary = lib
+        .apply_changes(
+            &[through_link.clone(), folder_through_link],
+            &EMBEDDER,
+            |e| events.push(format!("{e:?}")),
+        )
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.skipped), (0, 1), "{events:?}");
+    assert!(
+        events.len() == 1 && events[0].contains("LinkSkipped") && events[0].contains("diary.txt"),
+        "{events:?}"
+    );
+    assert!(lib.documents().is_empty(), "{:?}", lib.documents());
+
+    // Indexing the file by that path, with the folder as its bound, is refused too.
+    let err = lib
+        .index_file_under(
+            &watched,
+            &through_link,
+            &EMBEDDER,
+            &std::sync::atomic::AtomicBool::new(false),
+            |_| {},
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, selfrag_index::IndexError::LeadsOutside { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("diary.txt"), "{err}");
+    assert!(lib.documents().is_empty());
+}
+
+/// Issue 44: a change that matched no watched folder by name became a root of its own and
+/// was indexed. It is dropped now; and a change named by its resolved path (macOS's FSEvents
+/// reports `/private/tmp/…` for a folder watched as `/tmp/…`) is placed in the folder as the
+/// user named it, not indexed under a second name.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_outside_every_watched_folder_is_dropped_and_a_resolved_one_is_placed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real/notes");
+    std::fs::create_dir_all(&real).unwrap();
+    let named = tmp.path().join("named");
+    std::os::unix::fs::symlink(&real, &named).unwrap();
+    let elsewhere = tmp.path().join("elsewhere/secret.txt");
+    std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+    std::fs::write(&elsewhere, "Nobody gave this zebrasecret to the app.").unwrap();
+    let note = real.join("otters.md");
+    std::fs::write(&note, "# Otters\nOtters hold hands while sleeping.").unwrap();
+    let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
+        .await
+        .unwrap();
+    lib.set_watched(&named, true).unwrap();
+
+    let resolved = note.canonicalize().unwrap();
+    let summary = lib
+        .apply_changes(&[elsewhere.clone(), resolved.clone()], &EMBEDDER, |_| {})
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.failed), (1, 0));
+    let paths: Vec<String> = lib.documents().into_iter().map(|d| d.path).collect();
+    assert_eq!(paths, [named.join("otters.md").display().to_string()]);
+    assert!(!every_text(&lib).await.contains("zebrasecret"));
+
+    // Its deletion, reported by the resolved path too, removes it.
+    std::fs::remove_file(&note).unwrap();
+    let summary = lib
+        .apply_changes(std::slice::from_ref(&resolved), &EMBEDDER, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(summary.removed, 1);
+    assert!(lib.documents().is_empty());
 }

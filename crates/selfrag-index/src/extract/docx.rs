@@ -9,7 +9,7 @@ use std::path::Path;
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
-use super::{ExtractedDocument, MAX_INFLATED_BYTES, single_page};
+use super::{ExtractedDocument, MAX_INFLATED_BYTES, open_document, single_page};
 use crate::IndexError;
 
 pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
@@ -18,10 +18,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         format: "DOCX".into(),
         reason,
     };
-    let file = std::fs::File::open(path).map_err(|source| IndexError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let file = open_document(path)?;
     let mut archive = zip::ZipArchive::new(std::io::BufReader::new(file))
         .map_err(|e| malformed(format!("it is not a zip archive ({e})")))?;
     let body = part(&mut archive, "word/document.xml")

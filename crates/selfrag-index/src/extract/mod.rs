@@ -13,14 +13,17 @@ mod docx;
 mod html;
 pub mod ocr;
 mod pdf;
+mod pdf_filters;
 mod pdf_xref;
 mod text;
 
-use std::path::Path;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::IndexError;
+use crate::granted::{FileIdentity, Waiting, open_checked};
 
 /// A page of extracted text (a whole file is one page for formats without pages).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +52,33 @@ pub struct ExtractedDocument {
     /// "page 3 has no text layer (scanned?)".
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// The most characters of a document's title (HTML `<title>`, a Markdown file's first heading,
+/// a PDF's `/Title`): the title is stored with every passage, so one long title would be
+/// copied into each of them.
+pub const MAX_TITLE_CHARS: usize = 512;
+
+/// The most characters of a page label's prefix (the `A-` of `A-3`, the `Appendix ` of
+/// `Appendix 2`), for the same reason: the label is stored with every passage of its page.
+pub const MAX_LABEL_PREFIX_CHARS: usize = 64;
+
+impl ExtractedDocument {
+    /// The document with its title cut to [`MAX_TITLE_CHARS`]; what the worker answers.
+    pub fn within_limits(mut self) -> Self {
+        self.title = cut_chars(&self.title, MAX_TITLE_CHARS)
+            .trim_end()
+            .to_string();
+        self
+    }
+}
+
+/// `text` cut to its first `max` characters (on a character boundary).
+pub(crate) fn cut_chars(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => &text[..cut],
+        None => text,
+    }
 }
 
 /// The extensions [`extract_file`] reads, for messages and file pickers.
@@ -124,12 +154,61 @@ pub fn supported_extension(path: &Path) -> Result<String, IndexError> {
     })
 }
 
+thread_local! {
+    /// Where [`extract_checked`] reads from and the file it must find there. The format
+    /// readers open by path and are fuzzed through [`extract_file`], so the check rides along
+    /// with the call rather than through every reader's signature.
+    static CHECKED: RefCell<Option<(PathBuf, FileIdentity)>> = const { RefCell::new(None) };
+}
+
+/// [`extract_file`] for a file checked beforehand (see [`crate::granted::see`]): `path` names
+/// it (its format, its title of last resort, the errors), its bytes are read from `read_from`
+/// (the same, or a link's target) without following a link, and a file other than `expected`
+/// there is refused ([`IndexError::Swapped`]). What the extraction worker runs for the app.
+pub fn extract_checked(
+    path: &Path,
+    read_from: &Path,
+    expected: FileIdentity,
+) -> Result<ExtractedDocument, IndexError> {
+    struct Forget;
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            CHECKED.set(None);
+        }
+    }
+    CHECKED.set(Some((read_from.to_path_buf(), expected)));
+    let _forget = Forget;
+    extract_file(path)
+}
+
+/// `path` opened for reading: as checked by [`extract_checked`] when it asked, else as it is.
+fn open_document(path: &Path) -> Result<std::fs::File, IndexError> {
+    let checked = CHECKED.with_borrow(|checked| {
+        checked.as_ref().map(|(read_from, expected)| {
+            open_checked(path, read_from, *expected, Waiting::AsReadsDo)
+        })
+    });
+    match checked {
+        Some(opened) => opened.map(|(file, _)| file),
+        None => std::fs::File::open(path).map_err(|source| IndexError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
 /// The whole file, with the error that names it.
 fn read_bytes(path: &Path) -> Result<Vec<u8>, IndexError> {
-    std::fs::read(path).map_err(|source| IndexError::Read {
+    use std::io::Read;
+    let read = |source| IndexError::Read {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    let mut file = open_document(path)?;
+    let size = file.metadata().map_err(read)?.len();
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.read_to_end(&mut bytes).map_err(read)?;
+    Ok(bytes)
 }
 
 /// The title of last resort: the file name without its extension, control characters (a

@@ -150,7 +150,9 @@ fn image_file(doc: &Document, stream: &pdf_extract::Stream) -> Result<Vec<u8>, S
             // At most 3 × 100 M bytes: the sides are bounded, so nothing overflows.
             let expected = (width * components * bits).div_ceil(8) * height;
             let limit = expected + (1 << 20);
-            if !filters.is_empty() && super::pdf::inflated_size(&stream.content, limit + 1) > limit
+            let flate = [super::pdf_filters::Filter::Flate];
+            if !filters.is_empty()
+                && super::pdf_filters::decoded_size(&stream.content, &flate, limit + 1) > limit
             {
                 return Err("its scan inflates past its size (a decompression bomb?)".into());
             }

@@ -4,9 +4,11 @@
 //! malformed pages) or one scanned page costs that page, reported in the document's notes, and
 //! not the paper. A file with no text at all is an error that says it was probably scanned.
 //!
-//! Before any page is read, every Flate stream the text comes from (contents, fonts, CMaps; not
-//! images, which are never inflated here) is inflated into nothing up to
-//! [`MAX_INFLATED_BYTES`]: a bomb is refused by name instead of being inflated whole by lopdf.
+//! Before any page is read, every stream the text comes from (contents, fonts, CMaps; not
+//! images, which are never decoded here) is decoded through all its filters into nothing up to
+//! [`MAX_INFLATED_BYTES`], and so, before lopdf loads the file, is every object and
+//! cross-reference stream, which lopdf decodes as it loads ([`pdf_filters`]): a bomb is refused
+//! by name instead of being inflated whole by lopdf.
 //!
 //! A page's text is tidied for reading ([`tidy_page_text`]): words hyphenated at a line end are
 //! joined and ligature characters written as letters.
@@ -14,7 +16,6 @@
 //! pdf-extract 0.12 reads text shown by `Tj` and `TJ` only; the `'` and `"` shorthands ("next
 //! line, then show") are rewritten into `T*` and `Tj` first, or their text would be lost.
 
-use std::io::Read;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
@@ -22,8 +23,8 @@ use pdf_extract::content::{Content, Operation};
 use pdf_extract::{Document, Object, PlainTextOutput};
 
 use super::{
-    ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, bidi, clean_text, file_stem, ocr,
-    pdf_xref, read_bytes,
+    ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, MAX_LABEL_PREFIX_CHARS, bidi, clean_text,
+    cut_chars, file_stem, ocr, pdf_filters, pdf_xref, read_bytes,
 };
 use crate::IndexError;
 
@@ -35,6 +36,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         format: "PDF".into(),
         reason,
     };
+    pdf_filters::refuse_bombs_before_load(&bytes).map_err(malformed)?;
     let mut notes = Vec::new();
     let mut doc = match Document::load_mem(&bytes) {
         Ok(doc) => doc,
@@ -198,8 +200,9 @@ fn shows_text(doc: &Document, id: pdf_extract::ObjectId) -> bool {
         .any(|op| matches!(op.operator.as_str(), "Tj" | "TJ") && op.operands.iter().any(non_empty))
 }
 
-/// An error naming the first stream that inflates past [`MAX_INFLATED_BYTES`]. Each stream is
-/// inflated into a small buffer and dropped, so the check holds no more than that buffer.
+/// An error naming the first stream that decodes past [`MAX_INFLATED_BYTES`] through any stage
+/// of its filters ([`pdf_filters`]). Each stream is decoded into a small buffer and dropped, so
+/// the check holds no more than that buffer.
 fn refuse_inflation_bombs(doc: &Document) -> Result<(), String> {
     for (&(number, generation), object) in &doc.objects {
         let Object::Stream(stream) = object else {
@@ -209,36 +212,30 @@ fn refuse_inflation_bombs(doc: &Document) -> Result<(), String> {
         if name(b"Subtype") == Some(b"Image".as_slice()) {
             continue;
         }
-        // The first filter is the one applied to the bytes as stored (a chain is decoded in order).
-        let first_filter = match stream.dict.get(b"Filter") {
-            Ok(Object::Array(filters)) => filters.first().and_then(|f| f.as_name().ok()),
-            _ => name(b"Filter"),
-        };
-        if first_filter != Some(b"FlateDecode".as_slice()) {
+        // As lopdf reads them: names given directly, parameters as one dictionary.
+        let Ok(names) = stream.filters() else {
             continue;
-        }
-        if inflated_size(&stream.content, MAX_INFLATED_BYTES + 1) > MAX_INFLATED_BYTES {
-            return Err(format!(
-                "stream {number} {generation} inflates to more than {} MiB (a decompression bomb?)",
-                MAX_INFLATED_BYTES >> 20
+        };
+        let early_change = stream
+            .dict
+            .get(b"DecodeParms")
+            .and_then(Object::as_dict)
+            .and_then(|params| params.get(b"EarlyChange"))
+            .and_then(Object::as_i64)
+            .ok();
+        let filters = pdf_filters::chain(names, early_change)
+            .map_err(|e| format!("stream {number} {generation}: {e}"))?;
+        let limit = MAX_INFLATED_BYTES + 1;
+        if pdf_filters::decoded_size(&stream.content, &filters, limit) > MAX_INFLATED_BYTES {
+            let (number, generation) = (number.into(), generation.into());
+            return Err(pdf_filters::too_large(
+                number,
+                generation,
+                MAX_INFLATED_BYTES,
             ));
         }
     }
     Ok(())
-}
-
-/// How many bytes `deflated` (zlib) inflates to, counting at most `limit`; a stream that is
-/// damaged part of the way counts what came out before the damage, as a reader would use it.
-pub(super) fn inflated_size(deflated: &[u8], limit: u64) -> u64 {
-    let mut inflater = flate2::read::ZlibDecoder::new(deflated).take(limit);
-    let mut buffer = [0u8; 64 << 10];
-    let mut total = 0;
-    loop {
-        match inflater.read(&mut buffer) {
-            Ok(0) | Err(_) => return total,
-            Ok(n) => total += n as u64,
-        }
-    }
 }
 
 /// Rewrites the `'` (next line, show) and `"` (set spacing, next line, show) operators of every
@@ -518,6 +515,7 @@ fn collect_label_ranges(
                 .get(b"P")
                 .ok()
                 .and_then(|p| pdf_extract::decode_text_string(resolve(doc, p)).ok())
+                .map(|p| cut_chars(&p, MAX_LABEL_PREFIX_CHARS).to_owned())
                 .unwrap_or_default();
             let start = dict
                 .get(b"St")

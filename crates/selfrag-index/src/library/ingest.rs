@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use super::schema::{DocumentRecord, PassageRows, documents_batch, passage_id, sql_string};
 use super::{EMBED_BATCH, Library, Uncommitted, embed_blocking, now_ms, one_batch, path_key};
-use crate::chunk::chunk_text;
+use crate::chunk::chunks;
 use crate::{IndexError, PassageEmbedder};
 
 /// What indexing one file did.
@@ -95,12 +95,29 @@ impl Library {
         path: &Path,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
+        on_slice: impl FnMut(PartlySearchable),
+    ) -> Result<IndexOutcome, IndexError> {
+        self.index_file_under(path, path, embedder, stop, on_slice)
+            .await
+    }
+
+    /// [`Library::index_file_reporting`] for a file of `root`, the file or folder the user gave
+    /// that holds it: right before it is read the file is checked to lead to a place inside
+    /// `root` ([`crate::granted::see`], else [`IndexError::LeadsOutside`]), and every read of
+    /// it, here and in the extraction worker, follows no link and must find that very file
+    /// ([`IndexError::Swapped`] otherwise).
+    pub async fn index_file_under(
+        &self,
+        root: &Path,
+        path: &Path,
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
         mut on_slice: impl FnMut(PartlySearchable),
     ) -> Result<IndexOutcome, IndexError> {
         self.set_stage(super::IndexStage::WaitingForWriter);
         let _writer = self.write.lock().await;
         let outcome = self
-            .index_file_locked(path, embedder, stop, &mut on_slice)
+            .index_file_locked(root, path, embedder, stop, &mut on_slice)
             .await;
         self.set_stage(super::IndexStage::Idle);
         outcome
@@ -113,6 +130,7 @@ impl Library {
     /// [`Library::index_file_stoppable`] with the writer lock held: done once durable.
     async fn index_file_locked(
         &self,
+        root: &Path,
         path: &Path,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
@@ -120,7 +138,7 @@ impl Library {
     ) -> Result<IndexOutcome, IndexError> {
         // Durable whatever happened: a failure after a write leaves that write recorded too.
         let outcome = self
-            .index_file_unsynced(path, embedder, stop, on_slice)
+            .index_file_unsynced(root, path, embedder, stop, on_slice)
             .await;
         self.set_stage(super::IndexStage::Syncing);
         let durable = self.make_durable().await;
@@ -131,6 +149,7 @@ impl Library {
 
     async fn index_file_unsynced(
         &self,
+        root: &Path,
         path: &Path,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
@@ -141,7 +160,11 @@ impl Library {
             source,
         };
         self.set_stage(super::IndexStage::Reading);
-        let (size, modified_ns) = stat_indexable(path).await?;
+        let (owned_root, owned_path) = (root.to_path_buf(), path.to_path_buf());
+        let (seen, file, size, modified_ns) =
+            tokio::task::spawn_blocking(move || open_indexable(&owned_root, &owned_path))
+                .await
+                .map_err(|e| read_err(std::io::Error::other(e)))??;
         let key = path_key(path);
         let previous = self.document(&key);
         if let Some(prev) = &previous
@@ -154,8 +177,17 @@ impl Library {
                 document_id: prev.id.clone(),
             });
         }
-        let owned = path.to_path_buf();
-        let document_id = tokio::task::spawn_blocking(move || content_hash(&owned))
+        // From here the file is read: one that ended the app twice in a row is refused, and
+        // this one is marked in progress until the end of this call, whatever ends it.
+        let _reading = self.begin_reading(
+            path,
+            crate::job::FileVersion {
+                path: key.clone(),
+                size,
+                modified_ns,
+            },
+        )?;
+        let document_id = tokio::task::spawn_blocking(move || hash_file(file))
             .await
             .map_err(|e| read_err(std::io::Error::other(e)))?
             .map_err(read_err)?;
@@ -172,7 +204,7 @@ impl Library {
         }
 
         self.set_stage(super::IndexStage::Parsing);
-        let extracted = self.extractor.extract(path).await?;
+        let extracted = self.extractor.extract_seen(&seen).await?;
         let mut rows = self.passage_rows(path, &document_id, &stamp.key, &extracted)?;
         let total = rows.len() as u32;
         let mut written = self.resume_point(&document_id, total).await?;
@@ -410,8 +442,19 @@ impl Library {
         extracted: &crate::extract::ExtractedDocument,
     ) -> Result<PassageRows, IndexError> {
         let mut rows = PassageRows::default();
+        // Counted as they come, and no row is built past the limit: each row copies the title
+        // and section, and a few MiB of text make hundreds of thousands of passages. The rest
+        // is only counted, for the error.
+        let mut passages = 0usize;
         for page in &extracted.pages {
-            for chunk in chunk_text(&page.text) {
+            for chunk in chunks(&page.text) {
+                passages += 1;
+                if passages > self.passage_limit {
+                    if passages == self.passage_limit + 1 {
+                        rows = PassageRows::default();
+                    }
+                    continue;
+                }
                 rows.push(
                     document_id,
                     key,
@@ -421,15 +464,15 @@ impl Library {
                 );
             }
         }
-        if rows.is_empty() {
+        if passages == 0 {
             return Err(IndexError::Empty {
                 path: path.to_path_buf(),
             });
         }
-        if rows.len() > self.passage_limit {
+        if passages > self.passage_limit {
             return Err(IndexError::TooManyPassages {
                 path: path.to_path_buf(),
-                passages: rows.len(),
+                passages,
                 limit: self.passage_limit,
             });
         }
@@ -480,8 +523,12 @@ fn modified_ns(meta: &std::fs::Metadata) -> i64 {
 
 /// SHA-256 of the file, read a block at a time (a file is never held whole in the app).
 pub(super) fn content_hash(path: &Path) -> std::io::Result<String> {
+    hash_file(std::fs::File::open(path)?)
+}
+
+/// SHA-256 of what is left to read of `file`, a block at a time.
+fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut block = vec![0u8; 1 << 20];
     loop {
@@ -507,17 +554,19 @@ struct FileStamp {
     modified_ns: i64,
 }
 
-/// The size and modification time of `path`, once it is known to be a regular file of a
-/// supported kind within the size limit for its kind, checked before a byte of it is read (a
-/// folder may hold gigabytes of files no parser reads).
-async fn stat_indexable(path: &Path) -> Result<(u64, i64), IndexError> {
+/// `path` of `root` checked ([`crate::granted::see`]) and opened (no link followed, the file
+/// seen), with its size and modification time, once it is known to be a regular file of a
+/// supported kind within the size limit for its kind: all decided before a byte of it is read
+/// (a folder may hold gigabytes of files no parser reads).
+fn open_indexable(
+    root: &Path,
+    path: &Path,
+) -> Result<(crate::granted::SeenFile, std::fs::File, u64, i64), IndexError> {
+    use crate::granted::{Waiting, open_seen, see};
     let extension = crate::extract::supported_extension(path)?;
-    let stat = tokio::fs::metadata(path)
-        .await
-        .map_err(|source| IndexError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let seen = see(root, path)?;
+    // Never waits: a FIFO is opened at once, and refused below.
+    let (file, stat) = open_seen(&seen, Waiting::Never)?;
     if !stat.is_file() {
         return Err(IndexError::Unsupported {
             path: path.to_path_buf(),
@@ -526,7 +575,8 @@ async fn stat_indexable(path: &Path) -> Result<(u64, i64), IndexError> {
     }
     let size = stat.len();
     crate::extract::check_size(path, &extension, size)?;
-    Ok((size, modified_ns(&stat)))
+    let modified_ns = modified_ns(&stat);
+    Ok((seen, file, size, modified_ns))
 }
 
 /// The embeddings of `rows`, batch by batch; `Stopped` as soon as `stop` is set between

@@ -701,6 +701,42 @@ pub fn write_corpus(dir: &Path) -> std::io::Result<Corpus> {
         }
     }
 
+    // PDF streams that inflate past the limit behind a chain of filters (the check once read
+    // only the first), or in an object stream (which lopdf unpacks as it loads the file).
+    let bomb = zlib_bomb(300 << 20);
+    for (name, filters, content) in [
+        (
+            "bomb-ascii85-flate.pdf",
+            "[/ASCII85Decode /FlateDecode]",
+            ascii85(&bomb),
+        ),
+        (
+            "bomb-hex-flate.pdf",
+            "[/ASCIIHexDecode /FlateDecode]",
+            ascii_hex(&bomb),
+        ),
+        (
+            "bomb-flate-flate.pdf",
+            "[/FlateDecode /FlateDecode]",
+            zlib(&bomb),
+        ),
+    ] {
+        c.write(
+            dir,
+            name,
+            &pdf_with_filtered_content(filters, &content),
+            "pdf filter bomb",
+            Expect::Refused,
+        )?;
+    }
+    c.write(
+        dir,
+        "bomb-object-stream.pdf",
+        &object_stream_bomb_pdf("A page beside an object stream.", 300 << 20),
+        "pdf filter bomb",
+        Expect::Refused,
+    )?;
+
     // Zip bombs and broken zips as DOCX.
     let xml_head = r#"<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>"#;
     let bomb = |uncompressed: u64, head: &str| -> Vec<u8> {
@@ -1014,6 +1050,119 @@ fn assemble(objects: &[Vec<u8>], trailer_extra: &str) -> Vec<u8> {
         .as_bytes(),
     );
     out
+}
+
+// ---- PDF filter bombs, by hand --------------------------------------------------------------
+
+/// A zlib stream of `total` zero bytes, a few KiB per 100 MiB: [`deflate_bomb`] behind a zlib
+/// header (no checksum: a reader stops at the last block).
+pub fn zlib_bomb(total: u64) -> Vec<u8> {
+    [&[0x78, 0xDA][..], &deflate_bomb(b"", total)].concat()
+}
+
+/// `bytes` deflated behind a zlib header, as a PDF's `/FlateDecode` stores them.
+pub fn zlib(bytes: &[u8]) -> Vec<u8> {
+    let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let _ = zlib.write_all(bytes);
+    zlib.finish().unwrap_or_default()
+}
+
+/// `bytes` as ASCII85, with its `~>` end.
+pub fn ascii85(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() * 5 / 4 + 8);
+    for group in bytes.chunks(4) {
+        let mut word = [0u8; 4];
+        word[..group.len()].copy_from_slice(group);
+        let mut value = u32::from_be_bytes(word);
+        if value == 0 && group.len() == 4 {
+            out.push(b'z');
+            continue;
+        }
+        let mut digits = [0u8; 5];
+        for digit in digits.iter_mut().rev() {
+            *digit = b'!' + (value % 85) as u8;
+            value /= 85;
+        }
+        out.extend_from_slice(&digits[..group.len() + 1]);
+    }
+    out.extend_from_slice(b"~>");
+    out
+}
+
+/// `bytes` as ASCIIHex, with its `>` end.
+pub fn ascii_hex(bytes: &[u8]) -> Vec<u8> {
+    let mut out: Vec<u8> = bytes
+        .iter()
+        .flat_map(|b| format!("{b:02X}").into_bytes())
+        .collect();
+    out.push(b'>');
+    out
+}
+
+/// A one-page PDF whose page content is `content` as stored, decoded through `filters` (the
+/// value of `/Filter`, such as `[/ASCII85Decode /FlateDecode]`).
+pub fn pdf_with_filtered_content(filters: &str, content: &[u8]) -> Vec<u8> {
+    let mut objects = page_objects("");
+    objects[4] = [
+        format!(
+            "<< /Length {} /Filter {filters} >>\nstream\n",
+            content.len()
+        )
+        .as_bytes(),
+        content,
+        b"\nendstream",
+    ]
+    .concat();
+    assemble(&objects, "")
+}
+
+/// A one-page PDF saying `text`, with one more object: an object stream (`/Type /ObjStm`)
+/// that inflates to `total` zero bytes. lopdf unpacks object streams while it loads a file,
+/// before any check of the loaded document could see them.
+pub fn object_stream_bomb_pdf(text: &str, total: u64) -> Vec<u8> {
+    let mut objects = page_objects(text);
+    let packed = zlib_bomb(total);
+    objects.push(
+        [
+            format!(
+                "<< /Type /ObjStm /N 1 /First 4 /Filter /FlateDecode /Length {} >>\nstream\n",
+                packed.len()
+            )
+            .as_bytes(),
+            &packed,
+            b"\nendstream",
+        ]
+        .concat(),
+    );
+    assemble(&objects, "")
+}
+
+/// A one-page PDF saying `text` whose `/Info` `/Title` is `title` and whose page label has the
+/// prefix `prefix` (style decimal, so page 1 is labelled `{prefix}1`); both are written as
+/// PDF strings, with `(`, `)` and `\\` escaped.
+pub fn pdf_with_title_and_label(text: &str, title: &str, prefix: &str) -> Vec<u8> {
+    let string = |s: &str| {
+        let mut out = Vec::with_capacity(s.len() + 2);
+        out.push(b'(');
+        for b in s.bytes() {
+            if matches!(b, b'(' | b')' | b'\\') {
+                out.push(b'\\');
+            }
+            out.push(b);
+        }
+        out.push(b')');
+        out
+    };
+    let mut objects = page_objects(text);
+    objects[0] = [
+        &b"<< /Type /Catalog /Pages 2 0 R /PageLabels << /Nums [0 << /S /D /P "[..],
+        &string(prefix),
+        b" >>] >> >>",
+    ]
+    .concat();
+    objects.push([&b"<< /Title "[..], &string(title), b" >>"].concat());
+    let info = objects.len();
+    assemble(&objects, &format!("/Info {info} 0 R"))
 }
 
 // ---- DOCX and zip, by hand ------------------------------------------------------------------

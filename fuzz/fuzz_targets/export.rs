@@ -60,6 +60,7 @@ fn answer(data: &[u8]) -> Answer {
             path: f.text(),
             page: f.index().map(|p| p as u32),
             page_label: None,
+            ocr_confidence: None,
             text: f.text(),
         })
         .collect();
@@ -119,6 +120,7 @@ fn answer(data: &[u8]) -> Answer {
         answer: f.text(),
         generator: None,
         cut_short: None,
+        timings: None,
     };
     // The verdicts the core derives, as every answer the app exports has them.
     answer.refresh_verdicts();

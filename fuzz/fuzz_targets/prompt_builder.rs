@@ -59,6 +59,7 @@ fuzz_target!(|data: &[u8]| {
                 path: format!("p{i}.txt"),
                 page: None,
                 page_label: None,
+                ocr_confidence: None,
                 text,
             })
         })

@@ -41,6 +41,8 @@ pub enum ShellErrorCode {
     SourceMissing,
     /// The OS could not open the file with its default app.
     OpenFailed,
+    /// The person declined a native confirmation (a connection test of a new server).
+    NotConfirmed,
 }
 
 impl From<EngineError> for IpcError {

@@ -46,12 +46,14 @@ pub fn run() -> anyhow::Result<()> {
     // The saved generator server, unless SELFRAG_GENERATOR_URL fixes it for this run.
     if !selfrag_engine::generator_server::generator_fixed_by_env() {
         let saved = settings.get();
+        if let Some(url) = &saved.generator_url {
+            // A key saved before keys had origins belongs to this server, saved with it.
+            selfrag_engine::generator_server::bind_unbound_api_key(&config.data_dir, url)
+                .context("binding the saved generator API key to its server")?;
+        }
         config.generator_server = saved.generator_url.map(|url| {
-            selfrag_engine::generator_server::server_config(
-                &url,
-                saved.generator_model,
-                selfrag_engine::generator_server::saved_api_key(&config.data_dir),
-            )
+            let key = selfrag_engine::generator_server::saved_api_key(&config.data_dir, &url);
+            selfrag_engine::generator_server::server_config(&url, saved.generator_model, key)
         });
     }
     init_logging(&config.data_dir);
@@ -76,6 +78,7 @@ pub fn run() -> anyhow::Result<()> {
                 .build(),
         )
         .manage(grants::GrantedPaths::default())
+        .manage(generator::TestedOrigins::default())
         .manage(AppState { engine, settings })
         // Every command of build.rs's one list (see `COMMANDS`).
         .invoke_handler(include!(concat!(env!("OUT_DIR"), "/command_handler.rs")))

@@ -311,7 +311,8 @@ async function answerFileDialog(title, path, firstKeys, keysBeforeReturn, timeou
 }
 
 /** The names of the visible X windows, for a failure message. */
-function visibleWindowNames() {
+/** The names of the visible X windows (for messages, and to see that no window opened). */
+export function visibleWindowNames() {
   try {
     return execFileSync("xdotool", ["search", "--onlyvisible", "--name", "."], { encoding: "utf8" })
       .trim()

@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
-import { sleep } from "./driver.mjs";
+import { sleep, visibleWindowNames } from "./driver.mjs";
 import { launchWithTestModels } from "./helpers.mjs";
 
 /**
@@ -123,7 +123,19 @@ test("the page cannot navigate away to carry text off", async () => {
     await sleep(2000);
     await session.exec(`window.location.assign(arguments[0]);`, url);
     await sleep(2000);
-    assert.equal(requests, 0, "the page reached the other host");
+    // A new window is a way out too: window.open, and a link with target=_blank clicked.
+    const windowsBefore = visibleWindowNames().sort();
+    const opened = await session.exec(`const w = window.open(arguments[0], "_blank"); return w === null ? "null" : "window";`, url);
+    await sleep(2000);
+    await session.exec(
+      `const a = document.createElement("a");
+       a.href = arguments[0]; a.target = "_blank"; a.rel = "noopener"; a.textContent = "out";
+       document.body.appendChild(a); a.click(); a.remove();`,
+      url,
+    );
+    await sleep(2000);
+    assert.equal(requests, 0, `the page reached the other host (window.open gave ${opened})`);
+    assert.deepEqual(visibleWindowNames().sort(), windowsBefore, "a second window opened");
     const here = await session.exec(`return window.location.href;`);
     assert.ok(!here.startsWith("http://127.0.0.1"), `the page is now at ${here}`);
     await session.waitFor('[data-testid="question-input"]');

@@ -7,6 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { createServer } from "node:http";
 import { openSync } from "node:fs";
 import { join } from "node:path";
 import { answerMessageDialog, freePort, sleep, tempDir } from "./driver.mjs";
@@ -81,6 +82,8 @@ test("the generator setting tests an OpenAI-compatible server, switches after th
     // llama-server names its model by the file it loaded.
     await session.type(await session.find('[data-testid="generator-model"]'), process.env.SELFRAG_TEST_GENERATOR);
     await session.click(await session.find('[data-testid="generator-test"]'));
+    // A new server is tested only once the person confirms it natively.
+    await answerMessageDialog("Test a generator server");
     const report = await session.waitFor('[data-testid="generator-result"]', {
       timeout: 30000,
       text: (t) => t.includes("llama.cpp"),
@@ -111,5 +114,93 @@ test("the generator setting tests an OpenAI-compatible server, switches after th
   } finally {
     await session.close();
     server.kill();
+  }
+});
+
+/** A loopback HTTP server that records each request's headers and fails it with a body that must
+ * never reach the page. */
+async function recordingServer() {
+  const requests = [];
+  const server = createServer((req, res) => {
+    requests.push({ path: req.url, authorization: req.headers.authorization ?? null });
+    res.statusCode = 500;
+    res.end("internal-service-secret-4711");
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, requests, url: `http://127.0.0.1:${server.address().port}` };
+}
+
+/** Starts `cmd` from the page as an injected script would, without waiting for it. */
+const START = `
+  const [cmd, args] = arguments;
+  window.__probe = null;
+  window.__TAURI_INTERNALS__.invoke(cmd, args).then(
+    (v) => (window.__probe = "ok: " + JSON.stringify(v)),
+    (e) => (window.__probe = "denied: " + (typeof e === "string" ? e : JSON.stringify(e))),
+  );`;
+
+async function probeResult(session, timeout = 30000) {
+  const deadline = Date.now() + timeout;
+  while (Date.now() < deadline) {
+    const result = await session.exec("return window.__probe;");
+    if (result !== null) return result;
+    await sleep(100);
+  }
+  throw new Error("the page's call did not finish");
+}
+
+test("a saved API key goes only to its own server: a page script testing another port sends none", async () => {
+  const saved = await recordingServer();
+  const other = await recordingServer();
+  const session = await launchWithTestModels();
+  try {
+    await session.waitFor('[data-testid="question-input"]');
+    // The person saves a key for one server, through the setting and its native confirmation.
+    await session.click(await session.find('[data-testid="generator-menu"] summary'));
+    await session.click(await session.find('[data-testid="generator-server"]'));
+    await session.type(await session.waitFor('[data-testid="generator-url"]'), saved.url);
+    await session.type(await session.find('[data-testid="generator-api-key"]'), "sesame");
+    await session.click(await session.find('[data-testid="generator-use"]'));
+    await answerMessageDialog("Use a generator server");
+    await session.waitFor('[data-testid="generator-in-use"]', {
+      timeout: 30000,
+      text: (t) => t.includes(saved.url.replace("http://", "")),
+    });
+
+    // A script in the page asks for a test of another loopback port, leaving the key out so the
+    // saved one would be used. Declined: the port hears nothing.
+    const attack = { url: other.url, model: null, apiKey: null };
+    await session.exec(START, "test_generator_server", attack);
+    await answerMessageDialog("Test a generator server", ["Escape"]);
+    const declined = await probeResult(session);
+    assert.match(declined, /^denied: .*not_confirmed/, declined);
+    assert.equal(other.requests.length, 0, `the port was reached: ${JSON.stringify(other.requests)}`);
+
+    // Confirmed by a person who did not look: the port is reached, with no key, and the page
+    // learns nothing of its reply.
+    await session.exec(START, "test_generator_server", attack);
+    await answerMessageDialog("Test a generator server");
+    const tested = await probeResult(session);
+    assert.match(tested, /^denied: .*generator_server/, tested);
+    assert.doesNotMatch(tested, /internal-service-secret/, `the reply reached the page: ${tested}`);
+    assert.ok(other.requests.length > 0, "the confirmed test reached no server");
+    assert.deepEqual(
+      other.requests.filter((r) => r.authorization !== null),
+      [],
+      "the saved key went to another port",
+    );
+
+    // The key still goes to its own server (so the check above could fail), with no dialog:
+    // that server is the one in use.
+    await session.exec(START, "test_generator_server", { url: `${saved.url}/v1`, model: null, apiKey: null });
+    await probeResult(session);
+    assert.ok(
+      saved.requests.some((r) => r.authorization === "Bearer sesame"),
+      `the key did not reach its own server: ${JSON.stringify(saved.requests)}`,
+    );
+  } finally {
+    await session.close();
+    saved.server.close();
+    other.server.close();
   }
 });

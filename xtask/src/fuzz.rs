@@ -1,6 +1,7 @@
 //! `cargo xtask fuzz [TARGET] [--seconds N]`: runs the cargo-fuzz targets in `fuzz/` (chunker,
-//! GGUF tokenizer, text extractors, export renderers, prompt builder) for a bounded time each,
-//! and says what to install when nightly Rust or cargo-fuzz is missing.
+//! GGUF tokenizer, text extractors, export renderers, prompt builder, generator-server replies)
+//! for a bounded time each, and says what to install when nightly Rust or cargo-fuzz is
+//! missing.
 //!
 //! The fuzz crate is its own workspace (the root excludes it) built with nightly into its own
 //! target directory, `~/.cache/selfrag-desktop/target-fuzz`, so it never invalidates the stable
@@ -18,12 +19,13 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 /// The targets, in the order they run.
-pub const TARGETS: [&str; 5] = [
+pub const TARGETS: [&str; 6] = [
     "chunker",
     "gguf_tokenizer",
     "extractors",
     "export",
     "prompt_builder",
+    "server_replies",
 ];
 
 /// Default seconds per target.

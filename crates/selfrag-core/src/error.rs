@@ -39,6 +39,14 @@ pub enum SelfRagError {
     /// The caller's [`crate::Cancel`] asked the run to stop.
     #[error("the answer was cancelled before it finished; ask again to restart it")]
     Cancelled,
+    /// A score or probability of the answer is NaN or infinite: the answer could be neither
+    /// shown nor saved (see [`crate::Answer::non_finite_score`]).
+    #[error(
+        "the language model ({generator}) gave a score that is not a finite number ({what}), so \
+         the answer was not kept; check the model file, or the generator server and the model \
+         it serves"
+    )]
+    NonFiniteScore { generator: String, what: String },
 }
 
 impl SelfRagError {

@@ -53,7 +53,8 @@ pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};
 /// the run end with [`SelfRagError::Cancelled`], as does a generator call that fails once
 /// `cancel` is set (a generator may stop its work when it sees the flag). In long form, a
 /// generator that fails after the first segment ends the answer there: the segments written
-/// are kept and [`Answer::cut_short`] says why.
+/// are kept and [`Answer::cut_short`] says why. An answer with a score or probability that is
+/// not a finite number is [`SelfRagError::NonFiniteScore`], never returned.
 pub fn answer(
     question: &str,
     settings: &Settings,
@@ -84,6 +85,17 @@ pub fn answer(
             Err(SelfRagError::Cancelled)
         }
         Ok(mut answer) => {
+            // The last check of every generator's numbers, whatever it checked itself.
+            if let Some(what) = answer.non_finite_score() {
+                let generator = answer.generator.as_ref().map_or_else(
+                    || "unnamed".to_owned(),
+                    |g| match &g.url {
+                        Some(url) => format!("{} served at {url}", g.model),
+                        None => format!("{} on {}", g.model, g.runtime),
+                    },
+                );
+                return Err(SelfRagError::NonFiniteScore { generator, what });
+            }
             if let Some(timings) = answer.timings.as_mut() {
                 timings.answer_seconds = started.elapsed().as_secs_f64();
                 *timings = timings.to_microseconds();

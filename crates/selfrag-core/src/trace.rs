@@ -330,3 +330,75 @@ pub struct Answer {
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub timings: Option<AnswerTimings>,
 }
+
+impl Candidate {
+    /// Its scores and the probabilities they come from, named as the inspector names them.
+    fn named_numbers(&self) -> Vec<(&'static str, f32)> {
+        let mut numbers = vec![
+            ("p_lm", self.p_lm),
+            ("s_rel", self.s_rel),
+            ("s_sup", self.s_sup),
+            ("s_use", self.s_use),
+            ("score", self.score),
+        ];
+        if let Some(d) = self.isrel {
+            numbers.extend([
+                ("p([Relevant])", d.relevant),
+                ("p([Irrelevant])", d.irrelevant),
+            ]);
+        }
+        if let Some(d) = self.issup {
+            numbers.extend([
+                ("p([Fully supported])", d.fully),
+                ("p([Partially supported])", d.partially),
+                ("p([No support / Contradictory])", d.no_support),
+            ]);
+        }
+        if let Some(d) = self.isuse {
+            let names = [
+                "p([Utility:1])",
+                "p([Utility:2])",
+                "p([Utility:3])",
+                "p([Utility:4])",
+                "p([Utility:5])",
+            ];
+            numbers.extend(names.into_iter().zip(d.probabilities()));
+        }
+        numbers
+    }
+}
+
+impl Answer {
+    /// The first score or probability of the trace that is not a finite number, with where it
+    /// is (`segment 1, candidate 2: p([Fully supported]) is NaN`); `None` when every one is.
+    /// JSON has no NaN or infinity: serde writes them as `null`, which does not read back as
+    /// a number, so a saved answer holding one would drop out of the history.
+    pub fn non_finite_score(&self) -> Option<String> {
+        if !self.retrieve.p_retrieve.is_finite() {
+            return Some(format!(
+                "the retrieve decision: p_retrieve is {}",
+                self.retrieve.p_retrieve
+            ));
+        }
+        let segments = self.segments.iter().enumerate().map(|(i, s)| {
+            let place = format!("segment {}", i + 1);
+            (place, s.retrieve.as_ref(), s.candidates.as_slice())
+        });
+        let expansions = self.expansions.iter().enumerate().map(|(i, e)| {
+            let place = format!("expansion {}", i + 1);
+            (place, e.retrieve.as_ref(), e.candidates.as_slice())
+        });
+        for (place, retrieve, candidates) in segments.chain(expansions) {
+            if let Some(d) = retrieve.filter(|d| !d.p_retrieve.is_finite()) {
+                return Some(format!("{place}: p_retrieve is {}", d.p_retrieve));
+            }
+            for (j, candidate) in candidates.iter().enumerate() {
+                let numbers = candidate.named_numbers();
+                if let Some((name, value)) = numbers.iter().find(|(_, v)| !v.is_finite()) {
+                    return Some(format!("{place}, candidate {}: {name} is {value}", j + 1));
+                }
+            }
+        }
+        None
+    }
+}

@@ -10,11 +10,16 @@
 //! `generator-api-key` in the data folder, created readable by the user only (mode 0600 on
 //! Unix), and never written to the settings file, a trace or a log. `SELFRAG_GENERATOR_URL`
 //! fixes the choice for a run, as `SELFRAG_DEVICE` fixes the device.
+//!
+//! A saved key belongs to the origin (scheme, host, port) it was saved for, written on the
+//! file's first line, and is sent to that origin alone: a connection test or a new server
+//! elsewhere gets no key unless one is typed for it. A key file from before origins (the key
+//! alone) is bound at start-up to the server the settings name, the one it was saved with.
 
 use std::path::{Path, PathBuf};
 
 use selfrag_core::Answer;
-use selfrag_remote::{ServerConfig, ServerGenerator};
+use selfrag_remote::{ServerConfig, ServerGenerator, ServerUrl};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::SelfRagRun;
@@ -92,16 +97,60 @@ fn key_path(data_dir: &Path) -> PathBuf {
     data_dir.join(API_KEY_FILE)
 }
 
-/// The saved API key, if any.
-pub fn saved_api_key(data_dir: &Path) -> Option<String> {
-    std::fs::read_to_string(key_path(data_dir))
-        .ok()
-        .map(|k| k.trim().to_owned())
-        .filter(|k| !k.is_empty())
+/// The key file's contents: the origin the key belongs to (`None`: a file from before origins)
+/// and the key.
+#[derive(Debug, PartialEq)]
+struct SavedApiKey {
+    origin: Option<String>,
+    key: String,
 }
 
-/// Writes (or with `None` removes) the API key file, readable by the user only.
-fn save_api_key(data_dir: &Path, key: Option<&str>) -> Result<(), EngineError> {
+fn read_saved_key(data_dir: &Path) -> Option<SavedApiKey> {
+    let text = std::fs::read_to_string(key_path(data_dir)).ok()?;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    match lines[..] {
+        [key] => Some(SavedApiKey {
+            origin: None,
+            key: key.to_owned(),
+        }),
+        [origin, key] => Some(SavedApiKey {
+            origin: Some(origin.to_owned()),
+            key: key.to_owned(),
+        }),
+        _ => None,
+    }
+}
+
+/// The origin a key for `url` belongs to; `None` for an address the generator cannot use.
+fn origin_of(url: &str) -> Option<String> {
+    ServerUrl::parse(url).ok().map(|u| u.origin())
+}
+
+/// The API key saved for the server at `url`: only where `url` has the origin the key was saved
+/// for.
+pub fn saved_api_key(data_dir: &Path, url: &str) -> Option<String> {
+    let saved = read_saved_key(data_dir)?;
+    (saved.origin.is_some() && saved.origin == origin_of(url)).then_some(saved.key)
+}
+
+/// Binds a key file from before origins to `url`, the server the settings name (the key was
+/// saved with it), so the key keeps working there and is sent nowhere else.
+pub fn bind_unbound_api_key(data_dir: &Path, url: &str) -> Result<(), EngineError> {
+    match (read_saved_key(data_dir), origin_of(url)) {
+        (Some(SavedApiKey { origin: None, key }), Some(origin)) => {
+            save_api_key(data_dir, &origin, Some(&key))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes the API key for `origin` (or with `None` removes the key file), readable by the user
+/// only.
+fn save_api_key(data_dir: &Path, origin: &str, key: Option<&str>) -> Result<(), EngineError> {
     let path = key_path(data_dir);
     let write_error = |source| EngineError::Write {
         path: path.clone(),
@@ -113,7 +162,8 @@ fn save_api_key(data_dir: &Path, key: Option<&str>) -> Result<(), EngineError> {
             _ => Ok(()),
         };
     };
-    selfrag_index::atomic::write_private(&path, key.as_bytes()).map_err(write_error)
+    selfrag_index::atomic::write_private(&path, format!("{origin}\n{key}\n").as_bytes())
+        .map_err(write_error)
 }
 
 impl Engine {
@@ -179,8 +229,8 @@ impl Engine {
     }
 
     /// Connects to the server at `url` for `model` and checks it as an answer would (the
-    /// reflection tokens and the tokenizer); `api_key` `None` uses the saved one. Nothing is
-    /// changed.
+    /// reflection tokens and the tokenizer); `api_key` `None` uses the key saved for `url`'s
+    /// origin, if any. Nothing is changed.
     pub async fn test_generator_server(
         &self,
         url: String,
@@ -189,7 +239,7 @@ impl Engine {
     ) -> Result<ServerCheck, EngineError> {
         let api_key = api_key
             .filter(|k| !k.trim().is_empty())
-            .or_else(|| saved_api_key(&self.config().data_dir));
+            .or_else(|| saved_api_key(&self.config().data_dir, &url));
         let config = server_config(&url, model, api_key);
         let gguf = self.tokenizer_gguf()?;
         let generator =
@@ -208,8 +258,9 @@ impl Engine {
     }
 
     /// Generates on the server at `url` (asked for `model`) from the next question on, or on
-    /// this computer with `None`. `api_key`: `Some` saves it (an empty one removes it), `None`
-    /// keeps the saved one. Ignored where `SELFRAG_GENERATOR_URL` fixes the choice.
+    /// this computer with `None`. `api_key`: `Some` saves it for `url`'s origin (an empty one
+    /// removes it), `None` keeps the saved one, which is sent only where `url` has its origin.
+    /// Ignored where `SELFRAG_GENERATOR_URL` fixes the choice.
     pub fn set_generator_server(
         &self,
         url: Option<String>,
@@ -220,15 +271,22 @@ impl Engine {
             return Ok(());
         }
         let data_dir = &self.config().data_dir;
-        if let Some(key) = &api_key {
-            save_api_key(data_dir, Some(key))?;
+        let url = url.filter(|u| !u.trim().is_empty());
+        let origin = url
+            .as_deref()
+            .map(ServerUrl::parse)
+            .transpose()?
+            .map(|u| u.origin());
+        match (api_key.as_deref().map(str::trim), &origin) {
+            (Some(""), _) => save_api_key(data_dir, "", None)?,
+            (Some(key), Some(origin)) => save_api_key(data_dir, origin, Some(key))?,
+            // A key with no server to belong to is not kept.
+            (Some(_), None) | (None, _) => {}
         }
-        let server = url
-            .filter(|u| !u.trim().is_empty())
-            .map(|u| server_config(&u, model, saved_api_key(data_dir)));
-        if let Some(config) = &server {
-            selfrag_remote::check_url(&config.url)?;
-        }
+        let server = url.map(|u| {
+            let key = saved_api_key(data_dir, &u);
+            server_config(&u, model, key)
+        });
         let mut slot = self.slot();
         if slot.config != server {
             tracing::info!(
@@ -248,9 +306,10 @@ mod tests {
     #[test]
     fn the_api_key_is_kept_apart_readable_by_the_user_only_and_removable() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(saved_api_key(dir.path()), None);
-        save_api_key(dir.path(), Some(" sesame \n")).unwrap();
-        assert_eq!(saved_api_key(dir.path()).as_deref(), Some("sesame"));
+        let server = "http://gpu-box:8080";
+        assert_eq!(saved_api_key(dir.path(), server), None);
+        save_api_key(dir.path(), "http://gpu-box:8080", Some(" sesame \n")).unwrap();
+        assert_eq!(saved_api_key(dir.path(), server).as_deref(), Some("sesame"));
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -260,9 +319,53 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        save_api_key(dir.path(), Some("")).unwrap();
-        assert_eq!(saved_api_key(dir.path()), None);
+        save_api_key(dir.path(), "http://gpu-box:8080", Some("")).unwrap();
+        assert_eq!(saved_api_key(dir.path(), server), None);
         assert!(!key_path(dir.path()).exists());
-        save_api_key(dir.path(), None).unwrap();
+        save_api_key(dir.path(), "", None).unwrap();
+    }
+
+    #[test]
+    fn a_saved_key_is_given_only_to_the_origin_it_was_saved_for() {
+        let dir = tempfile::tempdir().unwrap();
+        save_api_key(dir.path(), "http://gpu-box:8080", Some("sesame")).unwrap();
+        for same in [
+            "http://gpu-box:8080",
+            "http://GPU-box:8080/v1",
+            "http://gpu-box:8080/",
+        ] {
+            assert_eq!(
+                saved_api_key(dir.path(), same).as_deref(),
+                Some("sesame"),
+                "{same}"
+            );
+        }
+        for other in [
+            "http://gpu-box:8081",
+            "https://gpu-box:8080",
+            "http://gpu-box",
+            "http://127.0.0.1:8080",
+            "http://gpu-box.evil.example:8080",
+            "http://gpu-box:8080@evil.example",
+            "not a url",
+        ] {
+            assert_eq!(saved_api_key(dir.path(), other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_key_file_from_before_origins_is_sent_nowhere_until_bound_to_the_saved_server() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(key_path(dir.path()), "sesame\n").unwrap();
+        assert_eq!(saved_api_key(dir.path(), "http://gpu-box:8080"), None);
+        bind_unbound_api_key(dir.path(), "http://gpu-box:8080/v1").unwrap();
+        assert_eq!(
+            saved_api_key(dir.path(), "http://gpu-box:8080").as_deref(),
+            Some("sesame")
+        );
+        assert_eq!(saved_api_key(dir.path(), "http://other:8080"), None);
+        // Bound once: a later start with another server in the settings does not move it.
+        bind_unbound_api_key(dir.path(), "http://other:8080").unwrap();
+        assert_eq!(saved_api_key(dir.path(), "http://other:8080"), None);
     }
 }

@@ -126,13 +126,25 @@ impl History {
         }
     }
 
-    /// Saves `record` to disk and keeps it for rerank.
+    /// Saves `record` to disk and keeps it for rerank. An answer with a score that is not a
+    /// finite number is refused: serde would write it as `null`, and the file would never
+    /// read back.
     pub fn put(&self, record: SavedAnswer) -> Result<(), EngineError> {
+        let path = self.dir.join(format!("{}.json", record.id));
+        if let Some(what) = record.answer.non_finite_score() {
+            return Err(EngineError::Write {
+                path,
+                source: std::io::Error::other(format!(
+                    "the answer holds a score that is not a finite number ({what}), which its \
+                     JSON cannot keep"
+                )),
+            });
+        }
         let json = serde_json::to_vec_pretty(&record).map_err(|e| EngineError::Write {
             path: self.dir.clone(),
             source: std::io::Error::other(e),
         })?;
-        write_atomically(&self.dir.join(format!("{}.json", record.id)), &json)?;
+        write_atomically(&path, &json)?;
         lock(&self.summaries).remove(&record.id);
         self.lock().insert(record.id.clone(), record);
         Ok(())
@@ -352,6 +364,26 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let h = History::new(tmp.path().join("history"));
         (tmp, h)
+    }
+
+    /// Issue 44, item 6: a NaN was saved as `null`, and the answer silently dropped out of
+    /// the history for good.
+    #[test]
+    fn an_answer_with_a_nan_score_is_refused_before_its_file_is_written() {
+        let (_tmp, h) = history();
+        h.put(record("1-0", "Kept", "fine")).unwrap();
+        let mut broken = record("2-0", "Broken", "nan");
+        broken.answer.segments[0].candidates[0].score = f32::NAN;
+        let err = h.put(broken).unwrap_err();
+        assert!(matches!(err, EngineError::Write { .. }), "{err:?}");
+        let message = err.to_string();
+        assert!(
+            message.contains("2-0.json") && message.contains("score is NaN"),
+            "{message}"
+        );
+        assert!(!h.dir.join("2-0.json").exists());
+        let listed: Vec<String> = h.list("").unwrap().into_iter().map(|e| e.id).collect();
+        assert_eq!(listed, ["1-0"]);
     }
 
     #[test]

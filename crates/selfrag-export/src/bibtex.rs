@@ -91,8 +91,10 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 type CitedPage = (u32, String);
 
 /// "3, 5--7" from sorted, distinct pages: runs of consecutive pages of the file, each written
-/// with the numbers printed on its first and last page (`117--119`, `iii--v`).
+/// with the numbers printed on its first and last page (`117--119`, `iii--v`), escaped: a
+/// printed label is the PDF's own text (its `/P` prefix), and could close the field.
 fn page_ranges(pages: &[CitedPage]) -> String {
+    let label = |page: &CitedPage| escape(&one_line(&page.1));
     let mut ranges: Vec<(&CitedPage, &CitedPage)> = Vec::new();
     for page in pages {
         match ranges.last_mut() {
@@ -104,9 +106,9 @@ fn page_ranges(pages: &[CitedPage]) -> String {
         .iter()
         .map(|(a, b)| {
             if a.0 == b.0 {
-                a.1.clone()
+                label(a)
             } else {
-                format!("{}--{}", a.1, b.1)
+                format!("{}--{}", label(a), label(b))
             }
         })
         .collect::<Vec<_>>()
@@ -225,6 +227,30 @@ mod tests {
             1,
             "the notes are no longer cited"
         );
+    }
+
+    #[test]
+    fn a_printed_page_label_cannot_add_fields_or_latex_commands() {
+        let mut a = test_answer::answer();
+        for p in &mut a.passages {
+            p.page_label = Some("}, note={x}, author={\\input{/etc/passwd}\n".into());
+        }
+        let bib = bibtex(&a, &ExportOptions::default());
+        assert!(balanced(&bib), "{bib}");
+        assert!(!bib.contains("\\input{"), "{bib}");
+        for entry in bib.split("\n@misc{").skip(1) {
+            let fields: Vec<&str> = entry
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.strip_prefix("  ")?.split_once(" = ").map(|(f, _)| f))
+                .collect();
+            let expected: &[&str] = if entry.contains("pages = ") {
+                &["title", "file", "pages", "note"]
+            } else {
+                &["title", "file", "note"]
+            };
+            assert_eq!(fields, expected, "no field came from the label: {entry}");
+        }
     }
 
     #[test]

@@ -128,13 +128,21 @@ pub fn probe_result(done: TimedGeneration) -> Vec<f32> {
         .unwrap_or_default()
 }
 
-/// `log_softmax(logits)[i]` for every `i`, computed in f32 with an f64 normaliser.
-fn log_softmax(logits: &[f32]) -> Vec<f32> {
+/// A row that goes on decoding: (cache row, prompt index, its next token).
+type GoingOn = (usize, usize, TokenId);
+
+/// `log_softmax(logits)[i]` for every `i`, computed in f32 with an f64 normaliser; `None`
+/// where a logit is NaN or infinite: then every value would be NaN, and a NaN score cannot be
+/// shown or saved.
+fn log_softmax(logits: &[f32]) -> Option<Vec<f32>> {
+    if !logits.iter().all(|x| x.is_finite()) {
+        return None;
+    }
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
     #[allow(clippy::cast_possible_truncation)]
     let log_sum = sum.ln() as f32;
-    logits.iter().map(|&x| x - max - log_sum).collect()
+    Some(logits.iter().map(|&x| x - max - log_sum).collect())
 }
 
 /// The index of the largest value; the lowest index on ties.
@@ -389,7 +397,8 @@ impl LlamaGenerator {
         n: usize,
     ) -> Result<Vec<(TokenId, f32)>, ModelError> {
         self.check_prompt(prompt, 0)?;
-        let logprobs = log_softmax(&self.prompt_logits(prompt)?);
+        let logits = self.prompt_logits(prompt)?;
+        let logprobs = self.logprobs(&logits)?;
         let mut ranked: Vec<(TokenId, f32)> = logprobs
             .iter()
             .enumerate()
@@ -593,7 +602,7 @@ impl LlamaGenerator {
                     Phase::Decoding { logits }
                 }
             }
-            Phase::Decoding { logits } => match self.choose_next(batch, &logits) {
+            Phase::Decoding { logits } => match self.choose_next(batch, &logits)? {
                 None => return Ok(Some(batch.finish())),
                 Some(next) => {
                     if next.len() < batch.live.len() {
@@ -616,18 +625,29 @@ impl LlamaGenerator {
         Ok(None)
     }
 
+    /// The log-probabilities of one row's logits, or the error that names the file where the
+    /// model's output is not a number.
+    fn logprobs(&self, logits: &[f32]) -> Result<Vec<f32>, ModelError> {
+        log_softmax(logits).ok_or_else(|| ModelError::InvalidGguf {
+            path: self.path.clone(),
+            reason: "the model's output (its logits) was not a finite number (NaN or infinite) \
+                     at a position, so no probability could be read from it"
+                .to_owned(),
+        })
+    }
+
     /// Chooses every live row's next token from its logits and records it; returns the rows
-    /// that go on as (cache row, prompt index, token), or `None` when every row has stopped.
+    /// that go on, or `None` when every row has stopped.
     fn choose_next(
         &self,
         batch: &mut BatchDecode,
         logits: &[Vec<f32>],
-    ) -> Option<Vec<(usize, usize, TokenId)>> {
+    ) -> Result<Option<Vec<GoingOn>>, ModelError> {
         let eos = self.tokenizer.eos_id();
         let request = &batch.request;
         let mut next = Vec::with_capacity(batch.live.len());
         for (cache_row, (&row, row_logits)) in batch.live.iter().zip(logits).enumerate() {
-            let logprobs = log_softmax(row_logits);
+            let logprobs = self.logprobs(row_logits)?;
             let best = argmax(&logprobs);
             let id = TokenId::try_from(best).unwrap_or(eos);
             let generation = &mut batch.rows[row];
@@ -659,7 +679,7 @@ impl LlamaGenerator {
                 None => next.push((cache_row, row, id)),
             }
         }
-        (!next.is_empty()).then_some(next)
+        Ok((!next.is_empty()).then_some(next))
     }
 }
 
@@ -816,11 +836,60 @@ mod tests {
 
     #[test]
     fn log_softmax_is_normalised_and_ordered() {
-        let lp = log_softmax(&[1.0, 2.0, 3.0, -1e9]);
+        let lp = log_softmax(&[1.0, 2.0, 3.0, -1e9]).unwrap();
         let total: f32 = lp.iter().map(|x| x.exp()).sum();
         assert!((total - 1.0).abs() < 1e-6);
         assert!(lp[2] > lp[1] && lp[1] > lp[0]);
         assert_eq!(argmax(&lp), 2);
+    }
+
+    /// Issue 44, item 6: a NaN logit made every log-probability NaN (and token 0 the "most
+    /// likely"), and the answer's scores NaN: serde saves those as `null`, which never reads
+    /// back. The tiny model with NaN scales in its output matrix, as a damaged file has them,
+    /// is an error that names the file, for a batch, a probe and a top-n read alike.
+    #[test]
+    fn a_gguf_whose_logits_are_nan_is_an_error_naming_the_file_not_nan_probabilities() {
+        use std::io::{Seek, SeekFrom, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("damaged.gguf");
+        selfrag_fixtures::write_tiny_llama_gguf(&path).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let content = candle_core::quantized::gguf_file::Content::read(&mut file).unwrap();
+        // A Q8_0 block is an f16 scale and 32 8-bit values. (A NaN activation would not do:
+        // quantizing it for the next matrix product turns it into 0.)
+        let output = &content.tensor_infos["output.weight"];
+        assert_eq!(output.ggml_dtype, candle_core::quantized::GgmlDType::Q8_0);
+        let start = content.tensor_data_offset + output.offset;
+        for block in 0..output.shape.elem_count() / 32 {
+            file.seek(SeekFrom::Start(start + 34 * block as u64))
+                .unwrap();
+            file.write_all(&half::f16::NAN.to_le_bytes()).unwrap();
+        }
+        drop(file);
+
+        let mut generator = LlamaGenerator::load(&path, &crate::Device::Cpu).unwrap();
+        let prompt = vec![generator.tokenizer().bos_id(), 5, 6, 7];
+        let request = GenerateRequest {
+            max_new_tokens: 4,
+            stop_ids: Vec::new(),
+            markup_ids: Vec::new(),
+            watch_ids: vec![3, 4],
+        };
+        let batch = generator
+            .generate_batch(std::slice::from_ref(&prompt), &request)
+            .unwrap_err();
+        let probe = generator.next_token_probs(&prompt, &[3, 4]).unwrap_err();
+        let top = generator.top_logprobs(&prompt, 3).unwrap_err();
+        for err in [batch.to_string(), probe.to_string(), top.to_string()] {
+            assert!(
+                err.contains("damaged.gguf") && err.contains("not a finite number"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

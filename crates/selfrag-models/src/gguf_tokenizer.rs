@@ -377,6 +377,37 @@ struct Symbol {
     next: Option<usize>,
 }
 
+/// Refuses a vocabulary in which one of Self-RAG's reflection tokens (or `<pad>`) is a normal
+/// text piece: a normal piece is what plain text tokenizes into, so a document that contains
+/// `[Fully supported]` would hand the model the critique token itself. A vocabulary without
+/// them passes here; the run refuses it by name (`ReflectionVocab::resolve`).
+fn check_reflection_token_types(
+    ids: &HashMap<String, u32>,
+    types: &[TokenType],
+) -> Result<(), ModelError> {
+    let as_text: Vec<&str> = selfrag_core::REFLECTION_TOKENS
+        .iter()
+        .copied()
+        .filter(|token| {
+            ids.get(*token)
+                .and_then(|&id| types.get(id as usize))
+                .is_some_and(|ty| !matches!(ty, TokenType::Control | TokenType::UserDefined))
+        })
+        .collect();
+    if as_text.is_empty() {
+        return Ok(());
+    }
+    Err(ModelError::InvalidTokenizer {
+        reason: format!(
+            "the Self-RAG tokens {} are ordinary text pieces, not control or user-defined \
+             tokens, so a document's own text could be read as them; convert the checkpoint \
+             again with llama.cpp's convert_hf_to_gguf.py, which marks its added tokens \
+             user-defined",
+            as_text.join(", ")
+        ),
+    })
+}
+
 impl GgufTokenizer {
     /// Reads only the header of the GGUF at `path` (no weights) and builds its tokenizer.
     pub fn from_gguf_file(path: &std::path::Path) -> Result<Self, ModelError> {
@@ -419,6 +450,7 @@ impl GgufTokenizer {
             specials,
             byte_ids,
         } = PieceIndex::build(&tokens, &types)?;
+        check_reflection_token_types(&all_ids, &types)?;
         Ok(Self {
             tokens,
             scores,

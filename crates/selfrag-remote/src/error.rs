@@ -15,12 +15,13 @@ pub enum RemoteError {
     )]
     Unauthorized { url: String, status: u16 },
 
-    #[error("the generator server at {url} failed ({status}): {body}")]
-    Failed {
-        url: String,
-        status: u16,
-        body: String,
-    },
+    /// The reply's body is logged, never carried here: this message reaches the page, and a
+    /// body could be any service's text.
+    #[error(
+        "the generator server at {url} failed with HTTP status {status}; its reason is in the \
+         app's log and the server's own"
+    )]
+    Failed { url: String, status: u16 },
 
     #[error(
         "the generator server at {url} answers neither as llama.cpp's llama-server nor as an \
@@ -86,11 +87,26 @@ pub enum RemoteError {
     },
 
     #[error(
-        "{url:?} is not an http:// or https:// address: enter the server's address, e.g. \
-         http://gpu-box:8080"
+        "the generator address \"{url}\" cannot be used: {why}. Enter the server's address as \
+         http://host:port, with /v1 for an OpenAI-compatible API (e.g. http://gpu-box:8080)"
     )]
-    InvalidUrl { url: String },
+    InvalidUrl { url: String, why: String },
 
     #[error("the GGUF file {path} could not be read for its tokenizer: {message}")]
     Tokenizer { path: String, message: String },
+
+    /// A number no model gives: nothing of that reply is used, so no score is made of it.
+    #[error(
+        "the generator server at {url} sent {what}: it is broken, or not the server it claims          to be. Nothing of that reply was used; check the server and the model it serves"
+    )]
+    ImpossibleValue { url: String, what: String },
+
+    #[error(
+        "the generator server at {url} sent {what} larger than {limit_mib} MiB, far beyond what          a completion needs; nothing of it was kept. Check the server"
+    )]
+    ReplyTooLarge {
+        url: String,
+        what: String,
+        limit_mib: usize,
+    },
 }

@@ -7,11 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::RemoteError;
-
-/// The most read of one JSON reply: the whole vocabulary's probabilities for a position (asked
-/// where a reflection token is not among the first alternatives) is about 3 MB for Llama-2's
-/// 32k tokens in llama-server's shape, and ureq's own `into_string` stops at 10 MB.
-const REPLY_LIMIT: u64 = 256 << 20;
+use crate::reply::{METADATA_LIMIT, REPLY_LIMIT, parse_json, read_body};
 
 /// A connection to one server at a base URL (no trailing slash).
 pub(crate) struct Http {
@@ -61,16 +57,17 @@ impl Http {
             ureq::Error::Status(status @ (401 | 403), _) => {
                 RemoteError::Unauthorized { url, status }
             }
-            ureq::Error::Status(status, response) => RemoteError::Failed {
-                url,
-                status,
-                body: response
+            ureq::Error::Status(status, response) => {
+                // For the person reading the log; the error itself carries none of it.
+                let body: String = response
                     .into_string()
                     .unwrap_or_default()
                     .chars()
                     .take(400)
-                    .collect(),
-            },
+                    .collect();
+                tracing::warn!(%url, status, %body, "generator server failed");
+                RemoteError::Failed { url, status }
+            }
             ureq::Error::Transport(t) => RemoteError::Unreachable {
                 url,
                 message: t.to_string(),
@@ -110,23 +107,20 @@ impl Http {
         }
     }
 
-    /// The reply's body as JSON, up to [`REPLY_LIMIT`] bytes; `what` names the request in the
-    /// error.
+    /// The reply's body as untyped JSON, for the small replies that describe the server (at
+    /// most [`METADATA_LIMIT`] bytes); `what` names the request in the error.
     pub fn json(&self, response: ureq::Response, what: &str) -> Result<Value, RemoteError> {
-        use std::io::Read;
-        let mut text = String::new();
-        response
-            .into_reader()
-            .take(REPLY_LIMIT)
-            .read_to_string(&mut text)
-            .map_err(|e| RemoteError::Interrupted {
-                url: self.url.clone(),
-                message: format!("reading the reply to {what}: {e}"),
-            })?;
-        serde_json::from_str(&text).map_err(|e| RemoteError::NotAServer {
+        let bytes = read_body(&self.url, response.into_reader(), METADATA_LIMIT, what)?;
+        parse_json(&self.url, &bytes, what).map_err(|what| RemoteError::NotAServer {
             url: self.url.clone(),
-            what: format!("{what} answered with no JSON: {e}"),
+            what,
         })
+    }
+
+    /// The body of a completion reply, at most [`REPLY_LIMIT`] bytes, to be read typed (see
+    /// `reply`); `what` names the request in the error.
+    pub fn body(&self, response: ureq::Response, what: &str) -> Result<Vec<u8>, RemoteError> {
+        read_body(&self.url, response.into_reader(), REPLY_LIMIT, what)
     }
 }
 
@@ -148,43 +142,6 @@ pub(crate) fn tokenized(
         })
         .ok_or_else(|| RemoteError::NotAServer {
             url: url.to_owned(),
-            what: format!("/tokenize answered {reply}"),
-        })
-}
-
-/// Server-sent events: the `data:` payload of each event, JSON, until the stream ends or
-/// `[DONE]`; an unreadable line or payload is the server stopping mid-answer.
-pub(crate) fn events(
-    url: &str,
-    response: ureq::Response,
-) -> impl Iterator<Item = Result<Value, RemoteError>> {
-    use std::io::{BufRead, BufReader};
-    let url = url.to_owned();
-    BufReader::new(response.into_reader())
-        .lines()
-        .filter_map(move |line| {
-            let interrupted = |message: String| RemoteError::Interrupted {
-                url: url.clone(),
-                message,
-            };
-            let line = match line {
-                Ok(line) => line,
-                Err(e) => return Some(Err(interrupted(e.to_string()))),
-            };
-            // llama-server reports a failure inside a stream as an `error:` line.
-            if let Some(error) = line.strip_prefix("error:") {
-                return Some(Err(interrupted(format!(
-                    "the server reported {}",
-                    error.trim()
-                ))));
-            }
-            let data = line.strip_prefix("data:")?.trim();
-            if data == "[DONE]" {
-                return None;
-            }
-            Some(
-                serde_json::from_str(data)
-                    .map_err(|e| interrupted(format!("an event that is not JSON ({e}): {data}"))),
-            )
+            what: "/tokenize answered without a list of token ids".into(),
         })
 }

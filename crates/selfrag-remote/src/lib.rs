@@ -21,6 +21,10 @@
 //!   reflection tokens and requires each to be one token with the local tokenizer's id, and
 //!   compares a plain sentence's ids, so a server running another model fails at once, naming
 //!   the URL.
+//! - **Every reply is bounded and its numbers checked** where it is read (`reply`): an event
+//!   line up to 8 MiB, a reply up to 16 MiB; token ids inside the vocabulary, log-probabilities
+//!   finite and at most 0. A broken or hostile server is refused, naming it, before any of its
+//!   numbers reaches a score ([`read_reply`] runs the same readers over bytes, for fuzzing).
 //!
 //! The K candidates of a step are sent at once, one streamed request each; the server decodes
 //! them together (llama-server: start it with `-np K` or more; vLLM batches by itself) and
@@ -44,11 +48,15 @@ mod error;
 mod http;
 mod llama_server;
 mod openai;
+mod reply;
+mod server_url;
 mod stream;
 
 pub use error::RemoteError;
 use http::Http;
 use openai::ExactRead;
+pub use reply::{ReplyKind, ReplyNumbers, read_reply};
+pub use server_url::{ServerUrl, check_url};
 use stream::{StreamEnd, TokenProbs};
 
 /// Where the server is and how to ask it.
@@ -198,19 +206,6 @@ const WIDE_TOP_N: usize = 1024;
 /// off, which is exactly why prompts are sent as ids.
 const TOKENIZER_PROBE: &str = "Self-RAG cites 3 sources, naïvely — écrit \"as plain text\".";
 
-/// Whether `url` is an address the generator can use (`http://` or `https://` and a host).
-pub fn check_url(url: &str) -> Result<(), RemoteError> {
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"));
-    match rest {
-        Some(rest) if !rest.is_empty() && !rest.starts_with('/') && !rest.contains(' ') => Ok(()),
-        _ => Err(RemoteError::InvalidUrl {
-            url: url.to_owned(),
-        }),
-    }
-}
-
 impl ServerGenerator {
     /// Connects to the server in `config` and checks that it serves the model whose
     /// vocabulary is in the GGUF file `tokenizer_gguf` (only its header is read).
@@ -223,7 +218,7 @@ impl ServerGenerator {
             })?;
         let http = Http::new(&config.url, config.api_key.clone(), config.timeout);
         let started = Instant::now();
-        let (api, mut info) = open(http, config.model.as_deref())?;
+        let (api, mut info) = open(http, config.model.as_deref(), tokenizer.vocab_size())?;
         info.round_trip_ms = started.elapsed().as_secs_f64() * 1000.0;
         if info.context_length == 0 {
             info.context_length = file_context;
@@ -457,10 +452,11 @@ impl ServerGenerator {
 }
 
 /// The server at `http`'s URL, through the API it speaks (see the module docs), and what it
-/// says about itself; `context_length` 0 where it does not say.
-fn open(http: Http, model: Option<&str>) -> Result<(Api, ServerInfo), RemoteError> {
+/// says about itself; `context_length` 0 where it does not say. Its replies' token ids must
+/// lie in a vocabulary of `vocab` tokens.
+fn open(http: Http, model: Option<&str>, vocab: usize) -> Result<(Api, ServerInfo), RemoteError> {
     let openai = |api: Http| -> Result<(Api, ServerInfo), RemoteError> {
-        let (client, models) = openai::Client::connect(api, model)?;
+        let (client, models) = openai::Client::connect(api, model, vocab)?;
         let info = ServerInfo {
             url: client.url().to_owned(),
             api: ServerApi::OpenAi,
@@ -477,7 +473,7 @@ fn open(http: Http, model: Option<&str>) -> Result<(Api, ServerInfo), RemoteErro
     if http.url().ends_with("/v1") {
         return openai(http);
     }
-    let native = llama_server::Client::new(http);
+    let native = llama_server::Client::new(http, vocab);
     match native.props() {
         Ok(props) => {
             let info = ServerInfo {
@@ -532,9 +528,9 @@ fn exact_read(
              asked for",
             position.top_logprobs.len()
         ))),
-        Err(RemoteError::Failed { status, body, .. }) => Err(refused(format!(
+        Err(RemoteError::Failed { status, .. }) => Err(refused(format!(
             "it does not score prompts (prompt_logprobs) and refused to give all {vocab} \
-             alternatives ({status}: {body})"
+             alternatives (HTTP status {status})"
         ))),
         Err(e) => Err(e),
     }

@@ -6,17 +6,33 @@
 //! token, the `n_probs` most likely tokens with their log-probabilities taken from a softmax of
 //! the raw logits over the whole vocabulary: exact values, not sampler-adjusted ones.
 
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
 use selfrag_core::TokenId;
 
 use crate::RemoteError;
-use crate::http::{Http, events, tokenized};
+use crate::http::{Http, tokenized};
+use crate::reply::{ReplyCheck, ReportedError, WirePosition, events, parse_json};
 use crate::stream::{StreamEnd, StreamEvent, TokenProbs, follow};
 
 /// llama.cpp's native API on one server.
 pub(crate) struct Client {
     http: Http,
+    /// The model's vocabulary size, which every token id of a reply must be below.
+    vocab: usize,
+}
+
+/// What the generator reads of a `/completion` reply, streamed event or whole.
+#[derive(Debug, Deserialize)]
+struct CompletionReply {
+    error: Option<ReportedError>,
+    tokens_predicted: Option<u64>,
+    completion_probabilities: Option<Vec<WirePosition>>,
+    stop: Option<bool>,
+    stop_type: Option<String>,
+    tokens: Option<Vec<IgnoredAny>>,
 }
 
 /// What `/props` says about the server.
@@ -54,8 +70,16 @@ fn completion_body(prompt: &[TokenId], n_predict: usize, n_probs: usize, stream:
 }
 
 impl Client {
-    pub fn new(http: Http) -> Self {
-        Self { http }
+    /// The API at `http`'s URL, serving a model of `vocab` tokens.
+    pub fn new(http: Http, vocab: usize) -> Self {
+        Self { http, vocab }
+    }
+
+    fn check(&self) -> ReplyCheck<'_> {
+        ReplyCheck {
+            url: self.url(),
+            vocab: self.vocab,
+        }
     }
 
     pub fn url(&self) -> &str {
@@ -131,29 +155,8 @@ impl Client {
         body["logit_bias"] = byte_ids.iter().map(|&id| json!([id, false])).collect();
         let reply = self
             .http
-            .json(self.http.post("/completion", &body)?, "/completion")?;
-        let first = reply
-            .get("completion_probabilities")
-            .and_then(Value::as_array)
-            .and_then(|p| p.first())
-            .cloned()
-            .ok_or_else(|| RemoteError::NoProbabilities {
-                url: self.url().to_owned(),
-                what: "/completion answered without completion_probabilities".into(),
-            })?;
-        TokenProbs::most_likely(self.token_probs(first)?.top_logprobs).ok_or_else(|| {
-            RemoteError::NoProbabilities {
-                url: self.url().to_owned(),
-                what: "/completion answered with no alternatives".into(),
-            }
-        })
-    }
-
-    fn token_probs(&self, value: Value) -> Result<TokenProbs, RemoteError> {
-        serde_json::from_value(value).map_err(|e| RemoteError::NoProbabilities {
-            url: self.url().to_owned(),
-            what: format!("unexpected completion_probabilities: {e}"),
-        })
+            .body(self.http.post("/completion", &body)?, "/completion")?;
+        completion_position(self.check(), &reply)
     }
 
     /// Greedy continuation of `prompt`, streamed (see [`follow`]).
@@ -169,8 +172,8 @@ impl Client {
             "/completion",
             &completion_body(prompt, n_predict, n_probs, true),
         )?;
-        let events = events(self.url(), response).filter_map(|chunk| match chunk {
-            Ok(chunk) => self.stream_event(&chunk).transpose(),
+        let events = events(self.url(), response.into_reader()).filter_map(|data| match data {
+            Ok(data) => stream_event(self.check(), &data).transpose(),
             Err(e) => Some(Err(e)),
         });
         follow(
@@ -182,53 +185,75 @@ impl Client {
             on_token,
         )
     }
+}
 
-    /// One streamed event; `None` for one that carries no token (the start, progress).
-    fn stream_event(&self, chunk: &Value) -> Result<Option<StreamEvent>, RemoteError> {
-        if let Some(error) = chunk.get("error") {
-            return Err(RemoteError::Interrupted {
-                url: self.url().to_owned(),
-                message: format!("the server reported {error}"),
-            });
-        }
-        let generated = chunk
-            .get("tokens_predicted")
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok());
-        let probs = chunk
-            .get("completion_probabilities")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if chunk.get("stop").and_then(Value::as_bool) == Some(true) {
-            // The last event carries no token; the ones it counts beyond those sent are read.
-            let end = match chunk.get("stop_type").and_then(Value::as_str) {
-                Some("eos") => StreamEnd::Eos,
-                _ => StreamEnd::Limit,
-            };
-            return Ok(Some(StreamEvent {
-                positions: Vec::new(),
-                generated,
-                end: Some(end),
-            }));
-        }
-        let has_tokens = chunk
-            .get("tokens")
-            .and_then(Value::as_array)
-            .is_some_and(|t| !t.is_empty());
-        if probs.is_empty() && !has_tokens {
-            return Ok(None);
-        }
-        let (Some(generated), [position]) = (generated, probs.as_slice()) else {
-            return Err(RemoteError::NoProbabilities {
-                url: self.url().to_owned(),
-                what: format!("a streamed token came without its count and probabilities: {chunk}"),
-            });
-        };
-        Ok(Some(StreamEvent {
-            positions: vec![self.token_probs(position.clone())?],
-            generated: Some(generated),
-            end: None,
-        }))
+/// The position of a whole `/completion` reply for one token, its most likely alternative as
+/// its token (see [`Client::next_position`]).
+pub(crate) fn completion_position(
+    check: ReplyCheck<'_>,
+    bytes: &[u8],
+) -> Result<TokenProbs, RemoteError> {
+    let no_probabilities = |what: String| RemoteError::NoProbabilities {
+        url: check.url.to_owned(),
+        what,
+    };
+    let reply: CompletionReply =
+        parse_json(check.url, bytes, "the reply to /completion").map_err(no_probabilities)?;
+    if let Some(error) = &reply.error {
+        return Err(check.reported(error));
     }
+    let first = reply
+        .completion_probabilities
+        .and_then(|p| p.into_iter().next())
+        .ok_or_else(|| {
+            no_probabilities("/completion answered without completion_probabilities".into())
+        })?;
+    TokenProbs::most_likely(check.position(first)?.top_logprobs)
+        .ok_or_else(|| no_probabilities("/completion answered with no alternatives".into()))
+}
+
+/// One streamed event of `/completion`; `None` for one that carries no token (the start,
+/// progress).
+pub(crate) fn stream_event(
+    check: ReplyCheck<'_>,
+    data: &[u8],
+) -> Result<Option<StreamEvent>, RemoteError> {
+    let no_probabilities = |what: String| RemoteError::NoProbabilities {
+        url: check.url.to_owned(),
+        what,
+    };
+    let chunk: CompletionReply =
+        parse_json(check.url, data, "a streamed event").map_err(no_probabilities)?;
+    if let Some(error) = &chunk.error {
+        return Err(check.reported(error));
+    }
+    let generated = chunk.tokens_predicted.and_then(|n| usize::try_from(n).ok());
+    let probs = chunk.completion_probabilities.unwrap_or_default();
+    if chunk.stop == Some(true) {
+        // The last event carries no token; the ones it counts beyond those sent are read.
+        let end = match chunk.stop_type.as_deref() {
+            Some("eos") => StreamEnd::Eos,
+            _ => StreamEnd::Limit,
+        };
+        return Ok(Some(StreamEvent {
+            positions: Vec::new(),
+            generated,
+            end: Some(end),
+        }));
+    }
+    let has_tokens = chunk.tokens.is_some_and(|t| !t.is_empty());
+    if probs.is_empty() && !has_tokens {
+        return Ok(None);
+    }
+    let (Some(generated), Ok([position])) = (generated, <[WirePosition; 1]>::try_from(probs))
+    else {
+        return Err(no_probabilities(
+            "a streamed token came without its count and probabilities".into(),
+        ));
+    };
+    Ok(Some(StreamEvent {
+        positions: vec![check.position(position)?],
+        generated: Some(generated),
+        end: None,
+    }))
 }

@@ -15,12 +15,15 @@
 //!
 //! Fields one server does not know, the other's included, are ignored by it.
 
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
 use selfrag_core::TokenId;
 
 use crate::RemoteError;
-use crate::http::{Http, events, tokenized};
+use crate::http::{Http, tokenized};
+use crate::reply::{Entries, LastOf, ReplyCheck, ReportedError, WirePosition, events, parse_json};
 use crate::stream::{Alternative, StreamEnd, StreamEvent, TokenProbs, follow};
 
 /// The OpenAI-compatible API of one server.
@@ -31,6 +34,8 @@ pub(crate) struct Client {
     root: Http,
     /// The model every request names.
     model: String,
+    /// The model's vocabulary size, which every token id of a reply must be below.
+    vocab: usize,
 }
 
 /// What `/v1/models` (and vLLM's `/version`) say about the server.
@@ -58,8 +63,12 @@ fn as_usize(v: &Value) -> Option<usize> {
 
 impl Client {
     /// The API at `api` (a base URL ending in `/v1`) serving `model`, or the one model it
-    /// serves when `None`.
-    pub fn connect(api: Http, model: Option<&str>) -> Result<(Self, Models), RemoteError> {
+    /// serves when `None`, whose vocabulary has `vocab` tokens.
+    pub fn connect(
+        api: Http,
+        model: Option<&str>,
+        vocab: usize,
+    ) -> Result<(Self, Models), RemoteError> {
         let root = api.with_base(api.url().trim_end_matches("/v1"));
         let url = api.url().to_owned();
         let not_a_server = |what: String| RemoteError::NotAServer {
@@ -86,7 +95,13 @@ impl Client {
             return Err(RemoteError::ModelNotServed {
                 url,
                 wanted: model.map(str::to_owned),
-                served: names,
+                // A few short names: the message reaches the page, and the list is the
+                // server's text.
+                served: names
+                    .iter()
+                    .take(8)
+                    .map(|name| name.chars().filter(|c| !c.is_control()).take(64).collect())
+                    .collect(),
             });
         };
         let name = id(chosen).unwrap_or_default();
@@ -99,7 +114,7 @@ impl Client {
         let context_length = match chosen.get("max_model_len").and_then(as_usize) {
             Some(n) => Some(n),
             None if owned_by == "llamacpp" => {
-                crate::llama_server::Client::new(root.with_base(root.url()))
+                crate::llama_server::Client::new(root.with_base(root.url()), vocab)
                     .props()
                     .ok()
                     .map(|p| p.n_ctx)
@@ -123,6 +138,7 @@ impl Client {
             api,
             root,
             model: name.clone(),
+            vocab,
         };
         Ok((
             client,
@@ -182,19 +198,11 @@ impl Client {
         })
     }
 
-    fn positions(&self, choice: &Value) -> Result<Vec<TokenProbs>, RemoteError> {
-        positions(self.url(), choice)
-    }
-
-    fn first_choice<'a>(&self, reply: &'a Value) -> Result<&'a Value, RemoteError> {
-        reply
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-            .ok_or_else(|| RemoteError::NotAServer {
-                url: self.url().to_owned(),
-                what: format!("a completion came without choices: {reply}"),
-            })
+    fn check(&self) -> ReplyCheck<'_> {
+        ReplyCheck {
+            url: self.url(),
+            vocab: self.vocab,
+        }
     }
 
     /// The `width` most likely tokens after `prompt`, the most likely one as the position's
@@ -213,17 +221,8 @@ impl Client {
             .into();
         let reply = self
             .api
-            .json(self.api.post("/completions", &body)?, "/v1/completions")?;
-        let position = self
-            .positions(self.first_choice(&reply)?)?
-            .into_iter()
-            .next();
-        position
-            .and_then(|p| TokenProbs::most_likely(p.top_logprobs))
-            .ok_or_else(|| RemoteError::NoProbabilities {
-                url: self.url().to_owned(),
-                what: "a completion asked for log-probabilities came without them".into(),
-            })
+            .body(self.api.post("/completions", &body)?, "/v1/completions")?;
+        completion_position(self.check(), &reply)
     }
 
     /// The exact probability of each of `ids` right after `prefix`, each scored as the last
@@ -249,8 +248,8 @@ impl Client {
         }
         let reply = self
             .api
-            .json(self.api.post("/completions", &body)?, "/v1/completions")?;
-        Ok(scored(&reply, ids))
+            .body(self.api.post("/completions", &body)?, "/v1/completions")?;
+        scored(self.check(), &reply, ids)
     }
 
     /// Greedy continuation of `prompt`, streamed (see `stream::follow`).
@@ -265,7 +264,8 @@ impl Client {
         let mut body = self.completion_body(json!(prompt), max_tokens, logprobs);
         body["stream"] = json!(true);
         let response = self.api.post("/completions", &body)?;
-        let events = events(self.url(), response).map(|chunk| self.stream_event(&chunk?));
+        let events = events(self.url(), response.into_reader())
+            .map(|data| data.and_then(|data| stream_event(self.check(), &data)));
         follow(
             self.url(),
             prompt,
@@ -275,101 +275,198 @@ impl Client {
             on_token,
         )
     }
+}
 
-    fn stream_event(&self, chunk: &Value) -> Result<StreamEvent, RemoteError> {
-        let interrupted = |message: String| RemoteError::Interrupted {
-            url: self.url().to_owned(),
-            message,
-        };
-        if let Some(error) = chunk.get("error") {
-            return Err(interrupted(format!("the server reported {error}")));
+/// What the generator reads of a `/v1/completions` reply, streamed chunk or whole.
+#[derive(Debug, Deserialize)]
+struct CompletionsReply {
+    error: Option<ReportedError>,
+    choices: Option<Vec<Choice>>,
+    /// llama-server's count of generated tokens (`timings_per_token`).
+    timings: Option<Timings>,
+    /// The count at the end, where `timings` is not sent.
+    usage: Option<Usage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    index: Option<u64>,
+    logprobs: Option<Logprobs>,
+    finish_reason: Option<String>,
+    /// vLLM's score of every prompt position, only the last kept (see [`scored`]).
+    prompt_logprobs: Option<LastOf<Option<Entries<PromptScore>>>>,
+}
+
+/// A choice's `logprobs` in either shape (see the module docs).
+#[derive(Debug, Deserialize)]
+struct Logprobs {
+    /// llama-server's: positions with ids.
+    content: Option<Vec<WirePosition>>,
+    /// vLLM's: tokens as `token_id:N`, their log-probabilities, and the alternatives of each.
+    tokens: Option<Vec<String>>,
+    token_logprobs: Option<Vec<Option<f64>>>,
+    top_logprobs: Option<Vec<Option<Entries<f64>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Timings {
+    predicted_n: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Usage {
+    completion_tokens: Option<u64>,
+}
+
+/// One prompt score of vLLM: `{"logprob": x, "rank": …, "decoded_token": …}`, or a number.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PromptScore {
+    Number(f64),
+    Detailed {
+        logprob: Option<f64>,
+    },
+    /// Anything else scores nothing (as a missing entry does).
+    Other(IgnoredAny),
+}
+
+impl PromptScore {
+    fn logprob(&self) -> Option<f64> {
+        match self {
+            PromptScore::Number(lp) => Some(*lp),
+            PromptScore::Detailed { logprob } => *logprob,
+            PromptScore::Other(_) => None,
         }
-        let choice = self.first_choice(chunk)?;
-        let positions = self.positions(choice)?;
-        let end = match choice.get("finish_reason").and_then(Value::as_str) {
-            None => None,
-            Some("stop") => Some(StreamEnd::Eos),
-            Some("length") => Some(StreamEnd::Limit),
-            Some(other) => return Err(interrupted(format!("the server ended with {other:?}"))),
-        };
-        // llama-server counts its tokens (`timings_per_token`, and `usage` at the end).
-        let generated = chunk
-            .pointer("/timings/predicted_n")
-            .or_else(|| chunk.pointer("/usage/completion_tokens"))
-            .and_then(as_usize);
-        Ok(StreamEvent {
-            positions,
-            generated,
-            end,
-        })
     }
 }
 
-/// The `logprobs` positions of one choice, in either shape (see the module docs).
-fn positions(url: &str, choice: &Value) -> Result<Vec<TokenProbs>, RemoteError> {
+/// A completion reply read, or what is wrong with it; the server's own error is refused.
+fn completions_reply(
+    check: ReplyCheck<'_>,
+    bytes: &[u8],
+    what: &str,
+) -> Result<CompletionsReply, RemoteError> {
+    let reply: CompletionsReply =
+        parse_json(check.url, bytes, what).map_err(|what| RemoteError::NotAServer {
+            url: check.url.to_owned(),
+            what,
+        })?;
+    if let Some(error) = &reply.error {
+        return Err(check.reported(error));
+    }
+    Ok(reply)
+}
+
+fn first_choice(check: ReplyCheck<'_>, reply: CompletionsReply) -> Result<Choice, RemoteError> {
+    reply
+        .choices
+        .and_then(|c| c.into_iter().next())
+        .ok_or_else(|| RemoteError::NotAServer {
+            url: check.url.to_owned(),
+            what: "a completion came without choices".into(),
+        })
+}
+
+/// The position of a whole completion of one token, its most likely alternative as its token
+/// (see [`Client::next_position`]).
+pub(crate) fn completion_position(
+    check: ReplyCheck<'_>,
+    bytes: &[u8],
+) -> Result<TokenProbs, RemoteError> {
+    let reply = completions_reply(check, bytes, "the reply to /v1/completions")?;
+    let choice = first_choice(check, reply)?;
+    positions(check, choice.logprobs)?
+        .into_iter()
+        .next()
+        .and_then(|p| TokenProbs::most_likely(p.top_logprobs))
+        .ok_or_else(|| RemoteError::NoProbabilities {
+            url: check.url.to_owned(),
+            what: "a completion asked for log-probabilities came without them".into(),
+        })
+}
+
+/// One chunk of a streamed completion.
+pub(crate) fn stream_event(check: ReplyCheck<'_>, data: &[u8]) -> Result<StreamEvent, RemoteError> {
+    let chunk = completions_reply(check, data, "a streamed chunk")?;
+    // llama-server counts its tokens (`timings_per_token`, and `usage` at the end).
+    let generated = chunk
+        .timings
+        .as_ref()
+        .and_then(|t| t.predicted_n)
+        .or_else(|| chunk.usage.as_ref().and_then(|u| u.completion_tokens))
+        .and_then(|n| usize::try_from(n).ok());
+    let choice = first_choice(check, chunk)?;
+    let end = match choice.finish_reason.as_deref() {
+        None => None,
+        Some("stop") => Some(StreamEnd::Eos),
+        Some("length") => Some(StreamEnd::Limit),
+        Some(other) => {
+            let other: String = other.chars().filter(|c| !c.is_control()).take(40).collect();
+            return Err(RemoteError::Interrupted {
+                url: check.url.to_owned(),
+                message: format!("the server ended with {other:?}"),
+            });
+        }
+    };
+    Ok(StreamEvent {
+        positions: positions(check, choice.logprobs)?,
+        generated,
+        end,
+    })
+}
+
+/// The `logprobs` positions of one choice, in either shape (see the module docs), checked.
+fn positions(
+    check: ReplyCheck<'_>,
+    logprobs: Option<Logprobs>,
+) -> Result<Vec<TokenProbs>, RemoteError> {
     let no_probabilities = |what: String| RemoteError::NoProbabilities {
-        url: url.to_owned(),
+        url: check.url.to_owned(),
         what,
     };
-
-    let logprobs = match choice.get("logprobs") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(l) => l,
+    let Some(logprobs) = logprobs else {
+        return Ok(Vec::new());
     };
-    if let Some(content) = logprobs.get("content") {
-        return serde_json::from_value(content.clone())
-            .map_err(|e| no_probabilities(format!("unexpected logprobs.content: {e}")));
+    if let Some(content) = logprobs.content {
+        return content.into_iter().map(|p| check.position(p)).collect();
     }
-    let list = |key: &str| {
-        logprobs
-            .get(key)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let (tokens, chosen, tops) = (list("tokens"), list("token_logprobs"), list("top_logprobs"));
-    let id_of = |token: &str| {
-        token
-            .strip_prefix("token_id:")
-            .and_then(|n| n.parse::<TokenId>().ok())
-            .ok_or_else(|| {
-                no_probabilities(format!(
-                    "it named a token {token:?} by its text, not by its id (vLLM: a version \
-                     with `return_tokens_as_token_ids`)"
-                ))
-            })
+    let tokens = logprobs.tokens.unwrap_or_default();
+    let chosen = logprobs.token_logprobs.unwrap_or_default();
+    let mut tops = logprobs.top_logprobs.unwrap_or_default().into_iter();
+    let id_of = |token: &str, what: &str| {
+        let number = token.strip_prefix("token_id:").ok_or_else(|| {
+            let shown: String = token.chars().filter(|c| !c.is_control()).take(40).collect();
+            no_probabilities(format!(
+                "it named a token {shown:?} by its text, not by its id (vLLM: a version with \
+                 `return_tokens_as_token_ids`)"
+            ))
+        })?;
+        let id = number.parse::<u64>().map_err(|_| {
+            no_probabilities(format!("it named {what} by an id that is not a number"))
+        })?;
+        check.token(id, what)
     };
     tokens
         .iter()
         .enumerate()
         .map(|(i, token)| {
-            let id = id_of(token.as_str().unwrap_or_default())?;
-            let logprob = chosen.get(i).and_then(Value::as_f64).ok_or_else(|| {
+            let id = id_of(token, "a generated token")?;
+            let logprob = chosen.get(i).copied().flatten().ok_or_else(|| {
                 no_probabilities(format!("token {i} came without its log-probability"))
-            })? as f32;
-            let top_logprobs = tops
-                .get(i)
-                .and_then(Value::as_object)
-                .map(|top| {
-                    top.iter()
-                        .map(|(token, lp)| {
-                            Ok(Alternative {
-                                id: id_of(token)?,
-                                logprob: lp.as_f64().ok_or_else(|| {
-                                    no_probabilities(format!(
-                                        "the alternative {token} came without a number: {lp}"
-                                    ))
-                                })? as f32,
-                            })
-                        })
-                        .collect::<Result<Vec<_>, RemoteError>>()
-                })
-                .transpose()?
-                .unwrap_or_default();
+            })?;
+            let alternatives = tops.next().flatten().map_or_else(Vec::new, |top| top.0);
+            check.alternative_count(alternatives.len())?;
             Ok(TokenProbs {
                 id,
-                logprob,
-                top_logprobs,
+                logprob: check.logprob(logprob, &format!("the generated token {id}"))?,
+                top_logprobs: alternatives
+                    .into_iter()
+                    .map(|(token, logprob)| {
+                        let id = id_of(&token, "an alternative")?;
+                        let logprob = check.logprob(logprob, &format!("the alternative {id}"))?;
+                        Ok(Alternative { id, logprob })
+                    })
+                    .collect::<Result<_, RemoteError>>()?,
             })
         })
         .collect()
@@ -377,26 +474,44 @@ fn positions(url: &str, choice: &Value) -> Result<Vec<TokenProbs>, RemoteError> 
 
 /// The probability of `ids[i]` as the last prompt token of choice `i`, from the choices'
 /// `prompt_logprobs` (a list with an entry per prompt position, each keyed by token id);
-/// `None` where a choice has none.
-fn scored(reply: &Value, ids: &[TokenId]) -> Option<Vec<f32>> {
-    let choices = reply.get("choices").and_then(Value::as_array)?;
+/// `Ok(None)` where a choice has none, and an error where a score is no log-probability.
+pub(crate) fn scored(
+    check: ReplyCheck<'_>,
+    bytes: &[u8],
+    ids: &[TokenId],
+) -> Result<Option<Vec<f32>>, RemoteError> {
+    let reply = completions_reply(check, bytes, "the reply to /v1/completions")?;
+    let Some(choices) = reply.choices else {
+        return Ok(None);
+    };
     let mut found = vec![None; ids.len()];
-    for (n, choice) in choices.iter().enumerate() {
-        let index = choice.get("index").and_then(as_usize).unwrap_or(n);
-        let last = choice
-            .get("prompt_logprobs")
-            .and_then(Value::as_array)
-            .and_then(|p| p.last())?;
+    for (n, choice) in choices.into_iter().enumerate() {
+        let index = choice
+            .index
+            .and_then(|i| usize::try_from(i).ok())
+            .unwrap_or(n);
+        let Some(LastOf(Some(last))) = choice.prompt_logprobs else {
+            return Ok(None);
+        };
         let (Some(slot), Some(&id)) = (found.get_mut(index), ids.get(index)) else {
             continue;
         };
-        *slot = last
-            .get(id.to_string())
-            .and_then(|entry| entry.get("logprob").or(Some(entry)))
-            .and_then(Value::as_f64)
-            .map(|lp| (lp as f32).exp());
+        let Some(Entries(entries)) = last else {
+            *slot = None;
+            continue;
+        };
+        check.alternative_count(entries.len())?;
+        let key = id.to_string();
+        *slot = match entries.iter().find(|(k, _)| *k == key) {
+            Some((_, score)) => score
+                .logprob()
+                .map(|lp| check.logprob(lp, &format!("the scored token {id}")))
+                .transpose()?
+                .map(f32::exp),
+            None => None,
+        };
     }
-    found.into_iter().collect()
+    Ok(found.into_iter().collect())
 }
 
 #[cfg(test)]
@@ -407,26 +522,37 @@ mod tests {
     //! the tests against the real server.
     use super::*;
 
+    /// vLLM serving a Llama-2 Self-RAG model (32,000 tokens and the 16 reflection tokens).
+    const VLLM: ReplyCheck<'static> = ReplyCheck {
+        url: "http://gpu:8000/v1",
+        vocab: 32_016,
+    };
+
+    /// A streamed chunk whose one choice is `choice`.
+    fn chunk(choice: &Value) -> Vec<u8> {
+        json!({ "id": "cmpl-1", "object": "text_completion", "choices": [choice] })
+            .to_string()
+            .into_bytes()
+    }
+
     #[test]
     fn a_vllm_chunk_gives_its_tokens_by_id_with_every_alternative() {
-        let chunk = json!({
-            "id": "cmpl-1", "object": "text_completion", "model": "selfrag",
-            "choices": [{
-                "index": 0, "text": " Paris",
-                "logprobs": {
-                    "text_offset": [0, 1],
-                    "tokens": ["token_id:3681", "token_id:2"],
-                    "token_logprobs": [-0.25, -0.5],
-                    "top_logprobs": [
-                        {"token_id:3681": -0.25, "token_id:32003": -3.0},
-                        {"token_id:2": -0.5, "token_id:13": -1.5}
-                    ]
-                },
-                "finish_reason": "stop", "stop_reason": null
-            }]
+        let choice = json!({
+            "index": 0, "text": " Paris",
+            "logprobs": {
+                "text_offset": [0, 1],
+                "tokens": ["token_id:3681", "token_id:2"],
+                "token_logprobs": [-0.25, -0.5],
+                "top_logprobs": [
+                    {"token_id:3681": -0.25, "token_id:32003": -3.0},
+                    {"token_id:2": -0.5, "token_id:13": -1.5}
+                ]
+            },
+            "finish_reason": "stop", "stop_reason": null
         });
-        let choice = &chunk["choices"][0];
-        let positions = positions("http://gpu:8000/v1", choice).unwrap();
+        let event = stream_event(VLLM, &chunk(&choice)).unwrap();
+        assert_eq!(event.end, Some(StreamEnd::Eos));
+        let positions = event.positions;
         let ids: Vec<TokenId> = positions.iter().map(|p| p.id).collect();
         assert_eq!(ids, [3681, 2]);
         assert_eq!(positions[1].logprob, -0.5);
@@ -443,7 +569,7 @@ mod tests {
                 "top_logprobs": [{" Paris": -0.25}]
             }
         });
-        let err = positions("http://gpu:8000/v1", &choice).unwrap_err();
+        let err = stream_event(VLLM, &chunk(&choice)).unwrap_err();
         assert!(
             matches!(err, RemoteError::NoProbabilities { .. }),
             "{err:?}"
@@ -452,6 +578,59 @@ mod tests {
             err.to_string().contains("return_tokens_as_token_ids"),
             "{err}"
         );
+    }
+
+    /// Issue 44, item 6: vLLM's shape carries its numbers as JSON numbers and its ids in text;
+    /// neither is taken on trust.
+    #[test]
+    fn a_vllm_log_probability_that_no_model_gives_or_an_id_outside_the_vocabulary_is_refused() {
+        let with = |tokens: Value, chosen: Value, top: Value| {
+            json!({ "logprobs": {
+                "tokens": tokens, "token_logprobs": chosen, "top_logprobs": [top]
+            }})
+        };
+        let good = json!({"token_id:3681": -0.25});
+        for (what, choice) in [
+            (
+                "1e39",
+                with(json!(["token_id:3681"]), json!([1e39]), good.clone()),
+            ),
+            (
+                "0.5",
+                with(json!(["token_id:3681"]), json!([0.5]), good.clone()),
+            ),
+            (
+                "-1e39",
+                with(
+                    json!(["token_id:3681"]),
+                    json!([-0.25]),
+                    json!({"token_id:13": -1e39}),
+                ),
+            ),
+            (
+                "32016",
+                with(json!(["token_id:32016"]), json!([-0.25]), good.clone()),
+            ),
+            (
+                "4294967296",
+                with(
+                    json!(["token_id:3681"]),
+                    json!([-0.25]),
+                    json!({"token_id:4294967296": -1.0}),
+                ),
+            ),
+        ] {
+            let err = stream_event(VLLM, &chunk(&choice)).unwrap_err();
+            assert!(
+                matches!(err, RemoteError::ImpossibleValue { .. }),
+                "{what}: {err:?}"
+            );
+            let message = err.to_string();
+            assert!(
+                message.contains("http://gpu:8000/v1") && message.contains(what),
+                "{message}"
+            );
+        }
     }
 
     #[test]
@@ -463,15 +642,27 @@ mod tests {
                 {"index": 0, "prompt_logprobs": [null, entry(7, -1.0), entry(32003, -4.0)]}
             ]
         });
-        let p = scored(&reply, &[32003, 32004]).unwrap();
+        let score = |reply: &Value, ids: &[TokenId]| {
+            scored(VLLM, reply.to_string().as_bytes(), ids).unwrap()
+        };
+        let p = score(&reply, &[32003, 32004]).unwrap();
         assert!((p[0] - (-4.0f32).exp()).abs() < 1e-7, "{p:?}");
         assert!((p[1] - (-2.0f32).exp()).abs() < 1e-7, "{p:?}");
         // A server that ignores `prompt_logprobs` (llama-server) scores nothing.
         let ignored = json!({ "choices": [{"index": 0, "text": "x", "logprobs": null}] });
-        assert_eq!(scored(&ignored, &[32003]), None);
+        assert_eq!(score(&ignored, &[32003]), None);
         // One missing id is no score at all, never a made-up one.
         let partial =
             json!({ "choices": [{"index": 0, "prompt_logprobs": [null, entry(9, -1.0)]}] });
-        assert_eq!(scored(&partial, &[32003]), None);
+        assert_eq!(score(&partial, &[32003]), None);
+        // A score that is no log-probability is refused, naming the server.
+        let positive =
+            json!({ "choices": [{"index": 0, "prompt_logprobs": [null, entry(32003, 2.0)]}] });
+        let err = scored(VLLM, positive.to_string().as_bytes(), &[32003]).unwrap_err();
+        assert!(
+            matches!(err, RemoteError::ImpossibleValue { .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("http://gpu:8000/v1"), "{err}");
     }
 }

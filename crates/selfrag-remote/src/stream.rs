@@ -9,23 +9,21 @@
 //! the same prefix, which the server's cache holds: greedy, the same token it chose. A server
 //! that sends every token (vLLM) never has a gap.
 
-use serde::Deserialize;
-
 use selfrag_core::TokenId;
 
 use crate::RemoteError;
 
-/// One generated position as a server reports it.
-#[derive(Debug, Clone, Deserialize)]
+/// One generated position as a server reports it, checked as `reply` checks every number:
+/// ids in the vocabulary, log-probabilities finite and at most 0.
+#[derive(Debug, Clone)]
 pub(crate) struct TokenProbs {
     pub id: TokenId,
     pub logprob: f32,
     /// The most likely tokens at this position (their order does not matter).
-    #[serde(default)]
     pub top_logprobs: Vec<Alternative>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub(crate) struct Alternative {
     pub id: TokenId,
     pub logprob: f32,

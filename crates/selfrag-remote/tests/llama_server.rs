@@ -632,3 +632,269 @@ fn reflection_tokens_written_in_documents_reach_the_server_as_text() {
         selfrag_testkit::assert_same_json(&here, &there, f64::from(TOLERANCE), &format!("{via:?}"));
     }
 }
+
+// A broken or hostile server (issue 44, items 6 and 7): the real llama-server behind a loopback
+// proxy that passes every request through and rewrites the completion replies as a broken
+// server, or one that is not what it claims, would send them. No real server sends these on
+// demand.
+
+/// What the proxy sends instead of a completion reply.
+enum Tampered {
+    Body(Vec<u8>),
+    /// `data: ` and then bytes without a line end, until the client hangs up (64 MiB at most).
+    EndlessLine,
+}
+
+/// How the proxy rewrites a completion reply (`streamed` or whole); `None` passes it.
+type Rewrite = fn(streamed: bool, reply: &[u8]) -> Option<Tampered>;
+
+/// A loopback proxy to `upstream` that rewrites the replies to `/completion` and
+/// `/v1/completions` with `rewrite`; its URL. It serves until the test process ends.
+fn tampering_proxy(upstream: &str, rewrite: Rewrite) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = upstream.to_owned();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let upstream = upstream.clone();
+            std::thread::spawn(move || {
+                // A client that hung up mid-reply is what the endless line waits for.
+                let _ = relay(client, &upstream, rewrite);
+            });
+        }
+    });
+    url
+}
+
+/// Relays one request (the generator sends one per connection here: every reply closes it).
+fn relay(client: std::net::TcpStream, upstream: &str, rewrite: Rewrite) -> std::io::Result<()> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut reader = BufReader::new(client.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut words = line.split_whitespace();
+    let method = words.next().unwrap_or_default().to_owned();
+    let path = words.next().unwrap_or_default().to_owned();
+    let mut length = 0;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body)?;
+    let streamed = serde_json::from_slice::<serde_json::Value>(&body)
+        .is_ok_and(|b| b["stream"].as_bool() == Some(true));
+    let request = ureq::request(&method, &format!("{upstream}{path}"));
+    let reply = if method == "GET" {
+        request.call()
+    } else {
+        request
+            .set("Content-Type", "application/json")
+            .send_bytes(&body)
+    };
+    let (status, reply) = match reply {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => {
+            let status = r.status();
+            let mut bytes = Vec::new();
+            r.into_reader().read_to_end(&mut bytes)?;
+            (status, bytes)
+        }
+        Err(e) => return Err(std::io::Error::other(e)),
+    };
+    let completion = path == "/completion" || path == "/v1/completions";
+    let tampered = if completion && status == 200 {
+        rewrite(streamed, &reply)
+    } else {
+        None
+    };
+    let kind = if streamed {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let mut client = client;
+    write!(
+        client,
+        "HTTP/1.1 {status} Relayed\r\nContent-Type: {kind}\r\nConnection: close\r\n\r\n"
+    )?;
+    match tampered {
+        None => client.write_all(&reply),
+        Some(Tampered::Body(body)) => client.write_all(&body),
+        Some(Tampered::EndlessLine) => {
+            client.write_all(b"data: {\"content\":\"")?;
+            let mib = vec![b'a'; 1 << 20];
+            for _ in 0..64 {
+                client.write_all(&mib)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `reply` with the numbers after `"key":` replaced by `value`: every one, or the first only.
+fn replace_numbers(reply: &[u8], key: &str, value: &str, every: bool) -> Vec<u8> {
+    let reply = String::from_utf8(reply.to_vec()).unwrap();
+    let key = format!("\"{key}\":");
+    let mut out = String::new();
+    let mut rest = reply.as_str();
+    while let Some(at) = rest.find(&key) {
+        let (before, after) = rest.split_at(at + key.len());
+        out.push_str(before);
+        out.push_str(value);
+        rest = after.trim_start_matches(|c: char| c.is_ascii_digit() || "-+.eE".contains(c));
+        if !every {
+            break;
+        }
+    }
+    out.push_str(rest);
+    out.into_bytes()
+}
+
+/// Log-probabilities no model gives: 1e39 is +inf as an f32, and then NaN in the scores.
+fn log_probabilities_of_1e39(streamed: bool, reply: &[u8]) -> Option<Tampered> {
+    streamed.then(|| Tampered::Body(replace_numbers(reply, "logprob", "1e39", true)))
+}
+
+/// A token id far outside the tiny model's vocabulary, as its first alternative.
+fn an_alternative_outside_the_vocabulary(streamed: bool, reply: &[u8]) -> Option<Tampered> {
+    let key = "top_logprobs\":[{\"id";
+    streamed.then(|| Tampered::Body(replace_numbers(reply, key, "1000000", false)))
+}
+
+/// A whole reply of 17 MiB: the real one with a padding field.
+fn a_reply_of_17_mib(streamed: bool, reply: &[u8]) -> Option<Tampered> {
+    (!streamed).then(|| {
+        let mut padded = format!("{{\"padding\":\"{}\",", "a".repeat(17 << 20)).into_bytes();
+        padded.extend_from_slice(&reply[1..]);
+        Tampered::Body(padded)
+    })
+}
+
+fn an_endless_event_line(streamed: bool, _: &[u8]) -> Option<Tampered> {
+    streamed.then_some(Tampered::EndlessLine)
+}
+
+/// Issue 44, item 6: a log-probability of 1e39 was read as +inf, and the answer's scores came
+/// out NaN or infinite; serde saved them as `null`, the answer no longer parsed, and it
+/// silently dropped out of the history. Now the reply is refused where it is read, naming the
+/// server, and no answer is made of it.
+#[test]
+fn a_server_sending_log_probabilities_no_model_gives_is_named_and_makes_no_answer() {
+    let Some(f) = fixture(2) else { return };
+    let proxy = tampering_proxy(&f.server.url, log_probabilities_of_1e39);
+    for via in BOTH {
+        let mut remote = ServerGenerator::connect(&via.config(&proxy), &f.model).unwrap();
+        let settings = Settings {
+            mode: RetrieveMode::Always,
+            k: 2,
+            max_new_tokens: 30,
+            ..Settings::default()
+        };
+        let err = selfrag_core::answer(
+            "What is the capital of France?",
+            &settings,
+            &mut remote,
+            &mut passages(),
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains(&via.url(&proxy)) && message.contains("log-probability 1e39"),
+            "{via:?}: {message}"
+        );
+    }
+}
+
+/// Issue 44, item 6: token ids were never checked against the vocabulary.
+#[test]
+fn a_server_naming_a_token_outside_the_vocabulary_is_refused_naming_it() {
+    let Some(f) = fixture(1) else { return };
+    let proxy = tampering_proxy(&f.server.url, an_alternative_outside_the_vocabulary);
+    let local = local_generator(&f.model);
+    let prompts = prompts(&local);
+    let request = GenerateRequest {
+        max_new_tokens: 5,
+        stop_ids: Vec::new(),
+        markup_ids: Vec::new(),
+        watch_ids: Vec::new(),
+    };
+    for via in BOTH {
+        let mut remote = ServerGenerator::connect(&via.config(&proxy), &f.model).unwrap();
+        let err = remote.generate_batch(&prompts[..1], &request).unwrap_err();
+        let err = err.downcast::<RemoteError>().unwrap();
+        assert!(
+            matches!(*err, RemoteError::ImpossibleValue { .. }),
+            "{via:?}: {err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains(&via.url(&proxy)) && message.contains("token id 1000000"),
+            "{message}"
+        );
+    }
+}
+
+/// Issue 44, item 7: a whole reply was read up to 256 MiB and parsed into an untyped JSON
+/// tree, which can grow to gigabytes. Now a completion reply past 16 MiB is refused.
+#[test]
+fn a_completion_reply_past_16_mib_is_refused_naming_the_server() {
+    let Some(f) = fixture(1) else { return };
+    let proxy = tampering_proxy(&f.server.url, a_reply_of_17_mib);
+    let local = local_generator(&f.model);
+    let prompt = &prompts(&local)[0];
+    for via in BOTH {
+        // The OpenAI-compatible API's check already reads a whole completion (`exact_read`).
+        let err = match ServerGenerator::connect(&via.config(&proxy), &f.model) {
+            Err(e) => e,
+            Ok(mut remote) => {
+                let err = remote.next_token_probs(prompt, &[3, 4]).unwrap_err();
+                *err.downcast::<RemoteError>().unwrap()
+            }
+        };
+        assert!(
+            matches!(err, RemoteError::ReplyTooLarge { limit_mib: 16, .. }),
+            "{via:?}: {err:?}"
+        );
+        assert!(err.to_string().contains(&via.url(&proxy)), "{err}");
+    }
+}
+
+/// Issue 44, item 7: server-sent events were read with `lines()`, so one `data:` line without
+/// an end filled memory. Now a line past 8 MiB ends the stream with an error.
+#[test]
+fn an_endless_event_line_is_cut_at_8_mib_naming_the_server() {
+    let Some(f) = fixture(1) else { return };
+    let proxy = tampering_proxy(&f.server.url, an_endless_event_line);
+    let local = local_generator(&f.model);
+    let prompts = prompts(&local);
+    let request = GenerateRequest {
+        max_new_tokens: 5,
+        stop_ids: Vec::new(),
+        markup_ids: Vec::new(),
+        watch_ids: Vec::new(),
+    };
+    for via in BOTH {
+        let mut remote = ServerGenerator::connect(&via.config(&proxy), &f.model).unwrap();
+        let started = Instant::now();
+        let err = remote.generate_batch(&prompts[..1], &request).unwrap_err();
+        let err = err.downcast::<RemoteError>().unwrap();
+        assert!(
+            matches!(*err, RemoteError::ReplyTooLarge { limit_mib: 8, .. }),
+            "{via:?}: {err:?}"
+        );
+        assert!(err.to_string().contains(&via.url(&proxy)), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+}

@@ -40,6 +40,7 @@ export const ERROR_TITLES: Record<AppErrorCode, string> = {
   unknown_source: "Unknown citation",
   source_missing: "Source file missing",
   open_failed: "Could not open",
+  not_confirmed: "Not confirmed",
   download_busy: "Already downloading",
   unknown: "Error",
   settings_reset: "Settings reset",

@@ -27,6 +27,15 @@ export function serverHost(url: string): string {
   return url.replace(/^https?:\/\//, "");
 }
 
+/** Whether two server addresses share scheme, host and port (a saved API key's reach). */
+export function sameOrigin(a: string, b: string): boolean {
+  try {
+    return new URL(a).origin === new URL(b).origin;
+  } catch {
+    return false;
+  }
+}
+
 export function excerpt(text: string, max = 200): string {
   const flat = text.replace(/\s+/g, " ").trim();
   if (flat.length <= max) return flat;

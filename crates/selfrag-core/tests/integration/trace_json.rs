@@ -167,3 +167,70 @@ fn progress_json_is_tagged_by_kind() {
     assert_eq!(keys(&chosen), set(&["kind", "segment", "text", "citation"]));
     assert_eq!(chosen["kind"], "segment_chosen");
 }
+
+/// Issue 44, item 6: JSON has no NaN or infinity. serde writes one as `null`, which does not
+/// read back as a score, so a saved answer holding one dropped out of the history (and the
+/// page threw on `null.toFixed`). Whatever a generator gives, an answer with such a number is
+/// an error that says where it is, never an answer.
+#[test]
+fn a_score_that_is_not_a_finite_number_is_an_error_not_an_answer_that_cannot_be_saved() {
+    let settings = Settings {
+        mode: RetrieveMode::Always,
+        ..Settings::default()
+    };
+    let useful = [0.1, 0.1, 0.2, 0.2, 0.4];
+    let cases: [(&str, Scripted); 3] = [
+        (
+            "segment 1, candidate 1: p([Relevant]) is NaN",
+            Scripted::fixed(0.9, 0.1, move |_| {
+                Script::candidate("Paris", (f32::NAN, 0.2), [0.3, 0.2, 0.1], useful)
+            }),
+        ),
+        (
+            "segment 1, candidate 1: p_lm is inf",
+            Scripted::fixed(0.9, 0.1, move |_| {
+                Script::new()
+                    .isrel(0.6, 0.2)
+                    .text("Paris", f32::INFINITY)
+                    .issup([0.3, 0.2, 0.1])
+                    .isuse(useful)
+                    .eos()
+            }),
+        ),
+        (
+            "the retrieve decision: p_retrieve is NaN",
+            Scripted::fixed(f32::INFINITY, 0.1, move |_| {
+                Script::candidate("Paris", (0.6, 0.2), [0.3, 0.2, 0.1], useful)
+            }),
+        ),
+    ];
+    for (where_, mut g) in cases {
+        let err = selfrag_core::answer(
+            "Capital?",
+            &settings,
+            &mut g,
+            &mut Library::new(&["Paris is"]),
+            &mut |_| {},
+            &(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, selfrag_core::SelfRagError::NonFiniteScore { .. }),
+            "{where_}: {err:?}"
+        );
+        let message = err.to_string();
+        assert!(message.contains(where_), "{message}");
+    }
+    // What a finite answer's JSON does, and a NaN's does not: read back.
+    let mut answer = sample();
+    let json = serde_json::to_string(&answer).unwrap();
+    assert_eq!(serde_json::from_str::<Answer>(&json).unwrap(), answer);
+    answer.segments[0].candidates[0].s_sup = f32::NAN;
+    let json = serde_json::to_string(&answer).unwrap();
+    assert!(serde_json::from_str::<Answer>(&json).is_err());
+    assert!(
+        answer
+            .non_finite_score()
+            .is_some_and(|w| w == "segment 1, candidate 1: s_sup is NaN")
+    );
+}

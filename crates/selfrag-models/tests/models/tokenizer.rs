@@ -212,3 +212,37 @@ fn unusable_tokenizer_metadata_is_an_error() {
     ]);
     assert!(GgufTokenizer::from_gguf(&short_scores).is_err());
 }
+
+#[test]
+fn a_reflection_token_stored_as_a_normal_text_piece_is_refused_by_name() {
+    let (_dir, path) = tiny_gguf();
+    let mut file = std::fs::File::open(&path).unwrap();
+    let mut content = Content::read(&mut file).unwrap();
+    let Some(Value::Array(tokens)) = content.metadata.get("tokenizer.ggml.tokens").cloned() else {
+        panic!("no tokens")
+    };
+    let id = |piece: &str| {
+        tokens
+            .iter()
+            .position(|t| matches!(t, Value::String(s) if s == piece))
+            .unwrap()
+    };
+    let Some(Value::Array(types)) = content.metadata.get_mut("tokenizer.ggml.token_type") else {
+        panic!("no token types")
+    };
+    // As a converter that forgot the added tokens' types would write them: normal (1).
+    types[id("[Fully supported]")] = Value::I32(1);
+    types[id("<pad>")] = Value::I32(1);
+    let err = GgufTokenizer::from_gguf(&content).unwrap_err().to_string();
+    assert!(
+        err.contains("[Fully supported], <pad> are ordinary text pieces"),
+        "{err}"
+    );
+    // Control (3) is as good as user-defined (4).
+    let Some(Value::Array(types)) = content.metadata.get_mut("tokenizer.ggml.token_type") else {
+        panic!("no token types")
+    };
+    types[id("[Fully supported]")] = Value::I32(3);
+    types[id("<pad>")] = Value::I32(4);
+    assert!(GgufTokenizer::from_gguf(&content).is_ok());
+}

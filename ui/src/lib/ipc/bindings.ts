@@ -643,7 +643,7 @@ notFolders: Array<string>, };
 
 export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download_busy" | "download" | "not_in_library" | "nothing_paused";
 
-export type ShellErrorCode = "path_not_granted" | "unknown_source" | "source_missing" | "open_failed";
+export type ShellErrorCode = "path_not_granted" | "unknown_source" | "source_missing" | "open_failed" | "not_confirmed";
 
 export type IpcErrorCode = ErrorCode | ShellErrorCode;
 

@@ -13,6 +13,7 @@
 use std::io::Read;
 
 use super::MAX_INFLATED_BYTES;
+use super::pdf_xref::number_before;
 
 /// One decoding filter of a stream, as lopdf applies it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,25 +226,6 @@ fn object_headers(file: &[u8]) -> Vec<ObjectHeader> {
         });
     }
     headers
-}
-
-/// The number that ends `before` after at least one blank, and what precedes it.
-fn number_before(before: &[u8]) -> Option<(u64, &[u8])> {
-    let trimmed = before.trim_ascii_end();
-    if trimmed.len() == before.len() {
-        return None;
-    }
-    let digits = trimmed
-        .iter()
-        .rev()
-        .take(11)
-        .take_while(|b| b.is_ascii_digit())
-        .count();
-    if digits == 0 || digits > 10 {
-        return None;
-    }
-    let (rest, number) = trimmed.split_at(trimmed.len() - digits);
-    Some((std::str::from_utf8(number).ok()?.parse().ok()?, rest))
 }
 
 /// Where the cross-reference sections that lopdf reads begin (`startxref`, `/Prev`,

@@ -80,10 +80,10 @@ fn object_headers(file: &[u8]) -> std::collections::BTreeMap<u64, (u64, usize)> 
             continue;
         }
         let before = &file[..obj];
-        let Some((generation, rest)) = number_before(before) else {
+        let Some((generation, rest)) = separated_number_before(before) else {
             continue;
         };
-        let Some((number, rest)) = number_before(rest) else {
+        let Some((number, rest)) = separated_number_before(rest) else {
             continue;
         };
         let line_start = rest.is_empty() || matches!(rest.last(), Some(b'\n' | b'\r'));
@@ -95,9 +95,9 @@ fn object_headers(file: &[u8]) -> std::collections::BTreeMap<u64, (u64, usize)> 
     found
 }
 
-/// The decimal number that ends `before` after optional blanks, and what precedes it. The
-/// number must be separated from the `obj` after it by at least one blank.
-fn number_before(before: &[u8]) -> Option<(u64, &[u8])> {
+/// The decimal number that ends `before` after at least one blank, and what precedes it (at most
+/// 10 digits). The pre-load stream scan (`pdf_filters`) reads object headers with it too.
+pub(super) fn number_before(before: &[u8]) -> Option<(u64, &[u8])> {
     let trimmed = before.trim_ascii_end();
     if trimmed.len() == before.len() {
         return None;
@@ -112,10 +112,17 @@ fn number_before(before: &[u8]) -> Option<(u64, &[u8])> {
         return None;
     }
     let (rest, number) = trimmed.split_at(trimmed.len() - digits);
+    let number = std::str::from_utf8(number).ok()?.parse().ok()?;
+    Some((number, rest))
+}
+
+/// [`number_before`], where the number must also be separated from what precedes it by a
+/// blank (or start the text): the rebuilt table takes only headers that stand alone.
+fn separated_number_before(before: &[u8]) -> Option<(u64, &[u8])> {
+    let (number, rest) = number_before(before)?;
     if rest.last().is_some_and(|b| !b.is_ascii_whitespace()) {
         return None;
     }
-    let number = std::str::from_utf8(number).ok()?.parse().ok()?;
     Some((number, rest))
 }
 

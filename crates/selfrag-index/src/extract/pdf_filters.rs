@@ -54,9 +54,9 @@ impl Filter {
         match self {
             Self::Flate => Box::new(flate2::read::DeflateDecoder::new(input.chain_skip(2))),
             Self::Lzw { early_change } => Box::new(LzwReader::new(input, early_change)),
-            Self::Ascii85 => Box::new(Ascii85Reader::new(input)),
-            Self::AsciiHex => Box::new(AsciiHexReader::new(input)),
-            Self::RunLength => Box::new(RunLengthReader::new(input)),
+            Self::Ascii85 => Box::new(StepReader::new(input, ascii85_step)),
+            Self::AsciiHex => Box::new(StepReader::new(input, ascii_hex_step)),
+            Self::RunLength => Box::new(StepReader::new(input, run_length_step)),
         }
     }
 }
@@ -571,169 +571,114 @@ impl Read for LzwReader<'_> {
     }
 }
 
-/// ASCII85 as lopdf decodes it: `z` is four zero bytes, blanks are skipped, and the first byte
-/// outside `!`…`u` (the `~` of `~>` among them) ends the data.
-struct Ascii85Reader<'a> {
+/// A filter decoded a step at a time: each step reads from the input it is given and appends
+/// to the bytes not handed out yet, and says whether the data has ended.
+type DecodeStep = fn(&mut dyn Read, &mut Vec<u8>) -> bool;
+
+/// The reader of a filter that [`DecodeStep`] decodes (ASCII85, ASCIIHex, RunLength).
+struct StepReader<'a> {
     inner: Box<dyn Read + 'a>,
     /// Decoded bytes not handed out yet.
     pending: Vec<u8>,
     ended: bool,
+    step: DecodeStep,
 }
 
-impl<'a> Ascii85Reader<'a> {
-    fn new(inner: Box<dyn Read + 'a>) -> Self {
+impl<'a> StepReader<'a> {
+    fn new(inner: Box<dyn Read + 'a>, step: DecodeStep) -> Self {
         Self {
             inner,
             pending: Vec::new(),
             ended: false,
-        }
-    }
-
-    /// Decodes the next group into `pending`.
-    fn refill(&mut self) {
-        let (mut value, mut digits) = (0u32, 0usize);
-        while !self.ended {
-            let Some(b) = next_byte(&mut *self.inner) else {
-                self.ended = true;
-                break;
-            };
-            match b {
-                b'z' if digits == 0 => {
-                    self.pending.extend_from_slice(&[0; 4]);
-                    return;
-                }
-                b if b.is_ascii_whitespace() => {}
-                b'!'..=b'u' => {
-                    value = value.wrapping_mul(85).wrapping_add(u32::from(b - b'!'));
-                    digits += 1;
-                    if digits == 5 {
-                        self.pending.extend_from_slice(&value.to_be_bytes());
-                        return;
-                    }
-                }
-                _ => self.ended = true,
-            }
-        }
-        if digits > 1 {
-            for _ in digits..5 {
-                value = value.wrapping_mul(85).wrapping_add(84);
-            }
-            self.pending
-                .extend_from_slice(&value.to_be_bytes()[..digits - 1]);
+            step,
         }
     }
 }
 
-impl Read for Ascii85Reader<'_> {
+impl Read for StepReader<'_> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         while self.pending.len() < out.len().min(4096) && !self.ended {
-            self.refill();
+            self.ended = (self.step)(&mut *self.inner, &mut self.pending);
         }
         Ok(hand_out(&mut self.pending, out))
     }
+}
+
+/// ASCII85 as lopdf decodes it: `z` is four zero bytes, blanks are skipped, and the first byte
+/// outside `!`…`u` (the `~` of `~>` among them) ends the data. One step decodes one group.
+fn ascii85_step(inner: &mut dyn Read, pending: &mut Vec<u8>) -> bool {
+    let (mut value, mut digits) = (0u32, 0usize);
+    while let Some(b) = next_byte(inner) {
+        match b {
+            b'z' if digits == 0 => {
+                pending.extend_from_slice(&[0; 4]);
+                return false;
+            }
+            b if b.is_ascii_whitespace() => {}
+            b'!'..=b'u' => {
+                value = value.wrapping_mul(85).wrapping_add(u32::from(b - b'!'));
+                digits += 1;
+                if digits == 5 {
+                    pending.extend_from_slice(&value.to_be_bytes());
+                    return false;
+                }
+            }
+            _ => break,
+        }
+    }
+    if digits > 1 {
+        for _ in digits..5 {
+            value = value.wrapping_mul(85).wrapping_add(84);
+        }
+        pending.extend_from_slice(&value.to_be_bytes()[..digits - 1]);
+    }
+    true
 }
 
 /// ASCIIHex: pairs of hexadecimal digits, blanks skipped, ending at `>` (a last odd digit is
-/// followed by 0).
-struct AsciiHexReader<'a> {
-    inner: Box<dyn Read + 'a>,
-    pending: Vec<u8>,
-    ended: bool,
-}
-
-impl<'a> AsciiHexReader<'a> {
-    fn new(inner: Box<dyn Read + 'a>) -> Self {
-        Self {
-            inner,
-            pending: Vec::new(),
-            ended: false,
+/// followed by 0). One step decodes one byte.
+fn ascii_hex_step(inner: &mut dyn Read, pending: &mut Vec<u8>) -> bool {
+    let mut high = None;
+    while let Some(b) = next_byte(inner) {
+        if b.is_ascii_whitespace() {
+            continue;
         }
-    }
-
-    fn refill(&mut self) {
-        let mut high = None;
-        while !self.ended {
-            let Some(b) = next_byte(&mut *self.inner) else {
-                self.ended = true;
-                break;
-            };
-            if b.is_ascii_whitespace() {
-                continue;
-            }
-            let Some(digit) = (b as char).to_digit(16) else {
-                self.ended = true;
-                break;
-            };
-            match high.take() {
-                None => high = Some(digit),
-                Some(h) => {
-                    self.pending.push((h * 16 + digit) as u8);
-                    return;
-                }
+        let Some(digit) = (b as char).to_digit(16) else {
+            break;
+        };
+        match high.take() {
+            None => high = Some(digit),
+            Some(h) => {
+                pending.push((h * 16 + digit) as u8);
+                return false;
             }
         }
-        if let Some(h) = high {
-            self.pending.push((h * 16) as u8);
-        }
     }
-}
-
-impl Read for AsciiHexReader<'_> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        while self.pending.len() < out.len().min(4096) && !self.ended {
-            self.refill();
-        }
-        Ok(hand_out(&mut self.pending, out))
+    if let Some(h) = high {
+        pending.push((h * 16) as u8);
     }
+    true
 }
 
 /// RunLength: a length byte 0–127 copies that many plus one bytes, 129–255 repeats the next
-/// byte 257 minus it times, 128 ends the data.
-struct RunLengthReader<'a> {
-    inner: Box<dyn Read + 'a>,
-    pending: Vec<u8>,
-    ended: bool,
-}
-
-impl<'a> RunLengthReader<'a> {
-    fn new(inner: Box<dyn Read + 'a>) -> Self {
-        Self {
-            inner,
-            pending: Vec::new(),
-            ended: false,
-        }
-    }
-
-    fn refill(&mut self) {
-        let Some(length) = next_byte(&mut *self.inner).filter(|&l| l != 128) else {
-            self.ended = true;
-            return;
-        };
-        if length < 128 {
-            for _ in 0..=length {
-                match next_byte(&mut *self.inner) {
-                    Some(b) => self.pending.push(b),
-                    None => {
-                        self.ended = true;
-                        return;
-                    }
-                }
+/// byte 257 minus it times, 128 ends the data. One step decodes one run.
+fn run_length_step(inner: &mut dyn Read, pending: &mut Vec<u8>) -> bool {
+    let Some(length) = next_byte(inner).filter(|&l| l != 128) else {
+        return true;
+    };
+    if length < 128 {
+        for _ in 0..=length {
+            match next_byte(inner) {
+                Some(b) => pending.push(b),
+                None => return true,
             }
-        } else if let Some(b) = next_byte(&mut *self.inner) {
-            self.pending
-                .extend(std::iter::repeat_n(b, 257 - usize::from(length)));
-        } else {
-            self.ended = true;
         }
-    }
-}
-
-impl Read for RunLengthReader<'_> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        while self.pending.len() < out.len().min(4096) && !self.ended {
-            self.refill();
-        }
-        Ok(hand_out(&mut self.pending, out))
+        false
+    } else if let Some(b) = next_byte(inner) {
+        pending.extend(std::iter::repeat_n(b, 257 - usize::from(length)));
+        false
+    } else {
+        true
     }
 }
 

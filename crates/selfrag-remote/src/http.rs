@@ -58,13 +58,14 @@ impl Http {
                 RemoteError::Unauthorized { url, status }
             }
             ureq::Error::Status(status, response) => {
-                // For the person reading the log; the error itself carries none of it.
-                let body: String = response
-                    .into_string()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(400)
-                    .collect();
+                // For the person reading the log; the error itself carries none of it. Only
+                // the start is read: 400 characters are logged.
+                let mut start = Vec::new();
+                let _ = std::io::Read::read_to_end(
+                    &mut std::io::Read::take(response.into_reader(), 1600),
+                    &mut start,
+                );
+                let body: String = String::from_utf8_lossy(&start).chars().take(400).collect();
                 tracing::warn!(%url, status, %body, "generator server failed");
                 RemoteError::Failed { url, status }
             }

@@ -1,7 +1,8 @@
-//! The sample documents that ship with the app, written for the project (`samples/`): how an
-//! answer is made, a short tour of the badges, and how to check a citation. A first question
-//! can be asked about them the moment the models are there. They are compiled in and written
-//! to `DATA_DIR/samples` on request, so the app and the CLI index them like any folder.
+//! The sample documents that ship with the app, written for the project and kept in the
+//! repository's `assets/samples/`: how an answer is made, a short tour of the badges, and how to
+//! check a citation. A first question can be asked about them the moment the models are there.
+//! They are compiled in and written to `DATA_DIR/samples` on request, so the app and the CLI
+//! index them like any folder.
 
 use std::path::PathBuf;
 
@@ -11,15 +12,15 @@ use crate::{Engine, EngineError};
 pub const SAMPLE_DOCUMENTS: &[(&str, &str)] = &[
     (
         "how-self-rag-answers.md",
-        include_str!("../samples/how-self-rag-answers.md"),
+        include_str!("../../../assets/samples/how-self-rag-answers.md"),
     ),
     (
         "reading-the-badges.md",
-        include_str!("../samples/reading-the-badges.md"),
+        include_str!("../../../assets/samples/reading-the-badges.md"),
     ),
     (
         "checking-a-citation.md",
-        include_str!("../samples/checking-a-citation.md"),
+        include_str!("../../../assets/samples/checking-a-citation.md"),
     ),
 ];
 

@@ -2,7 +2,7 @@
 icon.ico (PNG-compressed entries, Windows Vista and later) for Windows and icon.icns (PNG
 entries) for macOS.
 
-Run `python3 icons/generate.py` from the repository root; it uses only the standard library.
+Run `python3 assets/icons/generate.py` from the repository root; it uses only the standard library.
 """
 import math
 import struct
@@ -60,6 +60,6 @@ def write_icns(path: str, entries: list[tuple[bytes, int]]) -> None:
 
 if __name__ == "__main__":
     for size, name in [(32, "32x32.png"), (128, "128x128.png"), (256, "128x128@2x.png"), (512, "icon.png")]:
-        write_png(f"icons/{name}", size)
-    write_ico("icons/icon.ico", [16, 24, 32, 48, 64, 256])
-    write_icns("icons/icon.icns", [(b"icp4", 16), (b"icp5", 32), (b"ic07", 128), (b"ic08", 256), (b"ic09", 512), (b"ic10", 1024)])
+        write_png(f"assets/icons/{name}", size)
+    write_ico("assets/icons/icon.ico", [16, 24, 32, 48, 64, 256])
+    write_icns("assets/icons/icon.icns", [(b"icp4", 16), (b"icp5", 32), (b"ic07", 128), (b"ic08", 256), (b"ic09", 512), (b"ic10", 1024)])

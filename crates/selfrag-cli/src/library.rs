@@ -150,6 +150,17 @@ fn print_event(event: IndexEvent) {
         IndexEvent::FileSkipped { path, reason } => format!("skipped {path}: {reason}"),
         IndexEvent::FileFailed { path, error } => format!("failed {path}: {error}"),
         IndexEvent::Removed { path } => format!("removed {path} (file is gone)"),
+        IndexEvent::SlowStep {
+            path,
+            step,
+            seconds,
+        } => format!(
+            "still {step} after {seconds} s{} (Ctrl-C stops; a parser that stops answering is \
+             stopped at its time limit)",
+            path.as_deref()
+                .map(|p| format!(": {p}"))
+                .unwrap_or_default()
+        ),
         IndexEvent::WatchRetrying {
             error,
             retry_in_seconds,

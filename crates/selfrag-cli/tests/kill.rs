@@ -46,22 +46,10 @@ fn consistent_view(data: &Path, models: &Path, corpus: &Path) -> View {
         .unwrap();
         let mut documents = BTreeMap::new();
         let mut per_content = BTreeMap::new();
-        // The killed process's lock is the kernel's to release, and a worker forked in the
-        // instant of the kill holds it until its exec closes it: the next process may find the
-        // library busy for that moment (seen in CI, with no holder left a moment later), so it
-        // tries again for up to 5 s, as a person would.
-        let mut listed = engine.documents().await;
-        for _ in 0..50 {
-            match &listed {
-                Err(e) if e.to_string().contains("in use by another") => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    listed = engine.documents().await;
-                }
-                _ => break,
-            }
-        }
+        // Issue 50: the library itself waits out a worker that held the killed process's lock
+        // for an instant; the next process must never be told the library is busy.
+        let listed = engine.documents().await;
         if let Err(e) = &listed {
-            // Who still holds the library after the kill (seen once in CI): say so.
             panic!("{e}; processes holding its lock: {:?}", lock_holders(data));
         }
         for d in listed.unwrap() {

@@ -43,6 +43,12 @@ pub enum EngineError {
     #[error("{0}")]
     NotInLibrary(String),
     /// Resume was asked for with no indexing job paused.
+    /// The task running an indexing job ended without its result (it panicked or was torn
+    /// down); what it indexed before is kept.
+    #[error(
+        "the indexing job ended unexpectedly ({0}); what it indexed is kept: add the files again to finish it"
+    )]
+    IndexingJobLost(String),
     #[error(
         "no indexing job is paused (it ended, or was forgotten); add files or folders to index them"
     )]
@@ -129,6 +135,7 @@ impl EngineError {
             Self::ModelThreadGone => ErrorCode::ModelThread,
             Self::NotInLibrary(_) => ErrorCode::NotInLibrary,
             Self::NothingPaused => ErrorCode::NothingPaused,
+            Self::IndexingJobLost(_) => ErrorCode::Index,
             Self::Download { code, .. } => match code {
                 DownloadFailure::Cancelled => ErrorCode::DownloadCancelled,
                 DownloadFailure::Offline => ErrorCode::Offline,

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_index::{
-    FolderWatcher, IndexError, IndexOutcome, JobEvent, JobStop, JobSummary, LibraryStats,
-    PassageSource, SearchFilter, SearchHit, SearchMode, SearchRequest,
+    FolderWatcher, IndexError, IndexOutcome, IndexStage, JobEvent, JobStop, JobSummary,
+    LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SearchRequest,
 };
 
+use crate::jobs::IndexingFlags;
 use crate::{Engine, EngineError, IndexEvent, JobKind};
 
 /// Words of a passage that make one query of [`Engine::measure_search_depths`].
@@ -39,7 +40,7 @@ impl Engine {
     ) -> Result<IndexEvent, EngineError> {
         let _one_at_a_time = self.jobs.indexing_lock().await;
         let job = self.jobs.start(JobKind::Indexing);
-        self.run_index_job(paths, job.indexing_stop(), on_event)
+        self.run_index_job(paths, job.indexing_flags(), on_event)
             .await
     }
 
@@ -55,7 +56,7 @@ impl Engine {
             return Err(EngineError::NothingPaused);
         }
         let job = self.jobs.start(JobKind::Indexing);
-        self.run_index_job(&paused, job.indexing_stop(), on_event)
+        self.run_index_job(&paused, job.indexing_flags(), on_event)
             .await
     }
 
@@ -106,31 +107,75 @@ impl Engine {
         library.remove(path).await?;
         // Stopped, never paused: the document is gone until it is written again, and a pause
         // would leave it out of the library while the job waits.
-        let stop: &std::sync::atomic::AtomicBool = job.flag();
         self.run_index_job(
             std::slice::from_ref(&path.to_path_buf()),
-            stop.into(),
+            IndexingFlags::stop_only(job.flag().clone()),
             on_event,
         )
         .await
     }
 
-    /// One indexing job, ending as `stop` asks; the caller holds the indexing lock.
+    /// One indexing job, ending as `flags` ask; the caller holds the indexing lock. The job runs
+    /// as a task of its own (embedding blocks the thread it runs on), so this one can watch it
+    /// and report a step that lasts ([`IndexEvent::SlowStep`]), which a stuck file would
+    /// otherwise hide. Each of its events is handed to `on_event` here while the job waits for
+    /// it to be taken, so a pause asked from `on_event` is seen at the job's very next step, as
+    /// when the job ran in the caller's task.
     async fn run_index_job(
         &self,
         paths: &[PathBuf],
-        stop: JobStop<'_>,
+        flags: IndexingFlags,
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
         let library = self.library().await?;
         let embedder = self.passage_embedder().await?;
-        let summary = library
-            .run_job(paths, &embedder, stop, |e| {
-                if let Some(event) = index_event(e) {
-                    on_event(event)
-                }
+        let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+        let job = {
+            let (library, paths) = (library.clone(), paths.to_vec());
+            tokio::spawn(async move {
+                let stop = JobStop {
+                    stop: &flags.stop,
+                    pause: &flags.pause,
+                };
+                library
+                    .run_job(&paths, &embedder, stop, |event| {
+                        let (taken, wait) = std::sync::mpsc::sync_channel(1);
+                        if events.send((event, taken)).is_ok() {
+                            wait_until_taken(&wait);
+                        }
+                    })
+                    .await
             })
-            .await?;
+        };
+        // A caller that goes away (a closed window) ends the job at its next step.
+        let _abort = AbortOnDrop(job.abort_handle());
+        let mut watch = SlowStepWatch::new(self.jobs.slow_step_notice());
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                event = received.recv() => match event {
+                    Some((event, taken)) => {
+                        watch.saw(&event);
+                        if let Some(event) = index_event(event) {
+                            on_event(event);
+                        }
+                        let _ = taken.send(());
+                    }
+                    None => break,
+                },
+                _ = tick.tick() => {
+                    let (stage, lasted) = library.current_step();
+                    if let Some(slow) = watch.check(stage, lasted) {
+                        tracing::warn!(?slow, "an indexing step is taking long");
+                        on_event(slow);
+                    }
+                }
+            }
+        }
+        let summary = job
+            .await
+            .map_err(|e| EngineError::IndexingJobLost(e.to_string()))??;
         let finished = finished(summary);
         on_event(finished.clone());
         Ok(finished)
@@ -356,11 +401,90 @@ impl Engine {
     async fn catch_up(
         &self,
         folders: &[PathBuf],
-        stop: &AtomicBool,
+        stop: &Arc<AtomicBool>,
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
         let _one_at_a_time = self.jobs.indexing_lock().await;
-        self.run_index_job(folders, stop.into(), on_event).await
+        self.run_index_job(folders, IndexingFlags::stop_only(stop.clone()), on_event)
+            .await
+    }
+}
+
+/// Blocks the job's task until its event was handed on (or the receiver is gone), telling the
+/// runtime it blocks. On a single-threaded runtime the receiver runs on this very thread, so
+/// the job goes on without waiting.
+fn wait_until_taken(wait: &std::sync::mpsc::Receiver<()>) {
+    if let Ok(tokio::runtime::RuntimeFlavor::MultiThread) =
+        tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor())
+    {
+        tokio::task::block_in_place(|| {
+            let _ = wait.recv();
+        });
+    }
+}
+
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Turns the library's current step ([`selfrag_index::Library::current_step`]) into
+/// [`IndexEvent::SlowStep`] notices: one when a step has lasted `after`, and one more at each
+/// further `after` while it goes on; a step that begins anew starts the count again.
+#[derive(Debug)]
+pub(crate) struct SlowStepWatch {
+    after: std::time::Duration,
+    /// The file being indexed, from the job's own events; none between files.
+    file: Option<String>,
+    /// How long the step had lasted at the previous check: a shorter one is a new step.
+    previous: std::time::Duration,
+    next_notice: std::time::Duration,
+}
+
+impl SlowStepWatch {
+    pub(crate) fn new(after: std::time::Duration) -> Self {
+        Self {
+            after,
+            file: None,
+            previous: std::time::Duration::ZERO,
+            next_notice: after,
+        }
+    }
+
+    /// Follows which file the job is on.
+    pub(crate) fn saw(&mut self, event: &JobEvent) {
+        match event {
+            JobEvent::FileStarted { path } => self.file = Some(path.clone()),
+            JobEvent::FileDone { .. } => self.file = None,
+            _ => {}
+        }
+    }
+
+    /// The notice due now for a step `stage` that has lasted `lasted`, if any.
+    pub(crate) fn check(
+        &mut self,
+        stage: IndexStage,
+        lasted: std::time::Duration,
+    ) -> Option<IndexEvent> {
+        if lasted < self.previous {
+            self.next_notice = self.after;
+        }
+        self.previous = lasted;
+        if stage == IndexStage::Idle || lasted < self.next_notice {
+            return None;
+        }
+        while self.next_notice <= lasted {
+            self.next_notice += self.after;
+        }
+        Some(IndexEvent::SlowStep {
+            path: self.file.clone(),
+            step: stage.describe().to_owned(),
+            seconds: lasted.as_secs(),
+        })
     }
 }
 

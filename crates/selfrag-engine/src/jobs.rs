@@ -66,6 +66,9 @@ pub(crate) struct Jobs {
     watch_stop: Mutex<Option<Arc<AtomicBool>>>,
     /// Wakes the background work when the set of watched folders changed.
     watch_changed: tokio::sync::Notify,
+    /// After how many milliseconds a step of an indexing job is reported as taking long; 0 for
+    /// the default, [`selfrag_index::SLOW_STEP`].
+    slow_step_ms: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -75,6 +78,25 @@ struct Running {
     cancel: Arc<AtomicBool>,
     /// Set before `cancel` when the job is paused rather than cancelled (indexing only).
     pause: Arc<AtomicBool>,
+}
+
+/// The flags an indexing job reads at every file and embedding batch ([`selfrag_index::JobStop`]),
+/// owned so that the job can run as a task of its own.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexingFlags {
+    pub(crate) stop: Arc<AtomicBool>,
+    /// Set before `stop` to pause rather than stop.
+    pub(crate) pause: Arc<AtomicBool>,
+}
+
+impl IndexingFlags {
+    /// A job that can be stopped, never paused.
+    pub(crate) fn stop_only(stop: Arc<AtomicBool>) -> Self {
+        Self {
+            stop,
+            pause: Arc::new(AtomicBool::new(false)),
+        }
+    }
 }
 
 /// A running job's entry in the registry: its flags, removed from the registry on drop.
@@ -92,11 +114,11 @@ impl JobGuard<'_> {
         &self.cancel
     }
 
-    /// Both flags, as an indexing job reads them.
-    pub(crate) fn indexing_stop(&self) -> selfrag_index::JobStop<'_> {
-        selfrag_index::JobStop {
-            stop: &self.cancel,
-            pause: &self.pause,
+    /// Both flags, shared with the task an indexing job runs in.
+    pub(crate) fn indexing_flags(&self) -> IndexingFlags {
+        IndexingFlags {
+            stop: self.cancel.clone(),
+            pause: self.pause.clone(),
         }
     }
 }
@@ -108,6 +130,15 @@ impl Drop for JobGuard<'_> {
 }
 
 impl Jobs {
+    /// How long a step of an indexing job may last before it is reported
+    /// ([`crate::IndexEvent::SlowStep`]).
+    pub(crate) fn slow_step_notice(&self) -> std::time::Duration {
+        match self.slow_step_ms.load(Ordering::Relaxed) {
+            0 => selfrag_index::SLOW_STEP,
+            ms => std::time::Duration::from_millis(ms),
+        }
+    }
+
     fn running(&self) -> MutexGuard<'_, Vec<Running>> {
         // A panic while the list was held leaves it whole: every change is one push or retain.
         self.running.lock().unwrap_or_else(|p| p.into_inner())
@@ -190,6 +221,14 @@ impl Jobs {
 }
 
 impl Engine {
+    /// Reports a step of an indexing job that lasts `after` (default
+    /// [`selfrag_index::SLOW_STEP`], 20 s) as [`crate::IndexEvent::SlowStep`]: for a front end
+    /// that wants to say so earlier, and for tests.
+    pub fn set_slow_step_notice(&self, after: std::time::Duration) {
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.jobs.slow_step_ms.store(ms, Ordering::Relaxed);
+    }
+
     /// Stops every running job of `kind` at its next step (a forward pass, a file, an embedding
     /// batch, a chunk of a download); what was done stays. Returns whether one was running.
     pub fn cancel(&self, kind: &JobKind) -> bool {

@@ -137,6 +137,17 @@ pub enum IndexEvent {
         /// Paused: its folders wait for Resume (or Forget), not for the next start.
         paused: bool,
     },
+    /// A step of the job has lasted `seconds` (first after 20 s, then again at each further
+    /// 20 s while it goes on): `step` says which in words ("parsing in the worker process"),
+    /// `path` names the file, none when the step is the library's own (compacting it). The
+    /// job can be stopped; a parser that stops answering is killed at its time limit and its
+    /// file reported as failed.
+    SlowStep {
+        path: Option<String>,
+        step: String,
+        #[cfg_attr(feature = "typescript", ts(type = "number"))]
+        seconds: u64,
+    },
     /// A watched folder's changes could not be applied (the library's disk gone or full, for
     /// one); they are tried again in `retryInSeconds`, and watching goes on.
     #[serde(rename_all = "camelCase")]

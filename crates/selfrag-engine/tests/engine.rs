@@ -339,7 +339,12 @@ async fn a_paused_job_survives_a_restart_and_resume_finishes_it() {
     else {
         panic!("not paused: {paused:?}");
     };
-    assert_eq!(indexed, 10, "paused before the next file");
+    // The job runs as a task of its own and its events reach this callback through a channel,
+    // so it may finish the file after the tenth before it sees the pause (issue 50).
+    assert!(
+        (10..=12).contains(&indexed),
+        "paused within a file or two: {indexed}"
+    );
     assert_eq!(
         engine.paused_indexing().await.unwrap(),
         vec![f.docs.clone()]
@@ -683,4 +688,105 @@ async fn a_document_swapped_for_a_link_outside_is_refused_on_reindex_naming_it()
             .iter()
             .any(|d| d.path == again.display().to_string())
     );
+}
+
+/// Issue 50: a job stuck on one file said nothing (the progress froze, the log was silent) and
+/// Stop waited for the parser's 60 s time limit. With a parsing worker that never answers (a
+/// real process that sleeps), the job now reports the step that lasts, naming the file and the
+/// step, and Stop ends the job at once and kills the worker.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_step_is_reported_with_its_file_and_stop_ends_it_killing_the_worker() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut f = fixture();
+    let pid_file = f.docs.parent().unwrap().join("worker.pid");
+    let worker = f.docs.parent().unwrap().join("silent-worker.sh");
+    std::fs::write(
+        &worker,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 300\n",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&worker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    f.config.extract_worker = Some(worker);
+    let stuck = write(&f.docs, "stuck.md", "# Stuck\nThe parser never answers.\n");
+    let engine = Arc::new(Engine::new(f.config.clone()).unwrap());
+    engine.set_slow_step_notice(std::time::Duration::from_millis(600));
+
+    let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let job = {
+        let (engine, docs) = (engine.clone(), f.docs.clone());
+        tokio::spawn(async move {
+            engine
+                .index_paths(&[docs], |e| {
+                    let _ = events.send(e);
+                })
+                .await
+        })
+    };
+    let slow = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(event) = received.recv().await {
+            if let IndexEvent::SlowStep { .. } = event {
+                return event;
+            }
+        }
+        panic!("the job ended without reporting its stuck step");
+    })
+    .await
+    .expect("no slow-step notice within 30 s");
+    let IndexEvent::SlowStep {
+        path,
+        step,
+        seconds,
+    } = slow
+    else {
+        unreachable!()
+    };
+    assert_eq!(path.as_deref(), Some(stuck.to_str().unwrap()));
+    assert_eq!(step, "parsing in the worker process");
+    assert!(seconds < 5, "{seconds}");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+
+    let stopped_at = std::time::Instant::now();
+    assert!(engine.cancel(&JobKind::Indexing));
+    let finished = tokio::time::timeout(std::time::Duration::from_secs(5), job)
+        .await
+        .expect("Stop did not end a job stuck in its parser within 5 s")
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(
+            finished,
+            IndexEvent::Finished {
+                cancelled: true,
+                indexed: 0,
+                ..
+            }
+        ),
+        "{finished:?}"
+    );
+    // The worker is killed, not left to sleep out its time limit.
+    let gone = (0..50).any(|_| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Gone, or a zombie (state Z) waiting for its parent's wait.
+        if status.is_empty()
+            || status
+                .split(") ")
+                .nth(1)
+                .is_some_and(|s| s.starts_with('Z'))
+        {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        false
+    });
+    assert!(gone, "the stuck worker {pid} still runs after Stop");
+    assert!(stopped_at.elapsed() < std::time::Duration::from_secs(5));
 }

@@ -25,7 +25,8 @@ pub enum IndexError {
     Unsupported { path: PathBuf, reason: String },
     #[error("{path} has no text to index")]
     Empty { path: PathBuf },
-    /// The job was stopped while this file was being embedded; nothing of it was written.
+    /// The job was stopped while this file was being parsed or embedded; nothing of it was
+    /// written.
     #[error("indexing {path} was stopped before it finished; nothing of it was saved")]
     Stopped { path: PathBuf },
     #[error(
@@ -87,10 +88,13 @@ pub enum IndexError {
         current: String,
         current_dim: usize,
     },
+    /// Another process holds the library's lock; `holders` names them ("pid (name)") where the
+    /// system says (Linux), else is empty.
     #[error(
-        "the library at {path} is in use by another Self-RAG Desktop or `selfrag` process; close it and try again"
+        "the library at {path} is in use by another Self-RAG Desktop or `selfrag` process{}; close it and try again",
+        if holders.is_empty() { String::new() } else { format!(" ({holders})") }
     )]
-    Busy { path: PathBuf },
+    Busy { path: PathBuf, holders: String },
     #[error("cannot watch {path} for changes: {reason}")]
     Watch { path: PathBuf, reason: String },
     /// The disk holding the library filled up; the job stopped and resumes once there is room.

@@ -255,7 +255,7 @@ impl Library {
             }
             let path = file.display().to_string();
             on_event(JobEvent::FileStarted { path: path.clone() });
-            let watchdog = tokio::spawn(log_slow_file(path.clone(), self.stage.clone()));
+            let watchdog = tokio::spawn(log_slow_file(path.clone(), self.step.clone()));
             let result = self
                 .index_file_under(
                     widest_holding(&granted, file),
@@ -296,9 +296,11 @@ impl Library {
             since_compaction += 1;
             if since_compaction >= COMPACT_EVERY.max(progress.done / 4) {
                 since_compaction = 0;
+                self.step.enter(crate::library::IndexStage::Compacting);
                 if let Err(e) = self.compact().await {
                     tracing::warn!("compacting the library during the job: {e}");
                 }
+                self.step.enter(crate::library::IndexStage::Idle);
             }
             let seconds = started.elapsed().as_secs_f64().max(1e-6);
             progress.files_per_second = progress.done as f64 / seconds;
@@ -315,7 +317,10 @@ impl Library {
                     }
                 }
             }
-            self.optimize().await?;
+            self.step.enter(crate::library::IndexStage::Compacting);
+            let optimized = self.optimize().await;
+            self.step.enter(crate::library::IndexStage::Idle);
+            optimized?;
         }
         // Done or stopped on purpose: nothing is left to resume at the next start; a paused
         // job's folders wait apart.
@@ -537,18 +542,25 @@ fn collect(bound: Option<&Path>, path: &Path, walk: &mut Walk) {
     }
 }
 
-/// How long one file may take before the log says so, and then again at each such interval.
-const SLOW_FILE: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long one step of a file may take before the log says so, and then again at each such
+/// interval; the engine's notice to the person uses the same bound.
+pub const SLOW_STEP: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// Logs, while a file is being indexed, each [`SLOW_FILE`] it takes and where it is (its
+/// Logs, while a file is being indexed, each [`SLOW_STEP`] it takes and where it is (its
 /// [`crate::library::IndexStage`]): a file that never ends then shows where it stopped. Runs as
 /// its own task, since parsing and embedding hold the job's thread.
-async fn log_slow_file(path: String, stage: std::sync::Arc<std::sync::atomic::AtomicU8>) {
+async fn log_slow_file(path: String, step: std::sync::Arc<crate::library::StepClock>) {
     let mut waited = std::time::Duration::ZERO;
     loop {
-        tokio::time::sleep(SLOW_FILE).await;
-        waited += SLOW_FILE;
-        let stage = crate::library::IndexStage::describe(stage.load(Ordering::Relaxed));
-        tracing::warn!(%path, seconds = waited.as_secs(), stage, "a file is taking long");
+        tokio::time::sleep(SLOW_STEP).await;
+        waited += SLOW_STEP;
+        let (stage, for_how_long) = step.now();
+        tracing::warn!(
+            %path,
+            seconds = waited.as_secs(),
+            stage = stage.describe(),
+            stage_seconds = for_how_long.as_secs(),
+            "a file is taking long"
+        );
     }
 }

@@ -44,11 +44,12 @@ pub use chunk::{Chunk, chunk_text};
 pub use error::IndexError;
 pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
 #[cfg(feature = "store")]
-pub use job::{JobEvent, JobProgress, JobStop, JobSummary};
+pub use job::{JobEvent, JobProgress, JobStop, JobSummary, SLOW_STEP};
 #[cfg(feature = "store")]
 pub use library::{
-    DocumentRecord, IndexOutcome, Library, LibraryStats, PartlySearchable, PassageSource,
-    SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, SourceView, VectorScan,
+    DocumentRecord, IndexOutcome, IndexStage, Library, LibraryStats, PartlySearchable,
+    PassageSource, SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, SourceView,
+    VectorScan,
 };
 #[cfg(feature = "store")]
 pub use watch::{ChangeBatch, FolderWatcher};

@@ -311,32 +311,64 @@ impl Extractor {
 
     /// Extracts `path`, blocking the calling thread until the text or the error is there.
     pub fn extract_blocking(&self, path: &Path) -> Result<ExtractedDocument, IndexError> {
-        self.extract_from(path, None)
+        self.extract_from(path, None, None)
     }
 
     /// Extracts a file checked by [`crate::granted::see`] on a blocking thread: the read
     /// follows no link and refuses a file other than the one seen ([`IndexError::Swapped`]).
+    /// Setting `stop` ends the wait within a tenth of a second with [`IndexError::Stopped`]
+    /// and kills the worker, as dropping the future does: a file whose parser stopped
+    /// answering never holds up a Stop for the rest of the time limit.
     #[cfg(feature = "store")]
-    pub async fn extract_seen(&self, seen: &SeenFile) -> Result<ExtractedDocument, IndexError> {
-        let (this, owned) = (self.clone(), seen.clone());
-        tokio::task::spawn_blocking(move || this.extract_seen_blocking(&owned))
-            .await
-            .map_err(|e| IndexError::ParserFailed {
-                path: seen.path.clone(),
-                what: format!("was lost ({e})"),
-            })?
+    pub async fn extract_seen(
+        &self,
+        seen: &SeenFile,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<ExtractedDocument, IndexError> {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        /// Tells the blocking thread to give up (and kill its worker) when the wait ends early.
+        struct AbandonOnDrop(Arc<AtomicBool>);
+        impl Drop for AbandonOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let abandon = AbandonOnDrop(Arc::new(AtomicBool::new(false)));
+        let (this, owned, flag) = (self.clone(), seen.clone(), abandon.0.clone());
+        let mut task = tokio::task::spawn_blocking(move || {
+            this.extract_from(&owned.path, Some(&owned), Some(&flag))
+        });
+        let mut poll = tokio::time::interval(std::time::Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                extracted = &mut task => {
+                    return extracted.map_err(|e| IndexError::ParserFailed {
+                        path: seen.path.clone(),
+                        what: format!("was lost ({e})"),
+                    })?;
+                }
+                _ = poll.tick() => {
+                    if stop.load(Ordering::SeqCst) {
+                        return Err(IndexError::Stopped { path: seen.path.clone() });
+                    }
+                }
+            }
+        }
     }
 
     /// [`Extractor::extract_seen`], blocking the calling thread.
     pub fn extract_seen_blocking(&self, seen: &SeenFile) -> Result<ExtractedDocument, IndexError> {
-        self.extract_from(&seen.path, Some(seen))
+        self.extract_from(&seen.path, Some(seen), None)
     }
 
-    /// Extracts `path`, read as `seen` says when given.
+    /// Extracts `path`, read as `seen` says when given; a worker is killed as soon as
+    /// `abandon` is set.
     fn extract_from(
         &self,
         path: &Path,
         seen: Option<&SeenFile>,
+        abandon: Option<&std::sync::atomic::AtomicBool>,
     ) -> Result<ExtractedDocument, IndexError> {
         // A folder of images should not start a process per image just to hear "unsupported".
         crate::extract::supported_extension(path)?;
@@ -345,7 +377,7 @@ impl Extractor {
             None => extract_file(path),
         };
         match &self.worker {
-            Some(worker) => worker.run(path, seen),
+            Some(worker) => worker.run(path, seen, abandon),
             None => catch_unwind(AssertUnwindSafe(|| {
                 in_process().map(ExtractedDocument::within_limits)
             }))
@@ -360,7 +392,12 @@ impl Extractor {
 }
 
 impl WorkerProcess {
-    fn run(&self, path: &Path, seen: Option<&SeenFile>) -> Result<ExtractedDocument, IndexError> {
+    fn run(
+        &self,
+        path: &Path,
+        seen: Option<&SeenFile>,
+        abandon: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<ExtractedDocument, IndexError> {
         let failed = |what: String| IndexError::ParserFailed {
             path: path.to_path_buf(),
             what,
@@ -424,6 +461,13 @@ impl WorkerProcess {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
                 Ok(None) => {
+                    if abandon.is_some_and(|a| a.load(std::sync::atomic::Ordering::SeqCst)) {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(IndexError::Stopped {
+                            path: path.to_path_buf(),
+                        });
+                    }
                     let now = Instant::now();
                     if now >= deadline {
                         let _ = child.kill();

@@ -317,6 +317,35 @@ async fn a_second_process_is_told_the_library_is_in_use() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("in use"), "{err}");
+    // Issue 50: the error names who holds it, so a person can find that process.
+    #[cfg(target_os = "linux")]
+    assert!(
+        err.contains(&format!("({} (", std::process::id())),
+        "the holder is not named: {err}"
+    );
+}
+
+/// Issue 50: a killed `selfrag index` left the library `Busy` for the next process: the kernel
+/// releases a dead process's lock, but a worker it was starting at that instant holds a copy
+/// of the lock's file until its `exec` (longer on a loaded machine). Here another open file
+/// description holds the lock for a second, as that worker does, and the opener waits it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_holder_that_goes_away_is_waited_for_not_reported_busy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lib");
+    drop(Library::open(&dir, &EMBEDDER).await.unwrap());
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("library.lock"))
+        .unwrap();
+    held.lock().unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        drop(held);
+    });
+    let lib = Library::open(&dir, &EMBEDDER).await;
+    release.join().unwrap();
+    assert!(lib.is_ok(), "{:?}", lib.err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,6 +74,7 @@ export function nextActivity(activity: Activity, event: IndexEvent): Activity {
     }
     case "progress":
     case "watchRetrying":
+    case "slowStep":
       return activity;
     case "finished": {
       // Stopped before their turn: no longer waiting.

@@ -15,6 +15,8 @@ export interface IndexJob {
   /** Files done so far, whatever the outcome. */
   done: number;
   current: string | null;
+  /** A step that has lasted (the engine says so after 20 s): which, in words, and how long. */
+  slow: { path: string | null; step: string; seconds: number } | null;
   /** Of the file being indexed, when it is long: passages searchable so far, of how many. */
   currentSearchable: { passages: number; of: number } | null;
   /** The long file a stopped or paused job was cut off inside, with what it has. */
@@ -43,6 +45,7 @@ export function startJob(): IndexJob {
     total: 0,
     done: 0,
     current: null,
+    slow: null,
     currentSearchable: null,
     cutOff: null,
     indexed: 0,
@@ -60,6 +63,8 @@ export function startJob(): IndexJob {
 }
 
 export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
+  // Any news from the job but the notice itself means the step that lasted is over.
+  if (event.kind !== "slowStep" && job.slow) job = { ...job, slow: null };
   switch (event.kind) {
     case "started":
       return { ...job, total: event.total, resumed: event.resumed };
@@ -89,6 +94,8 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
       };
     case "removed":
       return { ...job, removed: job.removed + 1 };
+    case "slowStep":
+      return { ...job, slow: { path: event.path, step: event.step, seconds: event.seconds } };
     case "watchRetrying":
       return job;
     case "progress":
@@ -135,6 +142,11 @@ export function jobSummary(job: IndexJob): string {
     const searchable = part
       ? ` · ${part.passages} of ${plural(part.of, "passage")} searchable`
       : "";
+    if (job.slow) {
+      const { path, step, seconds } = job.slow;
+      const what = path ? `${fileName(path)}${where}: ` : "";
+      return `Indexing ${what}still ${step} after ${seconds} s. Stop ends the job; what is indexed stays.`;
+    }
     return job.current
       ? `Indexing ${fileName(job.current)}${where}…${searchable}${pace}`
       : "Indexing…";

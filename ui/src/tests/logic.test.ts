@@ -103,6 +103,31 @@ describe("indexing progress", () => {
     );
   });
 
+  it("says which step has lasted, on which file, until the job moves on", () => {
+    let job = nextJob(startJob(), { kind: "started", total: 63, resumed: [] });
+    job = nextJob(job, { kind: "fileStarted", path: "/papers/stuck.pdf" });
+    job = nextJob(job, {
+      kind: "slowStep",
+      path: "/papers/stuck.pdf",
+      step: "parsing in the worker process",
+      seconds: 40,
+    });
+    expect(jobSummary(job)).toBe(
+      "Indexing stuck.pdf (1/63): still parsing in the worker process after 40 s. Stop ends the job; what is indexed stays.",
+    );
+    job = nextJob(job, { kind: "fileFailed", path: "/papers/stuck.pdf", error: "ran out of time" });
+    expect(job.slow).toBeNull();
+    job = nextJob(job, {
+      kind: "slowStep",
+      path: null,
+      step: "compacting and indexing the library's tables",
+      seconds: 20,
+    });
+    expect(jobSummary(job)).toBe(
+      "Indexing still compacting and indexing the library's tables after 20 s. Stop ends the job; what is indexed stays.",
+    );
+  });
+
   it("says how much of a long file is searchable while it is written", () => {
     let job = nextJob(startJob(), { kind: "started", total: 1, resumed: [] });
     job = nextJob(job, { kind: "fileStarted", path: "/books/long.pdf" });

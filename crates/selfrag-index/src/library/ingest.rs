@@ -124,7 +124,13 @@ impl Library {
     }
 
     fn set_stage(&self, stage: super::IndexStage) {
-        self.stage.store(stage as u8, Ordering::Relaxed);
+        self.step.enter(stage);
+    }
+
+    /// The step the file being indexed is at ([`IndexStage::Idle`] between files) and how long
+    /// it has lasted: a step that lasts shows where a job is stuck.
+    pub fn current_step(&self) -> (super::IndexStage, std::time::Duration) {
+        self.step.now()
     }
 
     /// [`Library::index_file_stoppable`] with the writer lock held: done once durable.
@@ -204,7 +210,7 @@ impl Library {
         }
 
         self.set_stage(super::IndexStage::Parsing);
-        let extracted = self.extractor.extract_seen(&seen).await?;
+        let extracted = self.extractor.extract_seen(&seen, stop).await?;
         let mut rows = self.passage_rows(path, &document_id, &stamp.key, &extracted)?;
         let total = rows.len() as u32;
         let mut written = self.resume_point(&document_id, total).await?;

@@ -88,10 +88,10 @@ impl Committed {
     }
 }
 
-/// Where the file being indexed is: what the job's log names when a file takes long.
+/// Where the file being indexed is: what the job's log and the engine's slow-step notice name
+/// when a file takes long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum IndexStage {
+pub enum IndexStage {
     Idle,
     WaitingForWriter,
     Reading,
@@ -99,28 +99,53 @@ pub(crate) enum IndexStage {
     Embedding,
     Writing,
     Syncing,
+    /// Between files or at the job's end: the library's tables compacted and indexed.
+    Compacting,
 }
 
 impl IndexStage {
-    const ALL: [IndexStage; 7] = [
-        IndexStage::Idle,
-        IndexStage::WaitingForWriter,
-        IndexStage::Reading,
-        IndexStage::Parsing,
-        IndexStage::Embedding,
-        IndexStage::Writing,
-        IndexStage::Syncing,
-    ];
+    /// The step in words, as a person reads it after "still …".
+    pub fn describe(self) -> &'static str {
+        match self {
+            IndexStage::Idle => "between steps",
+            IndexStage::WaitingForWriter => "waiting for the library's writer",
+            IndexStage::Reading => "reading the file",
+            IndexStage::Parsing => "parsing in the worker process",
+            IndexStage::Embedding => "embedding its passages",
+            IndexStage::Writing => "writing to LanceDB",
+            IndexStage::Syncing => "syncing to disk",
+            IndexStage::Compacting => "compacting and indexing the library's tables",
+        }
+    }
+}
 
-    pub(crate) fn describe(stage: u8) -> &'static str {
-        match Self::ALL.get(usize::from(stage)) {
-            Some(IndexStage::Idle) | None => "between steps",
-            Some(IndexStage::WaitingForWriter) => "waiting for the library's writer",
-            Some(IndexStage::Reading) => "reading the file",
-            Some(IndexStage::Parsing) => "parsing in the worker process",
-            Some(IndexStage::Embedding) => "embedding its passages",
-            Some(IndexStage::Writing) => "writing to LanceDB",
-            Some(IndexStage::Syncing) => "syncing to disk",
+/// The step the file being indexed is at and when it began: set by every step of indexing, read
+/// by the job's slow-file log and by whoever watches a job for a step that makes no progress
+/// ([`Library::current_step`]). Read from other tasks and threads while the job's own thread
+/// is busy embedding.
+#[derive(Debug)]
+pub(crate) struct StepClock(std::sync::Mutex<(IndexStage, std::time::Instant)>);
+
+impl StepClock {
+    fn new() -> Self {
+        Self(std::sync::Mutex::new((
+            IndexStage::Idle,
+            std::time::Instant::now(),
+        )))
+    }
+
+    /// Enters `stage`, even the same one again (a long file's next slice is progress too).
+    pub(crate) fn enter(&self, stage: IndexStage) {
+        if let Ok(mut step) = self.0.lock() {
+            *step = (stage, std::time::Instant::now());
+        }
+    }
+
+    /// The step and how long it has lasted.
+    pub(crate) fn now(&self) -> (IndexStage, std::time::Duration) {
+        match self.0.lock() {
+            Ok(step) => (step.0, step.1.elapsed()),
+            Err(_) => (IndexStage::Idle, std::time::Duration::ZERO),
         }
     }
 }
@@ -149,8 +174,8 @@ pub struct Library {
     text_indexed: AtomicBool,
     /// What is on disk: every write ends with [`Library::make_durable`].
     durability: Arc<durable::Durability>,
-    /// Where the file being indexed is ([`IndexStage`]), for the job's slow-file log.
-    pub(crate) stage: Arc<std::sync::atomic::AtomicU8>,
+    /// Where the file being indexed is and since when ([`Library::current_step`]).
+    pub(crate) step: Arc<StepClock>,
     /// Held while `job.json` is read and written again (a job's end, forgetting a paused job).
     pub(crate) job_record: std::sync::Mutex<()>,
     /// Held for the library's lifetime: one process writes a library at a time.
@@ -172,7 +197,7 @@ impl Library {
             path: dir.to_path_buf(),
             source,
         })?;
-        let lock = lock_library(dir)?;
+        let lock = lock_library(dir).await?;
         // Before LanceDB reads anything: the tables go back to their last durable versions.
         let (durability, _rolled_back) = durable::Durability::open(dir)?;
         let durability = Arc::new(durability);
@@ -227,7 +252,7 @@ impl Library {
             vector_indexed: AtomicBool::new(false),
             text_indexed: AtomicBool::new(false),
             durability,
-            stage: Arc::new(std::sync::atomic::AtomicU8::new(IndexStage::Idle as u8)),
+            step: Arc::new(StepClock::new()),
             job_record: std::sync::Mutex::new(()),
             _lock: lock,
         };
@@ -528,7 +553,15 @@ async fn add_missing_columns(
     Ok(())
 }
 
-fn lock_library(dir: &Path) -> Result<std::fs::File, IndexError> {
+/// How long an opener waits for the library's lock before saying it is in use: the lock of a
+/// process that was killed is released by the kernel, but a worker it was starting at that
+/// instant holds a copy of the lock's file until its `exec` closes it (milliseconds, longer
+/// on a loaded machine). A live holder still gets its clear error after this wait.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes the library's lock (`library.lock`, an advisory lock the kernel releases when its
+/// holder dies), waiting up to [`LOCK_WAIT`] for a holder that is going away.
+async fn lock_library(dir: &Path) -> Result<std::fs::File, IndexError> {
     let path = dir.join("library.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -539,12 +572,58 @@ fn lock_library(dir: &Path) -> Result<std::fs::File, IndexError> {
             path: path.clone(),
             source,
         })?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(IndexError::Busy {
-            path: dir.to_path_buf(),
-        }),
-        Err(std::fs::TryLockError::Error(source)) => Err(IndexError::Read { path, source }),
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(IndexError::Busy {
+                    path: dir.to_path_buf(),
+                    holders: lock_holders(&file),
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(IndexError::Read { path, source });
+            }
+        }
+    }
+}
+
+/// The processes that hold a lock on `file`, as "pid (name)", from the kernel's table of
+/// locks (Linux); empty where that table cannot be read.
+fn lock_holders(file: &std::fs::File) -> String {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = file.metadata() else {
+            return String::new();
+        };
+        let Ok(table) = std::fs::read_to_string("/proc/locks") else {
+            return String::new();
+        };
+        // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF": pid, then major:minor:inode.
+        let inode = format!(":{}", meta.ino());
+        let holders: Vec<String> = table
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let at = fields
+                    .iter()
+                    .position(|f| f.ends_with(&inode) && f.matches(':').count() == 2)?;
+                let pid = fields.get(at.checked_sub(1)?)?;
+                let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                Some(format!("{pid} ({})", name.trim()))
+            })
+            .collect();
+        holders.join(", ")
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        String::new()
     }
 }
 

@@ -471,7 +471,7 @@ cancelled: boolean,
 /**
  * Paused: its folders wait for Resume (or Forget), not for the next start.
  */
-paused: boolean, } | { "kind": "watchRetrying", error: string, retryInSeconds: number, };
+paused: boolean, } | { "kind": "slowStep", path: string | null, step: string, seconds: number, } | { "kind": "watchRetrying", error: string, retryInSeconds: number, };
 
 export type AnswerRecord = { id: string, answer: Answer, 
 /**

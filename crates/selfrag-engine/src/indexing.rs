@@ -165,8 +165,8 @@ impl Engine {
                     None => break,
                 },
                 _ = tick.tick() => {
-                    let (stage, lasted) = library.current_step();
-                    if let Some(slow) = watch.check(stage, lasted) {
+                    let (stage, began) = library.current_step();
+                    if let Some(slow) = watch.check(stage, began, std::time::Instant::now()) {
                         tracing::warn!(?slow, "an indexing step is taking long");
                         on_event(slow);
                     }
@@ -434,14 +434,15 @@ impl Drop for AbortOnDrop {
 
 /// Turns the library's current step ([`selfrag_index::Library::current_step`]) into
 /// [`IndexEvent::SlowStep`] notices: one when a step has lasted `after`, and one more at each
-/// further `after` while it goes on; a step that begins anew starts the count again.
+/// further `after` while it goes on; the next step, told by when it began, starts the count
+/// again.
 #[derive(Debug)]
 pub(crate) struct SlowStepWatch {
     after: std::time::Duration,
     /// The file being indexed, from the job's own events; none between files.
     file: Option<String>,
-    /// How long the step had lasted at the previous check: a shorter one is a new step.
-    previous: std::time::Duration,
+    /// When the step seen at the previous check began.
+    began: Option<std::time::Instant>,
     next_notice: std::time::Duration,
 }
 
@@ -450,7 +451,7 @@ impl SlowStepWatch {
         Self {
             after,
             file: None,
-            previous: std::time::Duration::ZERO,
+            began: None,
             next_notice: after,
         }
     }
@@ -464,16 +465,18 @@ impl SlowStepWatch {
         }
     }
 
-    /// The notice due now for a step `stage` that has lasted `lasted`, if any.
+    /// The notice due at `now` for a step `stage` that began at `began`, if any.
     pub(crate) fn check(
         &mut self,
         stage: IndexStage,
-        lasted: std::time::Duration,
+        began: std::time::Instant,
+        now: std::time::Instant,
     ) -> Option<IndexEvent> {
-        if lasted < self.previous {
+        if self.began != Some(began) {
+            self.began = Some(began);
             self.next_notice = self.after;
         }
-        self.previous = lasted;
+        let lasted = now.saturating_duration_since(began);
         if stage == IndexStage::Idle || lasted < self.next_notice {
             return None;
         }
@@ -567,4 +570,91 @@ fn index_event(event: JobEvent) -> Option<IndexEvent> {
             }
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use selfrag_index::{IndexStage, JobEvent};
+
+    use super::SlowStepWatch;
+    use crate::IndexEvent;
+
+    /// A clock for the watch: steps begin at whole seconds after `zero`.
+    struct Clock {
+        zero: Instant,
+    }
+
+    impl Clock {
+        fn at(&self, seconds: u64) -> Instant {
+            self.zero + Duration::from_secs(seconds)
+        }
+    }
+
+    fn notice(
+        watch: &mut SlowStepWatch,
+        clock: &Clock,
+        stage: IndexStage,
+        began: u64,
+        now: u64,
+    ) -> Option<(Option<String>, String, u64)> {
+        match watch.check(stage, clock.at(began), clock.at(now)) {
+            Some(IndexEvent::SlowStep {
+                path,
+                step,
+                seconds,
+            }) => Some((path, step, seconds)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_lasting_step_is_reported_once_per_interval_and_a_new_step_starts_the_count_again() {
+        let clock = Clock {
+            zero: Instant::now(),
+        };
+        let mut watch = SlowStepWatch::new(Duration::from_secs(20));
+        watch.saw(&JobEvent::FileStarted {
+            path: "/docs/a.pdf".into(),
+        });
+        let mut seconds =
+            |stage, began, now| notice(&mut watch, &clock, stage, began, now).map(|n| n.2);
+        let parsing = IndexStage::Parsing;
+        assert_eq!(seconds(parsing, 0, 19), None);
+        assert_eq!(seconds(parsing, 0, 20), Some(20));
+        assert_eq!(seconds(parsing, 0, 21), None);
+        assert_eq!(seconds(parsing, 0, 39), None);
+        assert_eq!(seconds(parsing, 0, 40), Some(40));
+        // Checks that came late (a busy machine) give one notice, not one per interval missed.
+        assert_eq!(seconds(parsing, 0, 95), Some(95));
+        assert_eq!(seconds(parsing, 0, 99), None);
+        assert_eq!(seconds(parsing, 0, 100), Some(100));
+        // The next step began, even one first seen after it has lasted longer than the last
+        // notice: counted from its own start.
+        assert_eq!(seconds(IndexStage::Embedding, 101, 102), None);
+        assert_eq!(seconds(IndexStage::Embedding, 101, 121), Some(20));
+        assert_eq!(seconds(IndexStage::Writing, 121, 241), Some(120));
+        assert_eq!(seconds(IndexStage::Writing, 121, 242), None);
+        // Idle is no step.
+        assert_eq!(seconds(IndexStage::Idle, 242, 243), None);
+        assert_eq!(seconds(IndexStage::Idle, 242, 900), None);
+        assert_eq!(
+            notice(&mut watch, &clock, IndexStage::Embedding, 900, 920),
+            Some((
+                Some("/docs/a.pdf".into()),
+                "embedding its passages".into(),
+                20
+            ))
+        );
+        // Between files the step is the library's own: no file is named.
+        watch.saw(&JobEvent::FileDone {
+            path: "/docs/a.pdf".into(),
+            result: Err(selfrag_index::IndexError::Stopped {
+                path: "/docs/a.pdf".into(),
+            }),
+        });
+        let compacting = notice(&mut watch, &clock, IndexStage::Compacting, 920, 940);
+        assert_eq!(compacting.map(|n| n.0), Some(None));
+    }
 }

@@ -554,12 +554,12 @@ async fn log_slow_file(path: String, step: std::sync::Arc<crate::library::StepCl
     loop {
         tokio::time::sleep(SLOW_STEP).await;
         waited += SLOW_STEP;
-        let (stage, for_how_long) = step.now();
+        let (stage, began) = step.now();
         tracing::warn!(
             %path,
             seconds = waited.as_secs(),
             stage = stage.describe(),
-            stage_seconds = for_how_long.as_secs(),
+            stage_seconds = began.elapsed().as_secs(),
             "a file is taking long"
         );
     }

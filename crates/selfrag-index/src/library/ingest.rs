@@ -127,9 +127,9 @@ impl Library {
         self.step.enter(stage);
     }
 
-    /// The step the file being indexed is at ([`IndexStage::Idle`] between files) and how long
-    /// it has lasted: a step that lasts shows where a job is stuck.
-    pub fn current_step(&self) -> (super::IndexStage, std::time::Duration) {
+    /// The step the file being indexed is at ([`IndexStage::Idle`] between files) and when it
+    /// began: a step that lasts shows where a job is stuck.
+    pub fn current_step(&self) -> (super::IndexStage, std::time::Instant) {
         self.step.now()
     }
 

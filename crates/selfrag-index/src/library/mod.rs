@@ -141,11 +141,11 @@ impl StepClock {
         }
     }
 
-    /// The step and how long it has lasted.
-    pub(crate) fn now(&self) -> (IndexStage, std::time::Duration) {
+    /// The step and when it began (which also tells one step from the next of its kind).
+    pub(crate) fn now(&self) -> (IndexStage, std::time::Instant) {
         match self.0.lock() {
-            Ok(step) => (step.0, step.1.elapsed()),
-            Err(_) => (IndexStage::Idle, std::time::Duration::ZERO),
+            Ok(step) => *step,
+            Err(_) => (IndexStage::Idle, std::time::Instant::now()),
         }
     }
 }

@@ -42,13 +42,13 @@ pub enum EngineError {
     /// A document id or path the library does not hold; the message says what to do.
     #[error("{0}")]
     NotInLibrary(String),
-    /// Resume was asked for with no indexing job paused.
     /// The task running an indexing job ended without its result (it panicked or was torn
-    /// down); what it indexed before is kept.
+    /// down); what it indexed before is kept, and its record resumes it at the next start.
     #[error(
-        "the indexing job ended unexpectedly ({0}); what it indexed is kept: add the files again to finish it"
+        "the indexing job ended unexpectedly ({0}); what it indexed is kept, and the rest is indexed when the app starts next"
     )]
     IndexingJobLost(String),
+    /// Resume was asked for with no indexing job paused.
     #[error(
         "no indexing job is paused (it ended, or was forgotten); add files or folders to index them"
     )]

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use selfrag_index::{
-    FolderWatcher, IndexError, IndexOutcome, IndexStage, JobEvent, JobStop, JobSummary,
-    LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SearchRequest,
+    CurrentStep, FolderWatcher, IndexError, IndexOutcome, IndexStage, JobEvent, JobStop,
+    JobSummary, LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SearchRequest,
 };
 
 use crate::jobs::IndexingFlags;
@@ -141,13 +141,15 @@ impl Engine {
                     .run_job(&paths, &embedder, stop, |event| {
                         let (taken, wait) = std::sync::mpsc::sync_channel(1);
                         if events.send((event, taken)).is_ok() {
-                            wait_until_taken(&wait);
+                            wait_until_taken(&wait, &events);
                         }
                     })
                     .await
             })
         };
-        // A caller that goes away (a closed window) ends the job at its next step.
+        // A caller that goes away ends the job at its next await (a slice being embedded is
+        // finished first); the job's record stays, so the next start resumes it, as after a
+        // crash.
         let _abort = AbortOnDrop(job.abort_handle());
         let mut watch = SlowStepWatch::new(self.jobs.slow_step_notice());
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
@@ -156,7 +158,6 @@ impl Engine {
             tokio::select! {
                 event = received.recv() => match event {
                     Some((event, taken)) => {
-                        watch.saw(&event);
                         if let Some(event) = index_event(event) {
                             on_event(event);
                         }
@@ -165,8 +166,8 @@ impl Engine {
                     None => break,
                 },
                 _ = tick.tick() => {
-                    let (stage, began) = library.current_step();
-                    if let Some(slow) = watch.check(stage, began, std::time::Instant::now()) {
+                    let step = library.current_step();
+                    if let Some(slow) = watch.check(&step, std::time::Instant::now()) {
                         tracing::warn!(?slow, "an indexing step is taking long");
                         on_event(slow);
                     }
@@ -410,15 +411,24 @@ impl Engine {
     }
 }
 
-/// Blocks the job's task until its event was handed on (or the receiver is gone), telling the
-/// runtime it blocks. On a single-threaded runtime the receiver runs on this very thread, so
-/// the job goes on without waiting.
-fn wait_until_taken(wait: &std::sync::mpsc::Receiver<()>) {
+/// Blocks the job's task until its event was handed on, or the caller is gone (its receiver
+/// closed: an event sent as it closed may never be taken), telling the runtime it blocks. On a
+/// single-threaded runtime the receiver runs on this very thread, so the job goes on without
+/// waiting.
+fn wait_until_taken<T>(
+    wait: &std::sync::mpsc::Receiver<()>,
+    events: &tokio::sync::mpsc::UnboundedSender<T>,
+) {
     if let Ok(tokio::runtime::RuntimeFlavor::MultiThread) =
         tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor())
     {
         tokio::task::block_in_place(|| {
-            let _ = wait.recv();
+            loop {
+                match wait.recv_timeout(std::time::Duration::from_millis(100)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !events.is_closed() => {}
+                    _ => break,
+                }
+            }
         });
     }
 }
@@ -439,8 +449,6 @@ impl Drop for AbortOnDrop {
 #[derive(Debug)]
 pub(crate) struct SlowStepWatch {
     after: std::time::Duration,
-    /// The file being indexed, from the job's own events; none between files.
-    file: Option<String>,
     /// When the step seen at the previous check began.
     began: Option<std::time::Instant>,
     next_notice: std::time::Duration,
@@ -450,42 +458,31 @@ impl SlowStepWatch {
     pub(crate) fn new(after: std::time::Duration) -> Self {
         Self {
             after,
-            file: None,
             began: None,
             next_notice: after,
         }
     }
 
-    /// Follows which file the job is on.
-    pub(crate) fn saw(&mut self, event: &JobEvent) {
-        match event {
-            JobEvent::FileStarted { path } => self.file = Some(path.clone()),
-            JobEvent::FileDone { .. } => self.file = None,
-            _ => {}
-        }
-    }
-
-    /// The notice due at `now` for a step `stage` that began at `began`, if any.
+    /// The notice due at `now` for the library's step `step`, if any.
     pub(crate) fn check(
         &mut self,
-        stage: IndexStage,
-        began: std::time::Instant,
+        step: &CurrentStep,
         now: std::time::Instant,
     ) -> Option<IndexEvent> {
-        if self.began != Some(began) {
-            self.began = Some(began);
+        if self.began != Some(step.began) {
+            self.began = Some(step.began);
             self.next_notice = self.after;
         }
-        let lasted = now.saturating_duration_since(began);
-        if stage == IndexStage::Idle || lasted < self.next_notice {
+        let lasted = now.saturating_duration_since(step.began);
+        if step.stage == IndexStage::Idle || lasted < self.next_notice {
             return None;
         }
         while self.next_notice <= lasted {
             self.next_notice += self.after;
         }
         Some(IndexEvent::SlowStep {
-            path: self.file.clone(),
-            step: stage.describe().to_owned(),
+            path: step.file.clone(),
+            step: step.stage.describe().to_owned(),
             seconds: lasted.as_secs(),
         })
     }
@@ -576,7 +573,7 @@ fn index_event(event: JobEvent) -> Option<IndexEvent> {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use selfrag_index::{IndexStage, JobEvent};
+    use selfrag_index::{CurrentStep, IndexStage};
 
     use super::SlowStepWatch;
     use crate::IndexEvent;
@@ -596,10 +593,16 @@ mod tests {
         watch: &mut SlowStepWatch,
         clock: &Clock,
         stage: IndexStage,
+        file: Option<&str>,
         began: u64,
         now: u64,
     ) -> Option<(Option<String>, String, u64)> {
-        match watch.check(stage, clock.at(began), clock.at(now)) {
+        let step = CurrentStep {
+            stage,
+            began: clock.at(began),
+            file: file.map(str::to_owned),
+        };
+        match watch.check(&step, clock.at(now)) {
             Some(IndexEvent::SlowStep {
                 path,
                 step,
@@ -615,11 +618,9 @@ mod tests {
             zero: Instant::now(),
         };
         let mut watch = SlowStepWatch::new(Duration::from_secs(20));
-        watch.saw(&JobEvent::FileStarted {
-            path: "/docs/a.pdf".into(),
-        });
+        let a = Some("/docs/a.pdf");
         let mut seconds =
-            |stage, began, now| notice(&mut watch, &clock, stage, began, now).map(|n| n.2);
+            |stage, began, now| notice(&mut watch, &clock, stage, a, began, now).map(|n| n.2);
         let parsing = IndexStage::Parsing;
         assert_eq!(seconds(parsing, 0, 19), None);
         assert_eq!(seconds(parsing, 0, 20), Some(20));
@@ -639,22 +640,13 @@ mod tests {
         // Idle is no step.
         assert_eq!(seconds(IndexStage::Idle, 242, 243), None);
         assert_eq!(seconds(IndexStage::Idle, 242, 900), None);
+        // The notice names the step and the file the library's writer is on.
         assert_eq!(
-            notice(&mut watch, &clock, IndexStage::Embedding, 900, 920),
-            Some((
-                Some("/docs/a.pdf".into()),
-                "embedding its passages".into(),
-                20
-            ))
+            notice(&mut watch, &clock, IndexStage::Embedding, a, 900, 920),
+            Some((a.map(str::to_owned), "embedding its passages".into(), 20))
         );
-        // Between files the step is the library's own: no file is named.
-        watch.saw(&JobEvent::FileDone {
-            path: "/docs/a.pdf".into(),
-            result: Err(selfrag_index::IndexError::Stopped {
-                path: "/docs/a.pdf".into(),
-            }),
-        });
-        let compacting = notice(&mut watch, &clock, IndexStage::Compacting, 920, 940);
+        // The library's own step names no file.
+        let compacting = notice(&mut watch, &clock, IndexStage::Compacting, None, 920, 940);
         assert_eq!(compacting.map(|n| n.0), Some(None));
     }
 }

@@ -554,12 +554,13 @@ async fn log_slow_file(path: String, step: std::sync::Arc<crate::library::StepCl
     loop {
         tokio::time::sleep(SLOW_STEP).await;
         waited += SLOW_STEP;
-        let (stage, began) = step.now();
+        let now = step.now();
         tracing::warn!(
             %path,
             seconds = waited.as_secs(),
-            stage = stage.describe(),
-            stage_seconds = began.elapsed().as_secs(),
+            stage = now.stage.describe(),
+            stage_file = now.file.as_deref().unwrap_or(""),
+            stage_seconds = now.began.elapsed().as_secs(),
             "a file is taking long"
         );
     }

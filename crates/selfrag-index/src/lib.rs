@@ -47,7 +47,7 @@ pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
 pub use job::{JobEvent, JobProgress, JobStop, JobSummary, SLOW_STEP};
 #[cfg(feature = "store")]
 pub use library::{
-    DocumentRecord, IndexOutcome, IndexStage, Library, LibraryStats, PartlySearchable,
+    CurrentStep, DocumentRecord, IndexOutcome, IndexStage, Library, LibraryStats, PartlySearchable,
     PassageSource, SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, SourceView,
     VectorScan,
 };

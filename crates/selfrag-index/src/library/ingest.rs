@@ -114,8 +114,16 @@ impl Library {
         stop: &AtomicBool,
         mut on_slice: impl FnMut(PartlySearchable),
     ) -> Result<IndexOutcome, IndexError> {
-        self.set_stage(super::IndexStage::WaitingForWriter);
-        let _writer = self.write.lock().await;
+        let _writer = match self.write.try_lock() {
+            Ok(writer) => writer,
+            Err(_) => {
+                // The writer's own step stays on the clock: it is what this call waits for.
+                self.step
+                    .enter_file_if_idle(super::IndexStage::WaitingForWriter, path);
+                self.write.lock().await
+            }
+        };
+        self.step.enter_file(super::IndexStage::Reading, path);
         let outcome = self
             .index_file_locked(root, path, embedder, stop, &mut on_slice)
             .await;
@@ -127,9 +135,9 @@ impl Library {
         self.step.enter(stage);
     }
 
-    /// The step the file being indexed is at ([`IndexStage::Idle`] between files) and when it
-    /// began: a step that lasts shows where a job is stuck.
-    pub fn current_step(&self) -> (super::IndexStage, std::time::Instant) {
+    /// The step the library's writer is at ([`IndexStage::Idle`] between files), on which file
+    /// and since when: a step that lasts shows where a job is stuck.
+    pub fn current_step(&self) -> super::CurrentStep {
         self.step.now()
     }
 

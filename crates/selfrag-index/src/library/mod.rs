@@ -119,33 +119,76 @@ impl IndexStage {
     }
 }
 
-/// The step the file being indexed is at and when it began: set by every step of indexing, read
-/// by the job's slow-file log and by whoever watches a job for a step that makes no progress
-/// ([`Library::current_step`]). Read from other tasks and threads while the job's own thread
-/// is busy embedding.
+/// The step the library's writer is at, on which file, and when the step began: set by every
+/// step of indexing, read by the job's slow-file log and by whoever watches a job for a step
+/// that makes no progress ([`Library::current_step`]). Read from other tasks and threads while
+/// the job's own thread is busy embedding. One writer works at a time (the job, or a watched
+/// folder's batch beside it), and only the writer moves the clock: a caller waiting for the
+/// writer leaves the writer's step on it, so a wait that lasts shows what the writer does.
 #[derive(Debug)]
-pub(crate) struct StepClock(std::sync::Mutex<(IndexStage, std::time::Instant)>);
+pub(crate) struct StepClock(std::sync::Mutex<CurrentStep>);
+
+/// What [`Library::current_step`] says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentStep {
+    pub stage: IndexStage,
+    /// When this step began; the next step, even of the same kind, begins later.
+    pub began: std::time::Instant,
+    /// The file the step is about; none for the library's own work (compacting).
+    pub file: Option<String>,
+}
 
 impl StepClock {
     fn new() -> Self {
-        Self(std::sync::Mutex::new((
-            IndexStage::Idle,
-            std::time::Instant::now(),
-        )))
+        Self(std::sync::Mutex::new(CurrentStep {
+            stage: IndexStage::Idle,
+            began: std::time::Instant::now(),
+            file: None,
+        }))
     }
 
-    /// Enters `stage`, even the same one again (a long file's next slice is progress too).
+    /// Enters `stage` of the same file, even the same stage again (a long file's next slice is
+    /// progress too).
     pub(crate) fn enter(&self, stage: IndexStage) {
         if let Ok(mut step) = self.0.lock() {
-            *step = (stage, std::time::Instant::now());
+            step.stage = stage;
+            step.began = std::time::Instant::now();
+            if stage == IndexStage::Idle || stage == IndexStage::Compacting {
+                step.file = None;
+            }
         }
     }
 
-    /// The step and when it began (which also tells one step from the next of its kind).
-    pub(crate) fn now(&self) -> (IndexStage, std::time::Instant) {
+    /// Enters `stage` of `file`.
+    pub(crate) fn enter_file(&self, stage: IndexStage, file: &Path) {
+        if let Ok(mut step) = self.0.lock() {
+            *step = CurrentStep {
+                stage,
+                began: std::time::Instant::now(),
+                file: Some(file.display().to_string()),
+            };
+        }
+    }
+
+    /// Enters `stage` of `file` only when no step is under way (the writer is idle).
+    pub(crate) fn enter_file_if_idle(&self, stage: IndexStage, file: &Path) {
+        let idle = self
+            .0
+            .lock()
+            .is_ok_and(|step| step.stage == IndexStage::Idle);
+        if idle {
+            self.enter_file(stage, file);
+        }
+    }
+
+    pub(crate) fn now(&self) -> CurrentStep {
         match self.0.lock() {
-            Ok(step) => *step,
-            Err(_) => (IndexStage::Idle, std::time::Instant::now()),
+            Ok(step) => step.clone(),
+            Err(_) => CurrentStep {
+                stage: IndexStage::Idle,
+                began: std::time::Instant::now(),
+                file: None,
+            },
         }
     }
 }
@@ -592,8 +635,8 @@ async fn lock_library(dir: &Path) -> Result<std::fs::File, IndexError> {
     }
 }
 
-/// The processes that hold a lock on `file`, as "pid (name)", from the kernel's table of
-/// locks (Linux); empty where that table cannot be read.
+/// The live processes that hold a lock on `file`, as "pid (name)", from the kernel's table of
+/// locks (Linux); empty where that table cannot be read or names none alive.
 fn lock_holders(file: &std::fs::File) -> String {
     #[cfg(target_os = "linux")]
     {
@@ -604,17 +647,24 @@ fn lock_holders(file: &std::fs::File) -> String {
         let Ok(table) = std::fs::read_to_string("/proc/locks") else {
             return String::new();
         };
-        // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF": pid, then major:minor:inode.
-        let inode = format!(":{}", meta.ino());
+        // The kernel's encoding of a device number: major in bits 8..20 and 32.., minor in 0..8
+        // and 20..32; /proc/locks prints them in hex as `major:minor:inode`.
+        let dev = meta.dev();
+        let (major, minor) = (
+            ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff),
+            (dev & 0xff) | ((dev >> 12) & !0xff),
+        );
+        let wanted = format!("{major:02x}:{minor:02x}:{}", meta.ino());
         let holders: Vec<String> = table
             .lines()
+            // "->" marks a process waiting for the lock, not holding it.
+            .filter(|line| !line.contains("->"))
             .filter_map(|line| {
+                // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF": pid, then the file.
                 let fields: Vec<&str> = line.split_whitespace().collect();
-                let at = fields
-                    .iter()
-                    .position(|f| f.ends_with(&inode) && f.matches(':').count() == 2)?;
+                let at = fields.iter().position(|f| *f == wanted)?;
                 let pid = fields.get(at.checked_sub(1)?)?;
-                let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
                 Some(format!("{pid} ({})", name.trim()))
             })
             .collect();
@@ -933,5 +983,37 @@ impl Library {
             .map_err(self.store_err())?;
         self.reload_committed().await?;
         self.make_durable().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{IndexStage, StepClock};
+
+    /// Issue 50 review: a watched folder's batch waiting for the writer reset the step of the
+    /// job that held it, so the job's stuck parse was reported as "waiting for the library's
+    /// writer". Only the writer moves the clock; a waiter marks it only when nobody works.
+    #[test]
+    fn a_caller_waiting_for_the_writer_leaves_the_writers_step_on_the_clock() {
+        let clock = StepClock::new();
+        clock.enter_file(IndexStage::Parsing, Path::new("/docs/stuck.pdf"));
+        let before = clock.now();
+        clock.enter_file_if_idle(IndexStage::WaitingForWriter, Path::new("/watched/new.md"));
+        assert_eq!(clock.now(), before);
+        clock.enter(IndexStage::Idle);
+        assert_eq!(clock.now().file, None);
+        clock.enter_file_if_idle(IndexStage::WaitingForWriter, Path::new("/watched/new.md"));
+        let waiting = clock.now();
+        assert_eq!(waiting.stage, IndexStage::WaitingForWriter);
+        assert_eq!(waiting.file.as_deref(), Some("/watched/new.md"));
+        // Another step of the same file keeps the file and starts a new step.
+        clock.enter(IndexStage::Embedding);
+        let embedding = clock.now();
+        assert_eq!(embedding.file.as_deref(), Some("/watched/new.md"));
+        assert!(embedding.began >= waiting.began);
+        clock.enter(IndexStage::Compacting);
+        assert_eq!(clock.now().file, None);
     }
 }

@@ -316,9 +316,10 @@ impl Extractor {
 
     /// Extracts a file checked by [`crate::granted::see`] on a blocking thread: the read
     /// follows no link and refuses a file other than the one seen ([`IndexError::Swapped`]).
-    /// Setting `stop` ends the wait within a tenth of a second with [`IndexError::Stopped`]
-    /// and kills the worker, as dropping the future does: a file whose parser stopped
-    /// answering never holds up a Stop for the rest of the time limit.
+    /// With a worker process, setting `stop` ends the wait within a tenth of a second with
+    /// [`IndexError::Stopped`] and kills the worker, as dropping the future does: a file whose
+    /// parser stopped answering never holds up a Stop for the rest of the time limit. Parsing
+    /// in this process cannot be cut short, so there `stop` is left to the steps after it.
     #[cfg(feature = "store")]
     pub async fn extract_seen(
         &self,
@@ -333,6 +334,15 @@ impl Extractor {
             fn drop(&mut self) {
                 self.0.store(true, Ordering::SeqCst);
             }
+        }
+        if self.worker.is_none() {
+            let (this, owned) = (self.clone(), seen.clone());
+            return tokio::task::spawn_blocking(move || this.extract_seen_blocking(&owned))
+                .await
+                .map_err(|e| IndexError::ParserFailed {
+                    path: seen.path.clone(),
+                    what: format!("was lost ({e})"),
+                })?;
         }
         let abandon = AbandonOnDrop(Arc::new(AtomicBool::new(false)));
         let (this, owned, flag) = (self.clone(), seen.clone(), abandon.0.clone());

@@ -142,6 +142,13 @@ describe("MissingModels", () => {
     );
     expect(within(items[1]).getByTestId("download-model")).toHaveTextContent("Download (438.0 MB)");
     expect(screen.getByTestId("download-all")).toHaveTextContent("Download all (4.52 GB)");
+    // A newcomer sees the Download button; the command lines and paths wait, folded, for those
+    // who want them.
+    const otherWays = within(items[0]).getByTestId("other-ways");
+    expect(otherWays.tagName).toBe("DETAILS");
+    expect(otherWays).not.toHaveAttribute("open");
+    expect(otherWays).toHaveTextContent("selfrag models pull selfrag-7b-q4km");
+    expect(otherWays).toHaveTextContent("models--m4r1--selfrag_llama2_7b-GGUF");
   });
 
   it("offers no download for a model the environment points at", () => {
@@ -151,6 +158,8 @@ describe("MissingModels", () => {
     });
     expect(screen.queryByTestId("download-model")).toBeNull();
     expect(screen.getByTestId("missing-model")).toHaveTextContent("SELFRAG_GENERATOR");
+    // With no download to offer, the fix is the way: shown, not folded.
+    expect(screen.queryByTestId("other-ways")).toBeNull();
   });
 
   it("downloads with a progress bar (bytes, rate, time left) and hands on the new status", async () => {

@@ -537,7 +537,8 @@ fn preview(text: &str) -> String {
     }
 }
 
-fn median(values: &[f64]) -> f64 {
+/// The median of `values` (the mean of the middle two for an even count); NaN for none.
+pub(crate) fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     match sorted.len() {

@@ -241,7 +241,7 @@ fn spread(seconds: &[f64]) -> String {
     }
     format!(
         "median {:.1} s, 90th percentile {:.1} s, longest {:.1} s",
-        quantile(0.5),
+        crate::bench::median(&sorted),
         quantile(0.9),
         quantile(1.0)
     )
@@ -323,16 +323,7 @@ impl Runner {
                 }
             }
             if let Some(status) = child.try_wait().context("waiting for selfrag")? {
-                // Whatever is still in the pipes.
-                for reader in readers {
-                    let _ = reader.join();
-                }
-                out.extend(lines.try_iter());
-                return Ok(Ran {
-                    success: status.success(),
-                    lines: out,
-                    stalled,
-                });
+                break status;
             }
             let kill = kill_after.is_some_and(|after| started.elapsed() >= after);
             if kill || last_line.elapsed() >= STALL {
@@ -341,6 +332,7 @@ impl Runner {
                 break child.wait().context("waiting for selfrag")?;
             }
         };
+        // Whatever is still in the pipes.
         for reader in readers {
             let _ = reader.join();
         }

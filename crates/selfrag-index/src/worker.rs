@@ -335,29 +335,22 @@ impl Extractor {
                 self.0.store(true, Ordering::SeqCst);
             }
         }
-        if self.worker.is_none() {
-            let (this, owned) = (self.clone(), seen.clone());
-            return tokio::task::spawn_blocking(move || this.extract_seen_blocking(&owned))
-                .await
-                .map_err(|e| IndexError::ParserFailed {
-                    path: seen.path.clone(),
-                    what: format!("was lost ({e})"),
-                })?;
-        }
+        let lost = |e: tokio::task::JoinError| IndexError::ParserFailed {
+            path: seen.path.clone(),
+            what: format!("was lost ({e})"),
+        };
         let abandon = AbandonOnDrop(Arc::new(AtomicBool::new(false)));
         let (this, owned, flag) = (self.clone(), seen.clone(), abandon.0.clone());
         let mut task = tokio::task::spawn_blocking(move || {
             this.extract_from(&owned.path, Some(&owned), Some(&flag))
         });
+        if self.worker.is_none() {
+            return task.await.map_err(lost)?;
+        }
         let mut poll = tokio::time::interval(std::time::Duration::from_millis(100));
         loop {
             tokio::select! {
-                extracted = &mut task => {
-                    return extracted.map_err(|e| IndexError::ParserFailed {
-                        path: seen.path.clone(),
-                        what: format!("was lost ({e})"),
-                    })?;
-                }
+                extracted = &mut task => return extracted.map_err(lost)?,
                 _ = poll.tick() => {
                     if stop.load(Ordering::SeqCst) {
                         return Err(IndexError::Stopped { path: seen.path.clone() });
@@ -468,34 +461,32 @@ impl WorkerProcess {
         let deadline = Instant::now() + self.timeout;
         let mut pause = Duration::from_millis(1);
         let status = loop {
-            match child.try_wait() {
+            // Whatever ends the wait early kills the worker, and its error says why.
+            let give_up = match child.try_wait() {
                 Ok(Some(status)) => break status,
+                Ok(None)
+                    if abandon.is_some_and(|a| a.load(std::sync::atomic::Ordering::SeqCst)) =>
+                {
+                    IndexError::Stopped {
+                        path: path.to_path_buf(),
+                    }
+                }
+                Ok(None) if Instant::now() >= deadline => failed(format!(
+                    "ran out of time ({} s)",
+                    self.timeout.as_secs_f32()
+                )),
                 Ok(None) => {
-                    if abandon.is_some_and(|a| a.load(std::sync::atomic::Ordering::SeqCst)) {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        return Err(IndexError::Stopped {
-                            path: path.to_path_buf(),
-                        });
-                    }
-                    let now = Instant::now();
-                    if now >= deadline {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        return Err(failed(format!(
-                            "ran out of time ({} s)",
-                            self.timeout.as_secs_f32()
-                        )));
-                    }
-                    std::thread::sleep(pause.min(deadline - now));
+                    std::thread::sleep(
+                        pause.min(deadline.saturating_duration_since(Instant::now())),
+                    );
                     pause = (pause * 2).min(Duration::from_millis(50));
+                    continue;
                 }
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(failed(format!("could not be waited for ({e})")));
-                }
-            }
+                Err(e) => failed(format!("could not be waited for ({e})")),
+            };
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(give_up);
         };
         let (stdout, too_long) = stdout.join().unwrap_or_default();
         let (stderr, _) = stderr.join().unwrap_or_default();

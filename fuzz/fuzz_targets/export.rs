@@ -86,6 +86,7 @@ fn answer(data: &[u8]) -> Answer {
                     score: f.probability(),
                     ends_answer: false,
                     continued: false,
+                    evidence_issup: None,
                     passages_dropped: 0,
                     violates: Vec::new(),
                     verdicts: Verdicts::default(),
@@ -119,8 +120,10 @@ fn answer(data: &[u8]) -> Answer {
         expansions: Vec::new(),
         answer: f.text(),
         generator: None,
+        embedder: None,
         cut_short: None,
         timings: None,
+        closed_set: None,
     };
     // The verdicts the core derives, as every answer the app exports has them.
     answer.refresh_verdicts();

@@ -46,7 +46,9 @@ pub fn load_settings(state: tauri::State<'_, AppState>) -> LoadedSettings {
 
 /// Saves the settings; a new device takes effect on the next question (unless
 /// `SELFRAG_DEVICE` fixes it), a new embedder precision with the next embedding (unless
-/// `SELFRAG_EMBEDDER_PRECISION` fixes it). Returns the device status to show.
+/// `SELFRAG_EMBEDDER_PRECISION` fixes it), a new KV cache or dummy prefix with the next answer
+/// (unless `SELFRAG_KV_CACHE` or `SELFRAG_DUMMY_PREFIX` fixes it). Returns the device status
+/// to show.
 #[tauri::command]
 pub fn save_settings(
     state: tauri::State<'_, AppState>,
@@ -57,6 +59,10 @@ pub fn save_settings(
     settings.generator_url = saved.generator_url;
     settings.generator_model = saved.generator_model;
     let (device, precision) = (settings.device, settings.embedder_precision);
+    let numerics = selfrag_engine::GeneratorNumerics {
+        cache_precision: settings.cache_precision,
+        dummy_prefix: settings.dummy_prefix,
+    };
     state.settings.save(settings)?;
     if !selfrag_engine::settings::device_fixed_by_env() {
         state.engine.set_device(device)?;
@@ -64,5 +70,11 @@ pub fn save_settings(
     if !selfrag_engine::settings::embedder_precision_fixed_by_env() {
         state.engine.set_embedder_precision(precision)?;
     }
+    state
+        .engine
+        .set_generator_numerics(crate::numerics_in_force(
+            numerics,
+            state.engine.config().generator_numerics,
+        ));
     Ok(state.engine.device_status())
 }

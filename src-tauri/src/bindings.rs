@@ -3,14 +3,17 @@
 //! Rust types; `UPDATE_BINDINGS=1 cargo test -p selfrag-desktop bindings` rewrites it. So are
 //! the core's retrieve rule's answers (`ui/src/tests/golden/retrieve-rule.json`), which the UI's
 //! test of `wouldRetrieve` reads: the UI's words for a re-run follow the rule the core runs.
+//! And the exports' provenance line on a set of traces (`ui/src/tests/golden/provenance.json`),
+//! which the UI's test of `provenanceLine` reads: the app and the exports say the same.
 
 #[cfg(test)]
 mod tests {
     use selfrag_core::{
-        Answer, AnswerTimings, Candidate, CritiqueWeights, Expansion, GeneratorInfo, GeneratorKind,
+        Answer, AnswerTimings, CachePrecision, Candidate, ClosedSetKind, ClosedSetScores,
+        CritiqueWeights, DummyPrefix, EmbedderInfo, Expansion, GeneratorInfo, GeneratorKind,
         HardConstraint, IsRelDistribution, IsRelVerdict, IsSupDistribution, IsSupVerdict,
-        IsUseDistribution, Passage, Progress, RetrieveDecision, RetrieveMode, Segment, Settings,
-        TreeNode, Verdicts,
+        IsUseDistribution, LongFormRanking, OptionScore, PLmTokens, Passage, Progress,
+        RetrieveDecision, RetrieveMode, Segment, Settings, TreeNode, Verdicts,
     };
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
@@ -40,6 +43,8 @@ mod tests {
         let cfg = Config::new();
         let decls = [
             decl::<RetrieveMode>(&cfg),
+            decl::<PLmTokens>(&cfg),
+            decl::<LongFormRanking>(&cfg),
             decl::<CritiqueWeights>(&cfg),
             decl::<Settings>(&cfg),
             decl::<Passage>(&cfg),
@@ -56,8 +61,14 @@ mod tests {
             decl::<TreeNode>(&cfg),
             decl::<Expansion>(&cfg),
             decl::<GeneratorKind>(&cfg),
+            decl::<CachePrecision>(&cfg),
+            decl::<DummyPrefix>(&cfg),
             decl::<GeneratorInfo>(&cfg),
+            decl::<EmbedderInfo>(&cfg),
             decl::<AnswerTimings>(&cfg),
+            decl::<ClosedSetKind>(&cfg),
+            decl::<OptionScore>(&cfg),
+            decl::<ClosedSetScores>(&cfg),
             decl::<Answer>(&cfg),
             decl::<Progress>(&cfg),
             decl::<ModelRole>(&cfg),
@@ -161,6 +172,66 @@ mod tests {
             }
         }
         serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
+    }
+
+    /// Traces with every kind of generator record and embedder, as JSON rows
+    /// `{generator, embedder, line}` (`line` null where the trace records neither).
+    fn provenance_cases() -> String {
+        let local = |cache_precision, dummy_prefix| GeneratorInfo {
+            kind: GeneratorKind::Local,
+            model: "/models/selfrag_llama2_7b.q4_k_m.gguf".into(),
+            runtime: "cpu".into(),
+            url: None,
+            cache_precision,
+            dummy_prefix,
+        };
+        let server = GeneratorInfo {
+            kind: GeneratorKind::Server,
+            model: "C:\\models\\selfrag_llama2_13b.Q4_K_M.gguf".into(),
+            runtime: "llama.cpp b6800-abc1234".into(),
+            url: Some("http://gpu-box:8080".into()),
+            cache_precision: None,
+            dummy_prefix: Some(DummyPrefix::EveryFragment),
+        };
+        let embedder = |precision| EmbedderInfo {
+            model: "facebook/contriever-msmarco@abc123".into(),
+            precision,
+            device: DeviceKind::Cpu,
+        };
+        let mut generators = vec![None, Some(local(None, None)), Some(server)];
+        for cache in CachePrecision::ALL {
+            for prefix in DummyPrefix::ALL {
+                generators.push(Some(local(Some(cache), Some(prefix))));
+            }
+        }
+        let embedders = [
+            None,
+            Some(embedder(EmbedderPrecision::Int8)),
+            Some(embedder(EmbedderPrecision::F32)),
+        ];
+        let mut rows = Vec::new();
+        for generator in &generators {
+            for embedder in &embedders {
+                let mut answer = selfrag_testkit::traces::TraceBuilder::new("q").build();
+                answer.generator = generator.clone();
+                answer.embedder = embedder.clone();
+                rows.push(serde_json::json!({
+                    "generator": generator,
+                    "embedder": embedder,
+                    "line": selfrag_engine::export::provenance(&answer),
+                }));
+            }
+        }
+        serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
+    }
+
+    #[test]
+    fn the_ui_writes_the_provenance_line_the_exports_write() {
+        check_generated(
+            "src/tests/golden/provenance.json",
+            &provenance_cases(),
+            "selfrag_export::provenance",
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use selfrag_core::{CritiqueWeights, Progress, Settings};
+use selfrag_core::{ClosedSetQuestion, CritiqueWeights, Progress, Settings};
 use selfrag_engine::{
     AnswerRecord, AppStatus, DocumentInfo, EngineError, ErrorCode, ExportOptions, IndexEvent,
     JobKind,
@@ -100,14 +100,25 @@ pub async fn ask(
     state: tauri::State<'_, AppState>,
     question: String,
     settings: Settings,
+    options: Option<Vec<String>>,
     on_event: Channel<Progress>,
 ) -> Result<AnswerRecord> {
-    Ok(state
-        .engine
-        .ask(question, settings, move |p| {
-            let _ = on_event.send(p);
-        })
-        .await?)
+    let send = move |p| {
+        let _ = on_event.send(p);
+    };
+    // With answer options, a multiple-choice question: each option scored (the trace's
+    // `closedSet`).
+    match options.filter(|o| !o.is_empty()) {
+        None => Ok(state.engine.ask(question, settings, send).await?),
+        Some(options) => {
+            let question = ClosedSetQuestion::multiple_choice(&question, &options)
+                .map_err(EngineError::from)?;
+            Ok(state
+                .engine
+                .ask_closed_set(question, settings, send)
+                .await?)
+        }
+    }
 }
 
 /// Stops every running job of one kind at its next step: the question being answered (its

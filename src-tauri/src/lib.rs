@@ -31,6 +31,26 @@ pub struct AppState {
     settings: SettingsStore,
 }
 
+/// The generator numerics to run with: the `saved` ones, except where the environment fixed
+/// one for this run (`from_env`, as the engine's config read it).
+pub(crate) fn numerics_in_force(
+    saved: selfrag_engine::GeneratorNumerics,
+    from_env: selfrag_engine::GeneratorNumerics,
+) -> selfrag_engine::GeneratorNumerics {
+    selfrag_engine::GeneratorNumerics {
+        cache_precision: if selfrag_engine::settings::cache_precision_fixed_by_env() {
+            from_env.cache_precision
+        } else {
+            saved.cache_precision
+        },
+        dummy_prefix: if selfrag_engine::settings::dummy_prefix_fixed_by_env() {
+            from_env.dummy_prefix
+        } else {
+            saved.dummy_prefix
+        },
+    }
+}
+
 /// Builds and runs the app until its window closes.
 pub fn run() -> anyhow::Result<()> {
     let mut config = EngineConfig::from_env()?;
@@ -43,6 +63,15 @@ pub fn run() -> anyhow::Result<()> {
     if !selfrag_engine::settings::device_fixed_by_env() {
         config.device = settings.get().device;
     }
+    // The saved KV cache and dummy prefix, each unless SELFRAG_KV_CACHE or
+    // SELFRAG_DUMMY_PREFIX fixes it.
+    config.generator_numerics = numerics_in_force(
+        selfrag_engine::GeneratorNumerics {
+            cache_precision: settings.get().cache_precision,
+            dummy_prefix: settings.get().dummy_prefix,
+        },
+        config.generator_numerics,
+    );
     // The saved generator server, unless SELFRAG_GENERATOR_URL fixes it for this run.
     if !selfrag_engine::generator_server::generator_fixed_by_env() {
         let saved = settings.get();

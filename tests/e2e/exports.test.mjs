@@ -144,7 +144,8 @@ test("every export format from the real app, copy, and the history panel", async
     assert.equal(bib.match(/@misc\{/g)?.length, 1, bib);
     assert.match(bib, /@misc\{notesscriptalert-[0-9a-f]{8},\n/);
     assert.ok(bib.includes(`file = {${file}}`), bib);
-    assert.ok(bib.includes("note = {Cited as [1]}"));
+    // The note says where it is cited and which generator and numerics its scores came from.
+    assert.match(bib, /note = \{Cited as \[1\]\. Written on this computer \(CPU\) by tiny-selfrag\.gguf · KV cache [^}]+\},\n/, bib);
     let depth = 0;
     for (const c of bib) depth += c === "{" ? 1 : c === "}" ? -1 : 0;
     assert.equal(depth, 0, "balanced braces");

@@ -82,6 +82,7 @@ const RULES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     ("selfrag-export", "selfrag-core", ABOVE_THE_CORE),
+    ("selfrag-eval", "selfrag-core", ABOVE_THE_CORE),
     (
         "selfrag-engine",
         "selfrag-core",

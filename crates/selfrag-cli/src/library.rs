@@ -65,8 +65,13 @@ struct SearchOut {
 }
 
 /// `selfrag index PATH... [--watch]`: with no PATH, finishes an interrupted job.
-pub async fn index(mut paths: Vec<PathBuf>, watch: bool, samples: bool) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env()?)?;
+pub async fn index(mut paths: Vec<PathBuf>, watch: bool, samples: bool, exact: bool) -> Result<()> {
+    let config = EngineConfig::from_env()?;
+    let engine = Engine::new(if exact {
+        config.with_exact_numbers()
+    } else {
+        config
+    })?;
     if samples {
         paths.push(engine.write_sample_documents()?);
     }

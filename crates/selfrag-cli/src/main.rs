@@ -3,6 +3,7 @@
 
 mod concurrency;
 mod embed_agreement;
+mod eval;
 mod library;
 mod prompt;
 mod pull;
@@ -14,8 +15,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use selfrag_core::{
-    Answer, CritiqueWeights, DeviceChoice, EmbedderPrecision, GenerateRequest, RetrieveMode,
-    Settings,
+    Answer, ClosedSetQuestion, ClosedSetScores, CritiqueWeights, DeviceChoice, DummyPrefix,
+    EmbedderPrecision, GenerateRequest, LongFormRanking, PLmTokens, RetrieveMode, Settings,
 };
 use selfrag_engine::{Engine, EngineConfig, ExportFormat};
 use selfrag_models::{BertEmbedder, GgufTokenizer, LlamaGenerator, pick_device};
@@ -48,6 +49,9 @@ enum Command {
         /// new paths.
         #[arg(long, conflicts_with_all = ["paths", "samples", "watch"])]
         resume: bool,
+        /// Embed in f32 (slower), for vectors equal to PyTorch's; as `ask --exact`.
+        #[arg(long, conflicts_with = "resume")]
+        exact: bool,
     },
     /// The documents in the library.
     Library {
@@ -71,6 +75,11 @@ enum Command {
     /// Ask a question; prints the answer, or the full trace with --json.
     Ask {
         question: String,
+        /// An answer option; repeat it for each (2 to 26, labelled A, B, C…): the question is
+        /// asked as a multiple-choice one, each option scored from the candidates (the paper's
+        /// closed-set tasks), and the options are printed with their scores.
+        #[arg(long = "option", value_name = "TEXT", conflicts_with = "long_form")]
+        options: Vec<String>,
         #[arg(long)]
         json: bool,
         #[arg(long, default_value = "adaptive")]
@@ -99,6 +108,20 @@ enum Command {
         /// long form.
         #[arg(long)]
         max_tokens: Option<usize>,
+        /// Which generated tokens p_LM is taken over: all (reflection tokens and </s> included,
+        /// as the reference) or text (text tokens only). Default: all.
+        #[arg(long, value_name = "TOKENS")]
+        p_lm_tokens: Option<PLmTokens>,
+        /// Long form: how paths whose segments are of different kinds are compared:
+        /// normalised (each segment's f over the most its kind can score) or raw (the mean of
+        /// f). Default: normalised.
+        #[arg(long, value_name = "RULE")]
+        long_form_ranking: Option<LongFormRanking>,
+        /// Tokens a prompt and its continuation may take together; the oldest passages of a
+        /// long-form path are left out first. Default: 2048, the fine-tuning length; at most the
+        /// model's context counts.
+        #[arg(long, value_name = "TOKENS")]
+        prompt_budget: Option<usize>,
         /// Generate on this server instead of this computer: llama.cpp's llama-server
         /// (http://host:8080), or an OpenAI-compatible one such as vLLM (http://host:8000/v1).
         /// The GGUF file it serves must be here too, for its tokenizer (SELFRAG_GENERATOR or the
@@ -110,7 +133,13 @@ enum Command {
         /// --served-model-name). Default: SELFRAG_GENERATOR_MODEL, else the one it serves.
         #[arg(long, value_name = "NAME", requires = "generator_url")]
         generator_model: Option<String>,
+        #[command(flatten)]
+        numerics: NumericsArgs,
     },
+    /// Run a benchmark of the paper's Table 2 (PopQA, TriviaQA, PubHealth, ARC-Challenge,
+    /// ASQA) from the reference's evaluation file, over each item's own passages; prints each
+    /// item and a table beside the paper's figures (docs/EVALUATION.md).
+    Eval(eval::EvalArgs),
     /// Re-rank a saved trace with new weights, without running the model. Says on stderr when
     /// a re-run could write the answer differently.
     Rerank {
@@ -201,6 +230,9 @@ enum DebugCommand {
         /// Recognise special and reflection tokens written in TEXT (diagnostics only).
         #[arg(long)]
         parse_special: bool,
+        /// Where `▁` goes after a special token recognised in TEXT, as `ask --dummy-prefix`.
+        #[arg(long, value_name = "WHERE", default_value = "text-start")]
+        dummy_prefix: DummyPrefix,
         text: String,
     },
     /// The exact prompts a question builds (the retrieve decision's, the one without a
@@ -216,6 +248,13 @@ enum DebugCommand {
         /// New tokens reserved for the answer, as `ask --max-tokens`.
         #[arg(long)]
         max_tokens: Option<usize>,
+        /// Tokens a prompt and its continuation may take, as `ask --prompt-budget` (default
+        /// 2048; at most the model's context counts).
+        #[arg(long, value_name = "TOKENS")]
+        prompt_budget: Option<usize>,
+        /// Where the tokenizer puts `▁`, as `ask --dummy-prefix`.
+        #[arg(long, value_name = "WHERE", default_value = "text-start")]
+        dummy_prefix: DummyPrefix,
         #[arg(long)]
         json: bool,
     },
@@ -394,6 +433,34 @@ struct GenerateOutput {
     ids: Vec<Vec<u32>>,
 }
 
+/// How the generator's and the embedder's numbers are made (`ask`).
+#[derive(clap::Args)]
+struct NumericsArgs {
+    /// Exact numbers: the KV cache and the embedder in f32 (slower, more memory; a generator
+    /// server keeps its own cache). Default: SELFRAG_KV_CACHE and SELFRAG_EMBEDDER_PRECISION,
+    /// else an 8-bit cache on most CPUs and an int8 embedder.
+    #[arg(long)]
+    exact: bool,
+    /// Where the tokenizer puts SentencePiece's `▁`: text-start (as in fine-tuning) or
+    /// every-fragment (after every special token too, as the reference code's inference: to
+    /// reproduce its numbers). Default: SELFRAG_DUMMY_PREFIX, else text-start.
+    #[arg(long, value_name = "WHERE")]
+    dummy_prefix: Option<DummyPrefix>,
+}
+
+impl NumericsArgs {
+    /// `config` with these choices over the environment's.
+    fn apply(&self, mut config: EngineConfig) -> EngineConfig {
+        if let Some(dummy_prefix) = self.dummy_prefix {
+            config.generator_numerics.dummy_prefix = dummy_prefix;
+        }
+        if self.exact {
+            config = config.with_exact_numbers();
+        }
+        config
+    }
+}
+
 #[derive(clap::Args)]
 struct WeightArgs {
     #[arg(long)]
@@ -492,7 +559,8 @@ fn run(cli: Cli) -> Result<()> {
                 watch,
                 samples,
                 resume: false,
-            } => library::index(paths, watch, samples).await,
+                exact,
+            } => library::index(paths, watch, samples, exact).await,
             Command::Index { resume: true, .. } => library::resume().await,
             Command::Library { command } => library::library(command).await,
             Command::Search {
@@ -504,6 +572,7 @@ fn run(cli: Cli) -> Result<()> {
             } => library::search(query, mode, k, folder, json).await,
             Command::Ask {
                 question,
+                options,
                 json,
                 mode,
                 threshold,
@@ -514,8 +583,12 @@ fn run(cli: Cli) -> Result<()> {
                 beam,
                 max_segments,
                 max_tokens,
+                p_lm_tokens,
+                long_form_ranking,
+                prompt_budget,
                 generator_url,
                 generator_model,
+                numerics,
             } => {
                 let defaults = Settings::default();
                 let settings = Settings {
@@ -529,11 +602,15 @@ fn run(cli: Cli) -> Result<()> {
                     max_segments: max_segments.unwrap_or(defaults.max_segments),
                     max_new_tokens: max_tokens.unwrap_or(defaults.max_new_tokens),
                     max_segment_tokens: max_tokens.unwrap_or(defaults.max_segment_tokens),
+                    p_lm_tokens: p_lm_tokens.unwrap_or(defaults.p_lm_tokens),
+                    long_form_ranking: long_form_ranking.unwrap_or(defaults.long_form_ranking),
+                    prompt_budget: prompt_budget.unwrap_or(defaults.prompt_budget),
                     ..defaults
                 };
                 let server = generator_url.map(|url| (url, generator_model));
-                ask(question, settings, server, json).await
+                ask(question, options, settings, server, &numerics, json).await
             }
+            Command::Eval(args) => eval::run(args).await,
             Command::Rerank {
                 trace,
                 weights,
@@ -712,15 +789,25 @@ fn debug(command: DebugCommand) -> Result<()> {
             model,
             passage,
             max_tokens,
+            prompt_budget,
+            dummy_prefix,
             json,
-        } => return prompt::print(&question, &model, &passage, max_tokens, json),
+        } => {
+            let limits = prompt::Limits {
+                max_tokens,
+                prompt_budget,
+            };
+            return prompt::print(&question, &model, &passage, limits, dummy_prefix, json);
+        }
         DebugCommand::Tokenize {
             model,
             parse_special,
+            dummy_prefix,
             text,
         } => {
             let tokenizer = GgufTokenizer::from_gguf_file(&model)
-                .with_context(|| format!("reading the tokenizer of {}", model.display()))?;
+                .with_context(|| format!("reading the tokenizer of {}", model.display()))?
+                .with_dummy_prefix(dummy_prefix);
             let mut ids = Vec::new();
             if tokenizer.add_bos() {
                 ids.push(tokenizer.bos_id());
@@ -822,11 +909,13 @@ fn debug(command: DebugCommand) -> Result<()> {
 
 async fn ask(
     question: String,
+    options: Vec<String>,
     settings: Settings,
     server: Option<(String, Option<String>)>,
+    numerics: &NumericsArgs,
     json: bool,
 ) -> Result<()> {
-    let mut config = EngineConfig::from_env()?;
+    let mut config = numerics.apply(EngineConfig::from_env()?);
     if let Some((url, model)) = server {
         // The environment's model and key, also where SELFRAG_GENERATOR_URL is unset.
         let env = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
@@ -837,7 +926,12 @@ async fn ask(
         ));
     }
     let engine = Engine::new(config)?;
-    let record = engine.ask(question, settings, |_| {}).await?;
+    let record = if options.is_empty() {
+        engine.ask(question, settings, |_| {}).await?
+    } else {
+        let question = ClosedSetQuestion::multiple_choice(&question, &options)?;
+        engine.ask_closed_set(question, settings, |_| {}).await?
+    };
     print_answer(&record.answer, json)
 }
 
@@ -852,8 +946,38 @@ fn print_answer(answer: &Answer, json: bool) -> Result<()> {
     if json {
         write_stdout(&format!("{}\n", serde_json::to_string_pretty(answer)?))
     } else {
-        write_stdout(&format!("{}\n", answer.answer))
+        let options = answer.closed_set.as_ref().map(options_text);
+        write_stdout(&format!(
+            "{}\n{}",
+            answer.answer,
+            options.unwrap_or_default()
+        ))
     }
+}
+
+/// A closed-set answer's options, one a line with its score and the candidates that name it,
+/// the chosen one marked.
+fn options_text(scores: &ClosedSetScores) -> String {
+    let mut text =
+        String::from("\nOptions, each scored the sum of f over the candidates that name it:\n");
+    for (i, option) in scores.options.iter().enumerate() {
+        let mark = if scores.chosen == Some(i) { "*" } else { " " };
+        let named = match option.candidates.as_slice() {
+            [] => "no candidate names it".to_owned(),
+            list => {
+                let numbers: Vec<String> = list.iter().map(|c| (c + 1).to_string()).collect();
+                format!("named by candidate {}", numbers.join(", "))
+            }
+        };
+        text.push_str(&format!(
+            "{mark} {}: {}  {:.3}  ({named})\n",
+            option.label, option.text, option.score
+        ));
+    }
+    if scores.chosen.is_none() {
+        text.push_str("No candidate names an option.\n");
+    }
+    text
 }
 
 fn read_trace(path: &PathBuf) -> Result<Answer> {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use selfrag_core::{Passage, PromptBuilder, ReflectionVocab, Settings, TokenId};
+use selfrag_core::{DummyPrefix, Passage, PromptBuilder, ReflectionVocab, Settings, TokenId};
 use selfrag_models::GgufTokenizer;
 use serde::Serialize;
 
@@ -23,19 +23,32 @@ struct PromptOut {
     pieces: Vec<String>,
 }
 
-/// Prints the prompts of `question` with the passages read from `passages`.
+/// The limits `ask` would build a short answer's prompts under; `None` takes its default.
+pub struct Limits {
+    /// New tokens reserved for the answer.
+    pub max_tokens: Option<usize>,
+    /// Tokens a prompt and its continuation may take, held to the model's context.
+    pub prompt_budget: Option<usize>,
+}
+
+/// Prints the prompts of `question` with the passages read from `passages`, the dummy prefix
+/// placed as `dummy_prefix` says, within `limits` as `ask` would build them.
 pub fn print(
     question: &str,
     model: &Path,
     passages: &[PathBuf],
-    max_tokens: Option<usize>,
+    limits: Limits,
+    dummy_prefix: DummyPrefix,
     json: bool,
 ) -> Result<()> {
     let (tokenizer, context_length) = GgufTokenizer::with_context_length(model)
         .with_context(|| format!("reading the tokenizer of {}", model.display()))?;
+    let tokenizer = tokenizer.with_dummy_prefix(dummy_prefix);
     let vocab = ReflectionVocab::resolve(&tokenizer)?;
-    let budget = max_tokens.unwrap_or(Settings::default().max_new_tokens);
-    let builder = PromptBuilder::new(&tokenizer, context_length, &vocab, question, budget)?;
+    let defaults = Settings::default();
+    let budget = limits.max_tokens.unwrap_or(defaults.max_new_tokens);
+    let window = context_length.min(limits.prompt_budget.unwrap_or(defaults.prompt_budget));
+    let builder = PromptBuilder::new(&tokenizer, window, &vocab, question, budget)?;
     let piece = |id: &TokenId| tokenizer.id_to_token(*id).unwrap_or_default().to_owned();
     let mut prompts = vec![
         ("decision", None, builder.decision_point(&[])?.ids),

@@ -558,3 +558,128 @@ fn debug_prompt_shows_the_exact_prompts_and_marker_text_stays_text() {
         .unwrap());
     assert!(plain.starts_with("# decision ("), "{plain}");
 }
+
+/// Issue 47, items 6 and 7: `ask` records its numerics in the trace, `--exact` makes the KV
+/// cache and the embedder f32, and `--dummy-prefix every-fragment` is recorded; the Markdown
+/// export says which numerics the scores came from.
+#[test]
+fn ask_states_its_numerics_and_exact_and_the_reference_prefix_are_recorded() {
+    let (tmp, data, models) = indexed_library();
+    let trace = |extra: &[&str]| ask_trace(&data, &models, extra);
+    let default = trace(&[]);
+    assert_eq!(default["generator"]["dummy_prefix"], "text-start");
+    assert!(
+        default["generator"]["cache_precision"].is_string(),
+        "{}",
+        default["generator"]
+    );
+    assert!(default["embedder"]["precision"].is_string(), "{default}");
+
+    let exact = trace(&["--exact", "--dummy-prefix", "every-fragment"]);
+    assert_eq!(exact["generator"]["cache_precision"], "f32");
+    assert_eq!(exact["generator"]["dummy_prefix"], "every-fragment");
+    assert_eq!(exact["embedder"]["precision"], "f32");
+
+    let trace_path = tmp.path().join("exact.json");
+    std::fs::write(&trace_path, exact.to_string()).unwrap();
+    let md = ok(selfrag(
+        &data,
+        &models,
+        &["export", trace_path.to_str().unwrap(), "--format", "md"],
+    ));
+    assert!(
+        md.contains("KV cache f32 · space prefix after special tokens (as the reference code) · embedder f32*"),
+        "{md}"
+    );
+
+    let wrong = selfrag(&data, &models, &["ask", "Why?", "--dummy-prefix", "legacy"]);
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        stderr.contains("legacy") && stderr.contains("text-start or every-fragment"),
+        "{stderr}"
+    );
+}
+
+/// The trace of `ask` with [`ASK_JSON`]'s arguments and `extra`.
+fn ask_trace(data: &Path, models: &Path, extra: &[&str]) -> serde_json::Value {
+    let args: Vec<&str> = ASK_JSON
+        .iter()
+        .copied()
+        .chain(extra.iter().copied())
+        .collect();
+    serde_json::from_str(&ok(selfrag(data, models, &args))).unwrap()
+}
+
+/// The scoring rules of issue 47 (p_LM's tokens, long-form ranking, prompt budget) are flags
+/// of `ask`, recorded in the trace's settings; a value it does not know is named.
+#[test]
+fn ask_takes_the_scoring_rules_and_records_them_in_the_trace() {
+    let (_tmp, data, models) = indexed_library();
+    let trace = |extra: &[&str]| ask_trace(&data, &models, extra);
+    let default = trace(&[]);
+    assert_eq!(default["settings"]["p_lm_tokens"], "all");
+    assert_eq!(default["settings"]["long_form_ranking"], "normalised");
+    assert_eq!(default["settings"]["prompt_budget"], 2048);
+
+    let chosen = trace(&[
+        "--p-lm-tokens",
+        "text",
+        "--long-form-ranking",
+        "raw",
+        "--prompt-budget",
+        "1024",
+    ]);
+    assert_eq!(chosen["settings"]["p_lm_tokens"], "text");
+    assert_eq!(chosen["settings"]["long_form_ranking"], "raw");
+    assert_eq!(chosen["settings"]["prompt_budget"], 1024);
+
+    let wrong = selfrag(&data, &models, &["ask", "Why?", "--p-lm-tokens", "some"]);
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(stderr.contains("use all or text"), "{stderr}");
+    let small = selfrag(&data, &models, &["ask", "Why?", "--prompt-budget", "16"]);
+    assert!(!small.status.success());
+    let stderr = String::from_utf8_lossy(&small.stderr);
+    assert!(
+        stderr.contains("`prompt_budget` is 16") && stderr.contains("from 256 to 131072"),
+        "{stderr}"
+    );
+}
+
+/// `selfrag debug prompt --dummy-prefix every-fragment` builds the prompts the reference
+/// code's tokenizer would: a `▁` after `<paragraph>`, so the passage prompt's ids differ,
+/// while the question's, which starts the text, are the same.
+#[test]
+fn the_reference_dummy_prefix_changes_the_passage_prompt_ids() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gguf = tmp.path().join("tiny.gguf");
+    selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
+    let passage = tmp.path().join("boilers.txt");
+    std::fs::write(&passage, "Boilers heat water for radiators.").unwrap();
+    let prompts = |prefix: &str| -> serde_json::Value {
+        let out = ok(Command::new(env!("CARGO_BIN_EXE_selfrag"))
+            .args(["debug", "prompt", "What heats the water?", "--json"])
+            .args(["--dummy-prefix", prefix, "--model"])
+            .arg(&gguf)
+            .arg("--passage")
+            .arg(&passage)
+            .output()
+            .unwrap());
+        serde_json::from_str(&out).unwrap()
+    };
+    let trained = prompts("text-start");
+    let reference = prompts("every-fragment");
+    assert_eq!(
+        trained[0]["ids"], reference[0]["ids"],
+        "the decision prompt"
+    );
+    assert_ne!(trained[2]["ids"], reference[2]["ids"], "the passage prompt");
+    let after_paragraph = |prompt: &serde_json::Value| -> String {
+        let pieces = prompt["pieces"].as_array().unwrap();
+        let at = pieces.iter().position(|p| p == "<paragraph>").unwrap();
+        pieces[at + 1].as_str().unwrap().to_owned()
+    };
+    assert!(!after_paragraph(&trained[2]).starts_with('\u{2581}'));
+    assert!(after_paragraph(&reference[2]).starts_with('\u{2581}'));
+}

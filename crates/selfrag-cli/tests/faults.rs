@@ -378,6 +378,7 @@ fn documents(data: &Path, models: &Path) -> Vec<String> {
             embedder: Some(models.join("tiny-bert")),
             device: selfrag_engine::DeviceChoice::Cpu,
             embedder_precision: Default::default(),
+            generator_numerics: Default::default(),
             extract_worker: None,
             generator_server: None,
         })

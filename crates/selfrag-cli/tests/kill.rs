@@ -40,6 +40,7 @@ fn consistent_view(data: &Path, models: &Path, corpus: &Path) -> View {
             embedder: Some(models.join("tiny-bert")),
             device: selfrag_engine::DeviceChoice::Cpu,
             embedder_precision: Default::default(),
+            generator_numerics: Default::default(),
             extract_worker: None,
             generator_server: None,
         })

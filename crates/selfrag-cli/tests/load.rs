@@ -143,6 +143,7 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
         device: selfrag_engine::DeviceChoice::Cpu,
         // The real worker process, as in the app.
         embedder_precision: Default::default(),
+        generator_numerics: Default::default(),
         extract_worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_selfrag"))),
         generator_server: None,
     })

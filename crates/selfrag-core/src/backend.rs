@@ -83,7 +83,7 @@ pub trait Tokenizer {
     fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError>;
     /// Plain-text tokenization of text that directly follows a special token (a passage after
     /// `<paragraph>`): it starts with `▁` only where the model was trained that way (the
-    /// Self-RAG checkpoints were not; see `selfrag_models::DummyPrefix`).
+    /// Self-RAG checkpoints were not; see [`DummyPrefix`]).
     fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError>;
     /// Text of generated ids; special and reflection tokens are rendered as their strings.
     fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError>;
@@ -268,6 +268,137 @@ impl std::str::FromStr for EmbedderPrecision {
     }
 }
 
+/// How a local generator's KV cache holds the keys and values of the tokens it has read: the
+/// one definition the model loader, `SELFRAG_KV_CACHE`, the engine's settings, the trace and
+/// the UI share. Measured against Hugging Face on held-out f32 weights, 8 bits move next-token
+/// log-probabilities by up to 1.26e-2, f32 by 1.0e-5 (docs/ARCHITECTURE.md, "Numerics").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum CachePrecision {
+    /// 8 bits a value: blocks of 32 values, each an f16 scale and 32 signed bytes, as
+    /// llama.cpp's `q8_0` cache. The default on a CPU that reads it in vector registers, for a
+    /// model whose head size is a whole number of blocks (every Llama-2's).
+    Q8,
+    /// Half the bytes of f32; what a model whose heads are not whole blocks gets for 8 bits.
+    F16,
+    /// Exactly the values computed: the default on other CPUs and on GPUs, and the one
+    /// precision off the CPU.
+    F32,
+}
+
+impl CachePrecision {
+    /// Every precision, in the order a menu lists them.
+    pub const ALL: [Self; 3] = [Self::Q8, Self::F16, Self::F32];
+
+    /// The name a user types (`SELFRAG_KV_CACHE`, `--kv-cache`) and the settings file stores.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Q8 => "q8",
+            Self::F16 => "f16",
+            Self::F32 => "f32",
+        }
+    }
+
+    /// How a person reads it: `8-bit`, `f16`, `f32`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Q8 => "8-bit",
+            Self::F16 => "f16",
+            Self::F32 => "f32",
+        }
+    }
+}
+
+impl std::fmt::Display for CachePrecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A KV-cache precision name that is none of `q8`, `f16` or `f32`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown KV-cache precision `{0}`: choose q8, f16 or f32")]
+pub struct UnknownCachePrecision(pub String);
+
+impl std::str::FromStr for CachePrecision {
+    type Err = UnknownCachePrecision;
+
+    /// Case and surrounding spaces do not matter; llama.cpp's `q8_0` is `q8`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s.trim();
+        if name.eq_ignore_ascii_case("q8_0") {
+            return Ok(Self::Q8);
+        }
+        Self::ALL
+            .into_iter()
+            .find(|choice| choice.as_str().eq_ignore_ascii_case(name))
+            .ok_or_else(|| UnknownCachePrecision(name.to_owned()))
+    }
+}
+
+/// Where a SentencePiece tokenizer puts its dummy-prefix `▁` (only for a vocabulary with
+/// `tokenizer.ggml.add_space_prefix`): the one definition the tokenizer, the engine's settings,
+/// `SELFRAG_DUMMY_PREFIX`, the CLI's `--dummy-prefix`, the trace and the UI share.
+///
+/// The Self-RAG checkpoints were fine-tuned with transformers' slow `LlamaTokenizer` and the
+/// `"legacy": false` that Meta's Llama-2 tokenizer configuration sets, which prefixes only the
+/// start of the text ([`DummyPrefix::TextStart`], the default). llama.cpp (since May 2024, PR
+/// 7375), `legacy=True` and the fast tokenizer the reference code ran its inference through
+/// (vLLM) prefix every text fragment after a special token as well
+/// ([`DummyPrefix::EveryFragment`]): `<paragraph>▁Title` where the model was trained on
+/// `<paragraph>Title`. selfrag-models' `tests/golden/space_prefix.json` pins both against
+/// transformers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum DummyPrefix {
+    /// `▁` before the first text of a sequence only: as in fine-tuning.
+    #[default]
+    TextStart,
+    /// `▁` before the first text and before every text that follows a special token: as the
+    /// reference code's inference, for reproducing its numbers.
+    EveryFragment,
+}
+
+impl DummyPrefix {
+    /// Every choice, in the order a menu lists them.
+    pub const ALL: [Self; 2] = [Self::TextStart, Self::EveryFragment];
+
+    /// The name a user types (`--dummy-prefix`, `SELFRAG_DUMMY_PREFIX`) and the settings file
+    /// stores.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TextStart => "text-start",
+            Self::EveryFragment => "every-fragment",
+        }
+    }
+}
+
+impl std::fmt::Display for DummyPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A dummy-prefix name that is neither `text-start` nor `every-fragment`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown dummy prefix `{0}`: choose text-start or every-fragment")]
+pub struct UnknownDummyPrefix(pub String);
+
+impl std::str::FromStr for DummyPrefix {
+    type Err = UnknownDummyPrefix;
+
+    /// Case, surrounding spaces and `_` for `-` do not matter.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = s.trim().replace('_', "-");
+        Self::ALL
+            .into_iter()
+            .find(|choice| choice.as_str().eq_ignore_ascii_case(&name))
+            .ok_or_else(|| UnknownDummyPrefix(s.trim().to_owned()))
+    }
+}
+
 /// The kind of device the models were loaded on, once a choice is resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -359,6 +490,11 @@ pub fn ocr_note(confidence: f32) -> String {
 pub trait Retriever {
     /// The top `k` passages for `query`, best first.
     fn search(&mut self, query: &str, k: usize) -> Result<Vec<Passage>, BackendError>;
+    /// Which embedder made the vector of the last query searched, for the trace; `None`
+    /// before any search, and for a test double.
+    fn describe(&self) -> Option<crate::EmbedderInfo> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -402,6 +538,46 @@ mod tests {
             .unwrap_or_default();
         assert!(
             err.contains("`fp16`") && err.contains("int8 or f32"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn cache_precisions_and_dummy_prefixes_parse_their_names_and_serialise_as_them() {
+        for choice in CachePrecision::ALL {
+            assert_eq!(
+                format!(" {} ", choice.as_str().to_uppercase()).parse::<CachePrecision>(),
+                Ok(choice)
+            );
+            let json = serde_json::to_string(&choice).unwrap_or_default();
+            assert_eq!(json, format!("\"{choice}\""));
+        }
+        assert_eq!("Q8_0".parse::<CachePrecision>(), Ok(CachePrecision::Q8));
+        let err = "bf16"
+            .parse::<CachePrecision>()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("`bf16`") && err.contains("q8, f16 or f32"),
+            "{err}"
+        );
+        for choice in DummyPrefix::ALL {
+            assert_eq!(choice.as_str().parse::<DummyPrefix>(), Ok(choice));
+            let json = serde_json::to_string(&choice).unwrap_or_default();
+            assert_eq!(json, format!("\"{choice}\""));
+        }
+        assert_eq!(
+            " EVERY_FRAGMENT ".parse::<DummyPrefix>(),
+            Ok(DummyPrefix::EveryFragment)
+        );
+        let err = "legacy"
+            .parse::<DummyPrefix>()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("`legacy`") && err.contains("text-start or every-fragment"),
             "{err}"
         );
     }

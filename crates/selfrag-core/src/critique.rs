@@ -3,7 +3,7 @@
 //! recompute them from the trace alone.
 
 use crate::backend::GeneratedToken;
-use crate::settings::CritiqueWeights;
+use crate::settings::{CritiqueWeights, LongFormRanking, PLmTokens, Settings};
 use crate::trace::{
     Answer, Candidate, HardConstraint, IsRelDistribution, IsRelVerdict, IsSupDistribution,
     IsSupVerdict, IsUseDistribution, Verdicts,
@@ -138,6 +138,51 @@ pub fn segment_score(
     p_lm + evidence + weights.use_ * scores.s_use
 }
 
+/// What long form's beam search ranks a segment by (its path's rank is the mean over its
+/// segments; see [`LongFormRanking`]). `Raw`: its f. `Normalised`: its f, counting the IsSup of
+/// its evidence where a continued segment wrote none, divided by the most a segment that wrote
+/// the same kinds of token can score: `[p_LM]`, plus `w_rel + w_sup` with a passage (fresh or
+/// continued), plus `w_use` where it wrote IsUse (the model writes IsUse once, at the answer's
+/// end). Each value then lies in [−1, 1] whatever the segment's kind; 0 where that most is 0
+/// (every term switched off). Within one expansion every candidate is of one kind, so the
+/// choice among siblings is f's.
+pub fn ranking_value(candidate: &Candidate, settings: &Settings) -> f32 {
+    let weights = settings.weights;
+    match settings.long_form_ranking {
+        LongFormRanking::Raw => candidate.score,
+        LongFormRanking::Normalised => {
+            let retrieved = candidate.passage.is_some();
+            let scores = CritiqueScores::from_distributions(
+                candidate.isrel.as_ref(),
+                candidate
+                    .issup
+                    .as_ref()
+                    .or(candidate.evidence_issup.as_ref()),
+                candidate.isuse.as_ref(),
+            );
+            let f = segment_score(
+                candidate.p_lm,
+                scores,
+                weights,
+                settings.use_p_lm,
+                retrieved,
+            );
+            let p_lm = if settings.use_p_lm { 1.0 } else { 0.0 };
+            let evidence = if retrieved {
+                weights.rel + weights.sup
+            } else {
+                0.0
+            };
+            let utility = if candidate.isuse.is_some() {
+                weights.use_
+            } else {
+                0.0
+            };
+            ratio(f, p_lm + evidence + utility)
+        }
+    }
+}
+
 /// What the model's own distributions say about one generated segment.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Critique {
@@ -147,23 +192,33 @@ pub(crate) struct Critique {
     pub isuse: Option<IsUseDistribution>,
 }
 
-/// Reads p_LM and the IsRel / IsSup / IsUse distributions from a generation made with
-/// `vocab.critique_watch_ids()` as its watch list. IsRel is read only with a passage.
+/// p_LM: `exp(Σ log p / n)` over the generated tokens `over` names, 0 when there are none.
+/// The sum is in f64, as vLLM's `cumulative_logprob` is a Python float.
+pub(crate) fn p_lm(tokens: &[GeneratedToken], vocab: &ReflectionVocab, over: PLmTokens) -> f32 {
+    let counted = tokens.iter().filter(|t| match over {
+        PLmTokens::All => true,
+        PLmTokens::Text => vocab.is_text(t.id),
+    });
+    let (sum, n) = counted.fold((0.0f64, 0usize), |(sum, n), t| {
+        (sum + f64::from(t.logprob), n + 1)
+    });
+    if n == 0 {
+        0.0
+    } else {
+        (sum / n as f64).exp() as f32
+    }
+}
+
+/// Reads p_LM (over the tokens `p_lm_tokens` names) and the IsRel / IsSup / IsUse
+/// distributions from a generation made with `vocab.critique_watch_ids()` as its watch list.
+/// IsRel is read only with a passage.
 pub(crate) fn read(
     tokens: &[GeneratedToken],
     vocab: &ReflectionVocab,
     retrieved: bool,
+    p_lm_tokens: PLmTokens,
 ) -> Critique {
-    let text: Vec<f32> = tokens
-        .iter()
-        .filter(|t| vocab.is_text(t.id))
-        .map(|t| t.logprob)
-        .collect();
-    let p_lm = if text.is_empty() {
-        0.0
-    } else {
-        (text.iter().sum::<f32>() / text.len() as f32).exp()
-    };
+    let p_lm = p_lm(tokens, vocab, p_lm_tokens);
     // A watched vector shorter than the watch list is a backend fault; treating the gap as
     // "no distribution" (score 0) is the safe reading, never a sentinel like -100.
     let watched = |token: &GeneratedToken| -> Option<[f32; watch::LEN]> {
@@ -204,6 +259,11 @@ pub(crate) fn read(
 }
 
 impl Candidate {
+    /// What long form's beam search ranks it by under `settings` ([`ranking_value`]).
+    pub(crate) fn ranking_value(&self, settings: &Settings) -> f32 {
+        ranking_value(self, settings)
+    }
+
     /// Recomputes s_rel, s_sup, s_use and f from the stored distributions and p_LM.
     pub(crate) fn rescore(&mut self, weights: CritiqueWeights, use_p_lm: bool) {
         let scores = CritiqueScores::from_distributions(
@@ -354,6 +414,7 @@ mod tests {
             score: 0.0,
             ends_answer: false,
             continued: false,
+            evidence_issup: None,
             passages_dropped: 0,
             violates: Vec::new(),
             verdicts: Verdicts::default(),

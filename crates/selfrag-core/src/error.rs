@@ -21,9 +21,10 @@ pub enum SelfRagError {
         "the model's vocabulary lacks the Self-RAG reflection tokens {missing:?}; load a Self-RAG model such as selfrag/selfrag_llama2_7b"
     )]
     MissingReflectionTokens { missing: Vec<String> },
-    /// Even without passage text the prompt does not fit the model's context.
+    /// Even without passage text the prompt does not fit the prompt budget (the setting
+    /// `prompt_budget`, held to the model's context) less the new-token limit.
     #[error(
-        "the prompt needs {tokens} tokens but only {limit} fit in the model's context; shorten the question or lower the new-token limit"
+        "the prompt needs {tokens} tokens but only {limit} fit in the prompt budget (the setting `prompt_budget`, at most the model's context) after the new-token limit; shorten the question, raise `prompt_budget` or lower the new-token limit"
     )]
     PromptTooLong { tokens: usize, limit: usize },
     /// A setting is out of its range (from a settings file, the page or the command line).

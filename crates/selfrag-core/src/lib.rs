@@ -14,9 +14,12 @@
 //! - [`Settings`]: mode, δ, K, weights, limits, with the paper's defaults.
 //! - [`answer`]: runs Self-RAG for one question and returns an [`Answer`], the JSON trace.
 //! - [`rerank`]: applies new weights / constraints to a stored [`Answer`].
+//! - [`answer_closed_set`]: a question with answer options ([`ClosedSetQuestion`]), each option
+//!   scored from the candidates into [`Answer::closed_set`] (paper appendix B.2).
 //! - [`Progress`]: events emitted while [`answer`] runs; a [`Cancel`] check stops it between steps.
 
 pub mod backend;
+pub mod closed_set;
 mod critique;
 mod error;
 mod long_form;
@@ -30,20 +33,25 @@ pub mod trace;
 mod vocab;
 
 pub use backend::{
-    BackendError, BatchTiming, DeviceChoice, DeviceKind, EmbedderPrecision, GenerateRequest,
-    GeneratedToken, Generation, Generator, ModelRole, Passage, Retriever, StopReason, TokenId,
-    Tokenizer, UnknownDevice, UnknownPrecision, ocr_note,
+    BackendError, BatchTiming, CachePrecision, DeviceChoice, DeviceKind, DummyPrefix,
+    EmbedderPrecision, GenerateRequest, GeneratedToken, Generation, Generator, ModelRole, Passage,
+    Retriever, StopReason, TokenId, Tokenizer, UnknownCachePrecision, UnknownDevice,
+    UnknownDummyPrefix, UnknownPrecision, ocr_note,
 };
-pub use critique::{CritiqueScores, segment_score};
+pub use closed_set::{
+    AnswerOption, ClosedSetKind, ClosedSetQuestion, ClosedSetScores, OptionScore, Question,
+    answer_closed_set,
+};
+pub use critique::{CritiqueScores, ranking_value, segment_score};
 pub use error::SelfRagError;
 pub use progress::{Cancel, Progress};
-pub use prompt::{Prompt, PromptBuilder, WrittenSegment};
+pub use prompt::{Instruction, Prompt, PromptBuilder, WrittenSegment};
 pub use rerank::{Reranked, rerank};
-pub use settings::{CritiqueWeights, RetrieveMode, Settings};
+pub use settings::{CritiqueWeights, LongFormRanking, PLmTokens, RetrieveMode, Settings};
 pub use trace::{
-    Answer, AnswerTimings, Candidate, Expansion, GeneratorInfo, GeneratorKind, HardConstraint,
-    IsRelDistribution, IsRelVerdict, IsSupDistribution, IsSupVerdict, IsUseDistribution,
-    RetrieveDecision, Segment, TreeNode, Verdicts,
+    Answer, AnswerTimings, Candidate, EmbedderInfo, Expansion, GeneratorInfo, GeneratorKind,
+    HardConstraint, IsRelDistribution, IsRelVerdict, IsSupDistribution, IsSupVerdict,
+    IsUseDistribution, RetrieveDecision, Segment, TreeNode, Verdicts,
 };
 pub use vocab::{REFLECTION_TOKENS, ReflectionVocab, TokenGroup};
 
@@ -63,10 +71,33 @@ pub fn answer(
     on_progress: &mut dyn FnMut(Progress),
     cancel: &dyn Cancel,
 ) -> Result<Answer, SelfRagError> {
+    answer_instruction(
+        question,
+        &Instruction::question(question.trim()),
+        settings,
+        generator,
+        retriever,
+        on_progress,
+        cancel,
+    )
+}
+
+/// [`answer`] with the prompt's instruction given apart from `question` (what is searched
+/// for and recorded): a layout of this crate's own, such as a closed-set question's.
+pub(crate) fn answer_instruction(
+    question: &str,
+    instruction: &Instruction,
+    settings: &Settings,
+    generator: &mut dyn Generator,
+    retriever: &mut dyn Retriever,
+    on_progress: &mut dyn FnMut(Progress),
+    cancel: &dyn Cancel,
+) -> Result<Answer, SelfRagError> {
     settings.validate()?;
     let started = std::time::Instant::now();
     let answer = run::RunContext::new(
         question,
+        instruction,
         settings,
         generator,
         retriever,
@@ -85,6 +116,8 @@ pub fn answer(
             Err(SelfRagError::Cancelled)
         }
         Ok(mut answer) => {
+            // Asked once the run is over: the embedder of the queries it searched, if any.
+            answer.embedder = retriever.describe();
             // The last check of every generator's numbers, whatever it checked itself.
             if let Some(what) = answer.non_finite_score() {
                 let generator = answer.generator.as_ref().map_or_else(

@@ -1,6 +1,7 @@
 //! Long form (SELFRAG.md step 8): segment-level beam search. Each of the B beams decides
 //! retrieval at its segment boundary, expands into one candidate per passage (one batch per
-//! beam), and the B paths with the best mean segment score survive. A beam's prompt holds
+//! beam), and the B paths with the best mean segment score survive (segments of different
+//! kinds compared as `Settings::long_form_ranking` says). A beam's prompt holds
 //! only its own path, exactly as the model read and wrote it (passages included, as in
 //! training, while the context allows), so siblings never read each other's text. Every
 //! expansion is kept in the trace (`Answer::expansions`) for re-rank to replay.
@@ -34,7 +35,8 @@ struct Beam {
 }
 
 impl Beam {
-    /// Mean segment score: the beam search's ranking, so long paths are not favoured.
+    /// Mean of its segments' ranking values (f, or f over the most its kind can score: see
+    /// [`LongFormRanking`]): the beam search's ranking, so long paths are not favoured.
     fn mean(&self) -> f32 {
         if self.segments.is_empty() {
             0.0
@@ -60,11 +62,11 @@ pub(crate) fn run(ctx: RunContext<'_>) -> Result<Answer, SelfRagError> {
     let settings = ctx.settings;
     let question = ctx.question;
     let described = ctx.generator.describe();
-    let prompts = PromptBuilder::new(
+    let prompts = PromptBuilder::for_instruction(
         ctx.generator.tokenizer(),
-        ctx.generator.context_length(),
+        ctx.prompt_window(),
         &ctx.vocab,
-        question,
+        ctx.instruction,
         settings.max_segment_tokens,
     )?;
     let request = GenerateRequest {
@@ -150,8 +152,10 @@ pub(crate) fn run(ctx: RunContext<'_>) -> Result<Answer, SelfRagError> {
         expansions: run.tree,
         answer: String::new(),
         generator: described,
+        embedder: None,
         cut_short,
         timings: None,
+        closed_set: None,
     };
     answer.passages = keep_used_passages(run.pool, &mut answer);
     let started = std::time::Instant::now();
@@ -194,15 +198,19 @@ impl Run<'_> {
             .into_iter()
             .unzip();
         if decision.is_none() {
-            let judged = beam
+            // The segment it continues: its IsRel is carried, as the model does not judge a
+            // passage twice; its IsSup (the last one given on this passage along the path) is
+            // kept beside the candidate's own for the ranking to count.
+            let evidence = beam
                 .segments
                 .last()
-                .and_then(|s| s.candidates.get(s.chosen))
-                .and_then(|c| c.isrel);
+                .and_then(|s| s.candidates.get(s.chosen));
+            let settings = self.ctx.settings;
             for candidate in &mut candidates {
                 candidate.continued = true;
-                candidate.isrel = judged;
-                candidate.rescore(self.ctx.settings.weights, self.ctx.settings.use_p_lm);
+                candidate.isrel = evidence.and_then(|c| c.isrel);
+                candidate.evidence_issup = evidence.and_then(|c| c.issup.or(c.evidence_issup));
+                candidate.rescore(settings.weights, settings.use_p_lm);
             }
         }
 
@@ -318,7 +326,7 @@ impl Run<'_> {
         child.continues = generation.stop == StopReason::StopToken
             && last == Some(self.ctx.vocab.continue_evidence);
         child.finished = chosen.ends_answer || chosen.text.is_empty();
-        child.score_sum += chosen.score;
+        child.score_sum += chosen.ranking_value(self.ctx.settings);
         child.node = Some(node);
         child.segments.push(Segment {
             text: String::new(),

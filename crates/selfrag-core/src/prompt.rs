@@ -24,6 +24,30 @@ pub struct PromptBuilder {
     limit: usize,
 }
 
+/// The text of a prompt's instruction section, with no section marker a person or a document
+/// wrote: a question with its markers defused ([`Instruction::question`]), or a layout of this
+/// crate's own whose person-written parts were defused and whose own markers are trusted (the
+/// reference's `### Input:` in a multiple-choice question, see `closed_set`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instruction(String);
+
+impl Instruction {
+    /// A person's question as the instruction: every section marker in it defused.
+    pub fn question(question: &str) -> Self {
+        Self(defuse_markers(question).into_owned())
+    }
+
+    /// A layout built by this crate from parts it has defused itself.
+    pub(crate) fn laid_out(text: String) -> Self {
+        Self(text)
+    }
+
+    /// The instruction as the model reads it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 impl PromptBuilder {
     /// Tokenizes the instruction for `question` with the model's `tokenizer`, reserving
     /// `generation_budget` tokens of its `context_length` for the continuation. Fails if the
@@ -35,12 +59,29 @@ impl PromptBuilder {
         question: &str,
         generation_budget: usize,
     ) -> Result<Self, SelfRagError> {
+        Self::for_instruction(
+            tokenizer,
+            context_length,
+            vocab,
+            &Instruction::question(question),
+            generation_budget,
+        )
+    }
+
+    /// As [`PromptBuilder::new`], for an instruction already free of untrusted markers.
+    pub fn for_instruction(
+        tokenizer: &dyn Tokenizer,
+        context_length: usize,
+        vocab: &ReflectionVocab,
+        instruction: &Instruction,
+        generation_budget: usize,
+    ) -> Result<Self, SelfRagError> {
         let mut head = vec![tokenizer.bos_id()];
         head.extend(tokenize(
             tokenizer,
             &format!(
                 "### Instruction:\n{}\n\n### Response:\n",
-                defuse_markers(question)
+                instruction.as_str()
             ),
         )?);
         let builder = Self {

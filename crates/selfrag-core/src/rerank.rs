@@ -85,6 +85,7 @@ pub fn rerank(answer: &Answer, weights: CritiqueWeights, hard_constraints: bool)
         }
     }
     out.assemble();
+    out.closed_set = out.closed_set.as_ref().map(|scores| scores.rescored(&out));
     Reranked {
         answer: out,
         unexplored_segment,
@@ -141,7 +142,7 @@ impl ReplayBeam {
 
 /// The long-form beam search (`long_form::run`) over `tree` instead of the model, with
 /// `answer`'s settings and candidates already rescored: the same expansion order, the same
-/// hard constraints, the same stable ranking by mean segment score, so that with the trace's
+/// hard constraints, the same stable ranking by mean ranking value, so that with the trace's
 /// own settings it keeps the trace's path. A beam whose expansion the tree lacks ends there,
 /// and the first segment a re-run would write for it is noted (`path_end`, the end of a
 /// trace that kept only its path, is where that run ended, not a branch left unexpanded).
@@ -179,7 +180,7 @@ fn replay(tree: &[Expansion], answer: &Answer, path_end: Option<TreeNode>) -> Re
                     expansion: index,
                     candidate: i,
                 });
-                child.score_sum += candidate.score;
+                child.score_sum += candidate.ranking_value(settings);
                 child.finished = candidate.ends_answer || candidate.text.is_empty();
                 next.push(child);
             }

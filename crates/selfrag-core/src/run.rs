@@ -8,14 +8,17 @@ use std::time::Instant;
 use crate::backend::{BatchTiming, Generator, Retriever};
 use crate::error::SelfRagError;
 use crate::progress::{self, Cancel, Progress};
+use crate::prompt::Instruction;
 use crate::settings::Settings;
 use crate::trace::AnswerTimings;
 use crate::vocab::ReflectionVocab;
 
 /// What one run of [`crate::answer`] shares across its steps.
 pub(crate) struct RunContext<'a> {
-    /// The question, trimmed and not empty.
+    /// The question, trimmed and not empty: what is searched for and recorded.
     pub(crate) question: &'a str,
+    /// What the prompt's instruction section holds (the question, its markers defused).
+    pub(crate) instruction: &'a Instruction,
     pub(crate) settings: &'a Settings,
     pub(crate) generator: &'a mut dyn Generator,
     pub(crate) retriever: &'a mut dyn Retriever,
@@ -34,6 +37,7 @@ impl<'a> RunContext<'a> {
     /// resolves the generator's reflection vocabulary.
     pub(crate) fn new(
         question: &'a str,
+        instruction: &'a Instruction,
         settings: &'a Settings,
         generator: &'a mut dyn Generator,
         retriever: &'a mut dyn Retriever,
@@ -48,6 +52,7 @@ impl<'a> RunContext<'a> {
         let vocab = ReflectionVocab::resolve(generator.tokenizer())?;
         Ok(Self {
             question,
+            instruction,
             settings,
             generator,
             retriever,
@@ -84,6 +89,14 @@ impl<'a> RunContext<'a> {
             }
             None => self.generation_split = false,
         }
+    }
+
+    /// Most tokens a prompt and its continuation may take: the prompt budget, held to the
+    /// model's context.
+    pub(crate) fn prompt_window(&self) -> usize {
+        self.generator
+            .context_length()
+            .min(self.settings.prompt_budget)
     }
 
     /// `Cancelled` once the run's cancel flag is set.

@@ -16,11 +16,11 @@ use crate::vocab::ReflectionVocab;
 pub(crate) fn run(mut run: RunContext<'_>) -> Result<Answer, SelfRagError> {
     let settings = run.settings;
     let question = run.question;
-    let prompts = PromptBuilder::new(
+    let prompts = PromptBuilder::for_instruction(
         run.generator.tokenizer(),
-        run.generator.context_length(),
+        run.prompt_window(),
         &run.vocab,
-        question,
+        run.instruction,
         settings.max_new_tokens,
     )?;
 
@@ -77,8 +77,10 @@ pub(crate) fn run(mut run: RunContext<'_>) -> Result<Answer, SelfRagError> {
         expansions: Vec::new(),
         answer: String::new(),
         generator: run.generator.describe(),
+        embedder: None,
         cut_short: None,
         timings: None,
+        closed_set: None,
     };
     answer.assemble();
     run.time(started, |t| &mut t.critique_seconds);
@@ -260,7 +262,12 @@ fn build_candidate(
     settings: &Settings,
 ) -> Result<Candidate, SelfRagError> {
     let ids: Vec<TokenId> = generation.tokens.iter().map(|t| t.id).collect();
-    let critique = critique::read(&generation.tokens, vocab, passage.is_some());
+    let critique = critique::read(
+        &generation.tokens,
+        vocab,
+        passage.is_some(),
+        settings.p_lm_tokens,
+    );
     let decode = |ids: &[TokenId]| {
         generator
             .tokenizer()
@@ -281,6 +288,7 @@ fn build_candidate(
         score: 0.0,
         ends_answer: generation.stop == StopReason::EndOfSequence,
         continued: false,
+        evidence_issup: None,
         passages_dropped: 0,
         violates: Vec::new(),
         verdicts: Verdicts::default(),

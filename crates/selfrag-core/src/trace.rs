@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::Passage;
+use crate::backend::{CachePrecision, DeviceKind, DummyPrefix, EmbedderPrecision, Passage};
 use crate::settings::Settings;
 
 /// The retrieve decision at the start of the answer.
@@ -96,7 +96,8 @@ pub struct Candidate {
     /// The raw generated text, reflection tokens included (for the inspector).
     #[serde(default)]
     pub raw: String,
-    /// exp(mean log p) of the segment's text tokens.
+    /// p_LM: exp(mean log p) over the generated tokens the trace's `settings.p_lm_tokens`
+    /// names (every token, or the text tokens only).
     pub p_lm: f32,
     pub isrel: Option<IsRelDistribution>,
     pub issup: Option<IsSupDistribution>,
@@ -117,8 +118,17 @@ pub struct Candidate {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[cfg_attr(feature = "typescript", ts(type = "boolean | undefined"))]
     pub continued: bool,
+    /// Continued segments only: the IsSup last given on the passage it reads on, along its
+    /// path. The model never writes IsSup after `[Continue to Use Evidence]` in its training
+    /// data, so long form ranked `normalised` counts this one where the segment wrote none.
+    /// It is not this segment's own judgement: `issup`, its badge and `score` (f) do not
+    /// include it. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub evidence_issup: Option<IsSupDistribution>,
     /// Passages of earlier segments left out of its prompt, oldest first, because the whole
-    /// path did not fit the context (long form). Their `[Retrieval]` tokens and every
+    /// path did not fit the prompt budget (`settings.prompt_budget`, held to the model's
+    /// context; long form). Their `[Retrieval]` tokens and every
     /// reflection token stay. Absent when 0: the prompt held the path exactly as the model
     /// wrote it, passages included, as in training.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -244,6 +254,29 @@ pub struct GeneratorInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub url: Option<String>,
+    /// How the KV cache held keys and values: the precision in force locally; `None` on a
+    /// server (which keeps its own, unknown here) and in traces saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub cache_precision: Option<CachePrecision>,
+    /// Where the prompts' tokenizer put SentencePiece's dummy-prefix `▁` (prompts travel to a
+    /// server as ids from the same tokenizer); `None` in traces saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub dummy_prefix: Option<DummyPrefix>,
+}
+
+/// Which embedder made the query's vector that retrieval searched with: recorded in the trace,
+/// so that a saved answer says which numerics its passages were found with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub struct EmbedderInfo {
+    /// The model: its Hugging Face repository and revision, or its folder.
+    pub model: String,
+    /// The precision it multiplied in (int8 only where asked for and the CPU runs it).
+    pub precision: EmbedderPrecision,
+    /// The device it ran on.
+    pub device: DeviceKind,
 }
 
 /// Where the time of an answer went, in seconds, each step summed over the answer (long form
@@ -302,6 +335,9 @@ impl AnswerTimings {
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct Answer {
     pub question: String,
+    /// The settings it was written under. A setting added after the trace was saved reads as
+    /// the rule it was written under (see `settings::deserialize_recorded`).
+    #[serde(deserialize_with = "crate::settings::deserialize_recorded")]
     pub settings: Settings,
     pub retrieve: RetrieveDecision,
     /// The passages the answer read, in citation order first, then the unused ones.
@@ -319,6 +355,11 @@ pub struct Answer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub generator: Option<GeneratorInfo>,
+    /// The embedder that made the query's vector; absent where no query was searched, and in
+    /// traces saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub embedder: Option<EmbedderInfo>,
     /// Why the answer stops early: the generator failed (a server that stopped answering) after
     /// the segments kept here, which are complete and scored. `None` for a finished answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,6 +370,11 @@ pub struct Answer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub timings: Option<AnswerTimings>,
+    /// A closed-set question's options with their scores (see [`crate::closed_set`]); absent
+    /// for an open question, and in traces saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub closed_set: Option<crate::closed_set::ClosedSetScores>,
 }
 
 impl Candidate {

@@ -1,11 +1,12 @@
 //! Where the engine keeps its data and finds its models: platform directories by default,
 //! overridden by `SELFRAG_DATA_DIR`, `SELFRAG_GENERATOR` and `SELFRAG_EMBEDDER`; a generator
 //! server by `SELFRAG_GENERATOR_URL` (with `SELFRAG_GENERATOR_API_KEY`); the device and the
-//! embedder's precision by `SELFRAG_DEVICE` and `SELFRAG_EMBEDDER_PRECISION`.
+//! embedder's precision by `SELFRAG_DEVICE` and `SELFRAG_EMBEDDER_PRECISION`; the generator's
+//! KV cache and dummy prefix by `SELFRAG_KV_CACHE` and `SELFRAG_DUMMY_PREFIX`.
 
 use std::path::PathBuf;
 
-use selfrag_core::{DeviceChoice, EmbedderPrecision};
+use selfrag_core::{CachePrecision, DeviceChoice, DummyPrefix, EmbedderPrecision};
 
 use crate::EngineError;
 
@@ -22,6 +23,9 @@ pub struct EngineConfig {
     pub device: DeviceChoice,
     /// How the embedder multiplies on the CPU (`SELFRAG_EMBEDDER_PRECISION`, else int8).
     pub embedder_precision: EmbedderPrecision,
+    /// The generator's KV cache and dummy prefix (`SELFRAG_KV_CACHE`, `SELFRAG_DUMMY_PREFIX`,
+    /// else the device's default cache and the prefix of fine-tuning).
+    pub generator_numerics: GeneratorNumerics,
     /// The executable documents are parsed in (run as `EXE --selfrag-extract-worker PATH`, see
     /// `selfrag_index::worker`); by default this very program. `None` parses in this process,
     /// where a parser crash takes the process down: only for tests.
@@ -30,6 +34,18 @@ pub struct EngineConfig {
     /// generator. The GGUF file (`generator`, or the default one found in the HF cache) still
     /// gives the tokenizer.
     pub generator_server: Option<selfrag_remote::ServerConfig>,
+}
+
+/// How the generator's numbers are made, where a person may choose: its KV cache's precision
+/// and where its tokenizer puts the dummy prefix. Both are recorded in every answer's trace
+/// (`GeneratorInfo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GeneratorNumerics {
+    /// The local generator's KV cache; `None`: the device's default (8-bit on most CPUs, f32
+    /// on GPUs). A server keeps its own.
+    pub cache_precision: Option<CachePrecision>,
+    /// Where the prompts' dummy prefix goes, locally and for a server (prompts travel as ids).
+    pub dummy_prefix: DummyPrefix,
 }
 
 impl EngineConfig {
@@ -50,6 +66,10 @@ impl EngineConfig {
             embedder: non_empty_var("SELFRAG_EMBEDDER").map(PathBuf::from),
             device: device_from_env()?,
             embedder_precision: embedder_precision_from_env()?,
+            generator_numerics: GeneratorNumerics {
+                cache_precision: cache_precision_from_env()?,
+                dummy_prefix: dummy_prefix_from_env()?,
+            },
             // Both binaries (the app and `selfrag`) start as a worker when asked to.
             extract_worker: std::env::current_exe().ok(),
             generator_server: non_empty_var("SELFRAG_GENERATOR_URL").map(|url| {
@@ -61,6 +81,16 @@ impl EngineConfig {
                 )
             }),
         })
+    }
+
+    /// This configuration with exact numbers: the local generator's KV cache and the embedder
+    /// in f32 (slower, more memory), whatever the environment says. A generator server keeps
+    /// its own cache.
+    #[must_use]
+    pub fn with_exact_numbers(mut self) -> Self {
+        self.embedder_precision = EmbedderPrecision::F32;
+        self.generator_numerics.cache_precision = Some(CachePrecision::F32);
+        self
     }
 
     /// The LanceDB library directory.
@@ -98,6 +128,34 @@ fn embedder_precision_from_env() -> Result<EmbedderPrecision, EngineError> {
         message:
             "SELFRAG_EMBEDDER_PRECISION names no precision: set it to int8 or f32, or unset it"
                 .to_owned(),
+    })
+}
+
+/// `SELFRAG_KV_CACHE` parsed; unset or empty is the device's default (`None`).
+fn cache_precision_from_env() -> Result<Option<CachePrecision>, EngineError> {
+    let Some(value) = non_empty_var(selfrag_models::KV_CACHE_ENV) else {
+        return Ok(None);
+    };
+    let value = value.to_string_lossy();
+    value.parse().map(Some).map_err(|_| EngineError::Device {
+        choice: format!("SELFRAG_KV_CACHE={}", value.trim()),
+        message:
+            "SELFRAG_KV_CACHE names no KV-cache precision: set it to q8, f16 or f32, or unset it"
+                .to_owned(),
+    })
+}
+
+/// `SELFRAG_DUMMY_PREFIX` parsed; unset or empty is the prefix of fine-tuning (`text-start`).
+fn dummy_prefix_from_env() -> Result<DummyPrefix, EngineError> {
+    let Some(value) = non_empty_var(crate::settings::DUMMY_PREFIX_ENV) else {
+        return Ok(DummyPrefix::default());
+    };
+    let value = value.to_string_lossy();
+    value.parse().map_err(|_| EngineError::Device {
+        choice: format!("SELFRAG_DUMMY_PREFIX={}", value.trim()),
+        message: "SELFRAG_DUMMY_PREFIX names no dummy prefix: set it to text-start (as in \
+                  fine-tuning) or every-fragment (as the reference code's inference), or unset it"
+            .to_owned(),
     })
 }
 

@@ -6,15 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use selfrag_core::{
-    Answer, CritiqueWeights, DeviceChoice, EmbedderPrecision, Generator, Progress, Settings,
+    Answer, ClosedSetQuestion, CritiqueWeights, DeviceChoice, EmbedderPrecision, Generator,
+    Passage, Progress, Question, Retriever, Settings,
 };
 use selfrag_index::{Extractor, IndexError, Library, PassageEmbedder};
 use tokio::sync::OnceCell;
 
+use crate::config::GeneratorNumerics;
 use crate::history::History;
 use crate::history::SavedAnswer;
 use crate::model_thread::{ModelPaths, ModelThread};
-use crate::retriever::LibraryRetriever;
+use crate::retriever::{GivenPassages, LibraryRetriever};
 use crate::status::{AppStatus, DeviceStatus, DocumentInfo, ModelRole, ModelStatus};
 use crate::{AnswerRecord, EngineConfig, EngineError, ExportOptions, HistoryEntry};
 
@@ -33,6 +35,9 @@ pub struct Engine {
     /// The embedder's precision in force (`config.embedder_precision` until
     /// [`Engine::set_embedder_precision`]).
     embedder_precision: std::sync::Mutex<EmbedderPrecision>,
+    /// The generator's KV cache and dummy prefix in force (`config.generator_numerics` until
+    /// [`Engine::set_generator_numerics`]).
+    generator_numerics: std::sync::Mutex<GeneratorNumerics>,
     /// The generator server in use, if any (see `generator_server.rs`).
     pub(crate) server: std::sync::Mutex<crate::generator_server::ServerSlot>,
     /// What runs now and how to stop it; the indexing lock; the watcher's restart signal.
@@ -59,6 +64,7 @@ impl Engine {
             history: History::new(config.history_dir()),
             device: std::sync::Mutex::new(config.device),
             embedder_precision: std::sync::Mutex::new(config.embedder_precision),
+            generator_numerics: std::sync::Mutex::new(config.generator_numerics),
             server: std::sync::Mutex::new(crate::generator_server::ServerSlot::new(
                 config.generator_server.clone(),
             )),
@@ -96,6 +102,7 @@ impl Engine {
 
     /// The device chosen, the one in use, and the ones this build offers.
     pub fn device_status(&self) -> DeviceStatus {
+        let numerics = self.generator_numerics();
         DeviceStatus {
             chosen: *self.device_lock(),
             in_use: self.models.device_in_use(),
@@ -107,7 +114,30 @@ impl Engine {
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
             int8_available: selfrag_models::int8_embedder_available(),
             precision_fixed_by_env: crate::settings::embedder_precision_fixed_by_env(),
+            cache_precision: numerics.cache_precision,
+            cache_precision_fixed_by_env: crate::settings::cache_precision_fixed_by_env(),
+            dummy_prefix: numerics.dummy_prefix,
+            dummy_prefix_fixed_by_env: crate::settings::dummy_prefix_fixed_by_env(),
         }
+    }
+
+    /// The generator's KV cache and dummy prefix in force.
+    pub fn generator_numerics(&self) -> GeneratorNumerics {
+        *self
+            .generator_numerics
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps the local generator's KV cache and places the prompts' dummy prefix as `numerics`
+    /// says from the next answer on; an answer being written keeps those it began with. A
+    /// loaded generator is changed in place, not reloaded; a server's answers take the dummy
+    /// prefix and keep their own cache. Every answer's trace records both.
+    pub fn set_generator_numerics(&self, numerics: GeneratorNumerics) {
+        *self
+            .generator_numerics
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = numerics;
     }
 
     /// Embeds in `precision` from the next embedding on; a loaded embedder is dropped and
@@ -205,22 +235,73 @@ impl Engine {
         settings: Settings,
         on_progress: impl Fn(Progress) + Send + 'static,
     ) -> Result<AnswerRecord, EngineError> {
+        let answer = self
+            .answer_question(Question::Open(question), None, settings, on_progress)
+            .await?;
+        Ok(self.keep(SavedAnswer::new(new_answer_id(), answer)))
+    }
+
+    /// Answers a question with answer options as [`Engine::ask`] answers any question, each
+    /// option scored from the candidates into the trace's `closed_set` (selfrag-core's
+    /// `closed_set`: the paper's appendix B.2). Long form is refused.
+    pub async fn ask_closed_set(
+        &self,
+        question: ClosedSetQuestion,
+        settings: Settings,
+        on_progress: impl Fn(Progress) + Send + 'static,
+    ) -> Result<AnswerRecord, EngineError> {
+        let answer = self
+            .answer_question(Question::ClosedSet(question), None, settings, on_progress)
+            .await?;
+        Ok(self.keep(SavedAnswer::new(new_answer_id(), answer)))
+    }
+
+    /// Answers `question` with the generator [`Engine::ask`] uses, over `passages` instead of
+    /// the library (the top K in the order given, whatever the query), and saves nothing: for
+    /// evaluation data that comes with its retrieved passages (`selfrag eval`).
+    pub async fn answer_over_passages(
+        &self,
+        question: Question,
+        passages: Vec<Passage>,
+        settings: Settings,
+    ) -> Result<Answer, EngineError> {
+        self.answer_question(question, Some(passages), settings, |_| {})
+            .await
+    }
+
+    /// One Self-RAG run on this computer's generator or the server, over the library or over
+    /// `given` passages.
+    async fn answer_question(
+        &self,
+        question: Question,
+        given: Option<Vec<Passage>>,
+        settings: Settings,
+        on_progress: impl Fn(Progress) + Send + 'static,
+    ) -> Result<Answer, EngineError> {
         let job = self.jobs.start(crate::JobKind::Answer);
         let cancel = job.flag().clone();
         // The local generator opens first: where the library is not open yet, the embedder it
         // opens with loads beside the generator (`ModelThread`), not after it.
         let local = match self.server_config() {
             Some(_) => None,
-            None => Some(self.models.open_generator(cancel.clone()).await?),
+            None => Some(
+                self.models
+                    .open_generator(cancel.clone(), self.generator_numerics())
+                    .await?,
+            ),
         };
         // Without an embedder the library cannot open; Self-RAG can still answer without it.
-        let library = self.library().await.ok();
+        let library = match given {
+            Some(_) => None,
+            None => self.library().await.ok(),
+        };
         let run = SelfRagRun {
             question,
             settings,
             on_progress: Box::new(on_progress),
             cancel: cancel.clone(),
             library,
+            given,
         };
         let answer = if let Some(generator) = local {
             let load_seconds = generator.load_seconds();
@@ -233,7 +314,7 @@ impl Engine {
         } else {
             self.ask_server(run).await?
         };
-        Ok(self.keep(SavedAnswer::new(new_answer_id(), answer)))
+        Ok(answer)
     }
 
     /// Runs `run` with `generator` on a blocking thread of its own: the local generator's
@@ -245,18 +326,21 @@ impl Engine {
         mut generator: G,
         run: SelfRagRun,
     ) -> Result<(G, Result<Answer, EngineError>), EngineError> {
-        let mut retriever = LibraryRetriever {
-            models: self.models.clone(),
-            library: run.library,
-            runtime: tokio::runtime::Handle::current(),
+        let mut retriever: Box<dyn Retriever + Send> = match run.given {
+            Some(passages) => Box::new(GivenPassages(passages)),
+            None => Box::new(LibraryRetriever {
+                models: self.models.clone(),
+                library: run.library,
+                runtime: tokio::runtime::Handle::current(),
+                embedded_with: None,
+            }),
         };
         tokio::task::spawn_blocking(move || {
             let mut on_progress = run.on_progress;
-            let answer = selfrag_core::answer(
-                &run.question,
+            let answer = run.question.answer(
                 &run.settings,
                 &mut generator,
-                &mut retriever,
+                &mut *retriever,
                 &mut on_progress,
                 run.cancel.as_ref(),
             );
@@ -358,17 +442,20 @@ impl PassageEmbedder for ThreadEmbedder {
         let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
         self.models
             .embed_blocking(texts, crate::model_thread::EmbedFor::Indexing)
+            .map(|embedded| embedded.vectors)
             .map_err(|e| IndexError::Embedder(e.to_string()))
     }
 }
 
 /// One question and how to run it, for [`Engine::run_self_rag`].
 pub(crate) struct SelfRagRun {
-    pub question: String,
+    pub question: Question,
     pub settings: Settings,
     pub on_progress: Box<dyn FnMut(Progress) + Send>,
     pub cancel: Arc<std::sync::atomic::AtomicBool>,
     pub library: Option<Arc<Library>>,
+    /// Passages to answer over instead of the library's.
+    pub given: Option<Vec<Passage>>,
 }
 
 pub(crate) fn model_status(
@@ -392,7 +479,7 @@ pub(crate) fn model_status(
 
 /// A stable name for the embedder: the HF repo and revision for a cache snapshot
 /// (`models--org--name/snapshots/REV`), else the folder's path.
-fn embedder_identity(path: Option<&Path>) -> String {
+pub(crate) fn embedder_identity(path: Option<&Path>) -> String {
     let Some(path) = path else {
         return "none".into();
     };

@@ -17,7 +17,8 @@ pub enum EngineError {
         message: String,
     },
     /// The chosen device cannot run the models: an unknown name, a back end this build lacks,
-    /// or no such GPU; or the embedder precision set for it names no precision.
+    /// or no such GPU; or a setting of how the models run there (`SELFRAG_EMBEDDER_PRECISION`,
+    /// `SELFRAG_KV_CACHE`, `SELFRAG_DUMMY_PREFIX`) names no choice.
     #[error("the device `{choice}` cannot be used: {message}")]
     Device { choice: String, message: String },
     #[error(transparent)]

@@ -197,6 +197,8 @@ impl Engine {
             }
         };
         generator.set_cancel(Some(run.cancel.clone()));
+        // Prompts reach the server as ids from the local tokenizer: its dummy prefix is ours.
+        generator.set_dummy_prefix(self.generator_numerics().dummy_prefix);
         let (mut generator, answer) = self.run_self_rag(generator, run).await?;
         generator.set_cancel(None);
         // Kept for the next question, unless the choice changed meanwhile.

@@ -26,7 +26,7 @@ mod status;
 /// The export renderers (Markdown, HTML, JSON, BibTeX), from selfrag-export.
 pub use selfrag_export as export;
 
-pub use config::EngineConfig;
+pub use config::{EngineConfig, GeneratorNumerics};
 pub use downloads::{DownloadStage, ModelDownloadProgress, ModelOffer};
 pub use engine::Engine;
 pub use error::{DownloadFailure, EngineError, ErrorCode};
@@ -36,7 +36,7 @@ pub use history::{AnswerRecord, HistoryEntry, write_atomically};
 pub use indexing::SearchQuery;
 pub use jobs::{JobKind, JobSource, LibraryEvent};
 pub use samples::SAMPLE_DOCUMENTS;
-pub use selfrag_core::{DeviceChoice, DeviceKind, EmbedderPrecision};
+pub use selfrag_core::{CachePrecision, DeviceChoice, DeviceKind, DummyPrefix, EmbedderPrecision};
 pub use selfrag_index::{
     ExtractedPage, LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SourceView,
     bench, chunk_text, extract_file,

@@ -15,6 +15,10 @@
 //! came, one at a time (the attention cache is the generator's), and a device or file change
 //! waits behind them. A cancelled generation stops at the next block of its pass.
 //!
+//! Each run asks for its numerics (KV cache and dummy prefix) when it opens the generator, and
+//! each of its generations puts them in force before it begins, so a run's trace records what
+//! its generations ran with, even when the choice changes while it runs.
+//!
 //! [`ThreadGenerator`] is the client a Self-RAG run uses: `selfrag_core::Generator` over these
 //! commands, from the run's own thread. It is a peer of the server generator: the engine runs
 //! both the same way (see `Engine::ask`).
@@ -26,8 +30,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{
-    BackendError, BatchTiming, DeviceChoice, DeviceKind, EmbedderPrecision, GenerateRequest,
-    Generation, Generator, GeneratorInfo, ModelRole, TokenId, Tokenizer,
+    BackendError, BatchTiming, CachePrecision, DeviceChoice, DeviceKind, EmbedderInfo,
+    EmbedderPrecision, GenerateRequest, Generation, Generator, GeneratorInfo, ModelRole, TokenId,
+    Tokenizer,
 };
 use selfrag_models::{
     BatchDecode, BertEmbedder, GgufTokenizer, LlamaGenerator, ModelError, TimedGeneration,
@@ -35,6 +40,7 @@ use selfrag_models::{
 use tokio::sync::oneshot;
 
 use crate::EngineError;
+use crate::config::GeneratorNumerics;
 
 /// The most of the model thread's time that an indexing job's embeddings get while an answer
 /// is being generated: after a batch that took `t`, the next waits until the generation has
@@ -56,7 +62,14 @@ pub enum EmbedFor {
     Indexing,
 }
 
-type EmbedReply = oneshot::Sender<Result<Vec<Vec<f32>>, EngineError>>;
+type EmbedReply = oneshot::Sender<Result<Embedded, EngineError>>;
+
+/// Vectors, and the embedder that made them (for the trace of the answer that searched with
+/// them).
+pub struct Embedded {
+    pub vectors: Vec<Vec<f32>>,
+    pub by: EmbedderInfo,
+}
 
 /// What the model thread is asked to do.
 enum Command {
@@ -73,6 +86,7 @@ enum Command {
     /// Loads the generator if needed; replies with what a client needs to know about it, and
     /// the seconds the load took (0 when it was loaded).
     OpenGenerator {
+        numerics: GeneratorNumerics,
         reply: oneshot::Sender<Result<(Arc<GeneratorFacts>, f64), EngineError>>,
     },
     /// A generation, queued behind the one running.
@@ -89,6 +103,11 @@ enum Command {
     /// Whether the generator is loaded (for tests of reloading).
     #[cfg(test)]
     GeneratorLoaded { reply: oneshot::Sender<bool> },
+    /// The loaded generator's KV cache and dummy prefix in force (for tests of numerics).
+    #[cfg(test)]
+    NumericsInForce {
+        reply: oneshot::Sender<Option<(selfrag_core::CachePrecision, selfrag_core::DummyPrefix)>>,
+    },
     /// Whether the embedder is loaded (for tests of loading it beside the generator).
     #[cfg(test)]
     EmbedderLoaded { reply: oneshot::Sender<bool> },
@@ -97,6 +116,8 @@ enum Command {
 /// One generation: what to run, when to give up, and where the result goes.
 struct GenerateJob {
     work: Work,
+    /// The KV cache and dummy prefix of the run it belongs to, put in force before it begins.
+    numerics: GeneratorNumerics,
     cancel: Arc<AtomicBool>,
     reply: oneshot::Sender<Result<TimedGeneration, BackendError>>,
 }
@@ -150,12 +171,15 @@ struct Active {
 }
 
 /// What a client of the loaded generator knows without asking the thread: its tokenizer
-/// (tokenizing and decoding need no weights) and its limits.
+/// (tokenizing and decoding need no weights) and its limits, under one run's numerics.
 #[derive(Debug)]
 pub(crate) struct GeneratorFacts {
     tokenizer: GgufTokenizer,
     context_length: usize,
     info: Option<GeneratorInfo>,
+    /// The KV cache and dummy prefix the run asked for; every generation of the run runs
+    /// under them (`GenerateJob::numerics`), so `info` is what they ran with.
+    numerics: GeneratorNumerics,
 }
 
 /// Handle to the model thread; cheap to clone.
@@ -181,6 +205,7 @@ struct LoadedModels {
     paths: ModelPaths,
     in_use: Arc<Mutex<Option<DeviceKind>>>,
     device: Option<selfrag_models::Device>,
+    /// The generator, and its facts under the numerics in force on it.
     generator: Option<(LlamaGenerator, Arc<GeneratorFacts>)>,
     embedder: Option<BertEmbedder>,
 }
@@ -247,7 +272,9 @@ impl LoadedModels {
     /// cores busy), and the embedder's took 0.55–0.6 s after the generator's 0.9 s. Its error,
     /// if any, is not this request's: the embedder is then left unloaded and the next request
     /// that needs it loads it again and reports it.
-    fn generator(&mut self) -> Result<(&mut LlamaGenerator, &Arc<GeneratorFacts>), EngineError> {
+    fn generator(
+        &mut self,
+    ) -> Result<(&mut LlamaGenerator, &mut Arc<GeneratorFacts>), EngineError> {
         if self.generator.is_none() {
             let device = self.device();
             let embedder_path = self
@@ -278,12 +305,10 @@ impl LoadedModels {
                 Some(Err(_)) => tracing::warn!("loading the embedder panicked"),
                 None => {}
             }
-            let generator = generator?;
-            let facts = Arc::new(GeneratorFacts {
-                tokenizer: generator.tokenizer().clone(),
-                context_length: generator.context_length(),
-                info: generator.describe(),
-            });
+            let mut generator = generator?;
+            let numerics = GeneratorNumerics::default();
+            apply_numerics(&mut generator, numerics, &device);
+            let facts = facts_for(&generator, numerics, &device);
             self.generator = Some((generator, facts));
         }
         let (generator, facts) = self
@@ -307,12 +332,20 @@ impl LoadedModels {
         self.embedder.as_ref().ok_or(EngineError::ModelThreadGone)
     }
 
-    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, EngineError> {
+    fn embed(&mut self, texts: &[String]) -> Result<Embedded, EngineError> {
+        let device = self.device();
+        let model = crate::engine::embedder_identity(self.paths.embedder.as_deref());
         let embedder = self.embedder()?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        embedder
+        let vectors = embedder
             .embed(&refs)
-            .map_err(|e| EngineError::Index(selfrag_index::IndexError::Embedder(e.to_string())))
+            .map_err(|e| EngineError::Index(selfrag_index::IndexError::Embedder(e.to_string())))?;
+        let by = EmbedderInfo {
+            model,
+            precision: embedder.precision(),
+            device: selfrag_models::device_kind(&device),
+        };
+        Ok(Embedded { vectors, by })
     }
 
     /// Serves a command that waits for nothing; hands back the ones that wait for the
@@ -340,9 +373,18 @@ impl LoadedModels {
             Command::EmbedderDim { reply } => {
                 let _ = reply.send(self.embedder().map(BertEmbedder::dim));
             }
-            Command::OpenGenerator { reply } => {
+            Command::OpenGenerator { numerics, reply } => {
                 let (loading, loaded) = (Instant::now(), self.generator.is_some());
-                let opened = self.generator().map(|(_, facts)| facts.clone());
+                let device = self.device();
+                // What the run will read and write with, worked out without touching the
+                // generator: a generation of another run may be in progress on it.
+                let opened = self.generator().map(|(generator, facts)| {
+                    if facts.numerics == numerics {
+                        facts.clone()
+                    } else {
+                        facts_for(generator, numerics, &device)
+                    }
+                });
                 let load_seconds = if loaded {
                     0.0
                 } else {
@@ -370,6 +412,15 @@ impl LoadedModels {
             #[cfg(test)]
             Command::GeneratorLoaded { reply } => {
                 let _ = reply.send(self.generator.is_some());
+            }
+            #[cfg(test)]
+            Command::NumericsInForce { reply } => {
+                let _ = reply.send(self.generator.as_ref().map(|(generator, _)| {
+                    (
+                        generator.cache_precision(),
+                        generator.tokenizer().dummy_prefix(),
+                    )
+                }));
             }
             #[cfg(test)]
             Command::EmbedderLoaded { reply } => {
@@ -401,10 +452,20 @@ impl LoadedModels {
                 let _ = job.reply.send(Err(cancelled()));
                 continue;
             }
+            let device = self.device();
             let begun = self
                 .generator()
                 .map_err(BackendError::from)
-                .and_then(|(generator, _)| match job.work {
+                .map(|(generator, facts)| {
+                    // The run's numerics, where the last generation ran under others (a run
+                    // asked after a change, or two runs side by side).
+                    if facts.numerics != job.numerics {
+                        apply_numerics(generator, job.numerics, &device);
+                        *facts = facts_for(generator, job.numerics, &device);
+                    }
+                    generator
+                })
+                .and_then(|generator| match job.work {
                     Work::Batch { prompts, request } => generator
                         .begin_batch(prompts, request, true)
                         .map_err(BackendError::from),
@@ -493,6 +554,49 @@ fn load_embedder(
         device,
         |path, device| BertEmbedder::load_with_precision(path, device, precision),
     )
+}
+
+/// The KV-cache precision `numerics` asks for on `device` (the device's default where it
+/// names none).
+fn asked_cache(numerics: GeneratorNumerics, device: &selfrag_models::Device) -> CachePrecision {
+    numerics
+        .cache_precision
+        .unwrap_or_else(|| selfrag_models::default_cache_precision(device))
+}
+
+/// Holds `generator`'s KV cache and places its dummy prefix as `numerics` says, on `device`
+/// (the device's default cache where `numerics` names none). Empties its cache.
+fn apply_numerics(
+    generator: &mut LlamaGenerator,
+    numerics: GeneratorNumerics,
+    device: &selfrag_models::Device,
+) {
+    tracing::info!(?numerics, "generator numerics in force");
+    generator.set_cache_precision(asked_cache(numerics, device));
+    generator.set_dummy_prefix(numerics.dummy_prefix);
+}
+
+/// What a client of `generator` knows without asking the thread, under `numerics`: the
+/// tokenizer with their dummy prefix, and the record of the cache they put in force.
+fn facts_for(
+    generator: &LlamaGenerator,
+    numerics: GeneratorNumerics,
+    device: &selfrag_models::Device,
+) -> Arc<GeneratorFacts> {
+    let info = generator.describe().map(|info| GeneratorInfo {
+        cache_precision: Some(generator.cache_precision_for(asked_cache(numerics, device))),
+        dummy_prefix: Some(numerics.dummy_prefix),
+        ..info
+    });
+    Arc::new(GeneratorFacts {
+        tokenizer: generator
+            .tokenizer()
+            .clone()
+            .with_dummy_prefix(numerics.dummy_prefix),
+        context_length: generator.context_length(),
+        info,
+        numerics,
+    })
 }
 
 /// What a cancelled generation replies; the engine reports the run as cancelled.
@@ -644,7 +748,7 @@ impl ModelThread {
         &self,
         texts: Vec<String>,
         purpose: EmbedFor,
-    ) -> Result<Vec<Vec<f32>>, EngineError> {
+    ) -> Result<Embedded, EngineError> {
         let (reply, rx) = oneshot::channel();
         self.send(Command::Embed {
             texts,
@@ -663,7 +767,7 @@ impl ModelThread {
             purpose: EmbedFor::Answer,
             reply,
         })?;
-        rx.await.map_err(|_| EngineError::ModelThreadGone)?
+        Ok(rx.await.map_err(|_| EngineError::ModelThreadGone)??.vectors)
     }
 
     /// The embedder's vector size, loading it if needed.
@@ -673,14 +777,17 @@ impl ModelThread {
         rx.await.map_err(|_| EngineError::ModelThreadGone)?
     }
 
-    /// The local generator, loading it if needed, as a `Generator` for one Self-RAG run whose
-    /// generations stop before the next block of their forward pass once `cancel` is set.
+    /// The local generator, loading it if needed, as a `Generator` for one Self-RAG run under
+    /// `numerics` (its KV cache and dummy prefix, in force for each of its generations, whatever
+    /// other runs ask meanwhile), whose generations stop before the next block of their forward
+    /// pass once `cancel` is set.
     pub(crate) async fn open_generator(
         &self,
         cancel: Arc<AtomicBool>,
+        numerics: GeneratorNumerics,
     ) -> Result<ThreadGenerator, EngineError> {
         let (reply, rx) = oneshot::channel();
-        self.send(Command::OpenGenerator { reply })?;
+        self.send(Command::OpenGenerator { numerics, reply })?;
         let (facts, load_seconds) = rx.await.map_err(|_| EngineError::ModelThreadGone)??;
         Ok(ThreadGenerator {
             models: self.clone(),
@@ -694,11 +801,13 @@ impl ModelThread {
     fn generate_blocking(
         &self,
         work: Work,
+        numerics: GeneratorNumerics,
         cancel: &Arc<AtomicBool>,
     ) -> Result<TimedGeneration, BackendError> {
         let (reply, rx) = oneshot::channel();
         self.send(Command::Generate(GenerateJob {
             work,
+            numerics,
             cancel: cancel.clone(),
             reply,
         }))?;
@@ -711,6 +820,13 @@ impl ModelThread {
         let (reply, rx) = oneshot::channel();
         self.send(Command::GeneratorLoaded { reply }).unwrap();
         rx.await.unwrap()
+    }
+
+    #[cfg(test)]
+    async fn numerics_in_force(&self) -> (CachePrecision, selfrag_core::DummyPrefix) {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::NumericsInForce { reply }).unwrap();
+        rx.await.unwrap().unwrap()
     }
 
     #[cfg(test)]
@@ -764,7 +880,8 @@ impl Generator for ThreadGenerator {
             watch_ids: watch_ids.to_vec(),
         };
         Ok(selfrag_models::probe_result(
-            self.models.generate_blocking(work, &self.cancel)?,
+            self.models
+                .generate_blocking(work, self.facts.numerics, &self.cancel)?,
         ))
     }
 
@@ -777,7 +894,10 @@ impl Generator for ThreadGenerator {
             prompts: prompts.to_vec(),
             request: request.clone(),
         };
-        Ok(self.models.generate_blocking(work, &self.cancel)?.rows)
+        Ok(self
+            .models
+            .generate_blocking(work, self.facts.numerics, &self.cancel)?
+            .rows)
     }
 
     fn generate_batch_timed(
@@ -789,7 +909,9 @@ impl Generator for ThreadGenerator {
             prompts: prompts.to_vec(),
             request: request.clone(),
         };
-        let timed = self.models.generate_blocking(work, &self.cancel)?;
+        let timed = self
+            .models
+            .generate_blocking(work, self.facts.numerics, &self.cancel)?;
         let timing = timed.timing();
         Ok((timed.rows, Some(timing)))
     }
@@ -827,7 +949,10 @@ mod tests {
             "nothing loads before it is needed"
         );
         let never = Arc::new(AtomicBool::new(false));
-        thread.open_generator(never.clone()).await.unwrap();
+        thread
+            .open_generator(never.clone(), GeneratorNumerics::default())
+            .await
+            .unwrap();
         assert_eq!(thread.device_in_use(), Some(DeviceKind::Cpu));
 
         // The same choice again keeps what is loaded.
@@ -838,7 +963,10 @@ mod tests {
         // The change waits for the queue: the next command sees it applied.
         assert!(!thread.generator_loaded().await);
         assert_eq!(thread.device_in_use(), None);
-        thread.open_generator(never).await.unwrap();
+        thread
+            .open_generator(never, GeneratorNumerics::default())
+            .await
+            .unwrap();
         assert!(
             thread.device_in_use().is_some(),
             "reloaded on the new device"
@@ -852,7 +980,10 @@ mod tests {
         let thread = ModelThread::spawn(tiny_paths(tmp.path())).unwrap();
         assert!(!thread.embedder_loaded().await);
         let never = Arc::new(AtomicBool::new(false));
-        let generator = thread.open_generator(never).await.unwrap();
+        let generator = thread
+            .open_generator(never, GeneratorNumerics::default())
+            .await
+            .unwrap();
         assert!(generator.load_seconds() > 0.0);
         assert!(thread.generator_loaded().await);
         assert!(thread.embedder_loaded().await, "loaded with the generator");
@@ -871,7 +1002,10 @@ mod tests {
         paths.embedder = Some(empty.clone());
         let thread = ModelThread::spawn(paths).unwrap();
         let never = Arc::new(AtomicBool::new(false));
-        thread.open_generator(never).await.unwrap();
+        thread
+            .open_generator(never, GeneratorNumerics::default())
+            .await
+            .unwrap();
         assert!(thread.generator_loaded().await);
         assert!(!thread.embedder_loaded().await);
         match thread.embed(vec!["a query".into()]).await {
@@ -881,6 +1015,69 @@ mod tests {
             }
             other => panic!("expected the embedder's load error, got {other:?}"),
         }
+    }
+
+    /// A run's numerics reach the tokenizer it builds its prompts with and the loaded generator
+    /// (in place, no reload) before each of its generations: under the reference code's dummy
+    /// prefix a passage after `<paragraph>` starts with `▁`, and the cache is the one asked
+    /// for. A run opened before keeps its own, and gets them back for its next generation.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_runs_numerics_reach_its_prompts_and_are_in_force_for_each_of_its_generations() {
+        use selfrag_core::{CachePrecision, DummyPrefix};
+
+        let tmp = tempfile::tempdir().unwrap();
+        let thread = ModelThread::spawn(tiny_paths(tmp.path())).unwrap();
+        let never = Arc::new(AtomicBool::new(false));
+        // The run's tokenizer, as `Generator::tokenizer` gives it to the prompt builder.
+        let starts_with_marker = |generator: &ThreadGenerator| {
+            let first = generator
+                .tokenizer()
+                .tokenize_after_special("Boilers")
+                .unwrap()[0];
+            let piece = generator.facts.tokenizer.id_to_token(first);
+            piece.unwrap_or_default().starts_with('\u{2581}')
+        };
+        let probe = |mut generator: ThreadGenerator| async move {
+            tokio::task::spawn_blocking(move || {
+                let bos = generator.tokenizer().bos_id();
+                generator.next_token_probs(&[bos, 5], &[bos]).unwrap();
+                generator
+            })
+            .await
+            .unwrap()
+        };
+        let exact = GeneratorNumerics {
+            cache_precision: Some(CachePrecision::F32),
+            dummy_prefix: DummyPrefix::EveryFragment,
+        };
+
+        let before = thread
+            .open_generator(never.clone(), GeneratorNumerics::default())
+            .await
+            .unwrap();
+        assert!(!starts_with_marker(&before));
+        let default_cache = before.describe().unwrap().cache_precision.unwrap();
+        assert_eq!(
+            before.describe().unwrap().dummy_prefix,
+            Some(DummyPrefix::TextStart)
+        );
+
+        let after = thread.open_generator(never.clone(), exact).await.unwrap();
+        assert_eq!(after.load_seconds(), 0.0, "changed in place, not reloaded");
+        assert!(starts_with_marker(&after));
+        let info = after.describe().unwrap();
+        assert_eq!(info.cache_precision, Some(CachePrecision::F32));
+        assert_eq!(info.dummy_prefix, Some(DummyPrefix::EveryFragment));
+        // Opening changes nothing a generation in progress could see; the run's first one does.
+        let in_force = thread.numerics_in_force().await;
+        assert_eq!(in_force, (default_cache, DummyPrefix::TextStart));
+        let _after = probe(after).await;
+        let in_force = thread.numerics_in_force().await;
+        assert_eq!(in_force, (CachePrecision::F32, DummyPrefix::EveryFragment));
+        // The run opened before gets its own back for its next generation.
+        let _before = probe(before).await;
+        let in_force = thread.numerics_in_force().await;
+        assert_eq!(in_force, (default_cache, DummyPrefix::TextStart));
     }
 
     /// A new precision reloads the embedder in it: int8 and f32 vectors differ (by rounding)
@@ -942,7 +1139,10 @@ mod tests {
         sender.send(thread.clone()).unwrap();
 
         let never = Arc::new(AtomicBool::new(false));
-        let mut generator = thread.open_generator(never).await.unwrap();
+        let mut generator = thread
+            .open_generator(never, GeneratorNumerics::default())
+            .await
+            .unwrap();
         let prompt = {
             let mut p = vec![generator.tokenizer().bos_id()];
             p.extend(
@@ -975,7 +1175,7 @@ mod tests {
         let vectors = embedded
             .try_recv()
             .expect("embedded before the batch ended");
-        assert_eq!(vectors.unwrap().len(), 1);
+        assert_eq!(vectors.unwrap().vectors.len(), 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -983,7 +1183,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let thread = ModelThread::spawn(tiny_paths(tmp.path())).unwrap();
         let cancel = Arc::new(AtomicBool::new(true));
-        let mut generator = thread.open_generator(cancel.clone()).await.unwrap();
+        let mut generator = thread
+            .open_generator(cancel.clone(), GeneratorNumerics::default())
+            .await
+            .unwrap();
         let prompt = vec![generator.tokenizer().bos_id(), 5, 6];
         let request = GenerateRequest {
             max_new_tokens: 4,
@@ -1018,6 +1221,7 @@ mod tests {
                 thread
                     .embed_blocking(vec!["x".into()], EmbedFor::Indexing)
                     .unwrap()
+                    .vectors
             })
             .join()
             .unwrap()

@@ -1,10 +1,11 @@
 //! Bridges selfrag-core's synchronous `Retriever` to the library: the query is embedded on the
 //! model thread (served between the forward passes of a generation in progress) and searched
 //! in LanceDB, hybrid (Contriever vectors and BM25, fused by reciprocal rank).
+//! [`GivenPassages`] serves passages that come with the question instead (evaluation data).
 
 use std::sync::Arc;
 
-use selfrag_core::{BackendError, Passage, Retriever};
+use selfrag_core::{BackendError, EmbedderInfo, Passage, Retriever};
 use selfrag_index::{Library, SearchRequest};
 
 use crate::model_thread::{EmbedFor, ModelThread};
@@ -15,6 +16,8 @@ pub struct LibraryRetriever {
     /// `None` where the library cannot open (no embedder): nothing is found.
     pub library: Option<Arc<Library>>,
     pub runtime: tokio::runtime::Handle,
+    /// The embedder of the last query searched (for the trace); `None` before the first.
+    pub embedded_with: Option<EmbedderInfo>,
 }
 
 impl Retriever for LibraryRetriever {
@@ -22,12 +25,11 @@ impl Retriever for LibraryRetriever {
         let Some(library) = &self.library else {
             return Ok(Vec::new());
         };
-        let vector = self
+        let embedded = self
             .models
-            .embed_blocking(vec![query.to_owned()], EmbedFor::Answer)?
-            .into_iter()
-            .next()
-            .unwrap_or_default();
+            .embed_blocking(vec![query.to_owned()], EmbedFor::Answer)?;
+        self.embedded_with = Some(embedded.by);
+        let vector = embedded.vectors.into_iter().next().unwrap_or_default();
         let request = SearchRequest::hybrid(query, vector, k);
         let hits = self.runtime.block_on(library.search(&request))?;
         Ok(hits
@@ -42,5 +44,21 @@ impl Retriever for LibraryRetriever {
                 text: h.text,
             })
             .collect())
+    }
+
+    fn describe(&self) -> Option<EmbedderInfo> {
+        self.embedded_with.clone()
+    }
+}
+
+/// A `Retriever` that serves fixed passages, the top K in the order given, whatever the query:
+/// for evaluation data that comes with its retrieved passages, as the reference's evaluation
+/// reads its precomputed `ctxs` (AkariAsai/self-rag `retrieval_lm/run_short_form.py` lines
+/// 203–207 and 328).
+pub struct GivenPassages(pub Vec<Passage>);
+
+impl Retriever for GivenPassages {
+    fn search(&mut self, _query: &str, k: usize) -> Result<Vec<Passage>, BackendError> {
+        Ok(self.0.iter().take(k).cloned().collect())
     }
 }

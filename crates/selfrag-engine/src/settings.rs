@@ -1,6 +1,6 @@
 //! The app's persisted settings: the ask settings (weights, δ, K, mode, beam, long or short
-//! form, hard constraints), the theme, the device and the embedder's precision, the generator
-//! server's URL and the export options, in one JSON file
+//! form, hard constraints), the theme, the device, the embedder's precision, the generator's KV
+//! cache and dummy prefix, the generator server's URL and the export options, in one JSON file
 //! under the platform config dir (`SELFRAG_CONFIG_DIR` overrides it).
 //!
 //! Saves are atomic ([`crate::write_atomically`]). A settings file that cannot be parsed is
@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use selfrag_core::{DeviceChoice, EmbedderPrecision, Settings};
+use selfrag_core::{CachePrecision, DeviceChoice, DummyPrefix, EmbedderPrecision, Settings};
 use serde::{Deserialize, Serialize};
 
 use crate::{EngineError, ExportOptions};
@@ -43,6 +43,14 @@ pub struct AppSettings {
     pub device: DeviceChoice,
     /// How the embedder multiplies on the CPU.
     pub embedder_precision: EmbedderPrecision,
+    /// How the local generator's KV cache holds keys and values; `None`: the device's default
+    /// (8-bit on most CPUs). With `embedder_precision` f32 it is the app's "Exact numbers".
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_precision: Option<CachePrecision>,
+    /// Where the generator's tokenizer puts the dummy prefix: the fine-tuning's (the default),
+    /// or the reference code's, to reproduce its numbers.
+    pub dummy_prefix: DummyPrefix,
     /// The server that generates (llama.cpp's, or OpenAI-compatible at a URL ending in `/v1`);
     /// `None`: this computer. Its API key is not here (see `generator_server`).
     #[cfg_attr(feature = "typescript", ts(optional))]
@@ -102,6 +110,19 @@ pub const EMBEDDER_PRECISION_ENV: &str = "SELFRAG_EMBEDDER_PRECISION";
 /// Whether `SELFRAG_EMBEDDER_PRECISION` is set: it then wins over the saved choice.
 pub fn embedder_precision_fixed_by_env() -> bool {
     std::env::var_os(EMBEDDER_PRECISION_ENV).is_some_and(|v| !v.is_empty())
+}
+
+/// Whether `SELFRAG_KV_CACHE` is set: it then wins over the saved choice.
+pub fn cache_precision_fixed_by_env() -> bool {
+    std::env::var_os(selfrag_models::KV_CACHE_ENV).is_some_and(|v| !v.is_empty())
+}
+
+/// The environment variable that fixes where the generator's tokenizer puts the dummy prefix.
+pub const DUMMY_PREFIX_ENV: &str = "SELFRAG_DUMMY_PREFIX";
+
+/// Whether `SELFRAG_DUMMY_PREFIX` is set: it then wins over the saved choice.
+pub fn dummy_prefix_fixed_by_env() -> bool {
+    std::env::var_os(DUMMY_PREFIX_ENV).is_some_and(|v| !v.is_empty())
 }
 
 impl SettingsStore {
@@ -254,6 +275,8 @@ mod tests {
             theme: Theme::Dark,
             device: DeviceChoice::Cpu,
             embedder_precision: EmbedderPrecision::F32,
+            cache_precision: Some(CachePrecision::F32),
+            dummy_prefix: DummyPrefix::EveryFragment,
             generator_url: Some("http://gpu-box:8080".into()),
             generator_model: Some("selfrag/selfrag_llama2_13b".into()),
             export: ExportOptions {
@@ -296,6 +319,11 @@ mod tests {
         assert_eq!(files(tmp.path()), [SETTINGS_FILE], "no temp file left");
         let text = std::fs::read_to_string(tmp.path().join(SETTINGS_FILE)).unwrap();
         assert!(text.contains("\"theme\": \"dark\"") && text.contains("\"onlySupported\": true"));
+        assert!(
+            text.contains("\"cachePrecision\": \"f32\"")
+                && text.contains("\"dummyPrefix\": \"every-fragment\""),
+            "{text}"
+        );
     }
 
     #[test]
@@ -313,6 +341,10 @@ mod tests {
         assert_eq!(s.device, DeviceChoice::Auto);
         // A file from before the embedder precision was a setting: int8, the default.
         assert_eq!(s.embedder_precision, EmbedderPrecision::Int8);
+        // From before the KV cache and the dummy prefix were: the device's default cache, and
+        // the prefix of fine-tuning.
+        assert_eq!(s.cache_precision, None);
+        assert_eq!(s.dummy_prefix, DummyPrefix::TextStart);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use selfrag_core::ModelRole;
-use selfrag_core::{DeviceChoice, DeviceKind, EmbedderPrecision};
+use selfrag_core::{CachePrecision, DeviceChoice, DeviceKind, DummyPrefix, EmbedderPrecision};
 
 /// One model's availability, with the places searched and the fix when it is missing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,6 +46,15 @@ pub struct DeviceStatus {
     pub int8_available: bool,
     /// Set when the precision is fixed by `SELFRAG_EMBEDDER_PRECISION`.
     pub precision_fixed_by_env: bool,
+    /// How the local generator's KV cache holds keys and values, as chosen; `null`: the
+    /// device's default.
+    pub cache_precision: Option<CachePrecision>,
+    /// Set when the KV cache is fixed by `SELFRAG_KV_CACHE`.
+    pub cache_precision_fixed_by_env: bool,
+    /// Where the generator's tokenizer puts the dummy prefix, as chosen.
+    pub dummy_prefix: DummyPrefix,
+    /// Set when the dummy prefix is fixed by `SELFRAG_DUMMY_PREFIX`.
+    pub dummy_prefix_fixed_by_env: bool,
 }
 
 /// Everything the start screen needs.

@@ -34,6 +34,7 @@ fn fixture() -> Fixture {
         embedder: Some(bert),
         device: selfrag_engine::DeviceChoice::Cpu,
         embedder_precision: Default::default(),
+        generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
     };
@@ -213,6 +214,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         embedder: Some(tmp.path().join("no-bert")),
         device: selfrag_engine::DeviceChoice::Cpu,
         embedder_precision: Default::default(),
+        generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
     };
@@ -789,4 +791,79 @@ async fn a_stuck_step_is_reported_with_its_file_and_stop_ends_it_killing_the_wor
     });
     assert!(gone, "the stuck worker {pid} still runs after Stop");
     assert!(stopped_at.elapsed() < std::time::Duration::from_secs(5));
+}
+
+/// Issue 47, items 6 and 7: every answer's trace states the numerics it ran on (the local
+/// generator's KV cache and dummy prefix, the embedder of its query), and exact numbers and the
+/// reference code's dummy prefix, chosen between two questions, are what the next one records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_trace_states_its_numerics_and_a_new_choice_holds_for_the_next_answer() {
+    use selfrag_core::{CachePrecision, DummyPrefix, EmbedderPrecision};
+
+    let f = fixture();
+    write(
+        &f.docs,
+        "a.md",
+        "# Self-RAG\nSelf-RAG retrieves passages on demand. It critiques its output.\n",
+    );
+    let engine = Engine::new(f.config.clone()).unwrap();
+    engine
+        .index_paths(std::slice::from_ref(&f.docs), |_| {})
+        .await
+        .unwrap();
+    let ask = || engine.ask("How does Self-RAG retrieve?".into(), always(), |_| {});
+
+    let default = ask().await.unwrap().answer;
+    let generator = default.generator.clone().unwrap();
+    let default_cache = selfrag_models::default_cache_precision(&selfrag_models::Device::Cpu);
+    // The tiny model's heads are not whole 8-bit blocks: where 8 bits are the default it keeps
+    // f16 (`precision_for_head`), and f32 where f32 is.
+    let expected = match default_cache {
+        CachePrecision::F32 => CachePrecision::F32,
+        _ => CachePrecision::F16,
+    };
+    assert_eq!(generator.cache_precision, Some(expected));
+    assert_eq!(generator.dummy_prefix, Some(DummyPrefix::TextStart));
+    let embedder = default.embedder.clone().expect("the query's embedder");
+    assert!(embedder.model.ends_with("tiny-bert"), "{embedder:?}");
+    let int8_in_force = if selfrag_models::int8_embedder_available() {
+        EmbedderPrecision::Int8
+    } else {
+        EmbedderPrecision::F32
+    };
+    assert_eq!(embedder.precision, int8_in_force);
+    assert_eq!(embedder.device, selfrag_engine::DeviceKind::Cpu);
+
+    engine.set_generator_numerics(selfrag_engine::GeneratorNumerics {
+        cache_precision: Some(CachePrecision::F32),
+        dummy_prefix: DummyPrefix::EveryFragment,
+    });
+    engine
+        .set_embedder_precision(EmbedderPrecision::F32)
+        .unwrap();
+    let exact = ask().await.unwrap().answer;
+    let generator = exact.generator.clone().unwrap();
+    assert_eq!(generator.cache_precision, Some(CachePrecision::F32));
+    assert_eq!(generator.dummy_prefix, Some(DummyPrefix::EveryFragment));
+    assert_eq!(
+        exact.embedder.as_ref().unwrap().precision,
+        EmbedderPrecision::F32
+    );
+    let status = engine.device_status();
+    assert_eq!(status.cache_precision, Some(CachePrecision::F32));
+    assert_eq!(status.dummy_prefix, DummyPrefix::EveryFragment);
+    // The exports say it too.
+    let line = selfrag_engine::export::provenance(&exact).unwrap();
+    assert!(
+        line.contains("KV cache f32")
+            && line.contains("space prefix after special tokens")
+            && line.ends_with("embedder f32"),
+        "{line}"
+    );
+
+    // Back to the defaults: the device's cache again.
+    engine.set_generator_numerics(selfrag_engine::GeneratorNumerics::default());
+    let again = ask().await.unwrap().answer.generator.unwrap();
+    assert_eq!(again.cache_precision, Some(expected));
+    assert_eq!(again.dummy_prefix, Some(DummyPrefix::TextStart));
 }

@@ -73,6 +73,7 @@ fn engine(tmp: &std::path::Path) -> Engine {
         embedder: Some(bert),
         device: selfrag_engine::DeviceChoice::Cpu,
         embedder_precision: Default::default(),
+        generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
     })

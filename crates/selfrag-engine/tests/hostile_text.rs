@@ -79,6 +79,7 @@ async fn app() -> App {
         embedder: Some(bert),
         device: selfrag_engine::DeviceChoice::Cpu,
         embedder_precision: Default::default(),
+        generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
     })

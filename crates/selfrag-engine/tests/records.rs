@@ -29,6 +29,7 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
         embedder: Some(bert),
         device: selfrag_engine::DeviceChoice::Cpu,
         embedder_precision: Default::default(),
+        generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
     };
@@ -131,6 +132,7 @@ async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
         embedder: None,
         device: selfrag_engine::DeviceChoice::Cpu,
         embedder_precision: Default::default(),
+        generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
     })
@@ -182,6 +184,7 @@ async fn the_sample_documents_are_written_into_the_data_folder_and_indexed() {
         embedder: Some(bert),
         device: DeviceChoice::Cpu,
         embedder_precision: Default::default(),
+        generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
     })

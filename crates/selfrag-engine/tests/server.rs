@@ -128,6 +128,7 @@ async fn indexing_goes_on_while_a_server_writes_the_answer() {
             embedder: Some(bert),
             device: selfrag_engine::DeviceChoice::Cpu,
             embedder_precision: Default::default(),
+            generator_numerics: Default::default(),
             extract_worker: None,
             generator_server: Some(selfrag_remote::ServerConfig::new(format!(
                 "http://127.0.0.1:{}",
@@ -137,6 +138,11 @@ async fn indexing_goes_on_while_a_server_writes_the_answer() {
         .unwrap(),
     );
     engine.index_paths(&[first], |_| {}).await.unwrap();
+    // The reference code's dummy prefix reaches a server too: its prompts are our ids.
+    engine.set_generator_numerics(selfrag_engine::GeneratorNumerics {
+        cache_precision: Some(selfrag_core::CachePrecision::F32),
+        dummy_prefix: selfrag_core::DummyPrefix::EveryFragment,
+    });
 
     let asking = engine.clone();
     let answer = tokio::spawn(async move {
@@ -193,5 +199,15 @@ async fn indexing_goes_on_while_a_server_writes_the_answer() {
         .generator
         .expect("the trace names its generator");
     assert_eq!(generator.kind, GeneratorKind::Server);
+    // The server keeps the cache it was started with, whatever is asked here, and says so.
+    assert_eq!(generator.cache_precision, None);
+    assert_eq!(
+        generator.dummy_prefix,
+        Some(selfrag_core::DummyPrefix::EveryFragment)
+    );
+    assert!(
+        record.answer.embedder.is_some(),
+        "the query was embedded here"
+    );
     assert!(record.answer.retrieve.retrieved);
 }

@@ -1,5 +1,6 @@
 //! BibTeX export: one `@misc` entry per cited document (passages of one file are one document)
-//! with its title, file path, the cited pages and the citation numbers.
+//! with its title, file path, the cited pages, and a note with the citation numbers and the
+//! answer's provenance line.
 //!
 //! Keys are stable and valid: a slug of the title (ASCII letters and digits) and a 32-bit
 //! FNV-1a hash of the path, so the same document gets the same key in every export. Field
@@ -52,7 +53,15 @@ pub fn bibtex(answer: &Answer, options: &ExportOptions) -> String {
             out.push_str(&format!("  pages = {{{}}},\n", page_ranges(&pages)));
         }
         let cited: Vec<String> = numbers.iter().map(|n| format!("[{n}]")).collect();
-        out.push_str(&format!("  note = {{Cited as {}}},\n", cited.join(", ")));
+        let written = view
+            .provenance
+            .as_ref()
+            .map(|line| format!(". {}", escape(line)))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  note = {{Cited as {}{written}}},\n",
+            cited.join(", ")
+        ));
         out.push_str("}\n");
     }
     out

@@ -13,6 +13,7 @@ const STYLE: &str = "
 body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; line-height: 1.6; max-width: 46rem; margin: 2rem auto; padding: 0 1rem; }
 h1 { font-size: 1.5rem; line-height: 1.3; }
 .note { color: var(--muted); font-style: italic; }
+.provenance { color: var(--muted); font-size: 0.85rem; }
 .answer { font-size: 1.1rem; }
 .gap { color: var(--muted); }
 sup a { text-decoration: none; }
@@ -76,6 +77,26 @@ pub fn html(answer: &Answer, options: &ExportOptions) -> String {
         .collect();
     out.push_str(&body.join(" "));
     out.push_str("</p>\n");
+    if !view.options.is_empty() {
+        out.push_str(
+            "<p>Options, each scored by the sum of f over the candidates that name it:</p>\n<ul class=\"options\">\n",
+        );
+        for (option, score, chosen) in &view.options {
+            let line = format!("{} ({score:.3})", escape(option));
+            out.push_str(&if *chosen {
+                format!("<li><strong>{line}</strong>, chosen</li>\n")
+            } else {
+                format!("<li>{line}</li>\n")
+            });
+        }
+        out.push_str("</ul>\n");
+    }
+    if let Some(provenance) = &view.provenance {
+        out.push_str(&format!(
+            "<p class=\"provenance\">{}</p>\n",
+            escape(provenance)
+        ));
+    }
     if !view.sources.is_empty() {
         out.push_str("<section class=\"sources\">\n<h2>Sources</h2>\n<ol>\n");
         for (n, p) in &view.sources {

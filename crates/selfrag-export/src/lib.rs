@@ -5,6 +5,10 @@
 //! ([`html()`]), the JSON trace, and a BibTeX list of the cited documents ([`bibtex()`]).
 //! [`render_with`] picks the renderer from [`ExportOptions`].
 //!
+//! Markdown and HTML give the [`provenance`] line under the answer, and BibTeX in each entry's
+//! note: which generator wrote it, with which KV cache, and which embedder its passages were
+//! found with (the JSON trace holds them as data).
+//!
 //! [`ExportOptions`] adds IsSup labels after each segment and the "only supported" filter.
 //! The filter keeps the segments whose chosen candidate's most probable IsSup token is
 //! `[Fully supported]` ([`Support`]). Partially supported segments are left out too (a partial
@@ -33,6 +37,7 @@
 mod bibtex;
 mod html;
 mod markdown;
+mod provenance;
 
 use selfrag_core::{Answer, IsSupDistribution, IsSupVerdict, Passage, Segment};
 use serde::{Deserialize, Serialize};
@@ -40,6 +45,7 @@ use serde::{Deserialize, Serialize};
 pub use bibtex::bibtex;
 pub use html::html;
 pub use markdown::markdown;
+pub use provenance::provenance;
 
 /// The formats an answer can be exported to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -206,6 +212,10 @@ struct View<'a> {
     pieces: Vec<Piece<'a>>,
     sources: Vec<(usize, &'a Passage)>,
     note: Option<String>,
+    /// Which generator and numerics the scores came from ([`provenance`]).
+    provenance: Option<String>,
+    /// A closed-set question's options, each `A: whale`, its score and whether it was chosen.
+    options: Vec<(String, f32, bool)>,
 }
 
 impl<'a> View<'a> {
@@ -264,6 +274,17 @@ impl<'a> View<'a> {
             pieces,
             sources,
             note,
+            provenance: provenance(answer),
+            options: answer
+                .closed_set
+                .iter()
+                .flat_map(|scores| {
+                    scores.options.iter().enumerate().map(|(i, o)| {
+                        let line = one_line(&format!("{}: {}", o.label, o.text));
+                        (line, o.score, scores.chosen == Some(i))
+                    })
+                })
+                .collect(),
         }
     }
 }
@@ -399,6 +420,89 @@ mod tests {
         );
         let json = render(&answer, ExportFormat::Json);
         assert!(json.contains("\"ocr_confidence\": 0.874"), "{json}");
+    }
+
+    /// A closed-set answer's options go with it: each with its score, the chosen one marked, its
+    /// text escaped as any text from a person or a data file.
+    #[test]
+    fn a_closed_set_answers_options_are_listed_with_their_scores() {
+        let mut answer = test_answer::answer();
+        let option = |label: &str, text: &str, score: f32| selfrag_core::OptionScore {
+            label: label.into(),
+            text: text.into(),
+            score,
+            candidates: Vec::new(),
+        };
+        answer.closed_set = Some(selfrag_core::ClosedSetScores {
+            kind: selfrag_core::ClosedSetKind::MultipleChoice,
+            question: "Which is a mammal?".into(),
+            options: vec![option("A", "whale <b>", 3.6), option("B", "shark", 3.65)],
+            chosen: Some(1),
+        });
+        let options = ExportOptions::default();
+        let md = markdown(&answer, &options);
+        assert!(
+            md.contains("- A: whale \\<b> (3.600)\n- **B: shark (3.650)**, chosen\n"),
+            "{md}"
+        );
+        let page = html(&answer, &options);
+        assert!(
+            page.contains("<li>A: whale &lt;b&gt; (3.600)</li>\n<li><strong>B: shark (3.650)</strong>, chosen</li>"),
+            "{page}"
+        );
+    }
+
+    /// Every rendering says which generator and numerics the answer's scores came from: under
+    /// the answer in Markdown and HTML, in each entry's note in BibTeX; the JSON keeps the data.
+    #[test]
+    fn the_provenance_line_is_in_every_export() {
+        let mut answer = test_answer::answer();
+        answer.generator = Some(selfrag_core::GeneratorInfo {
+            kind: selfrag_core::GeneratorKind::Local,
+            model: "/m/selfrag_llama2_7b.q4_k_m.gguf".into(),
+            runtime: "cpu".into(),
+            url: None,
+            cache_precision: Some(selfrag_core::CachePrecision::Q8),
+            dummy_prefix: Some(selfrag_core::DummyPrefix::TextStart),
+        });
+        answer.embedder = Some(selfrag_core::EmbedderInfo {
+            model: "facebook/contriever-msmarco@abc".into(),
+            precision: selfrag_core::EmbedderPrecision::Int8,
+            device: selfrag_core::DeviceKind::Cpu,
+        });
+        let line = "Written on this computer (CPU) by selfrag_llama2_7b.q4_k_m.gguf · KV cache 8-bit · embedder int8";
+        assert_eq!(provenance(&answer).as_deref(), Some(line));
+        let options = ExportOptions::default();
+        let md = markdown(&answer, &options);
+        assert!(md.contains(&format!("\n*{line}*\n")), "{md}");
+        let page = html(&answer, &options);
+        assert!(
+            page.contains(&format!("<p class=\"provenance\">{line}</p>")),
+            "{page}"
+        );
+        let bib = bibtex(&answer, &options);
+        let escaped = line.replace('_', "\\_");
+        assert_eq!(
+            bib.matches(&format!("  note = {{Cited as [1]. {escaped}}},\n"))
+                .count(),
+            1,
+            "{bib}"
+        );
+        assert!(
+            bib.contains(&format!("  note = {{Cited as [2]. {escaped}}},\n")),
+            "{bib}"
+        );
+        let json = render(&answer, ExportFormat::Json);
+        assert!(
+            json.contains("\"cache_precision\": \"q8\"")
+                && json.contains("\"precision\": \"int8\""),
+            "{json}"
+        );
+        // A trace that recorded neither says nothing of them.
+        let bare = test_answer::answer();
+        assert!(!markdown(&bare, &options).contains("Written on"));
+        assert!(!html(&bare, &options).contains("provenance\">"));
+        assert!(bibtex(&bare, &options).contains("  note = {Cited as [1]},\n"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Markdown export: the question as the heading, each segment followed by its footnote marker
-//! (and, if asked, its IsSup verdict), one footnote per cited passage with its title, file,
-//! page and the quoted passage.
+//! (and, if asked, its IsSup verdict), a closed-set question's options with their scores, one
+//! footnote per cited passage with its title, file, page and the quoted passage.
 //!
 //! Text from documents and the model is written as text: a `<` is backslash-escaped so a
 //! Markdown renderer never turns `<script>` or `<img onerror=…>` into HTML, `[` and `]` so that
@@ -41,6 +41,22 @@ pub fn markdown(answer: &Answer, options: &ExportOptions) -> String {
         .collect();
     out.push_str(&body.join(" "));
     out.push('\n');
+    if !view.options.is_empty() {
+        out.push_str(
+            "\nOptions, each scored by the sum of f over the candidates that name it:\n\n",
+        );
+        for (option, score, chosen) in &view.options {
+            let line = format!("{} ({score:.3})", escape(option));
+            out.push_str(&if *chosen {
+                format!("- **{line}**, chosen\n")
+            } else {
+                format!("- {line}\n")
+            });
+        }
+    }
+    if let Some(provenance) = &view.provenance {
+        out.push_str(&format!("\n*{}*\n", escape(provenance)));
+    }
     if !view.sources.is_empty() {
         out.push('\n');
     }

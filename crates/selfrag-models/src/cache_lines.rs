@@ -17,7 +17,7 @@
 //!
 //! [`CacheSimd::detect`] says which code the CPU runs. Where it has neither vector path the
 //! conversions run a line at a time in memory, and the generator keeps its cache in f32 instead
-//! (`CachePrecision::default_for`).
+//! (`default_cache_precision`).
 //!
 //! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
 //! `cache_lines`); here: the intrinsics, each called only on the CPU features [`CacheSimd::detect`]

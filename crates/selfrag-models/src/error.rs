@@ -31,6 +31,27 @@ pub enum ModelError {
     #[error("GGUF tokenizer: {reason}; the model file's `tokenizer.ggml.*` metadata is unusable")]
     InvalidTokenizer { reason: String },
 
+    /// A well-formed GGUF whose tokenizer this version cannot run (a BPE tokenizer such as
+    /// Llama-3's): the file is fine, so the message must not send the person to download it
+    /// again. `path` is `None` until [`ModelError::in_file`] names the file.
+    #[error(
+        "{}its tokenizer is `{model}`{} (tokenizer.ggml.model), which this version cannot run yet: only SentencePiece (`llama`) GGUFs such as selfrag_llama2_7b.q4_k_m.gguf (the Llama-2 Self-RAG checkpoints) run today; the file itself is not damaged, so downloading it again will not help",
+        path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default(),
+        pre.as_ref().map(|p| format!(" with the `{p}` pre-tokenizer")).unwrap_or_default()
+    )]
+    UnsupportedTokenizer {
+        path: Option<PathBuf>,
+        model: String,
+        pre: Option<String>,
+    },
+
+    /// A Llama GGUF that uses a feature this version does not compute (RoPE scaling): loading it
+    /// would give wrong probabilities without a word, so it is refused by name.
+    #[error(
+        "{path}: this version does not support {feature} yet (the model would compute wrong probabilities); the file itself is not damaged, so downloading it again will not help: use a Llama-2-style Self-RAG GGUF such as selfrag_llama2_7b.q4_k_m.gguf"
+    )]
+    UnsupportedModelFeature { path: PathBuf, feature: String },
+
     #[error(
         "the prompt has {prompt_tokens} tokens and {max_new_tokens} new tokens were requested, more than the model's context length of {context_length}; shorten the prompt (fewer or shorter passages) or lower the token limit"
     )]
@@ -86,6 +107,15 @@ impl ModelError {
     /// header, which does not know its file).
     pub(crate) fn in_file(self, path: &std::path::Path) -> Self {
         match self {
+            Self::UnsupportedTokenizer {
+                path: None,
+                model,
+                pre,
+            } => Self::UnsupportedTokenizer {
+                path: Some(path.to_owned()),
+                model,
+                pre,
+            },
             Self::InvalidTokenizer { reason } => Self::InvalidGguf {
                 path: path.to_owned(),
                 reason: format!(

@@ -24,14 +24,14 @@ use std::time::Instant;
 
 use candle_core::{DType, Device};
 use selfrag_core::{
-    BackendError, BatchTiming, GenerateRequest, GeneratedToken, Generation, Generator, StopReason,
-    TokenId, Tokenizer,
+    BackendError, BatchTiming, CachePrecision, DummyPrefix, GenerateRequest, GeneratedToken,
+    Generation, Generator, StopReason, TokenId, Tokenizer,
 };
 
 use crate::cpu_kernels::{KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::gguf_tokenizer::GgufTokenizer;
-use crate::llama::{CachePrecision, QuantizedLlama};
+use crate::llama::QuantizedLlama;
 use crate::mapped::MappedGguf;
 
 /// Prompt tokens per forward pass, summed over the rows of a batch, where every weight matrix
@@ -176,7 +176,8 @@ impl LlamaGenerator {
     /// see [`KernelChoice`]).
     pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
         let policy = KernelPolicy::from_env().map_err(ModelError::InvalidSetting)?;
-        let precision = CachePrecision::from_env(device).map_err(ModelError::InvalidSetting)?;
+        let precision =
+            crate::llama::cache_precision_from_env(device).map_err(ModelError::InvalidSetting)?;
         let mut generator = Self::load_with_kernels(path, device, policy)?;
         generator.model.set_cache_precision(precision);
         Ok(generator)
@@ -264,6 +265,18 @@ impl LlamaGenerator {
     pub fn set_cache_precision(&mut self, precision: CachePrecision) {
         self.model.set_cache_precision(precision);
         self.cached_prompt.clear();
+    }
+
+    /// The precision [`Self::set_cache_precision`] puts in force when asked for `precision` (see
+    /// [`QuantizedLlama::cache_precision_for`]).
+    pub fn cache_precision_for(&self, precision: CachePrecision) -> CachePrecision {
+        self.model.cache_precision_for(precision)
+    }
+
+    /// Tokenizes prompts with the dummy prefix placed as `dummy_prefix` says from now on (see
+    /// [`DummyPrefix`]); the weights and the cache are untouched.
+    pub fn set_dummy_prefix(&mut self, dummy_prefix: DummyPrefix) {
+        self.tokenizer.set_dummy_prefix(dummy_prefix);
     }
 
     /// How many weight matrices run on this crate's packed AVX-512 tiles rather than candle's
@@ -795,6 +808,8 @@ impl Generator for LlamaGenerator {
             ),
             runtime: crate::device_kind(&self.device).to_string(),
             url: None,
+            cache_precision: Some(self.cache_precision()),
+            dummy_prefix: Some(self.tokenizer.dummy_prefix()),
         })
     }
 

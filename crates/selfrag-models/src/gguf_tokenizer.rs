@@ -19,7 +19,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use candle_core::quantized::gguf_file;
 
-use selfrag_core::{BackendError, TokenId, Tokenizer};
+use selfrag_core::{BackendError, DummyPrefix, TokenId, Tokenizer};
 
 use crate::error::ModelError;
 
@@ -61,23 +61,6 @@ impl TokenType {
             _ => return None,
         })
     }
-}
-
-/// Where SentencePiece's dummy-prefix `▁` goes (only with `tokenizer.ggml.add_space_prefix`).
-///
-/// The Self-RAG checkpoints were fine-tuned with transformers' slow `LlamaTokenizer` and the
-/// `"legacy": false` that Meta's Llama-2 tokenizer configuration sets, which prefixes only the
-/// start of the text ([`DummyPrefix::TextStart`], the default). llama.cpp (since May 2024, PR
-/// 7375) and `legacy=True` prefix every text fragment after a special token as well
-/// ([`DummyPrefix::EveryFragment`]): `<paragraph>▁Title` where the model was trained on
-/// `<paragraph>Title`. `tests/golden/space_prefix.json` pins both against transformers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DummyPrefix {
-    /// `▁` before the first text of a sequence only.
-    #[default]
-    TextStart,
-    /// `▁` before the first text and before every text that follows a special token.
-    EveryFragment,
 }
 
 /// A Llama SPM tokenizer read from GGUF metadata.
@@ -210,10 +193,15 @@ fn require_spm(content: &gguf_file::Content) -> Result<(), ModelError> {
             reason: "`tokenizer.ggml.model` is not a string".to_owned(),
         })?;
     if model != "llama" {
-        return Err(ModelError::InvalidTokenizer {
-            reason: format!(
-                "tokenizer model `{model}` is not supported, only `llama` (SentencePiece)"
-            ),
+        let pre = content
+            .metadata
+            .get("tokenizer.ggml.pre")
+            .and_then(|v| v.to_string().ok())
+            .cloned();
+        return Err(ModelError::UnsupportedTokenizer {
+            path: None,
+            model: model.clone(),
+            pre,
         });
     }
     Ok(())
@@ -472,8 +460,13 @@ impl GgufTokenizer {
     /// This tokenizer with the dummy prefix placed as `dummy_prefix` says.
     #[must_use]
     pub fn with_dummy_prefix(mut self, dummy_prefix: DummyPrefix) -> Self {
-        self.dummy_prefix = dummy_prefix;
+        self.set_dummy_prefix(dummy_prefix);
         self
+    }
+
+    /// Places the dummy prefix as `dummy_prefix` says from now on.
+    pub fn set_dummy_prefix(&mut self, dummy_prefix: DummyPrefix) {
+        self.dummy_prefix = dummy_prefix;
     }
 
     /// Where this tokenizer puts the dummy prefix.

@@ -76,10 +76,13 @@ pub use device::{compiled_devices, device_kind, pick_device};
 pub use embedder::BertEmbedder;
 pub use error::ModelError;
 pub use generator::{BatchDecode, LlamaGenerator, TimedGeneration, probe_result};
-pub use gguf_tokenizer::{DummyPrefix, GgufTokenizer, TokenType};
+pub use gguf_tokenizer::{GgufTokenizer, TokenType};
 pub use int8::cpu_supported as int8_embedder_available;
-pub use llama::{CachePrecision, LlamaConfig, QuantizedLlama};
+pub use llama::{
+    KV_CACHE_ENV, LlamaConfig, QuantizedLlama, cache_precision_from_env, default_cache_precision,
+};
 pub use mapped::MappedGguf;
 pub use packed::cpu_supported as packed_kernels_available;
 pub use read_rate::read_rate;
-pub use selfrag_core::EmbedderPrecision;
+/// The numerics choices, defined in selfrag-core (the trace records them) and re-exported here.
+pub use selfrag_core::{CachePrecision, DummyPrefix, EmbedderPrecision};

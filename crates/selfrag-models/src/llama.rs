@@ -37,6 +37,7 @@ use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::error::ModelError;
 use crate::mapped::MappedGguf;
 use crate::packed::PackedMatrix;
+use selfrag_core::CachePrecision;
 
 /// Hyper-parameters of a GGUF Llama, all read from the file (nothing assumes the 7B shape).
 #[derive(Debug, Clone, PartialEq)]
@@ -193,18 +194,39 @@ impl Shape {
             path: path.to_owned(),
             reason,
         };
+        let unsupported = |feature: String| ModelError::UnsupportedModelFeature {
+            path: path.to_owned(),
+            feature,
+        };
         if experts > 1 {
-            return Err(invalid(format!(
-                "mixture-of-experts Llama models ({experts} experts) are not supported"
+            return Err(unsupported(format!(
+                "a mixture of experts ({experts} experts)"
             )));
+        }
+        // RoPE scaling (linear, YaRN; Llama-3.1's frequency factors) changes every position's
+        // rotation: computed without it, the probabilities would be wrong with no error.
+        if let Some(scaling) = content
+            .metadata
+            .get("llama.rope.scaling.type")
+            .and_then(|v| v.to_string().ok())
+            .filter(|t| t.as_str() != "none")
+        {
+            return Err(unsupported(format!(
+                "RoPE scaling (`llama.rope.scaling.type` = `{scaling}`)"
+            )));
+        }
+        if content.tensor_infos.contains_key("rope_freqs.weight") {
+            return Err(unsupported(
+                "Llama-3.1's RoPE frequency factors (the `rope_freqs.weight` tensor)".to_owned(),
+            ));
         }
         shape.check().map_err(invalid)?;
         let head_dim = shape.head_dim();
         let rope_dimension =
             metadata_usize(content, path, "llama.rope.dimension_count")?.unwrap_or(head_dim);
         if rope_dimension != head_dim {
-            return Err(invalid(format!(
-                "partial rotary embeddings ({rope_dimension} of {head_dim} dimensions) are not supported"
+            return Err(unsupported(format!(
+                "partial rotary embeddings ({rope_dimension} of {head_dim} dimensions)"
             )));
         }
         Ok(shape)
@@ -418,84 +440,68 @@ struct LayerCache {
     v: Tensor,
 }
 
-/// How the KV cache holds keys and values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CachePrecision {
-    /// 8 bits a value: blocks of 32 values, each an f16 scale and 32 signed bytes, as
-    /// llama.cpp's `q8_0` cache; 53% of f16's bytes ([`crate::cache_lines`]). A decode step
-    /// widens each block in registers; a prompt pass widens each head's filled columns into a
-    /// thread's buffer for its matrix products. The default on a CPU with AVX2 and F16C, or
-    /// AVX-512, for a model whose head size is a whole number of blocks (every Llama-2's);
-    /// others get f16.
-    Q8,
-    /// Half the bytes of f32, read as [`Self::Q8`] is, each value widened in registers.
-    F16,
-    /// Exactly the values computed (candle's quantized Llama keeps its cache in f32): the
-    /// default on other CPUs and on GPUs, and the only precision off the CPU.
-    F32,
+/// The environment variable that sets the KV cache's precision for a run: `q8` (or llama.cpp's
+/// name, `q8_0`), `f16` or `f32` ([`CachePrecision`]); unset or empty, the device's default.
+pub const KV_CACHE_ENV: &str = "SELFRAG_KV_CACHE";
+
+/// The KV cache's precision on `device` where none is asked for: 8-bit on a CPU that reads the
+/// cache's lines in vector registers (AVX2 with F16C, or AVX-512), else f32. 8 bits take 53%
+/// of f16's bytes ([`crate::cache_lines`]); a decode step widens each block in registers, a
+/// prompt pass widens each head's filled columns into a thread's buffer for its products.
+pub fn default_cache_precision(device: &Device) -> CachePrecision {
+    if device.is_cpu() && CacheSimd::detect().vectorized() {
+        CachePrecision::Q8
+    } else {
+        CachePrecision::F32
+    }
 }
 
-impl CachePrecision {
-    /// The setting that overrides the default: `q8`, `f16` or `f32`.
-    pub const ENV: &'static str = "SELFRAG_KV_CACHE";
-
-    /// The default for a cache on `device`: 8-bit on a CPU that reads the cache's lines in
-    /// vector registers, else f32.
-    pub fn default_for(device: &Device) -> Self {
-        if device.is_cpu() && CacheSimd::detect().vectorized() {
-            Self::Q8
-        } else {
-            Self::F32
-        }
+/// What [`KV_CACHE_ENV`] asks for on `device`, or the default where it is unset or empty.
+pub fn cache_precision_from_env(device: &Device) -> std::result::Result<CachePrecision, String> {
+    match std::env::var(KV_CACHE_ENV) {
+        Ok(value) => parse_cache_precision(&value, device),
+        Err(std::env::VarError::NotPresent) => Ok(default_cache_precision(device)),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+            "{KV_CACHE_ENV} is not valid text; set it to q8, f16 or f32, or unset it"
+        )),
     }
+}
 
-    /// This precision where a model's heads have `head_dim` values: 8-bit blocks need a whole
-    /// number of them in a head, else f16.
-    fn for_head(self, head_dim: usize) -> Self {
-        match self {
-            Self::Q8 if self.layout(head_dim).is_none() => Self::F16,
-            other => other,
-        }
+/// [`KV_CACHE_ENV`]'s `value` on `device`: a precision's name, or empty for the default.
+fn parse_cache_precision(
+    value: &str,
+    device: &Device,
+) -> std::result::Result<CachePrecision, String> {
+    if value.trim().is_empty() {
+        return Ok(default_cache_precision(device));
     }
+    value.parse().map_err(|_| {
+        format!(
+            "{KV_CACHE_ENV} is `{}`; set it to q8, f16 or f32, or unset it",
+            value.trim()
+        )
+    })
+}
 
-    /// What [`Self::ENV`] asks for on `device`, or the default where it is unset or empty.
-    pub fn from_env(device: &Device) -> std::result::Result<Self, String> {
-        match std::env::var(Self::ENV) {
-            Ok(value) => Self::parse(&value, device),
-            Err(std::env::VarError::NotPresent) => Ok(Self::default_for(device)),
-            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
-                "{} is not valid text; set it to q8, f16 or f32, or unset it",
-                Self::ENV
-            )),
-        }
+/// `precision` where a model's heads have `head_dim` values: 8-bit blocks need a whole number
+/// of them in a head, else f16.
+fn precision_for_head(precision: CachePrecision, head_dim: usize) -> CachePrecision {
+    match precision {
+        CachePrecision::Q8 if cache_layout(precision, head_dim).is_none() => CachePrecision::F16,
+        other => other,
     }
+}
 
-    /// [`Self::ENV`]'s `value` on `device`: `q8` (or llama.cpp's name, `q8_0`), `f16`, `f32`,
-    /// or empty for the default.
-    fn parse(value: &str, device: &Device) -> std::result::Result<Self, String> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "" => Ok(Self::default_for(device)),
-            "q8" | "q8_0" => Ok(Self::Q8),
-            "f16" => Ok(Self::F16),
-            "f32" => Ok(Self::F32),
-            other => Err(format!(
-                "{} is `{other}`; set it to q8, f16 or f32, or unset it",
-                Self::ENV
-            )),
-        }
-    }
-
-    /// The cache tensors' type, and the elements of one line of `head_dim` values (an 8-bit
-    /// line is the bytes of its blocks); `None` for 8 bits where `head_dim` is not a whole
-    /// number of blocks.
-    fn layout(self, head_dim: usize) -> Option<(DType, usize)> {
-        let dtype = match self {
-            Self::Q8 => DType::U8,
-            Self::F16 => DType::F16,
-            Self::F32 => DType::F32,
-        };
-        line_elements(dtype, head_dim).map(|line| (dtype, line))
-    }
+/// The cache tensors' type for `precision`, and the elements of one line of `head_dim` values
+/// (an 8-bit line is the bytes of its blocks); `None` for 8 bits where `head_dim` is not a
+/// whole number of blocks.
+fn cache_layout(precision: CachePrecision, head_dim: usize) -> Option<(DType, usize)> {
+    let dtype = match precision {
+        CachePrecision::Q8 => DType::U8,
+        CachePrecision::F16 => DType::F16,
+        CachePrecision::F32 => DType::F32,
+    };
+    line_elements(dtype, head_dim).map(|line| (dtype, line))
 }
 
 /// What a block's attention reads its cache through in one pass.
@@ -896,7 +902,7 @@ impl QuantizedLlama {
                 feed_forward,
             });
         }
-        let cache_precision = CachePrecision::default_for(device).for_head(c.head_dim);
+        let cache_precision = precision_for_head(default_cache_precision(device), c.head_dim);
         // Grown on demand (see `forward`): long-context models need not pay for unused positions.
         let rotary = RotaryTables::new(
             c.head_dim,
@@ -997,12 +1003,18 @@ impl QuantizedLlama {
     /// 8 bits only where a head is a whole number of blocks, else f16; [`Self::cache_precision`]
     /// says which). Empties the cache.
     pub fn set_cache_precision(&mut self, precision: CachePrecision) {
-        self.cache_precision = if self.device.is_cpu() {
-            precision.for_head(self.config.head_dim)
+        self.cache_precision = self.cache_precision_for(precision);
+        self.clear_kv_cache();
+    }
+
+    /// The precision [`Self::set_cache_precision`] puts in force when asked for `precision`:
+    /// f32 off the CPU, and f16 for 8 bits where a head is not a whole number of blocks.
+    pub fn cache_precision_for(&self, precision: CachePrecision) -> CachePrecision {
+        if self.device.is_cpu() {
+            precision_for_head(precision, self.config.head_dim)
         } else {
             CachePrecision::F32
-        };
-        self.clear_kv_cache();
+        }
     }
 
     /// Empties the KV cache; the next forward pass starts a new batch with as many rows as it has.
@@ -1264,8 +1276,8 @@ impl QuantizedLlama {
     fn ensure_capacity(&mut self, rows: usize, columns: usize) -> Result<()> {
         let c = &self.config;
         // f32 off the CPU, and 8 bits only for whole blocks: `set_cache_precision`,
-        // `default_for` and `for_head` see to it.
-        let Some((dtype, line)) = self.cache_precision.layout(c.head_dim) else {
+        // `default_cache_precision` and `precision_for_head` see to it.
+        let Some((dtype, line)) = cache_layout(self.cache_precision, c.head_dim) else {
             candle_core::bail!(
                 "a {:?} cache cannot hold heads of {} values",
                 self.cache_precision,
@@ -1319,23 +1331,27 @@ mod tests {
     #[test]
     fn the_cache_setting_reads_q8_f16_f32_or_nothing_and_names_itself_otherwise() {
         let cpu = Device::Cpu;
-        assert_eq!(
-            CachePrecision::parse(" F32 ", &cpu),
-            Ok(CachePrecision::F32)
-        );
-        assert_eq!(CachePrecision::parse("f16", &cpu), Ok(CachePrecision::F16));
+        let parse = |value| parse_cache_precision(value, &cpu);
+        assert_eq!(parse(" F32 "), Ok(CachePrecision::F32));
+        assert_eq!(parse("f16"), Ok(CachePrecision::F16));
         for q8 in ["q8", "Q8_0"] {
-            assert_eq!(CachePrecision::parse(q8, &cpu), Ok(CachePrecision::Q8));
+            assert_eq!(parse(q8), Ok(CachePrecision::Q8));
         }
         // 8 bits for heads of whole blocks only.
-        assert_eq!(CachePrecision::Q8.for_head(128), CachePrecision::Q8);
-        assert_eq!(CachePrecision::Q8.for_head(16), CachePrecision::F16);
-        assert_eq!(CachePrecision::F32.for_head(16), CachePrecision::F32);
         assert_eq!(
-            CachePrecision::parse("", &cpu),
-            Ok(CachePrecision::default_for(&cpu))
+            precision_for_head(CachePrecision::Q8, 128),
+            CachePrecision::Q8
         );
-        let wrong = CachePrecision::parse("bf16", &cpu).unwrap_err();
+        assert_eq!(
+            precision_for_head(CachePrecision::Q8, 16),
+            CachePrecision::F16
+        );
+        assert_eq!(
+            precision_for_head(CachePrecision::F32, 16),
+            CachePrecision::F32
+        );
+        assert_eq!(parse(""), Ok(default_cache_precision(&cpu)));
+        let wrong = parse("bf16").unwrap_err();
         assert!(
             wrong.contains("SELFRAG_KV_CACHE") && wrong.contains("bf16"),
             "{wrong}"
@@ -1459,7 +1475,7 @@ mod tests {
             .unwrap(),
             rotary: RotaryTables::new(4, 10_000.0, 8, &device).unwrap(),
             cache: KvCache::default(),
-            cache_precision: CachePrecision::default_for(&device),
+            cache_precision: default_cache_precision(&device),
             lines: CacheSimd::detect(),
             reserved_columns: 0,
             device: device.clone(),

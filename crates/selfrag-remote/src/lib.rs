@@ -39,8 +39,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use selfrag_core::{
-    BackendError, GenerateRequest, GeneratedToken, Generation, Generator, GeneratorInfo,
-    GeneratorKind, REFLECTION_TOKENS, StopReason, TokenId, Tokenizer,
+    BackendError, DummyPrefix, GenerateRequest, GeneratedToken, Generation, Generator,
+    GeneratorInfo, GeneratorKind, REFLECTION_TOKENS, StopReason, TokenId, Tokenizer,
 };
 use selfrag_models::{GgufTokenizer, TokenType};
 
@@ -290,6 +290,12 @@ impl ServerGenerator {
         self.cancel
             .as_ref()
             .is_some_and(|c| c.load(Ordering::Acquire))
+    }
+
+    /// Tokenizes prompts with the dummy prefix placed as `dummy_prefix` says from the next
+    /// request on: the server reads the ids built here (see [`DummyPrefix`]).
+    pub fn set_dummy_prefix(&mut self, dummy_prefix: DummyPrefix) {
+        self.tokenizer.set_dummy_prefix(dummy_prefix);
     }
 
     /// What the server said about itself.
@@ -551,6 +557,9 @@ impl Generator for ServerGenerator {
             model: self.info.model.clone(),
             runtime: self.info.runtime.clone(),
             url: Some(self.info.url.clone()),
+            // The server keeps its cache as it was started; nothing here can tell how.
+            cache_precision: None,
+            dummy_prefix: Some(self.tokenizer.dummy_prefix()),
         })
     }
 

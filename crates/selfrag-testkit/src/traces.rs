@@ -31,8 +31,10 @@ impl TraceBuilder {
                 expansions: Vec::new(),
                 answer: String::new(),
                 generator: None,
+                embedder: None,
                 cut_short: None,
                 timings: None,
+                closed_set: None,
             },
         }
     }
@@ -109,6 +111,7 @@ pub fn candidate(text: &str, passage: Option<usize>, issup: Option<[f32; 3]>) ->
         score: 0.0,
         ends_answer: false,
         continued: false,
+        evidence_issup: None,
         passages_dropped: 0,
         violates: Vec::new(),
         verdicts: selfrag_core::Verdicts::default(),

@@ -1,4 +1,4 @@
-import type { AnswerTimings, GeneratorInfo, Passage } from "$lib/ipc/types";
+import type { Answer, AnswerTimings, CachePrecision, GeneratorInfo, Passage } from "$lib/ipc/types";
 
 /** A probability or score with two decimals, as shown in labels. */
 export function fixed2(x: number): string {
@@ -52,6 +52,31 @@ export function generatorLine(info: GeneratorInfo | undefined): string | null {
     return `Written on this computer (${info.runtime.toUpperCase()}) by ${model}`;
   }
   return `Written on the server ${info.url ?? "(unknown address)"} (${info.runtime}) by ${model}`;
+}
+
+/** How a KV cache's precision reads (the core's `CachePrecision::label`). */
+export const CACHE_LABELS: Record<CachePrecision, string> = { q8: "8-bit", f16: "f16", f32: "f32" };
+
+/**
+ * Which generator wrote the answer and with which numerics, the same line the exports write
+ * (`selfrag_export::provenance`, held equal by a golden file): "Written on this computer (CPU)
+ * by selfrag_llama2_7b.q4_k_m.gguf · KV cache 8-bit · embedder int8". A server keeps its own
+ * cache; the dummy prefix is named only where it is the reference code's. Null for a trace that
+ * records neither generator nor embedder.
+ */
+export function provenanceLine(answer: Pick<Answer, "generator" | "embedder">): string | null {
+  const parts: string[] = [];
+  const generator = answer.generator;
+  if (generator) {
+    parts.push(generatorLine(generator) ?? "");
+    if (generator.kind === "server") parts.push("the server's own KV cache");
+    else if (generator.cache_precision)
+      parts.push(`KV cache ${CACHE_LABELS[generator.cache_precision]}`);
+    if (generator.dummy_prefix === "every-fragment")
+      parts.push("space prefix after special tokens (as the reference code)");
+  }
+  if (answer.embedder) parts.push(`embedder ${answer.embedder.precision}`);
+  return parts.length > 0 ? parts.join(" · ") : null;
 }
 
 /** A duration read at a glance: "40 ms", "2.5 s", "73 s". */

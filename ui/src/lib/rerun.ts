@@ -42,6 +42,15 @@ export function changedRunSettings(asked: Settings, now: Settings): string[] {
   if (now.long_form && asked.long_form && asked.beam_width !== now.beam_width) {
     changed.push(`beam ${asked.beam_width} → ${now.beam_width}`);
   }
+  if (asked.p_lm_tokens !== now.p_lm_tokens) {
+    changed.push(`p_LM over ${asked.p_lm_tokens} → ${now.p_lm_tokens} tokens`);
+  }
+  if (now.long_form && asked.long_form_ranking !== now.long_form_ranking) {
+    changed.push(`long-answer ranking ${asked.long_form_ranking} → ${now.long_form_ranking}`);
+  }
+  if (asked.prompt_budget !== now.prompt_budget) {
+    changed.push(`prompt budget ${asked.prompt_budget} → ${now.prompt_budget}`);
+  }
   return changed;
 }
 
@@ -117,6 +126,25 @@ export function rerunEffects(answer: Answer, now: Settings): string[] {
   } else if (now.long_form && asked.beam_width !== now.beam_width) {
     effects.push(
       `Beam search would keep ${now.beam_width} paths instead of ${asked.beam_width}; later segments could differ.`,
+    );
+  }
+  if (asked.p_lm_tokens !== now.p_lm_tokens) {
+    effects.push(
+      now.p_lm_tokens === "all"
+        ? "p_LM would count every generated token, reflection tokens included, so every f changes."
+        : "p_LM would count the text tokens only, so every f changes.",
+    );
+  }
+  if (now.long_form && asked.long_form && asked.long_form_ranking !== now.long_form_ranking) {
+    effects.push(
+      now.long_form_ranking === "normalised"
+        ? "Paths would be compared like with like (each segment against what its kind can score); a different path could win."
+        : "Paths would be compared by raw f, which favours segments with passages; a different path could win.",
+    );
+  }
+  if (asked.prompt_budget !== now.prompt_budget && (asked.long_form || now.long_form)) {
+    effects.push(
+      `Prompts would be held to ${now.prompt_budget} tokens (with the answer), so long answers carry ${now.prompt_budget < asked.prompt_budget ? "fewer" : "more"} earlier passages.`,
     );
   }
   return effects;

@@ -5,7 +5,7 @@
 
 import { toAppError, type AppError } from "./errors";
 import { ask, cancelAsk, rerank } from "./ipc";
-import type { AnswerRecord, CritiqueWeights, Settings } from "./ipc/types";
+import type { AnswerRecord, CritiqueWeights, Progress, Settings } from "./ipc/types";
 import { measureRepaint } from "./latency";
 import { nextStatus, startRun, type RunStatus } from "./progress";
 
@@ -57,8 +57,14 @@ export class AnswerSession {
   /**
    * Answers `text` with `asked`; resolves when it has ended (answered, stopped or failed).
    * Weights moved while it ran (`current()` then) apply to the answer on screen, new or kept.
+   * With `options`, a multiple-choice question whose options are scored.
    */
-  async ask(text: string, asked: Settings, current: () => Settings): Promise<void> {
+  async ask(
+    text: string,
+    asked: Settings,
+    current: () => Settings,
+    options?: string[],
+  ): Promise<void> {
     if (text.length === 0 || this.running) return;
     this.running = true;
     this.asking = text;
@@ -69,12 +75,16 @@ export class AnswerSession {
     const seq = ++this.#requestSeq;
     const started = performance.now();
     try {
-      const answered = await ask(text, asked, (event) => {
+      const onEvent = (event: Progress) => {
         if (this.run && !this.stopping) this.run = nextStatus(this.run, event);
         if (event.kind === "segment_chosen") {
           this.draft = [...this.draft, { text: event.text, citation: event.citation }];
         }
-      });
+      };
+      // An open question is asked as before, without an options argument.
+      const answered = await (options === undefined
+        ? ask(text, asked, onEvent)
+        : ask(text, asked, onEvent, options));
       this.#appliedSeq = seq;
       this.record = answered;
       this.#hooks.onanswered();

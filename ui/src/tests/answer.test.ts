@@ -71,7 +71,15 @@ describe("AnswerView", () => {
         {
           ...seg,
           candidates: [
-            candidate({ continued: true, passages_dropped: 2 }),
+            candidate({
+              continued: true,
+              evidence_issup: {
+                "[Fully supported]": 0.9,
+                "[Partially supported]": 0.05,
+                "[No support / Contradictory]": 0.05,
+              },
+              passages_dropped: 2,
+            }),
             ...seg.candidates.slice(1),
           ],
         },
@@ -79,7 +87,7 @@ describe("AnswerView", () => {
     });
     render(AnswerView, { record: record({ answer: shown }) });
     expect(screen.getByTestId("candidate-continued")).toHaveTextContent(
-      "IsRel carried from the segment before",
+      "IsRel carried from the segment before, and the passage's IsSup counts toward the answer's rank",
     );
     expect(screen.getByTestId("candidate-dropped")).toHaveTextContent(
       "2 earlier passages left out of its prompt",
@@ -113,6 +121,28 @@ describe("AnswerView", () => {
     expect(screen.getByTestId("answer-generator")).toHaveTextContent(
       "Written on the server http://lab:8080 (llama.cpp b1) by m.gguf",
     );
+  });
+
+  it("says under the answer and in the inspector which numerics the scores came from", async () => {
+    render(AnswerView, {
+      record: record({
+        answer: answer({
+          generator: {
+            kind: "local",
+            model: "/m/selfrag_llama2_7b.q4_k_m.gguf",
+            runtime: "cpu",
+            cache_precision: "q8",
+            dummy_prefix: "text-start",
+          },
+          embedder: { model: "facebook/contriever-msmarco@r", precision: "int8", device: "cpu" },
+        }),
+      }),
+    });
+    const line =
+      "Written on this computer (CPU) by selfrag_llama2_7b.q4_k_m.gguf · KV cache 8-bit · embedder int8";
+    expect(screen.getByTestId("answer-generator")).toHaveTextContent(line);
+    await fireEvent.click(screen.getByText(/and why this one won/));
+    expect(screen.getByTestId("inspector-provenance")).toHaveTextContent(`Scores from: ${line}`);
   });
 
   it("lists every token probability in each badge's tooltip", () => {

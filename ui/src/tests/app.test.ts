@@ -320,6 +320,30 @@ describe("App", () => {
     expect(screen.queryByTestId("device-server-note")).toBeNull();
   });
 
+  it("asks with the scoring rules chosen under Retrieval settings", async () => {
+    mocked.ask.mockRejectedValue({ code: "selfrag", message: "stop here" });
+    const user = userEvent.setup();
+    render(App);
+    await user.type(await screen.findByTestId("question-input"), "Why?");
+    await user.selectOptions(screen.getByTestId("p-lm-tokens"), "text");
+    await user.click(screen.getByTestId("long-form"));
+    await user.selectOptions(screen.getByTestId("long-form-ranking"), "raw");
+    await user.clear(screen.getByTestId("prompt-budget"));
+    await user.type(screen.getByTestId("prompt-budget"), "4096");
+    await user.click(screen.getByTestId("ask-button"));
+    await screen.findByTestId("error-banner");
+    expect(mocked.ask).toHaveBeenCalledWith(
+      "Why?",
+      expect.objectContaining({
+        p_lm_tokens: "text",
+        long_form: true,
+        long_form_ranking: "raw",
+        prompt_budget: 4096,
+      }),
+      expect.anything(),
+    );
+  });
+
   it("shows a failed call's message in a banner that can be dismissed", async () => {
     mocked.ask.mockRejectedValue({
       code: "selfrag",

@@ -154,6 +154,10 @@ export function deviceStatus(overrides: Partial<DeviceStatus> = {}): DeviceStatu
     embedderPrecision: "int8",
     int8Available: true,
     precisionFixedByEnv: false,
+    cachePrecision: null,
+    cachePrecisionFixedByEnv: false,
+    dummyPrefix: "text-start",
+    dummyPrefixFixedByEnv: false,
     ...overrides,
   };
 }

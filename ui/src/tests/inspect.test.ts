@@ -150,6 +150,25 @@ describe("re-run offer", () => {
     expect(effects[1]).toMatch(/current winner \(passage rank 2\) would not be written/);
   });
 
+  it("offers a re-run when a scoring rule changed, and says what it changes", () => {
+    const asked = answer({ settings: { ...defaultSettings(), long_form: true } });
+    const now = {
+      ...asked.settings,
+      p_lm_tokens: "text" as const,
+      long_form_ranking: "raw" as const,
+      prompt_budget: 4096,
+    };
+    expect(changedRunSettings(asked.settings, now)).toEqual([
+      "p_LM over all → text tokens",
+      "long-answer ranking normalised → raw",
+      "prompt budget 2048 → 4096",
+    ]);
+    const effects = rerunEffects(asked, now);
+    expect(effects).toContain("p_LM would count the text tokens only, so every f changes.");
+    expect(effects.some((e) => e.startsWith("Paths would be compared by raw f"))).toBe(true);
+    expect(effects.some((e) => e.includes("carry more earlier passages"))).toBe(true);
+  });
+
   it("shows the offer and re-runs on click", async () => {
     const onrerun = vi.fn();
     render(RerunNotice, {

@@ -84,6 +84,7 @@ describe("ipc", () => {
       theme: "dark",
       device: "cpu",
       embedderPrecision: "int8",
+      dummyPrefix: "text-start",
       export: options,
     } as const;
     await ipc.saveSettings(settings);

@@ -7,16 +7,18 @@ import {
   generatorLine,
   ocrText,
   pageText,
+  provenanceLine,
   secondsText,
   timingsLine,
 } from "$lib/format";
 import { etaText, jobSummary, nextJob, startJob } from "$lib/indexing";
-import type { IndexEvent } from "$lib/ipc/types";
+import type { EmbedderInfo, GeneratorInfo, IndexEvent } from "$lib/ipc/types";
 import { nextStatus, retrieveReason, startRun } from "$lib/progress";
 import { isUseBadge, scoreBreakdown } from "$lib/reflection";
 import { defaultSettings } from "$lib/settings";
 import { isCommand } from "$lib/shortcuts";
 import { candidate } from "./fixtures";
+import provenanceJson from "./golden/provenance.json";
 
 describe("status line", () => {
   it("explains every retrieve mode", () => {
@@ -267,6 +269,23 @@ describe("which generator wrote the answer", () => {
     ).toBe(
       "Written on the server http://gpu-box:8080 (llama.cpp b6800-abc1234) by selfrag_llama2_13b.Q4_K_M.gguf",
     );
+  });
+});
+
+describe("which numerics an answer's scores came from", () => {
+  it("writes the line the exports write, for every kind of trace", () => {
+    // Written by src-tauri's bindings test from `selfrag_export::provenance`.
+    const cases = provenanceJson as {
+      generator: GeneratorInfo | null;
+      embedder: EmbedderInfo | null;
+      line: string | null;
+    }[];
+    expect(cases.length).toBeGreaterThan(20);
+    for (const { generator, embedder, line } of cases) {
+      expect(
+        provenanceLine({ generator: generator ?? undefined, embedder: embedder ?? undefined }),
+      ).toBe(line);
+    }
   });
 });
 

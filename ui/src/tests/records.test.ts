@@ -402,6 +402,56 @@ describe("Persisted settings", () => {
     );
   });
 
+  it("saves exact numbers as both precisions at f32, and the reference tokenizer's prefix", async () => {
+    render(App);
+    const user = userEvent.setup();
+    const exact = await screen.findByTestId("exact-switch");
+    expect(exact).not.toBeChecked();
+    expect(screen.getByTestId("exact-switch").parentElement).toHaveTextContent(
+      "Exact numbers (f32 cache and embedder: slower, more memory)",
+    );
+    await user.click(exact);
+    await waitFor(() => expect(mocked.saveSettings).toHaveBeenCalled(), { timeout: 2000 });
+    expect(lastSaved().cachePrecision).toBe("f32");
+    expect(lastSaved().embedderPrecision).toBe("f32");
+    // One model: the embedder's menu follows, and choosing 8 bits there turns exact off.
+    expect(screen.getByTestId("precision-select")).toHaveValue("f32");
+    await user.selectOptions(screen.getByTestId("precision-select"), "int8");
+    expect(screen.getByTestId("exact-switch")).not.toBeChecked();
+    await user.click(screen.getByTestId("exact-switch"));
+    await user.click(screen.getByTestId("exact-switch"));
+    const prefix = screen.getByTestId("dummy-prefix-select");
+    expect(prefix).toHaveValue("text-start");
+    expect(screen.getByTestId("dummy-prefix-note")).toHaveTextContent(
+      "For reproducing the reference code's numbers; the default matches fine-tuning.",
+    );
+    await user.selectOptions(prefix, "every-fragment");
+    await waitFor(() => expect(lastSaved().dummyPrefix).toBe("every-fragment"), {
+      timeout: 2000,
+    });
+    expect(lastSaved().cachePrecision).toBeUndefined();
+    expect(lastSaved().embedderPrecision).toBe("int8");
+    cleanup();
+
+    mocked.appStatus.mockResolvedValue(
+      status({
+        device: deviceStatus({
+          cachePrecision: "f32",
+          cachePrecisionFixedByEnv: true,
+          dummyPrefixFixedByEnv: true,
+          dummyPrefix: "every-fragment",
+        }),
+      }),
+    );
+    render(App);
+    await waitFor(() => expect(screen.getByTestId("exact-switch")).toBeDisabled());
+    expect(screen.getByTestId("exact-note")).toHaveTextContent("SELFRAG_KV_CACHE");
+    expect(screen.getByTestId("dummy-prefix-select")).toBeDisabled();
+    expect(screen.getByTestId("dummy-prefix-note")).toHaveTextContent(
+      "SELFRAG_DUMMY_PREFIX environment variable (every-fragment)",
+    );
+  });
+
   it("reports a broken settings file", async () => {
     const loaded = loadedSettings();
     loaded.notice =

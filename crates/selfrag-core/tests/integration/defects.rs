@@ -89,7 +89,8 @@ fn reference_used_minus_100_for_missing_tokens() {
     let (answer, _) = run("Q?", &always(), &mut g, &mut Library::new(&["p"]));
     let c = &answer.segments[0].candidates[0];
     assert_eq!((c.issup, c.isuse, c.s_sup, c.s_use), (None, None, 0.0, 0.0));
-    assert!(close(c.score, (-0.3f32).exp() + 0.5));
+    let every = [0.5f32.ln(), -0.3, -0.3, SPECIAL_LOGPROB];
+    assert!(close(c.score, p_lm_of(&every) + 0.5), "{}", c.score);
 
     // Emitted, but the watched probabilities are all zero.
     let mut g = Scripted::fixed(0.9, 0.1, |_| {
@@ -105,5 +106,13 @@ fn reference_used_minus_100_for_missing_tokens() {
     assert!(c.issup.is_some() && c.isuse.is_some());
     assert_eq!((c.s_rel, c.s_sup, c.s_use), (0.0, 0.0, 0.0));
     assert!(c.score.is_finite());
-    assert!(close(c.score, (-0.3f32).exp()));
+    let every = [
+        SPECIAL_LOGPROB,
+        -0.3,
+        -0.3,
+        SPECIAL_LOGPROB,
+        SPECIAL_LOGPROB,
+        SPECIAL_LOGPROB,
+    ];
+    assert!(close(c.score, p_lm_of(&every)), "{}", c.score);
 }

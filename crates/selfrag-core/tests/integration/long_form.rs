@@ -592,6 +592,43 @@ fn a_path_too_long_for_the_context_drops_its_oldest_passages_first() {
     assert_eq!(answer.segments[1].candidates[0].passages_dropped, 0);
 }
 
+/// The prompt budget (the fine-tuning length by default) bounds prompts as the context does:
+/// the smaller of the two is the limit, the oldest passages leave first, and the trace records
+/// the budget it ran under.
+#[test]
+fn the_prompt_budget_bounds_a_path_below_the_models_context() {
+    let respond = |prompt: &str| {
+        let n = prompt.matches("[Relevant]").count();
+        seg(&format!("Step{n} text"), (1.0, 0.0), "[Retrieval]")
+    };
+    // 100 words: as in the test above, segment 3 needs 6 + 2·108 + 104 = 326 prompt tokens
+    // with both earlier passages and 224 without the first; generation takes 10 more.
+    let passage = vec!["word"; 100].join(" ");
+    let dropped_in_third = |context: usize, budget: usize| {
+        let mut g = Scripted::fixed(0.9, 0.1, respond);
+        g.context = context;
+        let settings = Settings {
+            max_segments: 3,
+            max_segment_tokens: 10,
+            prompt_budget: budget,
+            ..long(1, 1)
+        };
+        let (answer, _) = run("Q?", &settings, &mut g, &mut Library::new(&[&passage]));
+        assert_eq!(answer.settings.prompt_budget, budget);
+        assert_eq!(answer.segments.len(), 3);
+        let third = &answer.segments[2].candidates[0];
+        assert!(g.batches[2].0[0].len() + 10 <= context.min(budget));
+        third.passages_dropped
+    };
+    // The default budget holds the whole path on a 4,096-token model.
+    assert_eq!(Settings::default().prompt_budget, 2048);
+    assert_eq!(dropped_in_third(4096, 2048), 0);
+    // A budget of 300 drops the oldest passage although the context holds it.
+    assert_eq!(dropped_in_third(4096, 300), 1);
+    // A budget past the context is held to it.
+    assert_eq!(dropped_in_third(300, 131_072), 1);
+}
+
 /// A Retrieve token before any text does not end the segment (SELFRAG.md step 8: a segment
 /// ends at a Retrieve token after some text).
 #[test]

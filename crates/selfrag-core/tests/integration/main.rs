@@ -4,9 +4,11 @@
 // A failing test should stop loudly at the line that failed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod closed_set;
 mod defects;
 mod long_form;
 mod properties;
+mod ranking;
 mod replay;
 mod rerank;
 mod short_form;

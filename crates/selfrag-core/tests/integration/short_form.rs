@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use selfrag_core::{Progress, RetrieveMode, SelfRagError, Settings};
+use selfrag_core::{PLmTokens, Progress, RetrieveMode, SelfRagError, Settings};
 
 use crate::util::*;
 
@@ -10,26 +10,6 @@ const SUPPORTED: [f32; 3] = [0.9, 0.05, 0.05];
 const UNSUPPORTED: [f32; 3] = [0.05, 0.05, 0.9];
 const USEFUL: [f32; 5] = [0.0, 0.0, 0.0, 0.0, 1.0];
 const NEUTRAL: [f32; 5] = [0.0, 0.0, 1.0, 0.0, 0.0];
-
-/// Candidate `i` is whatever `scripts[i]` says, matched by the passage word `passageI`.
-fn by_passage(scripts: Vec<Script>) -> impl FnMut(&str) -> Script {
-    move |prompt| {
-        for (i, s) in scripts.iter().enumerate() {
-            if prompt.contains(&format!(" passage{i} "))
-                || prompt.ends_with(&format!(" passage{i}</paragraph>"))
-            {
-                return s.clone();
-            }
-        }
-        Script::new().text("no passage", -1.0).eos()
-    }
-}
-
-fn library(k: usize) -> Library {
-    let texts: Vec<String> = (0..k).map(|i| format!("passage{i} text")).collect();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    Library::new(&refs)
-}
 
 fn always() -> Settings {
     Settings {
@@ -52,12 +32,29 @@ fn scores_come_from_the_models_own_distributions() {
         k: 1,
         ..Settings::default()
     };
-    let (answer, _) = run("Capital of France?", &settings, &mut g, &mut library(1));
+    let (answer, _) = run(
+        "Capital of France?",
+        &settings,
+        &mut g,
+        &mut numbered_library(1),
+    );
     let c = &answer.segments[0].candidates[0];
     assert!(close(c.s_rel, 0.75));
     assert!(close(c.s_sup, 0.4 / 0.6));
     assert!(close(c.s_use, 0.35));
-    assert!(close(c.p_lm, (-0.1f32).exp()));
+    // p_LM over every generated token: [Relevant], four words, [Fully supported],
+    // [Utility:5] and </s>, each at its own log-probability.
+    let every = [
+        0.6f32.ln(),
+        -0.1,
+        -0.1,
+        -0.1,
+        -0.1,
+        0.3f32.ln(),
+        0.4f32.ln(),
+        SPECIAL_LOGPROB,
+    ];
+    assert!(close(c.p_lm, p_lm_of(&every)), "{}", c.p_lm);
     assert!(close(c.score, c.p_lm + 0.75 + 0.4 / 0.6 + 0.5 * 0.35));
     // The trace keeps the raw full-vocabulary probabilities, not the renormalised ones.
     assert_eq!(c.isrel.unwrap().relevant, 0.6);
@@ -73,8 +70,8 @@ fn scores_come_from_the_models_own_distributions() {
 }
 
 #[test]
-fn p_lm_counts_only_text_tokens() {
-    let mut g = Scripted::fixed(0.9, 0.1, |_| {
+fn p_lm_is_taken_over_every_generated_token_by_default_and_over_text_on_request() {
+    let script = || {
         Script::new()
             .isrel(1.0, 0.0)
             .text("a", -1.0)
@@ -82,20 +79,42 @@ fn p_lm_counts_only_text_tokens() {
             .issup(SUPPORTED)
             .isuse(USEFUL)
             .eos()
-    });
-    let (answer, _) = run("Q?", &always(), &mut g, &mut library(1));
-    assert!(close(
-        answer.segments[0].candidates[0].p_lm,
-        (-2.0f32).exp()
-    ));
+    };
+    // As the reference: exp(cumulative log-probability / number of generated tokens), the
+    // reflection tokens and </s> included.
+    let mut g = Scripted::fixed(0.9, 0.1, move |_| script());
+    let (answer, _) = run("Q?", &always(), &mut g, &mut numbered_library(1));
+    let every = [0.0, -1.0, -3.0, 0.9f32.ln(), 0.0, SPECIAL_LOGPROB];
+    let c = &answer.segments[0].candidates[0];
+    assert!(close(c.p_lm, p_lm_of(&every)), "{}", c.p_lm);
+    assert_eq!(answer.settings.p_lm_tokens, PLmTokens::All);
+
+    let text_only = Settings {
+        p_lm_tokens: PLmTokens::Text,
+        ..always()
+    };
+    let mut g = Scripted::fixed(0.9, 0.1, move |_| script());
+    let (answer, _) = run("Q?", &text_only, &mut g, &mut numbered_library(1));
+    let c = &answer.segments[0].candidates[0];
+    assert!(close(c.p_lm, (-2.0f32).exp()), "{}", c.p_lm);
+    assert_eq!(answer.settings.p_lm_tokens, PLmTokens::Text);
 }
 
 #[test]
-fn empty_text_has_p_lm_zero() {
+fn empty_text_has_p_lm_zero_over_text_tokens_and_its_reflection_tokens_over_all() {
+    let text_only = Settings {
+        p_lm_tokens: PLmTokens::Text,
+        ..always()
+    };
     let mut g = Scripted::fixed(0.9, 0.1, |_| Script::new().isrel(1.0, 0.0).eos());
-    let (answer, _) = run("Q?", &always(), &mut g, &mut library(1));
+    let (answer, _) = run("Q?", &text_only, &mut g, &mut numbered_library(1));
     assert_eq!(answer.segments[0].candidates[0].p_lm, 0.0);
     assert_eq!(answer.answer, "");
+
+    let mut g = Scripted::fixed(0.9, 0.1, |_| Script::new().isrel(1.0, 0.0).eos());
+    let (answer, _) = run("Q?", &always(), &mut g, &mut numbered_library(1));
+    let p_lm = answer.segments[0].candidates[0].p_lm;
+    assert!(close(p_lm, p_lm_of(&[0.0, SPECIAL_LOGPROB])), "{p_lm}");
 }
 
 #[test]
@@ -105,12 +124,12 @@ fn threshold_equal_does_not_retrieve_and_just_above_does() {
     let respond = |_: &str| Script::new().text("x", -0.1).eos();
 
     let mut g = Scripted::fixed(0.1, 0.4, respond);
-    let (answer, _) = run("Q?", &settings, &mut g, &mut library(3));
+    let (answer, _) = run("Q?", &settings, &mut g, &mut numbered_library(3));
     assert_eq!(answer.retrieve.p_retrieve, 0.2);
     assert!(!answer.retrieve.retrieved);
 
     let mut g = Scripted::fixed(0.1001, 0.4, respond);
-    let (answer, _) = run("Q?", &settings, &mut g, &mut library(3));
+    let (answer, _) = run("Q?", &settings, &mut g, &mut numbered_library(3));
     assert!(answer.retrieve.p_retrieve > 0.2);
     assert!(answer.retrieve.retrieved);
 }
@@ -134,7 +153,7 @@ fn every_mode_decides_as_specified_and_records_p_retrieve() {
             mode,
             ..Settings::default()
         };
-        let (answer, events) = run("Q?", &settings, &mut g, &mut library(2));
+        let (answer, events) = run("Q?", &settings, &mut g, &mut numbered_library(2));
         assert_eq!(answer.retrieve.retrieved, retrieved, "{mode:?} {yes} {no}");
         assert!(close(answer.retrieve.p_retrieve, p), "{mode:?} {yes} {no}");
         assert_eq!(
@@ -168,7 +187,7 @@ fn model_mode_reads_the_argmax_over_the_whole_vocabulary() {
         "Q?",
         &settings(RetrieveMode::Model),
         &mut g,
-        &mut library(2),
+        &mut numbered_library(2),
     );
     assert!(
         !answer.retrieve.retrieved,
@@ -184,7 +203,7 @@ fn model_mode_reads_the_argmax_over_the_whole_vocabulary() {
         "Q?",
         &settings(RetrieveMode::Adaptive),
         &mut g,
-        &mut library(2),
+        &mut numbered_library(2),
     );
     assert!(answer.retrieve.retrieved, "adaptive: 0.6 > δ 0.5");
 
@@ -194,7 +213,7 @@ fn model_mode_reads_the_argmax_over_the_whole_vocabulary() {
         "Q?",
         &settings(RetrieveMode::Model),
         &mut g,
-        &mut library(2),
+        &mut numbered_library(2),
     );
     assert!(answer.retrieve.retrieved, "[Retrieval] is the argmax");
 }
@@ -208,11 +227,18 @@ fn no_retrieval_path_scores_p_lm_and_utility_only() {
             .isuse(USEFUL)
             .eos()
     });
-    let (answer, _) = run("Say hi", &Settings::default(), &mut g, &mut library(2));
+    let (answer, _) = run(
+        "Say hi",
+        &Settings::default(),
+        &mut g,
+        &mut numbered_library(2),
+    );
     let c = &answer.segments[0].candidates[0];
     assert_eq!(c.passage, None);
     assert_eq!(c.isrel, None);
-    assert!(close(c.score, (-0.5f32).exp() + 0.5 * 1.0));
+    let every = [-0.5, -0.5, 0.9f32.ln(), 0.0, SPECIAL_LOGPROB];
+    assert!(close(c.p_lm, p_lm_of(&every)), "{}", c.p_lm);
+    assert!(close(c.score, c.p_lm + 0.5 * 1.0));
     assert_eq!(answer.answer, "Hello there");
     assert_eq!(answer.segments[0].citation, None);
     assert!(g.batch_prompts(0)[0].ends_with("Response:[No Retrieval]"));
@@ -223,7 +249,7 @@ fn all_k_candidates_are_generated_in_one_batch() {
     let mut g = Scripted::fixed(0.9, 0.1, |_| {
         Script::candidate("x", (0.9, 0.1), SUPPORTED, USEFUL)
     });
-    let (answer, events) = run("Q?", &Settings::default(), &mut g, &mut library(7));
+    let (answer, events) = run("Q?", &Settings::default(), &mut g, &mut numbered_library(7));
     assert_eq!(g.batches.len(), 1);
     let (prompts, request) = &g.batches[0];
     assert_eq!(prompts.len(), 5);
@@ -299,18 +325,19 @@ fn prompt_is_the_papers_format() {
 fn higher_f_wins_and_ties_go_to_the_lowest_index() {
     let same = Script::candidate("same", (0.9, 0.1), SUPPORTED, USEFUL);
     let mut g = Scripted::fixed(0.9, 0.1, by_passage(vec![same.clone(), same.clone(), same]));
-    let (answer, _) = run("Q?", &always(), &mut g, &mut library(3));
+    let (answer, _) = run("Q?", &always(), &mut g, &mut numbered_library(3));
     assert_eq!(answer.segments[0].chosen, 0);
 
     let worse = Script::candidate("worse", (0.5, 0.5), SUPPORTED, USEFUL);
     let better = Script::candidate("better", (0.9, 0.1), SUPPORTED, USEFUL);
     let mut g = Scripted::fixed(0.9, 0.1, by_passage(vec![worse, better]));
-    let (answer, _) = run("Q?", &always(), &mut g, &mut library(2));
+    let (answer, _) = run("Q?", &always(), &mut g, &mut numbered_library(2));
     assert_eq!(answer.segments[0].chosen, 1);
     assert_eq!(answer.answer, "better [1]");
 }
 
-/// A: s_sup 0, s_use 1; B: s_sup 1, s_use 0; same p_LM and s_rel. f_A - f_B = 0.5 - w_sup.
+/// A: s_sup 0, s_use 1; B: s_sup 1, s_use 0; same s_rel, and the same p_LM over their text
+/// tokens (the test's setting). f_A - f_B = 0.5 - w_sup.
 fn sup_versus_use() -> Scripted {
     let a = Script::candidate("alpha", (1.0, 0.0), [0.0, 0.0, 0.0], USEFUL);
     let b = Script::candidate("beta", (1.0, 0.0), [1.0, 0.0, 0.0], NEUTRAL);
@@ -322,7 +349,13 @@ fn the_winner_flips_exactly_where_w_sup_crosses_half_w_use() {
     for (w_sup, winner) in [(0.499, "alpha"), (0.501, "beta")] {
         let mut settings = always();
         settings.weights.sup = w_sup;
-        let (answer, _) = run("Q?", &settings, &mut sup_versus_use(), &mut library(2));
+        settings.p_lm_tokens = PLmTokens::Text;
+        let (answer, _) = run(
+            "Q?",
+            &settings,
+            &mut sup_versus_use(),
+            &mut numbered_library(2),
+        );
         assert_eq!(answer.segments[0].text, winner, "w_sup = {w_sup}");
     }
 }
@@ -337,12 +370,12 @@ fn hard_constraints_drop_unsupported_and_irrelevant_candidates() {
     let mut settings = always();
     settings.weights.sup = 0.1;
     let mut g = Scripted::fixed(0.9, 0.1, by_passage(scripts.clone()));
-    let (free, _) = run("Q?", &settings, &mut g, &mut library(3));
+    let (free, _) = run("Q?", &settings, &mut g, &mut numbered_library(3));
     assert_eq!(free.segments[0].text, "unsupported");
 
     settings.hard_constraints = true;
     let mut g = Scripted::fixed(0.9, 0.1, by_passage(scripts));
-    let (constrained, _) = run("Q?", &settings, &mut g, &mut library(3));
+    let (constrained, _) = run("Q?", &settings, &mut g, &mut numbered_library(3));
     assert_eq!(constrained.segments[0].text, "modest");
     // The dropped candidates stay in the trace.
     assert_eq!(constrained.segments[0].candidates.len(), 3);
@@ -355,7 +388,7 @@ fn hard_constraints_keep_everything_when_nothing_would_be_left() {
     let mut settings = always();
     settings.hard_constraints = true;
     let mut g = Scripted::fixed(0.9, 0.1, by_passage(vec![a, b]));
-    let (answer, _) = run("Q?", &settings, &mut g, &mut library(2));
+    let (answer, _) = run("Q?", &settings, &mut g, &mut numbered_library(2));
     let c = &answer.segments[0].candidates;
     let best = if c[0].score >= c[1].score { "a" } else { "b" };
     assert_eq!(answer.segments[0].text, best);
@@ -366,11 +399,13 @@ fn missing_issup_and_isuse_score_zero_and_record_none() {
     let mut g = Scripted::fixed(0.9, 0.1, |_| {
         Script::new().isrel(0.8, 0.2).text("bare", -0.2).eos()
     });
-    let (answer, _) = run("Q?", &always(), &mut g, &mut library(1));
+    let (answer, _) = run("Q?", &always(), &mut g, &mut numbered_library(1));
     let c = &answer.segments[0].candidates[0];
     assert_eq!((c.issup, c.isuse), (None, None));
     assert_eq!((c.s_sup, c.s_use), (0.0, 0.0));
-    assert!(close(c.score, (-0.2f32).exp() + 0.8));
+    let every = [0.8f32.ln(), -0.2, SPECIAL_LOGPROB];
+    assert!(close(c.p_lm, p_lm_of(&every)), "{}", c.p_lm);
+    assert!(close(c.score, c.p_lm + 0.8));
 }
 
 #[test]
@@ -383,7 +418,7 @@ fn citations_are_numbered_by_first_use_and_passages_reordered() {
         by_passage(vec![low.clone(), low.clone(), high, low]),
     );
     let settings = Settings { k: 4, ..always() };
-    let (answer, _) = run("Q?", &settings, &mut g, &mut library(4));
+    let (answer, _) = run("Q?", &settings, &mut g, &mut numbered_library(4));
     let ids: Vec<&str> = answer.passages.iter().map(|p| p.id.as_str()).collect();
     assert_eq!(ids, ["p2", "p0", "p1", "p3"]);
     let segment = &answer.segments[0];
@@ -415,7 +450,7 @@ fn retrieval_that_finds_nothing_falls_back_to_no_retrieval() {
 #[test]
 fn the_query_is_the_question_and_k_is_honoured() {
     let mut g = Scripted::fixed(0.9, 0.1, |_| Script::new().text("x", -0.1).eos());
-    let mut lib = library(9);
+    let mut lib = numbered_library(9);
     let settings = Settings { k: 3, ..always() };
     let (answer, _) = run("  Who wrote it?  ", &settings, &mut g, &mut lib);
     assert_eq!(lib.queries, [("Who wrote it?".to_string(), 3)]);
@@ -435,7 +470,7 @@ fn empty_question_is_refused_before_the_model_runs() {
         " \n\t",
         &Settings::default(),
         &mut g,
-        &mut library(1),
+        &mut numbered_library(1),
         &mut |_| {},
         &(),
     )
@@ -452,7 +487,7 @@ fn a_model_without_reflection_tokens_is_named() {
         "Q?",
         &Settings::default(),
         &mut g,
-        &mut library(1),
+        &mut numbered_library(1),
         &mut |_| {},
         &(),
     )
@@ -474,7 +509,7 @@ fn a_question_longer_than_the_context_is_refused() {
         &question,
         &Settings::default(),
         &mut g,
-        &mut library(1),
+        &mut numbered_library(1),
         &mut |_| {},
         &(),
     )
@@ -504,7 +539,7 @@ fn cancel_stops_between_steps() {
         "Q?",
         &Settings::default(),
         &mut g,
-        &mut library(2),
+        &mut numbered_library(2),
         &mut |_| {},
         &|| true,
     )
@@ -519,7 +554,7 @@ fn cancel_stops_between_steps() {
         "Q?",
         &Settings::default(),
         &mut g,
-        &mut library(2),
+        &mut numbered_library(2),
         &mut |_| flag.store(true, Ordering::Release),
         &flag,
     )
@@ -542,7 +577,7 @@ fn no_reflection_token_reaches_any_visible_text() {
         .isuse(USEFUL)
         .eos();
     let mut g = Scripted::fixed(0.9, 0.1, move |_| messy.clone());
-    let (answer, _) = run("Q?", &always(), &mut g, &mut library(3));
+    let (answer, _) = run("Q?", &always(), &mut g, &mut numbered_library(3));
     assert_clean(&answer);
     assert_eq!(answer.segments[0].text, "one two");
 }
@@ -563,7 +598,7 @@ fn an_answer_records_its_steps_times_and_no_split_the_generator_cannot_give() {
         "Capital of France?",
         &Settings { k: 2, ..always() },
         &mut g,
-        &mut library(2),
+        &mut numbered_library(2),
     );
     let t = answer.timings.expect("a run records its timings");
     assert_eq!((t.prefill_seconds, t.decode_seconds), (None, None));

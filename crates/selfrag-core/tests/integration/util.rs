@@ -30,16 +30,30 @@ pub struct Script {
 
 pub const EOS_TOKEN: &str = "</s>";
 
+/// The log-probability of a special token written without a watched probability of its own.
+pub const SPECIAL_LOGPROB: f32 = -0.01;
+
+/// p_LM over every generated token from their log-probabilities: exp(mean).
+pub fn p_lm_of(logprobs: &[f32]) -> f32 {
+    (logprobs.iter().sum::<f32>() / logprobs.len() as f32).exp()
+}
+
 impl Script {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// A special token (reflection, `</s>`) with the given watched probabilities.
+    /// A special token (reflection, `</s>`) with the given watched probabilities. Its own
+    /// log-probability is ln of its watched probability where that is given and positive, as a
+    /// model's would be, else -0.01.
     pub fn special(mut self, token: &str, probs: &[(&str, f32)]) -> Self {
+        let own = probs
+            .iter()
+            .find(|(t, p)| *t == token && *p > 0.0)
+            .map_or(SPECIAL_LOGPROB, |(_, p)| p.ln());
         self.steps.push(Step {
             token: token.to_string(),
-            logprob: -0.01,
+            logprob: own,
             probs: probs.iter().map(|(t, p)| (t.to_string(), *p)).collect(),
         });
         self
@@ -419,4 +433,26 @@ pub fn assert_clean(answer: &Answer) {
 
 pub fn close(a: f32, b: f32) -> bool {
     (a - b).abs() < 1e-5
+}
+
+/// Candidate `i` is whatever `scripts[i]` says, matched by the passage word `passageI` of
+/// [`numbered_library`] in its prompt.
+pub fn by_passage(scripts: Vec<Script>) -> impl FnMut(&str) -> Script {
+    move |prompt| {
+        for (i, s) in scripts.iter().enumerate() {
+            if prompt.contains(&format!(" passage{i} "))
+                || prompt.ends_with(&format!(" passage{i}</paragraph>"))
+            {
+                return s.clone();
+            }
+        }
+        Script::new().text("no passage", -1.0).eos()
+    }
+}
+
+/// `k` passages whose texts are `passage0 text`, `passage1 text`, …
+pub fn numbered_library(k: usize) -> Library {
+    let texts: Vec<String> = (0..k).map(|i| format!("passage{i} text")).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    Library::new(&refs)
 }

@@ -390,6 +390,22 @@ impl GgufParts {
         Self { metadata, tensors }
     }
 
+    /// The file with each `(key, value)` of `set` set (added if absent).
+    fn with_all(&self, set: &[(&str, Value)]) -> Vec<u8> {
+        let mut metadata: Vec<(&str, &Value)> = self
+            .metadata
+            .iter()
+            .filter(|(k, _)| set.iter().all(|(key, _)| k != key))
+            .map(|(k, v)| (k.as_str(), v))
+            .collect();
+        metadata.extend(set.iter().map(|(k, v)| (*k, v)));
+        let tensors: Vec<(&str, &QTensor)> =
+            self.tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let mut out = std::io::Cursor::new(Vec::new());
+        gguf_file::write(&mut out, &metadata, &tensors).unwrap();
+        out.into_inner()
+    }
+
     /// The file with `key` set to `value` (added if absent, removed if `None`).
     fn with(&self, key: &str, value: Option<Value>) -> Vec<u8> {
         let mut metadata: Vec<(&str, &Value)> = self
@@ -456,8 +472,6 @@ fn gguf_absurd_hyper_parameters_and_tokenizer_metadata_are_refused() {
         ("llama.rope.freq_base", Some(Value::F32(0.0))),
         ("llama.rope.freq_base", Some(Value::F32(f32::INFINITY))),
         ("llama.rope.freq_base", Some(Value::F32(f32::NAN))),
-        ("llama.expert_count", Some(Value::U32(8))),
-        ("tokenizer.ggml.model", string("gpt2")),
         ("tokenizer.ggml.tokens", None),
         ("tokenizer.ggml.tokens", Some(Value::Array(vec![]))),
         (
@@ -511,6 +525,76 @@ fn gguf_of_another_architecture_is_refused_by_name() {
             "{message}"
         );
     }
+}
+
+/// A sound GGUF of a kind this version cannot run (Llama-3's BPE tokenizer, RoPE scaling) is
+/// refused saying exactly that, never "truncated or corrupt, download it again", which would
+/// send the person to download 4 GB again for nothing.
+#[test]
+fn a_sound_gguf_this_version_cannot_run_is_refused_by_what_it_lacks_not_as_corrupt() {
+    let (dir, path) = crate::tiny_gguf();
+    let parts = GgufParts::read(&path);
+    let file = dir.path().join("tiny-llama3.gguf");
+    let llama3 = parts.with_all(&[
+        ("tokenizer.ggml.model", Value::String("gpt2".to_owned())),
+        ("tokenizer.ggml.pre", Value::String("llama-bpe".to_owned())),
+    ]);
+    std::fs::write(&file, llama3).unwrap();
+    for err in [
+        LlamaGenerator::load(&file, &Device::Cpu).unwrap_err(),
+        GgufTokenizer::from_gguf_file(&file).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, ModelError::UnsupportedTokenizer { model, pre: Some(pre), .. }
+                if model == "gpt2" && pre == "llama-bpe"),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains(
+                "tiny-llama3.gguf: its tokenizer is `gpt2` with the `llama-bpe` pre-tokenizer"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("not damaged") && !message.contains("corrupt"),
+            "{message}"
+        );
+    }
+
+    for (key, value, feature) in [
+        (
+            "llama.rope.scaling.type",
+            Value::String("yarn".to_owned()),
+            "RoPE scaling (`llama.rope.scaling.type` = `yarn`)",
+        ),
+        (
+            "llama.expert_count",
+            Value::U32(8),
+            "a mixture of experts (8 experts)",
+        ),
+    ] {
+        let file = dir.path().join("tiny-scaled.gguf");
+        std::fs::write(&file, parts.with(key, Some(value))).unwrap();
+        let err = LlamaGenerator::load(&file, &Device::Cpu).unwrap_err();
+        assert!(
+            matches!(&err, ModelError::UnsupportedModelFeature { feature: f, .. } if f == feature),
+            "{err:?}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("not damaged") && !message.contains("corrupt"),
+            "{message}"
+        );
+    }
+    // `none` is no scaling.
+    let file = dir.path().join("tiny-unscaled.gguf");
+    let unscaled = parts.with(
+        "llama.rope.scaling.type",
+        Some(Value::String("none".to_owned())),
+    );
+    std::fs::write(&file, unscaled).unwrap();
+    LlamaGenerator::load(&file, &Device::Cpu).unwrap();
 }
 
 /// A tiny BERT directory written by `write`, and the bytes of its weights file `weights`.

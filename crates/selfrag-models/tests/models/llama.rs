@@ -766,7 +766,7 @@ fn shapes_the_model_cannot_run_are_refused_with_the_reason() {
             Value::U32(4),
             "partial rotary",
         ),
-        ("llama.expert_count", Value::U32(8), "mixture-of-experts"),
+        ("llama.expert_count", Value::U32(8), "a mixture of experts"),
     ];
     for (key, value, reason) in cases {
         let path = dir.path().join("odd.gguf");
@@ -783,7 +783,16 @@ fn shapes_the_model_cannot_run_are_refused_with_the_reason() {
         let mut file = File::create(&path).unwrap();
         gguf_file::write(&mut file, &metadata, &[("token_embd.weight", &embeddings)]).unwrap();
         let err = LlamaGenerator::load(&path, &Device::Cpu).unwrap_err();
-        assert!(matches!(err, ModelError::InvalidGguf { .. }), "{err}");
+        // A shape no model can have is a broken file; one it can but this version does not
+        // compute is named as such, never "download it again".
+        if key == "llama.attention.head_count_kv" {
+            assert!(matches!(err, ModelError::InvalidGguf { .. }), "{err}");
+        } else {
+            assert!(
+                matches!(err, ModelError::UnsupportedModelFeature { .. }),
+                "{err}"
+            );
+        }
         let message = err.to_string();
         assert!(
             message.contains(reason) && message.contains("odd.gguf"),

@@ -3,6 +3,10 @@
 
 export type RetrieveMode = "adaptive" | "always" | "never" | "model";
 
+export type PLmTokens = "all" | "text";
+
+export type LongFormRanking = "normalised" | "raw";
+
 export type CritiqueWeights = { 
 /**
  * Weight of s_rel (IsRel).
@@ -31,6 +35,10 @@ k: number, weights: CritiqueWeights,
  */
 use_p_lm: boolean, 
 /**
+ * Which generated tokens p_LM is taken over.
+ */
+p_lm_tokens: PLmTokens, 
+/**
  * Drop unsupported or irrelevant candidates unless nothing would be left (step 6).
  */
 hard_constraints: boolean, 
@@ -46,6 +54,16 @@ beam_width: number,
  * Long form stops after this many segments.
  */
 max_segments: number, 
+/**
+ * How long form's beam search compares paths whose segments are of different kinds.
+ */
+long_form_ranking: LongFormRanking, 
+/**
+ * Most tokens a prompt and its continuation may take together: the fine-tuning length
+ * (2,048) by default, up to the model's context. Where a long-form path's carried passages
+ * would pass it, the oldest are left out first (every reflection token stays).
+ */
+prompt_budget: number, 
 /**
  * New-token limit of a short-form answer.
  */
@@ -144,7 +162,8 @@ text: string,
  */
 raw: string, 
 /**
- * exp(mean log p) of the segment's text tokens.
+ * p_LM: exp(mean log p) over the generated tokens the trace's `settings.p_lm_tokens`
+ * names (every token, or the text tokens only).
  */
 p_lm: number, isrel: IsRelDistribution | null, issup: IsSupDistribution | null, isuse: IsUseDistribution | null, s_rel: number, s_sup: number, s_use: number, 
 /**
@@ -163,8 +182,17 @@ ends_answer?: boolean | undefined,
  */
 continued?: boolean | undefined, 
 /**
+ * Continued segments only: the IsSup last given on the passage it reads on, along its
+ * path. The model never writes IsSup after `[Continue to Use Evidence]` in its training
+ * data, so long form ranked `normalised` counts this one where the segment wrote none.
+ * It is not this segment's own judgement: `issup`, its badge and `score` (f) do not
+ * include it. Absent otherwise.
+ */
+evidence_issup?: IsSupDistribution, 
+/**
  * Passages of earlier segments left out of its prompt, oldest first, because the whole
- * path did not fit the context (long form). Their `[Retrieval]` tokens and every
+ * path did not fit the prompt budget (`settings.prompt_budget`, held to the model's
+ * context; long form). Their `[Retrieval]` tokens and every
  * reflection token stay. Absent when 0: the prompt held the path exactly as the model
  * wrote it, passages included, as in training.
  */
@@ -235,6 +263,10 @@ no_room?: boolean | undefined, };
 
 export type GeneratorKind = "local" | "server";
 
+export type CachePrecision = "q8" | "f16" | "f32";
+
+export type DummyPrefix = "text-start" | "every-fragment";
+
 export type GeneratorInfo = { kind: GeneratorKind, 
 /**
  * The model: the GGUF file's name locally, the server's model path or alias there.
@@ -248,7 +280,31 @@ runtime: string,
 /**
  * The server's URL; `None` locally.
  */
-url?: string, };
+url?: string, 
+/**
+ * How the KV cache held keys and values: the precision in force locally; `None` on a
+ * server (which keeps its own, unknown here) and in traces saved before it was recorded.
+ */
+cache_precision?: CachePrecision, 
+/**
+ * Where the prompts' tokenizer put SentencePiece's dummy-prefix `▁` (prompts travel to a
+ * server as ids from the same tokenizer); `None` in traces saved before it was recorded.
+ */
+dummy_prefix?: DummyPrefix, };
+
+export type EmbedderInfo = { 
+/**
+ * The model: its Hugging Face repository and revision, or its folder.
+ */
+model: string, 
+/**
+ * The precision it multiplied in (int8 only where asked for and the CPU runs it).
+ */
+precision: EmbedderPrecision, 
+/**
+ * The device it ran on.
+ */
+device: DeviceKind, };
 
 export type AnswerTimings = { 
 /**
@@ -287,7 +343,36 @@ critique_seconds: number,
  */
 answer_seconds: number, };
 
-export type Answer = { question: string, settings: Settings, retrieve: RetrieveDecision, 
+export type ClosedSetKind = "multiple_choice" | "true_false";
+
+export type OptionScore = { label: string, text: string, 
+/**
+ * The sum of f over [`candidates`](Self::candidates); 0 when none names it.
+ */
+score: number, 
+/**
+ * Indices into the first segment's candidates of those that name this option.
+ */
+candidates: Array<number>, };
+
+export type ClosedSetScores = { kind: ClosedSetKind, 
+/**
+ * The question as the person wrote it, without the instruction and the options that the
+ * trace's `question`, what the model read, holds.
+ */
+question: string, options: Array<OptionScore>, 
+/**
+ * Index into `options` of the answer: the highest score among the options at least one
+ * counted candidate names, the earlier on a tie; `None` when no candidate names an option.
+ */
+chosen: number | null, };
+
+export type Answer = { question: string, 
+/**
+ * The settings it was written under. A setting added after the trace was saved reads as
+ * the rule it was written under (see `settings::deserialize_recorded`).
+ */
+settings: Settings, retrieve: RetrieveDecision, 
 /**
  * The passages the answer read, in citation order first, then the unused ones.
  */
@@ -307,6 +392,11 @@ answer: string,
  */
 generator?: GeneratorInfo, 
 /**
+ * The embedder that made the query's vector; absent where no query was searched, and in
+ * traces saved before it was recorded.
+ */
+embedder?: EmbedderInfo, 
+/**
  * Why the answer stops early: the generator failed (a server that stopped answering) after
  * the segments kept here, which are complete and scored. `None` for a finished answer.
  */
@@ -315,7 +405,12 @@ cut_short?: string,
  * Where the answer's time went; absent in traces saved before it was recorded, and in
  * answers not written by a run (imported, built by hand).
  */
-timings?: AnswerTimings, };
+timings?: AnswerTimings, 
+/**
+ * A closed-set question's options with their scores (see [`crate::closed_set`]); absent
+ * for an open question, and in traces saved before it was recorded.
+ */
+closed_set?: ClosedSetScores, };
 
 export type Progress = { "kind": "retrieve_decided", p_retrieve: number, threshold: number, mode: RetrieveMode, retrieved: boolean, } | { "kind": "passages_retrieved", segment: number, count: number, } | { "kind": "candidates_started", segment: number, count: number, } | { "kind": "candidate_finished", segment: number, index: number, count: number, } | { "kind": "segment_chosen", segment: number, text: string, citation: number | null, };
 
@@ -541,7 +636,24 @@ int8Available: boolean,
 /**
  * Set when the precision is fixed by `SELFRAG_EMBEDDER_PRECISION`.
  */
-precisionFixedByEnv: boolean, };
+precisionFixedByEnv: boolean, 
+/**
+ * How the local generator's KV cache holds keys and values, as chosen; `null`: the
+ * device's default.
+ */
+cachePrecision: CachePrecision | null, 
+/**
+ * Set when the KV cache is fixed by `SELFRAG_KV_CACHE`.
+ */
+cachePrecisionFixedByEnv: boolean, 
+/**
+ * Where the generator's tokenizer puts the dummy prefix, as chosen.
+ */
+dummyPrefix: DummyPrefix, 
+/**
+ * Set when the dummy prefix is fixed by `SELFRAG_DUMMY_PREFIX`.
+ */
+dummyPrefixFixedByEnv: boolean, };
 
 export type Theme = "system" | "light" | "dark";
 
@@ -560,6 +672,16 @@ ask: Settings, theme: Theme, device: DeviceChoice,
  * How the embedder multiplies on the CPU.
  */
 embedderPrecision: EmbedderPrecision, 
+/**
+ * How the local generator's KV cache holds keys and values; `None`: the device's default
+ * (8-bit on most CPUs). With `embedder_precision` f32 it is the app's "Exact numbers".
+ */
+cachePrecision?: CachePrecision, 
+/**
+ * Where the generator's tokenizer puts the dummy prefix: the fine-tuning's (the default),
+ * or the reference code's, to reproduce its numbers.
+ */
+dummyPrefix: DummyPrefix, 
 /**
  * The server that generates (llama.cpp's, or OpenAI-compatible at a URL ending in `/v1`);
  * `None`: this computer. Its API key is not here (see `generator_server`).
@@ -661,16 +783,20 @@ export const DEFAULT_APP_SETTINGS: AppSettings = {
       "use": 0.5
     },
     "use_p_lm": true,
+    "p_lm_tokens": "all",
     "hard_constraints": false,
     "long_form": false,
     "beam_width": 2,
     "max_segments": 7,
+    "long_form_ranking": "normalised",
+    "prompt_budget": 2048,
     "max_new_tokens": 100,
     "max_segment_tokens": 200
   },
   "theme": "system",
   "device": "auto",
   "embedderPrecision": "int8",
+  "dummyPrefix": "text-start",
   "export": {
     "format": "md",
     "supportLabels": false,

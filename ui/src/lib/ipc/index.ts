@@ -61,15 +61,19 @@ export function listDocuments(): Promise<DocumentInfo[]> {
   return call<DocumentInfo[]>("list_documents");
 }
 
-/** Answers a question, streaming the steps of Self-RAG as they happen. */
+/**
+ * Answers a question, streaming the steps of Self-RAG as they happen. With `options` (two or
+ * more), a multiple-choice question: each option is scored, in the answer's `closed_set`.
+ */
 export function ask(
   question: string,
   settings: Settings,
   onEvent: (event: Progress) => void,
+  options?: string[],
 ): Promise<AnswerRecord> {
   const channel = new Channel<Progress>();
   channel.onmessage = onEvent;
-  return call<AnswerRecord>("ask", { question, settings, onEvent: channel });
+  return call<AnswerRecord>("ask", { question, settings, options, onEvent: channel });
 }
 
 /**

@@ -46,8 +46,11 @@ describe("a multiple-choice answer", () => {
     const shown = screen.getByTestId("closed-set");
     expect(within(shown).getAllByRole("listitem")).toHaveLength(3);
     const b = screen.getByTestId("option-B");
-    expect(b).toHaveTextContent("B shark 3.65 candidate 1 chosen");
-    expect(screen.getByTestId("option-A")).toHaveTextContent("A whale 3.60 candidates 3, 4");
+    // Named by the sources the candidates were written from, as the inspector cites them.
+    expect(b).toHaveTextContent("B shark 3.65 from [1] chosen");
+    expect(screen.getByTestId("option-A")).toHaveTextContent(
+      "A whale 3.60 from candidate 3, candidate 4",
+    );
     expect(screen.getByTestId("option-A")).not.toHaveTextContent("chosen");
     expect(screen.getByTestId("option-C")).toHaveTextContent("no candidate names it");
     expect(screen.queryByTestId("no-option")).toBeNull();

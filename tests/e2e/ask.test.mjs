@@ -5,7 +5,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { launch, tempDir, answerSaveDialog, sleep } from "./driver.mjs";
 
@@ -16,8 +16,9 @@ test("drop, index, ask, cite, inspect badges, export", async () => {
   const docs = tempDir("docs");
   const file = join(docs, "selfrag-notes.md");
   writeFileSync(file, `# Self-RAG notes\n\n${PASSAGE}\n`);
+  const data = tempDir("data");
   const session = await launch({
-    SELFRAG_DATA_DIR: tempDir("data"),
+    SELFRAG_DATA_DIR: data,
     SELFRAG_GENERATOR: process.env.SELFRAG_TEST_GENERATOR,
     SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
     HF_HOME: tempDir("hf"),
@@ -33,10 +34,29 @@ test("drop, index, ask, cite, inspect badges, export", async () => {
       `const el = arguments[0]; el.value = "always"; el.dispatchEvent(new Event("change", { bubbles: true }));`,
       session.ref(mode),
     );
+    // The scoring rules (issue 47) arrive with the core's defaults; p_LM over the text tokens
+    // is chosen here and must reach the run and its saved trace.
+    await session.exec(`document.querySelector(".run-settings").open = true;`);
+    await session.click(await session.find('[data-testid="scoring-rules"] summary'));
+    const rules = await session.exec(
+      `return ["p-lm-tokens", "long-form-ranking", "prompt-budget"].map((id) => document.querySelector(\`[data-testid="\${id}"]\`).value);`,
+    );
+    assert.deepEqual(rules, ["all", "normalised", "2048"]);
+    await session.exec(
+      `const el = document.querySelector('[data-testid="p-lm-tokens"]'); el.value = "text"; el.dispatchEvent(new Event("change", { bubbles: true }));`,
+    );
+    await session.screenshot("scoring-rules");
+    await session.exec(`document.querySelector(".run-settings").open = false;`);
     await session.type(await session.find('[data-testid="question-input"]'), "How does Self-RAG critique itself?");
     await session.click(await session.find('[data-testid="ask-button"]'));
 
     const answer = await session.waitFor('[data-testid="answer"]', { timeout: 120000, text: (t) => t.includes("[1]") });
+    const saved = readdirSync(join(data, "history")).filter((f) => f.endsWith(".json"));
+    assert.equal(saved.length, 1, saved.join(", "));
+    const trace = JSON.parse(readFileSync(join(data, "history", saved[0]), "utf8"));
+    const settings = (trace.answer ?? trace).settings;
+    assert.equal(settings.p_lm_tokens, "text", JSON.stringify(settings));
+    assert.equal(settings.prompt_budget, 2048);
     const answerText = await session.text(answer);
     assert.ok(answerText.length > 3, `answer text: ${answerText}`);
     for (const badge of ["badge-retrieve", "badge-isrel", "badge-issup", "badge-isuse"]) {

@@ -128,6 +128,11 @@ export function rerunEffects(answer: Answer, now: Settings): string[] {
       `Beam search would keep ${now.beam_width} paths instead of ${asked.beam_width}; later segments could differ.`,
     );
   }
+  if (answer.closed_set && now.long_form) {
+    effects.push(
+      "Its answer options would be left out: a long answer is asked as an open question, not as multiple choice.",
+    );
+  }
   if (asked.p_lm_tokens !== now.p_lm_tokens) {
     effects.push(
       now.p_lm_tokens === "all"

@@ -169,6 +169,25 @@ describe("re-run offer", () => {
     expect(effects.some((e) => e.includes("carry more earlier passages"))).toBe(true);
   });
 
+  it("says a long answer would leave a multiple-choice question's options out", () => {
+    const asked = answer({
+      closed_set: {
+        kind: "multiple_choice",
+        question: "Which is a mammal?",
+        options: [
+          { label: "A", text: "whale", score: 3.6, candidates: [0] },
+          { label: "B", text: "shark", score: 0, candidates: [] },
+        ],
+        chosen: 0,
+      },
+    });
+    const effects = rerunEffects(asked, { ...asked.settings, long_form: true });
+    expect(effects).toContain(
+      "Its answer options would be left out: a long answer is asked as an open question, not as multiple choice.",
+    );
+    expect(rerunEffects(asked, { ...asked.settings, k: 3 }).join(" ")).not.toMatch(/options/);
+  });
+
   it("shows the offer and re-runs on click", async () => {
     const onrerun = vi.fn();
     render(RerunNotice, {

@@ -7,8 +7,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use selfrag_core::{LongFormRanking, PLmTokens, RetrieveMode, SelfRagError, Settings};
-use selfrag_engine::{Engine, EngineConfig, EngineError};
+use selfrag_core::{RetrieveMode, SelfRagError, Settings};
+use selfrag_engine::{Engine, EngineError};
 use selfrag_eval::{ItemResult, Summary, Task};
 use serde::Serialize;
 
@@ -46,16 +46,8 @@ pub(crate) struct EvalArgs {
     /// Leave p_LM out of the segment score f.
     #[arg(long)]
     no_p_lm: bool,
-    /// Which generated tokens p_LM is taken over: all or text. Default: all.
-    #[arg(long, value_name = "TOKENS")]
-    p_lm_tokens: Option<PLmTokens>,
-    /// Long form (ASQA): how paths of different segment kinds are compared, normalised or raw.
-    /// Default: normalised.
-    #[arg(long, value_name = "RULE")]
-    long_form_ranking: Option<LongFormRanking>,
-    /// Tokens a prompt and its continuation may take. Default: 2048, the fine-tuning length.
-    #[arg(long, value_name = "TOKENS")]
-    prompt_budget: Option<usize>,
+    #[command(flatten)]
+    scoring: crate::ScoringArgs,
     /// New tokens per candidate (each segment in long form). Default: the task's.
     #[arg(long)]
     max_tokens: Option<usize>,
@@ -81,29 +73,19 @@ impl EvalArgs {
             weights: self.weights.apply(task.weights),
             hard_constraints: self.hard_constraints,
             use_p_lm: !self.no_p_lm,
-            p_lm_tokens: self.p_lm_tokens.unwrap_or(task.p_lm_tokens),
-            long_form_ranking: self.long_form_ranking.unwrap_or(task.long_form_ranking),
-            prompt_budget: self.prompt_budget.unwrap_or(task.prompt_budget),
             max_new_tokens: self.max_tokens.unwrap_or(task.max_new_tokens),
             max_segment_tokens: self.max_tokens.unwrap_or(task.max_segment_tokens),
-            ..task
+            ..self.scoring.apply(task)
         }
     }
 
     /// The engine `selfrag ask` would start, with this command's server and numerics.
     fn engine(&self) -> Result<Engine> {
-        let mut config = self.numerics.apply(EngineConfig::from_env()?);
-        if let Some(url) = &self.generator_url {
-            let env = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-            config.generator_server = Some(selfrag_engine::generator_server::server_config(
-                url,
-                self.generator_model
-                    .clone()
-                    .or_else(|| env("SELFRAG_GENERATOR_MODEL")),
-                env("SELFRAG_GENERATOR_API_KEY"),
-            ));
-        }
-        Ok(Engine::new(config)?)
+        let server = self
+            .generator_url
+            .clone()
+            .map(|url| (url, self.generator_model.clone()));
+        crate::answering_engine(server, &self.numerics)
     }
 }
 

@@ -108,20 +108,8 @@ enum Command {
         /// long form.
         #[arg(long)]
         max_tokens: Option<usize>,
-        /// Which generated tokens p_LM is taken over: all (reflection tokens and </s> included,
-        /// as the reference) or text (text tokens only). Default: all.
-        #[arg(long, value_name = "TOKENS")]
-        p_lm_tokens: Option<PLmTokens>,
-        /// Long form: how paths whose segments are of different kinds are compared:
-        /// normalised (each segment's f over the most its kind can score) or raw (the mean of
-        /// f). Default: normalised.
-        #[arg(long, value_name = "RULE")]
-        long_form_ranking: Option<LongFormRanking>,
-        /// Tokens a prompt and its continuation may take together; the oldest passages of a
-        /// long-form path are left out first. Default: 2048, the fine-tuning length; at most the
-        /// model's context counts.
-        #[arg(long, value_name = "TOKENS")]
-        prompt_budget: Option<usize>,
+        #[command(flatten)]
+        scoring: ScoringArgs,
         /// Generate on this server instead of this computer: llama.cpp's llama-server
         /// (http://host:8080), or an OpenAI-compatible one such as vLLM (http://host:8000/v1).
         /// The GGUF file it serves must be here too, for its tokenizer (SELFRAG_GENERATOR or the
@@ -480,6 +468,56 @@ impl WeightArgs {
     }
 }
 
+/// The scoring rules of docs/SELF-RAG-FIDELITY.md, as flags of the commands that answer.
+#[derive(clap::Args)]
+struct ScoringArgs {
+    /// Which generated tokens p_LM is taken over: all (reflection tokens and </s> included,
+    /// as the reference) or text (text tokens only). Default: all.
+    #[arg(long, value_name = "TOKENS")]
+    p_lm_tokens: Option<PLmTokens>,
+    /// Long form: how paths whose segments are of different kinds are compared: normalised
+    /// (each segment's f over the most its kind can score) or raw (the mean of f). Default:
+    /// normalised.
+    #[arg(long, value_name = "RULE")]
+    long_form_ranking: Option<LongFormRanking>,
+    /// Tokens a prompt and its continuation may take together; the oldest passages of a
+    /// long-form path are left out first. Default: 2048, the fine-tuning length; at most the
+    /// model's context counts.
+    #[arg(long, value_name = "TOKENS")]
+    prompt_budget: Option<usize>,
+}
+
+impl ScoringArgs {
+    /// `settings` with the rules given here over its own.
+    fn apply(&self, settings: Settings) -> Settings {
+        Settings {
+            p_lm_tokens: self.p_lm_tokens.unwrap_or(settings.p_lm_tokens),
+            long_form_ranking: self.long_form_ranking.unwrap_or(settings.long_form_ranking),
+            prompt_budget: self.prompt_budget.unwrap_or(settings.prompt_budget),
+            ..settings
+        }
+    }
+}
+
+/// The engine the answering commands (`ask`, `eval`) start: the environment's configuration
+/// with `numerics`, generating on `server` (its URL and the model to ask it for) where given.
+fn answering_engine(
+    server: Option<(String, Option<String>)>,
+    numerics: &NumericsArgs,
+) -> Result<Engine> {
+    let mut config = numerics.apply(EngineConfig::from_env()?);
+    if let Some((url, model)) = server {
+        // The environment's model and key, also where SELFRAG_GENERATOR_URL is unset.
+        let env = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        config.generator_server = Some(selfrag_engine::generator_server::server_config(
+            &url,
+            model.or_else(|| env("SELFRAG_GENERATOR_MODEL")),
+            env("SELFRAG_GENERATOR_API_KEY"),
+        ));
+    }
+    Ok(Engine::new(config)?)
+}
+
 /// Counts a parsing worker's heap so that its memory limit holds on every OS; off otherwise.
 #[global_allocator]
 static HEAP: selfrag_engine::ExtractWorkerHeap = selfrag_engine::ExtractWorkerHeap;
@@ -583,9 +621,7 @@ fn run(cli: Cli) -> Result<()> {
                 beam,
                 max_segments,
                 max_tokens,
-                p_lm_tokens,
-                long_form_ranking,
-                prompt_budget,
+                scoring,
                 generator_url,
                 generator_model,
                 numerics,
@@ -602,10 +638,7 @@ fn run(cli: Cli) -> Result<()> {
                     max_segments: max_segments.unwrap_or(defaults.max_segments),
                     max_new_tokens: max_tokens.unwrap_or(defaults.max_new_tokens),
                     max_segment_tokens: max_tokens.unwrap_or(defaults.max_segment_tokens),
-                    p_lm_tokens: p_lm_tokens.unwrap_or(defaults.p_lm_tokens),
-                    long_form_ranking: long_form_ranking.unwrap_or(defaults.long_form_ranking),
-                    prompt_budget: prompt_budget.unwrap_or(defaults.prompt_budget),
-                    ..defaults
+                    ..scoring.apply(defaults)
                 };
                 let server = generator_url.map(|url| (url, generator_model));
                 ask(question, options, settings, server, &numerics, json).await
@@ -915,17 +948,7 @@ async fn ask(
     numerics: &NumericsArgs,
     json: bool,
 ) -> Result<()> {
-    let mut config = numerics.apply(EngineConfig::from_env()?);
-    if let Some((url, model)) = server {
-        // The environment's model and key, also where SELFRAG_GENERATOR_URL is unset.
-        let env = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        config.generator_server = Some(selfrag_engine::generator_server::server_config(
-            &url,
-            model.or_else(|| env("SELFRAG_GENERATOR_MODEL")),
-            env("SELFRAG_GENERATOR_API_KEY"),
-        ));
-    }
-    let engine = Engine::new(config)?;
+    let engine = answering_engine(server, numerics)?;
     let record = if options.is_empty() {
         engine.ask(question, settings, |_| {}).await?
     } else {

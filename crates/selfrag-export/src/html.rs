@@ -5,7 +5,7 @@
 
 use selfrag_core::Answer;
 
-use super::{ExportOptions, Piece, View, one_line};
+use super::{ExportOptions, OPTIONS_CAPTION, Piece, View, one_line};
 
 const STYLE: &str = "
 :root { color-scheme: light dark; --muted: #5b616e; --border: #d9dce1; --good: #1d7a3e; --partial: #8a5a00; --bad: #b3261e; }
@@ -78,15 +78,15 @@ pub fn html(answer: &Answer, options: &ExportOptions) -> String {
     out.push_str(&body.join(" "));
     out.push_str("</p>\n");
     if !view.options.is_empty() {
-        out.push_str(
-            "<p>Options, each scored by the sum of f over the candidates that name it:</p>\n<ul class=\"options\">\n",
-        );
-        for (option, score, chosen) in &view.options {
-            let line = format!("{} ({score:.3})", escape(option));
+        out.push_str(&format!(
+            "<p>{OPTIONS_CAPTION}</p>\n<ul class=\"options\">\n"
+        ));
+        for (option, chosen) in &view.options {
+            let option = escape(option);
             out.push_str(&if *chosen {
-                format!("<li><strong>{line}</strong>, chosen</li>\n")
+                format!("<li><strong>{option}</strong>, chosen</li>\n")
             } else {
-                format!("<li>{line}</li>\n")
+                format!("<li>{option}</li>\n")
             });
         }
         out.push_str("</ul>\n");

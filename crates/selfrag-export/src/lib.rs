@@ -207,6 +207,10 @@ enum Piece<'a> {
 
 /// What every renderer needs: the kept segments in order, the gaps, the passages still cited
 /// (1-based number and passage), and the note on what the filter left out.
+/// What precedes a closed-set answer's options in Markdown and HTML.
+const OPTIONS_CAPTION: &str =
+    "Options, each scored by the sum of f over the candidates that name it:";
+
 struct View<'a> {
     question: &'a str,
     pieces: Vec<Piece<'a>>,
@@ -214,8 +218,8 @@ struct View<'a> {
     note: Option<String>,
     /// Which generator and numerics the scores came from ([`provenance`]).
     provenance: Option<String>,
-    /// A closed-set question's options, each `A: whale`, its score and whether it was chosen.
-    options: Vec<(String, f32, bool)>,
+    /// A closed-set question's options, each as `A: whale (3.600)`, and whether it was chosen.
+    options: Vec<(String, bool)>,
 }
 
 impl<'a> View<'a> {
@@ -280,8 +284,8 @@ impl<'a> View<'a> {
                 .iter()
                 .flat_map(|scores| {
                     scores.options.iter().enumerate().map(|(i, o)| {
-                        let line = one_line(&format!("{}: {}", o.label, o.text));
-                        (line, o.score, scores.chosen == Some(i))
+                        let line = one_line(&format!("{}: {} ({:.3})", o.label, o.text, o.score));
+                        (line, scores.chosen == Some(i))
                     })
                 })
                 .collect(),

@@ -9,7 +9,7 @@
 
 use selfrag_core::Answer;
 
-use super::{ExportOptions, Piece, View, one_line};
+use super::{ExportOptions, OPTIONS_CAPTION, Piece, View, one_line};
 
 /// The answer as Markdown.
 pub fn markdown(answer: &Answer, options: &ExportOptions) -> String {
@@ -42,15 +42,13 @@ pub fn markdown(answer: &Answer, options: &ExportOptions) -> String {
     out.push_str(&body.join(" "));
     out.push('\n');
     if !view.options.is_empty() {
-        out.push_str(
-            "\nOptions, each scored by the sum of f over the candidates that name it:\n\n",
-        );
-        for (option, score, chosen) in &view.options {
-            let line = format!("{} ({score:.3})", escape(option));
+        out.push_str(&format!("\n{OPTIONS_CAPTION}\n\n"));
+        for (option, chosen) in &view.options {
+            let option = escape(option);
             out.push_str(&if *chosen {
-                format!("- **{line}**, chosen\n")
+                format!("- **{option}**, chosen\n")
             } else {
-                format!("- {line}\n")
+                format!("- {option}\n")
             });
         }
     }

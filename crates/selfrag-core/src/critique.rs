@@ -152,21 +152,12 @@ pub fn ranking_value(candidate: &Candidate, settings: &Settings) -> f32 {
         LongFormRanking::Raw => candidate.score,
         LongFormRanking::Normalised => {
             let retrieved = candidate.passage.is_some();
-            let scores = CritiqueScores::from_distributions(
-                candidate.isrel.as_ref(),
-                candidate
-                    .issup
-                    .as_ref()
-                    .or(candidate.evidence_issup.as_ref()),
-                candidate.isuse.as_ref(),
-            );
-            let f = segment_score(
-                candidate.p_lm,
-                scores,
-                weights,
-                settings.use_p_lm,
-                retrieved,
-            );
+            // f with the evidence's IsSup where the segment wrote none (its own s_sup is 0).
+            let carried = match (candidate.issup, candidate.evidence_issup) {
+                (None, Some(evidence)) if retrieved => weights.sup * evidence.s_sup(),
+                _ => 0.0,
+            };
+            let f = candidate.score + carried;
             let p_lm = if settings.use_p_lm { 1.0 } else { 0.0 };
             let evidence = if retrieved {
                 weights.rel + weights.sup
@@ -259,11 +250,6 @@ pub(crate) fn read(
 }
 
 impl Candidate {
-    /// What long form's beam search ranks it by under `settings` ([`ranking_value`]).
-    pub(crate) fn ranking_value(&self, settings: &Settings) -> f32 {
-        ranking_value(self, settings)
-    }
-
     /// Recomputes s_rel, s_sup, s_use and f from the stored distributions and p_LM.
     pub(crate) fn rescore(&mut self, weights: CritiqueWeights, use_p_lm: bool) {
         let scores = CritiqueScores::from_distributions(

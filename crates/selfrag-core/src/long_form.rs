@@ -326,7 +326,7 @@ impl Run<'_> {
         child.continues = generation.stop == StopReason::StopToken
             && last == Some(self.ctx.vocab.continue_evidence);
         child.finished = chosen.ends_answer || chosen.text.is_empty();
-        child.score_sum += chosen.ranking_value(self.ctx.settings);
+        child.score_sum += critique::ranking_value(chosen, self.ctx.settings);
         child.node = Some(node);
         child.segments.push(Segment {
             text: String::new(),

@@ -180,7 +180,7 @@ fn replay(tree: &[Expansion], answer: &Answer, path_end: Option<TreeNode>) -> Re
                     expansion: index,
                     candidate: i,
                 });
-                child.score_sum += candidate.ranking_value(settings);
+                child.score_sum += critique::ranking_value(candidate, settings);
                 child.finished = candidate.ends_answer || candidate.text.is_empty();
                 next.push(child);
             }

@@ -62,6 +62,7 @@ fn answer(data: &[u8]) -> Answer {
             page_label: None,
             ocr_confidence: None,
             text: f.text(),
+            work: None,
         })
         .collect();
     let segments = (0..f.byte() % 6)

@@ -61,6 +61,7 @@ fuzz_target!(|data: &[u8]| {
                 page_label: None,
                 ocr_confidence: None,
                 text,
+                work: None,
             })
         })
         .collect();

@@ -22,9 +22,29 @@ const ABOVE_THE_CORE: &[&str] = &[
 /// (crate, a dependency it must have, prefixes of crates it must never reach).
 const RULES: &[(&str, &str, &[&str])] = &[
     (
-        "selfrag-core",
+        "selfrag-works",
         "serde",
         &["candle", "tokio", "lance", "arrow", "tauri", "selfrag-"],
+    ),
+    (
+        "selfrag-core",
+        "serde",
+        &[
+            "candle",
+            "tokio",
+            "lance",
+            "arrow",
+            "tauri",
+            "selfrag-models",
+            "selfrag-hub",
+            "selfrag-fixtures",
+            "selfrag-index",
+            "selfrag-engine",
+            "selfrag-export",
+            "selfrag-remote",
+            "selfrag-eval",
+            "selfrag-testkit",
+        ],
     ),
     (
         "selfrag-models",

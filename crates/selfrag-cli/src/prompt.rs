@@ -67,6 +67,7 @@ pub fn print(
             page_label: None,
             ocr_confidence: None,
             text,
+            work: None,
         };
         let ids = builder.with_passage(&tokenizer, &[], &passage)?.ids;
         prompts.push(("passage", Some(file.clone()), ids));

@@ -455,6 +455,12 @@ pub struct Passage {
     pub ocr_confidence: Option<f32>,
     /// The passage text the model read.
     pub text: String,
+    /// The work its document holds (authors, year, DOI, citation key) as the library knew it
+    /// when the answer was written: what an export cites where the document is gone since.
+    /// `None` in traces written before works existed and for documents without a record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub work: Option<selfrag_works::Work>,
 }
 
 impl Passage {

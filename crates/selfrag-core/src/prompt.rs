@@ -373,6 +373,7 @@ mod tests {
             page_label: None,
             ocr_confidence: None,
             text: text.into(),
+            work: None,
         }
     }
 

@@ -42,6 +42,7 @@ impl Retriever for LibraryRetriever {
                 page_label: h.page_label,
                 ocr_confidence: h.ocr_confidence,
                 text: h.text,
+                work: None,
             })
             .collect())
     }

@@ -237,6 +237,7 @@ impl Retriever for HostilePassages {
                 page_label: None,
                 ocr_confidence: None,
                 text: hostile_text(&format!("Passage {i} says")),
+                work: None,
             })
             .collect())
     }

@@ -459,6 +459,7 @@ fn passages(
                 page_label: None,
                 ocr_confidence: None,
                 text,
+                work: None,
             })
         })
         .collect()

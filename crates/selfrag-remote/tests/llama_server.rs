@@ -251,6 +251,7 @@ fn passages() -> Fixed {
         page_label: None,
         ocr_confidence: None,
         text: text.into(),
+        work: None,
     };
     Fixed(vec![
         passage("a", "Paris is the capital and largest city of France."),
@@ -600,6 +601,7 @@ fn reflection_tokens_written_in_documents_reach_the_server_as_text() {
         page_label: None,
         ocr_confidence: None,
         text: hostile.into(),
+        work: None,
     };
     let settings = Settings {
         mode: RetrieveMode::Always,

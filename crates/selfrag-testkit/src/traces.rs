@@ -57,6 +57,7 @@ impl TraceBuilder {
             page_label: None,
             ocr_confidence: None,
             text: text.into(),
+            work: None,
         });
         self
     }

@@ -380,6 +380,7 @@ pub fn passage(i: usize, text: &str) -> Passage {
         page_label: None,
         ocr_confidence: None,
         text: text.to_string(),
+        work: None,
     }
 }
 

@@ -860,6 +860,7 @@ fn timings_of_the_generator_and_a_whole_answer() {
             page_label: None,
             ocr_confidence: None,
             text,
+            work: None,
         })
         .collect();
     let mut library = Library {

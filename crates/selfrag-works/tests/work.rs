@@ -1,0 +1,133 @@
+//! The work record: merging by source rank, the person's edits kept apart, names and dates.
+
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used)]
+
+use proptest::prelude::*;
+use selfrag_works::{Author, FieldSource, Sourced, Work, WorkDate, ZoteroLink};
+
+fn title(value: &str, source: FieldSource) -> Work {
+    Work {
+        title: Some(Sourced::new(value.into(), source)),
+        ..Work::default()
+    }
+}
+
+#[test]
+fn a_better_source_replaces_a_worse_one_and_never_the_other_way() {
+    let mut work = title("Guess", FieldSource::FirstPageGuess);
+    work.merge(title("From Zotero", FieldSource::ReferenceManager));
+    assert_eq!(work.title(), Some("From Zotero"));
+    work.merge(title("From the PDF", FieldSource::FileMetadata));
+    assert_eq!(work.title(), Some("From Zotero"));
+    work.merge(title("Mine", FieldSource::Person));
+    work.merge(title("Zotero again", FieldSource::ReferenceManager));
+    assert_eq!(work.title(), Some("Mine"));
+    // An equal source re-read replaces what was read before.
+    work.merge(title("Mine, edited", FieldSource::Person));
+    assert_eq!(work.title(), Some("Mine, edited"));
+}
+
+#[test]
+fn only_from_keeps_the_persons_edits_for_a_re_read() {
+    let mut work = title("Mine", FieldSource::Person);
+    work.doi = Some(Sourced::new("10.1/x".into(), FieldSource::Identifier));
+    let edits = work.only_from(FieldSource::Person);
+    assert_eq!(edits.title(), Some("Mine"));
+    assert!(edits.doi.is_none());
+    assert_eq!(work.sources()[FieldSource::Person as usize], 1);
+    assert_eq!(work.sources()[FieldSource::Identifier as usize], 1);
+}
+
+#[test]
+fn the_record_round_trips_through_json_and_an_empty_one_is_empty() {
+    let mut work = title("Nature of telemetry", FieldSource::BibliographyFile);
+    work.authors = Some(Sourced::new(
+        vec![
+            Author::person("Ødegård", "Bjørn"),
+            Author::Organisation {
+                name: "CERN".into(),
+            },
+        ],
+        FieldSource::ReferenceManager,
+    ));
+    work.date = Some(Sourced::new(
+        WorkDate::parse_iso("1998-03-15").unwrap(),
+        FieldSource::ReferenceManager,
+    ));
+    work.zotero = Some(ZoteroLink {
+        item_key: "ABCD2345".into(),
+        ..ZoteroLink::default()
+    });
+    let json = serde_json::to_string(&work).unwrap();
+    assert_eq!(serde_json::from_str::<Work>(&json).unwrap(), work);
+    assert!(serde_json::from_str::<Work>("{}").unwrap().is_empty());
+    assert!(!work.is_empty());
+}
+
+#[test]
+fn names_split_into_family_and_given() {
+    assert_eq!(
+        Author::parse_name("Ødegård, Bjørn"),
+        Some(Author::person("Ødegård", "Bjørn"))
+    );
+    assert_eq!(
+        Author::parse_name("Ludwig  van Beethoven"),
+        Some(Author::person("van Beethoven", "Ludwig"))
+    );
+    assert_eq!(
+        Author::parse_name("Plato"),
+        Some(Author::person("Plato", ""))
+    );
+    assert_eq!(Author::parse_name("  "), None);
+}
+
+#[test]
+fn dates_keep_what_is_known() {
+    let date = |s| WorkDate::parse_iso(s).map(|d| d.to_string());
+    assert_eq!(date("2004-00-00").as_deref(), Some("2004"));
+    assert_eq!(date("1998-03-15").as_deref(), Some("1998-03-15"));
+    assert_eq!(date("2021-07-01T10:00:00Z").as_deref(), Some("2021-07-01"));
+    assert_eq!(date("2021-07-00").as_deref(), Some("2021-07"));
+    assert_eq!(date("March 1998"), None);
+    assert_eq!(
+        WorkDate::find_year("Spring 1998, vol. 12").map(|d| d.year),
+        Some(1998)
+    );
+    assert_eq!(WorkDate::find_year("page 12345"), None);
+}
+
+#[test]
+fn zotero_links_open_the_pdf_at_the_page_or_select_the_item() {
+    let mut link = ZoteroLink {
+        item_key: "ITEMKEY1".into(),
+        attachment_key: Some("ATTKEY01".into()),
+        ..ZoteroLink::default()
+    };
+    assert_eq!(
+        link.open_uri(Some(7), true),
+        "zotero://open-pdf/library/items/ATTKEY01?page=7"
+    );
+    assert_eq!(
+        link.open_uri(Some(7), false),
+        "zotero://select/library/items/ITEMKEY1"
+    );
+    link.group = Some(42);
+    assert_eq!(
+        link.open_uri(None, true),
+        "zotero://select/groups/42/items/ITEMKEY1"
+    );
+}
+
+proptest! {
+    /// Whatever order the sources are read in, each field ends with the best source's value.
+    #[test]
+    fn merge_order_does_not_matter(order in Just((0..6usize).collect::<Vec<_>>()).prop_shuffle()) {
+        let mut work = Work::default();
+        for i in &order {
+            let source = FieldSource::ALL[*i];
+            work.merge(title(source.label(), source));
+        }
+        prop_assert_eq!(work.title(), Some(FieldSource::Person.label()));
+    }
+}

@@ -27,6 +27,22 @@ const RULES: &[(&str, &str, &[&str])] = &[
         &["candle", "tokio", "lance", "arrow", "tauri", "selfrag-"],
     ),
     (
+        "selfrag-references",
+        "selfrag-works",
+        &[
+            "candle",
+            "tokio",
+            "lance",
+            "arrow",
+            "tauri",
+            "selfrag-core",
+            "selfrag-models",
+            "selfrag-hub",
+            "selfrag-index",
+            "selfrag-engine",
+        ],
+    ),
+    (
         "selfrag-core",
         "serde",
         &[

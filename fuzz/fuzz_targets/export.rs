@@ -1,5 +1,6 @@
-//! Fuzzes the export renderers (Markdown, HTML, JSON, BibTeX, each with and without the "only
-//! fully supported" filter and support labels) on answers built from the input: any text in the
+//! Fuzzes the export renderers (Markdown, HTML, JSON, BibTeX, BibLaTeX, CSL-JSON, RIS and
+//! LaTeX, each with and without the "only fully supported" filter and support labels, in every
+//! citation style and both encodings) on answers built from the input: any text in the
 //! question, segments, titles, paths and passages; citations and chosen candidates in or out of
 //! range; any probabilities (NaN and infinities included). No panic; the JSON export of finite
 //! numbers reads back.
@@ -10,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use selfrag_core::{
     Answer, Candidate, IsSupDistribution, Passage, RetrieveDecision, Segment, Settings, Verdicts,
 };
-use selfrag_export::{ExportFormat, ExportOptions, render_with};
+use selfrag_export::{BibEncoding, CitationStyle, ExportFormat, ExportOptions, render_with};
 
 /// Reads fields off the input: strings up to a 0xFF byte, numbers from single bytes.
 struct Fields<'a>(std::slice::Iter<'a, u8>);
@@ -133,12 +134,23 @@ fn answer(data: &[u8]) -> Answer {
 
 fuzz_target!(|data: &[u8]| {
     let answer = answer(data);
+    let styles = [
+        (CitationStyle::Numbers, BibEncoding::Utf8),
+        (CitationStyle::AuthorYear, BibEncoding::Ascii),
+        (CitationStyle::Pandoc, BibEncoding::Utf8),
+    ];
     for format in ExportFormat::ALL {
-        for (support_labels, only_supported) in [(false, false), (true, false), (true, true)] {
+        for ((support_labels, only_supported), (citations, bibtex_encoding)) in
+            [(false, false), (true, false), (true, true)]
+                .into_iter()
+                .zip(styles)
+        {
             let options = ExportOptions {
                 format,
                 support_labels,
                 only_supported,
+                citations,
+                bibtex_encoding,
             };
             let text = render_with(&answer, &options);
             // serde_json writes NaN and infinities as `null`, which no f32 reads back: a trace

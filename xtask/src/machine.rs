@@ -92,6 +92,8 @@ const LINUX_NEEDS: &[Need] = &[
     need(Program("cmake"), "cmake", "building llama-server for the server-generator tests", Test),
     need(Program("prlimit"), "util-linux", "the parsing worker's address-space fence on Linux (its heap limit is its own)", Test),
     need(Program("mount"), "mount", "the disk-full test's tmpfs", Test),
+    need(Program("bibtex"), "texlive-binaries", "selfrag-export's real_tools test: BibTeX parses every .bib export", Test),
+    need(Program("pandoc"), "pandoc", "selfrag-export's real_tools test: pandoc --citeproc renders the Markdown export with the CSL-JSON and BibLaTeX exports", Test),
 ];
 
 fn needs(for_tests: bool) -> impl Iterator<Item = &'static Need> {

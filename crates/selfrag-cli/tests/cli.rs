@@ -420,7 +420,11 @@ fn long_form_every_export_and_the_rerun_note_from_the_command_line() {
         ("md", "# What are reflection tokens?"),
         ("html", "<!DOCTYPE html>"),
         ("json", "\"segments\""),
-        ("bib", "@"),
+        ("bib", "note = {Cited as ["),
+        ("biblatex", "addendum = {Cited as ["),
+        ("csl-json", "\"id\": \""),
+        ("ris", "\r\nER  - \r\n"),
+        ("latex", "\\paragraph{What are reflection tokens?}"),
     ] {
         let out = ok(selfrag(
             &data,
@@ -429,6 +433,24 @@ fn long_form_every_export_and_the_rerun_note_from_the_command_line() {
         ));
         assert!(out.contains(expect), "{format}: {out}");
     }
+    for (style, expect) in [("pandoc", "[@"), ("author-year", "## References")] {
+        let out = ok(selfrag(
+            &data,
+            &models,
+            &["export", trace_arg, "--format", "md", "--citations", style],
+        ));
+        assert!(out.contains(expect), "{style}: {out}");
+    }
+    let wrong = selfrag(
+        &data,
+        &models,
+        &["export", trace_arg, "--citations", "harvard"],
+    );
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("author-year"),
+        "{wrong:?}"
+    );
     let filtered = ok(selfrag(
         &data,
         &models,

@@ -23,16 +23,7 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
         "# Notes <script>alert(1)</script>\nSelf-RAG critiques its output <img src=x onerror=alert(1)>.\n",
     )
     .unwrap();
-    let config = EngineConfig {
-        data_dir: tmp.path().join("data"),
-        generator: Some(gguf),
-        embedder: Some(bert),
-        device: selfrag_engine::DeviceChoice::Cpu,
-        embedder_precision: Default::default(),
-        generator_numerics: Default::default(),
-        extract_worker: None,
-        generator_server: None,
-    };
+    let config = EngineConfig::in_process(tmp.path().join("data"), gguf, bert);
     let engine = Engine::new(config.clone()).unwrap();
     engine.index_paths(&[docs], |_| {}).await.unwrap();
     let settings = Settings {
@@ -61,6 +52,7 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
             format,
             support_labels: true,
             only_supported: false,
+            ..ExportOptions::default()
         };
         let path = out.join(format!("answer.{}", format.extension()));
         engine.export(&ids[0], options, &path).unwrap();
@@ -76,7 +68,15 @@ async fn export_every_format_search_reopen_delete_and_switch_device() {
                 let trace: selfrag_core::Answer = serde_json::from_str(&written).unwrap();
                 assert_eq!(trace, engine.answer(&ids[0]).unwrap().answer);
             }
-            ExportFormat::Bib => assert!(written.contains("@misc{notesscriptalert-")),
+            // The cited note as a work: its key from its title, its file, the answer's use.
+            ExportFormat::Bib => assert!(written.contains("note = {Cited as [1]")),
+            ExportFormat::Biblatex => assert!(written.contains("addendum = {Cited as [1]")),
+            ExportFormat::CslJson => {
+                let items: serde_json::Value = serde_json::from_str(&written).unwrap();
+                assert!(items.as_array().is_some_and(|a| !a.is_empty()), "{written}");
+            }
+            ExportFormat::Ris => assert!(written.starts_with("TY  - ")),
+            ExportFormat::Latex => assert!(written.contains("\\cite")),
         }
     }
 

@@ -1,13 +1,22 @@
-//! # selfrag-export: an answer as Markdown, HTML, JSON or BibTeX
+//! # selfrag-export: an answer as Markdown, HTML, JSON, a bibliography or LaTeX
 //!
 //! Renders an answer for people and for other tools: Markdown with the citations as footnotes
 //! ([`markdown()`]), a self-contained HTML page with inline CSS, no script and everything escaped
-//! ([`html()`]), the JSON trace, and a BibTeX list of the cited documents ([`bibtex()`]).
-//! [`render_with`] picks the renderer from [`ExportOptions`].
+//! ([`html()`]), the JSON trace, the cited works as BibTeX or BibLaTeX ([`bibtex()`]), CSL-JSON
+//! ([`csl_json()`]) and RIS ([`ris()`]), and the answer as a LaTeX fragment citing them
+//! ([`latex()`]). [`render_with`] picks the renderer from [`ExportOptions`].
 //!
-//! Markdown and HTML give the [`provenance`] line under the answer, and BibTeX in each entry's
-//! note: which generator wrote it, with which KV cache, and which embedder its passages were
-//! found with (the JSON trace holds them as data).
+//! Every cited document is cited as the work it holds (module `cited`): the passage's
+//! [`selfrag_works::Work`] where the library knew one, else a record with the document's title
+//! alone. Each work has one citation key ([`selfrag_works::cite::key_of`], made unique), the
+//! same in the bibliographies, the pandoc Markdown and the LaTeX, so a bibliography exported
+//! next to the text resolves every citation. [`CitationStyle`] picks how Markdown and HTML cite:
+//! numbered footnotes (the default), author–year with a reference list, or pandoc citations
+//! (`[@key, p. 15]`, for `pandoc --citeproc`).
+//!
+//! Markdown and HTML give the [`provenance`] line under the answer, the bibliographies in each
+//! entry's note: which generator wrote it, with which KV cache, and which embedder its passages
+//! were found with (the JSON trace holds them as data).
 //!
 //! [`ExportOptions`] adds IsSup labels after each segment and the "only supported" filter.
 //! The filter keeps the segments whose chosen candidate's most probable IsSup token is
@@ -22,30 +31,40 @@
 //! (LanceDB) or the engine: the export fuzz target links it without them.
 //!
 //! ```
-//! use selfrag_export::{ExportFormat, ExportOptions, render_with};
+//! use selfrag_export::{CitationStyle, ExportFormat, ExportOptions, render_with};
 //!
 //! fn supported_only_html(answer: &selfrag_core::Answer) -> String {
 //!     let options = ExportOptions {
 //!         format: ExportFormat::Html,
 //!         support_labels: true,
 //!         only_supported: true,
+//!         citations: CitationStyle::AuthorYear,
+//!         ..ExportOptions::default()
 //!     };
 //!     render_with(answer, &options)
 //! }
 //! ```
 
 mod bibtex;
+mod cited;
+mod csl;
 mod html;
+mod latex;
 mod markdown;
 mod provenance;
+mod ris;
+mod tex;
 
 use selfrag_core::{Answer, IsSupDistribution, IsSupVerdict, Passage, Segment};
 use serde::{Deserialize, Serialize};
 
-pub use bibtex::bibtex;
+pub use bibtex::{biblatex, bibtex};
+pub use csl::csl_json;
 pub use html::html;
+pub use latex::latex;
 pub use markdown::markdown;
 pub use provenance::provenance;
+pub use ris::ris;
 
 /// The formats an answer can be exported to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -56,20 +75,41 @@ pub enum ExportFormat {
     Md,
     Html,
     Json,
+    /// Classic BibTeX (`bibtex` with a `.bst` style).
     Bib,
+    /// BibLaTeX's data model, for biber.
+    Biblatex,
+    /// CSL-JSON: pandoc's citeproc, Zotero's import.
+    #[serde(rename = "csl-json")]
+    CslJson,
+    /// RIS: EndNote, Mendeley, Zotero's import.
+    Ris,
+    /// The answer as a LaTeX fragment with `\cite`s of the BibTeX export's keys.
+    Latex,
 }
 
 impl ExportFormat {
     /// Every format, in the order the UI offers them.
-    pub const ALL: [Self; 4] = [Self::Md, Self::Html, Self::Json, Self::Bib];
+    pub const ALL: [Self; 8] = [
+        Self::Md,
+        Self::Html,
+        Self::Json,
+        Self::Bib,
+        Self::Biblatex,
+        Self::CslJson,
+        Self::Ris,
+        Self::Latex,
+    ];
 
     /// The file extension for a save dialog.
     pub fn extension(self) -> &'static str {
         match self {
             Self::Md => "md",
             Self::Html => "html",
-            Self::Json => "json",
-            Self::Bib => "bib",
+            Self::Json | Self::CslJson => "json",
+            Self::Bib | Self::Biblatex => "bib",
+            Self::Ris => "ris",
+            Self::Latex => "tex",
         }
     }
 
@@ -80,7 +120,30 @@ impl ExportFormat {
             Self::Html => "HTML page",
             Self::Json => "JSON trace",
             Self::Bib => "BibTeX",
+            Self::Biblatex => "BibLaTeX",
+            Self::CslJson => "CSL-JSON",
+            Self::Ris => "RIS",
+            Self::Latex => "LaTeX",
         }
+    }
+
+    /// The name `--format` and the settings file use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Md => "md",
+            Self::Html => "html",
+            Self::Json => "json",
+            Self::Bib => "bib",
+            Self::Biblatex => "biblatex",
+            Self::CslJson => "csl-json",
+            Self::Ris => "ris",
+            Self::Latex => "latex",
+        }
+    }
+
+    /// Whether the format is a list of the cited works (BibTeX, BibLaTeX, CSL-JSON, RIS).
+    pub fn is_bibliography(self) -> bool {
+        matches!(self, Self::Bib | Self::Biblatex | Self::CslJson | Self::Ris)
     }
 }
 
@@ -92,24 +155,73 @@ impl std::str::FromStr for ExportFormat {
             "html" | "htm" => Ok(Self::Html),
             "json" => Ok(Self::Json),
             "bib" | "bibtex" => Ok(Self::Bib),
+            "biblatex" => Ok(Self::Biblatex),
+            "csl-json" | "csljson" => Ok(Self::CslJson),
+            "ris" => Ok(Self::Ris),
+            "latex" | "tex" => Ok(Self::Latex),
             other => Err(format!(
-                "unknown export format `{other}`: use md, html, json or bib"
+                "unknown export format `{other}`: use md, html, json, bib, biblatex, csl-json, ris or latex"
             )),
         }
     }
 }
 
-/// How to export: the format, and for Markdown, HTML and BibTeX the two options.
+/// How Markdown and HTML cite the passages in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum CitationStyle {
+    /// A numbered footnote per passage: `[^1]` (Markdown), `[1]` (HTML).
+    #[default]
+    Numbers,
+    /// `(Marrow & Ødegård 1998, p. 2)` in the text and the full references under it.
+    AuthorYear,
+    /// Markdown with pandoc citations, `[@key, p. 2]`, for `pandoc --citeproc` with the
+    /// BibTeX or CSL-JSON export as its bibliography; in HTML, author–year.
+    Pandoc,
+}
+
+impl std::str::FromStr for CitationStyle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "numbers" | "numbered" => Ok(Self::Numbers),
+            "author-year" | "authoryear" | "author_year" => Ok(Self::AuthorYear),
+            "pandoc" => Ok(Self::Pandoc),
+            other => Err(format!(
+                "unknown citation style `{other}`: use numbers, author-year or pandoc"
+            )),
+        }
+    }
+}
+
+/// How the BibTeX, BibLaTeX and LaTeX exports write letters outside ASCII.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
+pub enum BibEncoding {
+    /// As UTF-8: biber, BibLaTeX and every LaTeX since 2018 read it.
+    #[default]
+    Utf8,
+    /// As LaTeX escapes (`{\o}`, `{\"o}`, `{\'e}`), for classic 8-bit BibTeX.
+    Ascii,
+}
+
+/// How to export: the format, and for the formats they apply to, the options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct ExportOptions {
     pub format: ExportFormat,
-    /// Write each segment's IsSup verdict after it (Markdown and HTML).
+    /// Write each segment's IsSup verdict after it (Markdown, HTML and LaTeX).
     pub support_labels: bool,
-    /// Keep only the segments judged fully supported (see the module doc); BibTeX then lists
-    /// only the documents those segments cite.
+    /// Keep only the segments judged fully supported (see the module doc); the bibliographies
+    /// then list only the documents those segments cite.
     pub only_supported: bool,
+    /// How Markdown and HTML cite (LaTeX always uses `\cite`, the bibliographies none).
+    pub citations: CitationStyle,
+    /// How BibTeX, BibLaTeX and LaTeX write letters outside ASCII.
+    pub bibtex_encoding: BibEncoding,
 }
 
 impl From<ExportFormat> for ExportOptions {
@@ -134,6 +246,10 @@ pub fn render_with(answer: &Answer, options: &ExportOptions) -> String {
         // Serializing plain data with string keys cannot fail.
         ExportFormat::Json => serde_json::to_string_pretty(answer).unwrap_or_default(),
         ExportFormat::Bib => bibtex(answer, options),
+        ExportFormat::Biblatex => biblatex(answer, options),
+        ExportFormat::CslJson => csl_json(answer, options),
+        ExportFormat::Ris => ris(answer, options),
+        ExportFormat::Latex => latex(answer, options),
     }
 }
 
@@ -205,12 +321,12 @@ enum Piece<'a> {
     Gap,
 }
 
-/// What every renderer needs: the kept segments in order, the gaps, the passages still cited
-/// (1-based number and passage), and the note on what the filter left out.
 /// What precedes a closed-set answer's options in Markdown and HTML.
 const OPTIONS_CAPTION: &str =
     "Options, each scored by the sum of f over the candidates that name it:";
 
+/// What every renderer needs: the kept segments in order, the gaps, the passages still cited
+/// (1-based number and passage), and the note on what the filter left out.
 struct View<'a> {
     question: &'a str,
     pieces: Vec<Piece<'a>>,
@@ -332,12 +448,113 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// How a renderer that cites works writes a sentence's citations: the cluster for the
+/// citation numbers of one sentence (empty where none names a cited work), each segment's
+/// support label, the gap, and what goes between a sentence's last word and its cluster.
+struct SentenceCites<'f> {
+    escape: &'f dyn Fn(&str) -> String,
+    cluster: &'f dyn Fn(&[usize]) -> String,
+    label: &'f dyn Fn(Support) -> String,
+    gap: &'f str,
+    before_cluster: &'f str,
+}
+
+impl SentenceCites<'_> {
+    /// The kept text with one citation cluster per sentence, before its final punctuation
+    /// (`… itself [@a, p. 2; @b, p. 7].`): the segments up to one that ends a sentence are one
+    /// sentence, and cite the passages each of them cites, each once, in order.
+    fn render(&self, pieces: &[Piece<'_>], support_labels: bool) -> String {
+        let mut out: Vec<String> = Vec::new();
+        let mut sentence: Vec<(&str, Option<usize>, Support)> = Vec::new();
+        for piece in pieces {
+            match piece {
+                Piece::Gap => {
+                    if !sentence.is_empty() {
+                        out.push(self.sentence(&std::mem::take(&mut sentence), support_labels));
+                    }
+                    out.push(self.gap.to_string());
+                }
+                Piece::Segment {
+                    text,
+                    citation,
+                    support,
+                } => {
+                    sentence.push((text, *citation, *support));
+                    if ends_sentence(text) {
+                        out.push(self.sentence(&std::mem::take(&mut sentence), support_labels));
+                    }
+                }
+            }
+        }
+        if !sentence.is_empty() {
+            out.push(self.sentence(&sentence, support_labels));
+        }
+        out.join(" ")
+    }
+
+    fn sentence(&self, parts: &[(&str, Option<usize>, Support)], support_labels: bool) -> String {
+        let mut cited: Vec<usize> = Vec::new();
+        for n in parts.iter().filter_map(|(_, c, _)| *c) {
+            if !cited.contains(&n) {
+                cited.push(n);
+            }
+        }
+        let label = |support: Support| {
+            if support_labels {
+                (self.label)(support)
+            } else {
+                String::new()
+            }
+        };
+        // Empty where no number names a passage of the answer (a trace that cites out of range).
+        let cluster = if cited.is_empty() {
+            String::new()
+        } else {
+            (self.cluster)(&cited)
+        };
+        let last = parts.len().saturating_sub(1);
+        parts
+            .iter()
+            .enumerate()
+            .map(|(i, (text, _, support))| {
+                if i < last || cluster.is_empty() {
+                    return format!("{}{}", (self.escape)(text), label(*support));
+                }
+                let (words, end) = split_final_punctuation(text);
+                format!(
+                    "{}{}{cluster}{}{}",
+                    (self.escape)(words),
+                    self.before_cluster,
+                    (self.escape)(end),
+                    label(*support)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Whether a segment ends its sentence: its text ends in `.`, `!`, `?` or `…`, perhaps inside
+/// closing quotes or brackets.
+fn ends_sentence(text: &str) -> bool {
+    let text = text.trim_end_matches(['"', '\'', '”', '’', ')', ']', '»']);
+    text.ends_with(['.', '!', '?', '…'])
+}
+
+/// A sentence's words and its final run of `.`, `!`, `?`, `…` (empty where it has none at its
+/// very end), so a citation can stand before the full stop.
+fn split_final_punctuation(text: &str) -> (&str, &str) {
+    let words = text.trim_end_matches(['.', '!', '?', '…']);
+    (words.trim_end(), &text[words.len()..])
+}
+
 #[cfg(test)]
 pub(crate) mod test_answer {
     //! A hand-made answer with every support verdict and hostile text in every field.
 
     use selfrag_core::{Answer, Settings};
     use selfrag_testkit::traces::TraceBuilder;
+    use selfrag_works::{Author, FieldSource, Sourced, Work, WorkDate, WorkType};
 
     pub const XSS_IMG: &str = "<img src=x onerror=alert(1)>";
     pub const XSS_SCRIPT: &str = "<script>alert('x')</script>";
@@ -373,6 +590,54 @@ pub(crate) mod test_answer {
             .segment("Hope this helps.", None, None)
             .build()
     }
+
+    /// A journal article with every field but the ISBN, by two people and an organisation,
+    /// with capitals, braces, `%` and `&` in its title.
+    pub fn article() -> Work {
+        fn s<T>(v: T) -> Option<Sourced<T>> {
+            Some(Sourced::new(v, FieldSource::ReferenceManager))
+        }
+        Work {
+            kind: s(WorkType::JournalArticle),
+            title: s("Self-RAG and the Ålesund telemetry: 100% {sure} & more".into()),
+            authors: s(vec![
+                Author::person("Marrow", "Ann"),
+                Author::person("Ødegård", "Bjørn"),
+                Author::Organisation {
+                    name: "World Health Organization".into(),
+                },
+            ]),
+            date: s(WorkDate {
+                year: 1998,
+                month: Some(3),
+                day: Some(15),
+            }),
+            container: s("Journal of Telemetry & Control".into()),
+            volume: s("12".into()),
+            issue: s("3".into()),
+            pages: s("117-129".into()),
+            publisher: s("Nordic Press".into()),
+            doi: s("10.1000/xyz_1".into()),
+            arxiv: s("2310.11511".into()),
+            isbn: None,
+            url: s("https://example.org/a_b?c=1&d=2".into()),
+            citation_key: s("marrowTelemetry98".into()),
+            zotero: None,
+        }
+    }
+
+    /// [`answer`] with `work` as the record of `/docs/paper.pdf` (cited as [2], page 3).
+    pub fn answer_citing(work: Work) -> Answer {
+        let mut answer = answer();
+        for p in answer
+            .passages
+            .iter_mut()
+            .filter(|p| p.path == "/docs/paper.pdf")
+        {
+            p.work = Some(work.clone());
+        }
+        answer
+    }
 }
 
 #[cfg(test)]
@@ -380,7 +645,8 @@ mod tests {
     use super::*;
 
     /// A page whose printed number differs from its place in the file is cited with both in
-    /// every format, and BibTeX's `pages` gives the printed number.
+    /// every format; the bibliographies' notes and the citations by work give the printed
+    /// number.
     #[test]
     fn printed_page_numbers_are_cited_with_the_pdf_page_in_every_export() {
         let mut answer = test_answer::answer();
@@ -399,7 +665,27 @@ mod tests {
             "{page}"
         );
         let bib = bibtex(&answer, &options);
-        assert!(bib.contains("  pages = {117},\n"), "{bib}");
+        assert!(
+            bib.contains("  note = {Cited as [2]; page 117},\n"),
+            "{bib}"
+        );
+        assert!(
+            !bib.contains("pages ="),
+            "the cited page is not the work's range: {bib}"
+        );
+        let ris = ris(&answer, &options);
+        assert!(ris.contains("N1  - Cited as [2]; page 117\r\n"), "{ris}");
+        let pandoc = ExportOptions {
+            citations: CitationStyle::Pandoc,
+            ..options
+        };
+        assert!(markdown(&answer, &pandoc).contains("[@paper, p. 117]"));
+        let author_year = ExportOptions {
+            citations: CitationStyle::AuthorYear,
+            ..options
+        };
+        assert!(markdown(&answer, &author_year).contains("(Paper n.d., p. 117)"));
+        assert!(latex(&answer, &options).contains("\\cite[p.~{117}]{paper}"));
         let json = render(&answer, ExportFormat::Json);
         assert!(json.contains("\"page_label\": \"117\""), "{json}");
     }
@@ -493,9 +779,16 @@ mod tests {
             "{bib}"
         );
         assert!(
-            bib.contains(&format!("  note = {{Cited as [2]. {escaped}}},\n")),
+            bib.contains(&format!("  note = {{Cited as [2]; page 3. {escaped}}},\n")),
             "{bib}"
         );
+        assert!(biblatex(&answer, &options).contains(&format!(
+            "  addendum = {{Cited as [2]; page 3. {escaped}}},\n"
+        )));
+        assert!(
+            ris(&answer, &options).contains(&format!("N1  - Cited as [2]; page 3. {line}\r\n"))
+        );
+        assert!(latex(&answer, &options).contains(&format!("\n\\emph{{{escaped}}}\n")));
         let json = render(&answer, ExportFormat::Json);
         assert!(
             json.contains("\"cache_precision\": \"q8\"")
@@ -510,17 +803,45 @@ mod tests {
     }
 
     #[test]
-    fn formats_parse_and_name_their_extension() {
+    fn formats_parse_from_their_names_and_the_usual_aliases() {
         for f in ExportFormat::ALL {
-            assert_eq!(f.extension().parse::<ExportFormat>(), Ok(f));
+            assert_eq!(f.name().parse::<ExportFormat>(), Ok(f));
+            // The settings file and the UI use the same name.
+            assert_eq!(
+                serde_json::to_string(&f).unwrap(),
+                format!("\"{}\"", f.name())
+            );
         }
-        assert_eq!("BibTeX".parse::<ExportFormat>(), Ok(ExportFormat::Bib));
+        for (alias, format) in [
+            ("BibTeX", ExportFormat::Bib),
+            ("markdown", ExportFormat::Md),
+            ("csljson", ExportFormat::CslJson),
+            ("tex", ExportFormat::Latex),
+        ] {
+            assert_eq!(alias.parse::<ExportFormat>(), Ok(format));
+        }
+        let extensions: Vec<&str> = ExportFormat::ALL.iter().map(|f| f.extension()).collect();
+        assert_eq!(
+            extensions,
+            ["md", "html", "json", "bib", "bib", "json", "ris", "tex"]
+        );
         let err = "pdf".parse::<ExportFormat>().unwrap_err();
-        assert!(err.contains("pdf") && err.contains("bib"), "{err}");
+        assert!(err.contains("pdf") && err.contains("csl-json"), "{err}");
+        assert_eq!(
+            "author-year".parse::<CitationStyle>(),
+            Ok(CitationStyle::AuthorYear)
+        );
+        assert!(
+            "harvard"
+                .parse::<CitationStyle>()
+                .unwrap_err()
+                .contains("pandoc")
+        );
     }
 
     #[test]
     fn options_deserialize_from_camel_case_with_defaults() {
+        // Saved before the citation style and the encoding existed.
         let o: ExportOptions =
             serde_json::from_str(r#"{"format":"html","onlySupported":true}"#).unwrap();
         assert_eq!(
@@ -528,9 +849,59 @@ mod tests {
             ExportOptions {
                 format: ExportFormat::Html,
                 support_labels: false,
-                only_supported: true
+                only_supported: true,
+                citations: CitationStyle::Numbers,
+                bibtex_encoding: BibEncoding::Utf8,
             }
         );
+        let o: ExportOptions = serde_json::from_str(
+            r#"{"format":"csl-json","citations":"authorYear","bibtexEncoding":"ascii"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (o.format, o.citations, o.bibtex_encoding),
+            (
+                ExportFormat::CslJson,
+                CitationStyle::AuthorYear,
+                BibEncoding::Ascii
+            )
+        );
+        assert_eq!(
+            serde_json::to_value(ExportOptions::default()).unwrap(),
+            serde_json::json!({"format": "md", "supportLabels": false, "onlySupported": false,
+                "citations": "numbers", "bibtexEncoding": "utf8"})
+        );
+    }
+
+    #[test]
+    fn a_citation_out_of_range_leaves_no_empty_cluster() {
+        let mut answer = test_answer::answer();
+        answer.segments[1].citation = Some(9);
+        for citations in [CitationStyle::AuthorYear, CitationStyle::Pandoc] {
+            let options = ExportOptions {
+                citations,
+                ..ExportOptions::default()
+            };
+            let md = markdown(&answer, &options);
+            assert!(md.contains(" It uses tokens. It is magic "), "{md}");
+            assert!(html(&answer, &options).contains(" It uses tokens. It is magic "));
+        }
+        let tex = latex(&answer, &ExportOptions::default());
+        assert!(tex.contains(" It uses tokens. It is magic~"), "{tex}");
+    }
+
+    #[test]
+    fn a_sentence_cites_once_before_its_full_stop() {
+        assert!(
+            ends_sentence("It is.") && ends_sentence("He said \"yes!\"") && ends_sentence("Why?)")
+        );
+        assert!(!ends_sentence("It is, and") && !ends_sentence("e.g"));
+        assert_eq!(split_final_punctuation("It is..."), ("It is", "..."));
+        assert_eq!(
+            split_final_punctuation("He said \"yes.\""),
+            ("He said \"yes.\"", "")
+        );
+        assert_eq!(split_final_punctuation("No stop"), ("No stop", ""));
     }
 
     #[test]
@@ -563,6 +934,8 @@ mod tests {
                 format: ExportFormat::Json,
                 support_labels: true,
                 only_supported: true,
+                citations: CitationStyle::Pandoc,
+                bibtex_encoding: BibEncoding::Ascii,
             },
         );
         let back: Answer = serde_json::from_str(&filtered).unwrap();

@@ -62,6 +62,24 @@ impl TraceBuilder {
         self
     }
 
+    /// Gives the passage added last the work its document holds (as the library records it).
+    #[must_use]
+    pub fn work(mut self, work: selfrag_works::Work) -> Self {
+        if let Some(passage) = self.answer.passages.last_mut() {
+            passage.work = Some(work);
+        }
+        self
+    }
+
+    /// Gives the passage added last the number printed on its page.
+    #[must_use]
+    pub fn page_label(mut self, label: &str) -> Self {
+        if let Some(passage) = self.answer.passages.last_mut() {
+            passage.page_label = Some(label.into());
+        }
+        self
+    }
+
     /// Adds a segment of one candidate, written from the passage cited as `citation` (1-based)
     /// or without one, with IsSup `[fully, partially, no support]` where it was judged.
     #[must_use]

@@ -1,6 +1,7 @@
 //! How a work is named: in an answer's text (author–year, "Marrow & Ødegård 1998"), and by the
 //! citation key a bibliography gives it where the person has none of their own (family name,
-//! year, first significant title word: `marrow1998telemetry`), made unique within one export.
+//! year, first significant title word: `marrow1998telemetry`), made unique within one export;
+//! and the address a reference links its DOI to ([`doi_url`]).
 
 use crate::Work;
 
@@ -110,6 +111,24 @@ impl KeySet {
     }
 }
 
+/// The address that resolves a DOI: `https://doi.org/` and the DOI, with every character
+/// that a URL's path cannot hold as it is (`#`, `?`, `%`, `<`, `>`, `"`, braces, spaces,
+/// letters outside ASCII, …) percent-encoded, as the DOI Handbook asks.
+pub fn doi_url(doi: &str) -> String {
+    let mut url = String::from("https://doi.org/");
+    for c in doi.trim().chars() {
+        if c.is_ascii_alphanumeric() || "-._~/:;()@!$&'*+,=".contains(c) {
+            url.push(c);
+        } else {
+            let mut bytes = [0u8; 4];
+            for b in c.encode_utf8(&mut bytes).bytes() {
+                url.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    url
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +195,19 @@ mod tests {
         assert_eq!(key_of(&w, ""), "marrowTelemetry98");
         w.citation_key = Some(Sourced::new("bad key}".into(), FieldSource::Person));
         assert_eq!(key_of(&w, ""), "marrow1998telemetry");
+    }
+
+    #[test]
+    fn doi_addresses_percent_encode_what_a_path_cannot_hold() {
+        assert_eq!(doi_url("10.1000/xyz"), "https://doi.org/10.1000/xyz");
+        assert_eq!(
+            doi_url("10.1002/(sici)1097-4571(199806)49:8<693::aid-asi3>3.0.co;2-o"),
+            "https://doi.org/10.1002/(sici)1097-4571(199806)49:8%3C693::aid-asi3%3E3.0.co;2-o"
+        );
+        assert_eq!(
+            doi_url(" 10.1000/a#b?c%d\"{e} ø"),
+            "https://doi.org/10.1000/a%23b%3Fc%25d%22%7Be%7D%20%C3%B8"
+        );
     }
 
     #[test]

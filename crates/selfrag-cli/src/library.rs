@@ -14,7 +14,8 @@ use serde::Serialize;
 
 #[derive(Subcommand)]
 pub enum LibraryCommand {
-    /// Every document: path, title, pages, passages.
+    /// Every document: path, title, pages, passages, and how it is cited (author and year).
+    /// With `--json`, each document's work record with every field's source.
     List {
         #[arg(long)]
         json: bool,
@@ -64,8 +65,67 @@ struct SearchOut {
     hits: Vec<HitOut>,
 }
 
-/// `selfrag index PATH... [--watch]`: with no PATH, finishes an interrupted job.
-pub async fn index(mut paths: Vec<PathBuf>, watch: bool, samples: bool, exact: bool) -> Result<()> {
+/// The reference managers and bibliography files `selfrag index` adds.
+pub struct References {
+    /// `--zotero [DIR]`: an empty path for Zotero's own data directory.
+    pub zotero: Option<PathBuf>,
+    pub bibliography: Option<PathBuf>,
+}
+
+impl References {
+    fn is_empty(&self) -> bool {
+        self.zotero.is_none() && self.bibliography.is_none()
+    }
+
+    /// Adds each, printing what it did; whether any file failed.
+    async fn add(&self, engine: &Engine) -> Result<bool> {
+        let mut imports = Vec::new();
+        if let Some(dir) = &self.zotero {
+            let dir = if dir.as_os_str().is_empty() {
+                selfrag_references::zotero::default_data_dir().context(
+                    "no home folder to find ~/Zotero in: name Zotero's data directory (`--zotero DIR`)",
+                )?
+            } else {
+                dir.clone()
+            };
+            imports.push((
+                format!("Zotero library {}", dir.display()),
+                engine.add_zotero_library(&dir, print_event).await?,
+            ));
+        }
+        if let Some(file) = &self.bibliography {
+            imports.push((
+                file.display().to_string(),
+                engine.add_bibliography(file, print_event).await?,
+            ));
+        }
+        let mut failed = false;
+        for (name, import) in imports {
+            eprintln_quiet(&format!(
+                "{name}: {} files, {} documents with their record, {} skipped",
+                import.files,
+                import.with_record,
+                import.skipped.len()
+            ));
+            for line in &import.skipped {
+                eprintln_quiet(&format!("  skipped {line}"));
+            }
+            failed |=
+                matches!(import.indexing, Some(IndexEvent::Finished { failed, .. }) if failed > 0);
+        }
+        Ok(failed)
+    }
+}
+
+/// `selfrag index PATH... [--watch] [--zotero [DIR]] [--bibliography FILE]`: with nothing to
+/// index, finishes an interrupted job.
+pub async fn index(
+    mut paths: Vec<PathBuf>,
+    watch: bool,
+    samples: bool,
+    exact: bool,
+    references: References,
+) -> Result<()> {
     let config = EngineConfig::from_env()?;
     let engine = Engine::new(if exact {
         config.with_exact_numbers()
@@ -74,6 +134,15 @@ pub async fn index(mut paths: Vec<PathBuf>, watch: bool, samples: bool, exact: b
     })?;
     if samples {
         paths.push(engine.write_sample_documents()?);
+    }
+    if !references.is_empty() {
+        let failed = references.add(&engine).await?;
+        if paths.is_empty() && !watch {
+            if failed {
+                bail!("some files could not be indexed (see above)");
+            }
+            return Ok(());
+        }
     }
     if paths.is_empty() && engine.pending_indexing().await?.is_empty() && !watch {
         if !engine.paused_indexing().await?.is_empty() {
@@ -213,8 +282,11 @@ pub async fn library(command: LibraryCommand) -> Result<()> {
                     }
                     None => format!("{} passages", d.passages),
                 };
+                let cited_as = selfrag_works::cite::author_year(&d.work)
+                    .map(|label| format!("\t{label}"))
+                    .unwrap_or_default();
                 out.push_str(&format!(
-                    "{}\t{} pages\t{passages}\t{}\n",
+                    "{}\t{} pages\t{passages}\t{}{cited_as}\n",
                     d.path, d.pages, d.title
                 ));
             }

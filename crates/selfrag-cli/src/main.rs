@@ -52,6 +52,15 @@ enum Command {
         /// Embed in f32 (slower), for vectors equal to PyTorch's; as `ask --exact`.
         #[arg(long, conflicts_with = "resume")]
         exact: bool,
+        /// Also the files of a Zotero library, each with its item's record (authors, year,
+        /// DOI, Better BibTeX key), read-only while Zotero runs. DIR is Zotero's data directory
+        /// (Settings ▸ Advanced ▸ Files and Folders); without it, ~/Zotero.
+        #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "", conflicts_with = "resume")]
+        zotero: Option<PathBuf>,
+        /// Also the files a BibTeX, BibLaTeX or CSL-JSON file names (`file = {…}`), each with
+        /// its entry's record and citation key.
+        #[arg(long, value_name = "FILE", conflicts_with = "resume")]
+        bibliography: Option<PathBuf>,
     },
     /// The documents in the library.
     Library {
@@ -141,18 +150,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Render a saved trace (from `ask --json`) as Markdown, HTML, JSON or BibTeX.
+    /// Render a saved trace (from `ask --json`) as Markdown, HTML, JSON, or its cited works as
+    /// BibTeX, BibLaTeX, CSL-JSON or RIS, or the answer as LaTeX citing them.
     Export {
         trace: PathBuf,
-        /// md, html, json or bib.
+        /// md, html, json, bib, biblatex, csl-json, ris or latex.
         #[arg(long, default_value = "md")]
         format: ExportFormat,
-        /// Mark each segment with its IsSup verdict (Markdown and HTML).
+        /// Mark each segment with its IsSup verdict (Markdown, HTML and LaTeX).
         #[arg(long)]
         support_labels: bool,
-        /// Keep only fully supported segments, each gap marked […] (Markdown and HTML).
+        /// Keep only fully supported segments, each gap marked […] (every format but json).
         #[arg(long)]
         only_supported: bool,
+        /// How Markdown and HTML cite: numbers (footnotes), author-year ("Marrow & Ødegård
+        /// 1998, p. 2" and a reference list) or pandoc (`[@key, p. 2]`, for
+        /// `pandoc --citeproc --bibliography refs.json`; author–year in HTML).
+        #[arg(long, default_value = "numbers", value_name = "STYLE")]
+        citations: selfrag_engine::export::CitationStyle,
+        /// BibTeX, BibLaTeX and LaTeX in ASCII: letters outside it as LaTeX escapes
+        /// (`{\o}`, `{\"o}`), for classic BibTeX; UTF-8 (for biber) without it.
+        #[arg(long)]
+        ascii: bool,
         /// Output file; standard output when absent.
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
@@ -598,7 +617,15 @@ fn run(cli: Cli) -> Result<()> {
                 samples,
                 resume: false,
                 exact,
-            } => library::index(paths, watch, samples, exact).await,
+                zotero,
+                bibliography,
+            } => {
+                let references = library::References {
+                    zotero,
+                    bibliography,
+                };
+                library::index(paths, watch, samples, exact, references).await
+            }
             Command::Index { resume: true, .. } => library::resume().await,
             Command::Library { command } => library::library(command).await,
             Command::Search {
@@ -708,6 +735,8 @@ fn run(cli: Cli) -> Result<()> {
                 format,
                 support_labels,
                 only_supported,
+                citations,
+                ascii,
                 output,
             } => {
                 let answer = read_trace(&trace)?;
@@ -717,6 +746,12 @@ fn run(cli: Cli) -> Result<()> {
                         format,
                         support_labels,
                         only_supported,
+                        citations,
+                        bibtex_encoding: if ascii {
+                            selfrag_engine::export::BibEncoding::Ascii
+                        } else {
+                            selfrag_engine::export::BibEncoding::Utf8
+                        },
                     },
                 );
                 match output {

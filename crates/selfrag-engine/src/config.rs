@@ -36,6 +36,23 @@ pub struct EngineConfig {
     pub generator_server: Option<selfrag_remote::ServerConfig>,
 }
 
+impl EngineConfig {
+    /// The models at `generator` and `embedder` on the CPU, every other choice its default,
+    /// and documents parsed in this process: what tests and benchmarks start an engine with.
+    pub fn in_process(data_dir: PathBuf, generator: PathBuf, embedder: PathBuf) -> Self {
+        Self {
+            data_dir,
+            generator: Some(generator),
+            embedder: Some(embedder),
+            device: DeviceChoice::Cpu,
+            embedder_precision: EmbedderPrecision::default(),
+            generator_numerics: GeneratorNumerics::default(),
+            extract_worker: None,
+            generator_server: None,
+        }
+    }
+}
+
 /// How the generator's numbers are made, where a person may choose: its KV cache's precision
 /// and where its tokenizer puts the dummy prefix. Both are recorded in every answer's trace
 /// (`GeneratorInfo`).

@@ -214,6 +214,8 @@ impl Engine {
             .documents()
             .into_iter()
             .map(|d| DocumentInfo {
+                work: d.work(),
+                work_sources: d.works.as_ref().map(|w| w.sources()).unwrap_or_default(),
                 id: d.id,
                 path: d.path,
                 title: d.title,
@@ -408,8 +410,18 @@ impl Engine {
         id: &str,
         options: impl Into<ExportOptions>,
     ) -> Result<String, EngineError> {
-        let record = self.history.get(id)?.shown();
-        Ok(crate::render_with(&record.answer, &options.into()))
+        let mut answer = self.history.get(id)?.shown().answer;
+        // Cited as the works are known now (an edit, a Zotero sync since); a document removed
+        // since keeps what the trace recorded.
+        if let Some(library) = self.library.get() {
+            for passage in &mut answer.passages {
+                let document_id = passage.id.rsplit_once(':').map_or("", |(doc, _)| doc);
+                if let Some(work) = library.work_of(&passage.path, document_id) {
+                    passage.work = Some(work);
+                }
+            }
+        }
+        Ok(crate::render_with(&answer, &options.into()))
     }
 
     /// The saved answers matching `query` (every word, in the question or the answer), newest

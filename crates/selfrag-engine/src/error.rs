@@ -49,6 +49,13 @@ pub enum EngineError {
         "the indexing job ended unexpectedly ({0}); what it indexed is kept, and the rest is indexed when the app starts next"
     )]
     IndexingJobLost(String),
+    /// A Zotero library or bibliography file could not be read; the message names it and the
+    /// fix.
+    #[error(transparent)]
+    References(#[from] selfrag_references::ReferencesError),
+    /// The thread reading a Zotero library or bibliography file ended without its result.
+    #[error("reading {path} stopped unexpectedly ({reason}); nothing was added")]
+    ReferencesLost { path: PathBuf, reason: String },
     /// Resume was asked for with no indexing job paused.
     #[error(
         "no indexing job is paused (it ended, or was forgotten); add files or folders to index them"
@@ -116,6 +123,7 @@ pub enum ErrorCode {
     Download,
     NotInLibrary,
     NothingPaused,
+    References,
 }
 
 impl EngineError {
@@ -136,6 +144,7 @@ impl EngineError {
             Self::ModelThreadGone => ErrorCode::ModelThread,
             Self::NotInLibrary(_) => ErrorCode::NotInLibrary,
             Self::NothingPaused => ErrorCode::NothingPaused,
+            Self::References(_) | Self::ReferencesLost { .. } => ErrorCode::References,
             Self::IndexingJobLost(_) => ErrorCode::Index,
             Self::Download { code, .. } => match code {
                 DownloadFailure::Cancelled => ErrorCode::DownloadCancelled,

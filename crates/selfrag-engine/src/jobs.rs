@@ -37,6 +37,8 @@ pub enum JobSource {
     Resume,
     /// The watched folders: their catch-up job, then each batch of changes.
     Watch,
+    /// The Zotero libraries added: each read again when Zotero changed it.
+    Zotero,
 }
 
 /// What the library's background work reports ([`Engine::keep_library_in_sync`]).
@@ -250,10 +252,30 @@ impl Engine {
 
     /// The library's background work, for as long as the returned future is polled: first the
     /// indexing job a crash or a quit interrupted, then the watched folders kept in sync, started
-    /// again whenever [`Engine::set_watched`] changes them. A failure is reported as
-    /// [`LibraryEvent::Failed`] and the work waits for the set of folders to change.
+    /// again whenever [`Engine::set_watched`] changes them, and beside them the Zotero libraries
+    /// added, each read again when Zotero changed it ([`Engine::keep_zotero_in_sync`]). A
+    /// failure is reported as [`LibraryEvent::Failed`]; the folders then wait for their set to
+    /// change, a Zotero library for its next change.
     pub async fn keep_library_in_sync(&self, on_event: impl Fn(LibraryEvent)) {
         self.resume_interrupted_job(&on_event).await;
+        let zotero = self.keep_zotero_in_sync(
+            crate::works::ZOTERO_POLL,
+            |event| {
+                on_event(LibraryEvent::Index {
+                    source: JobSource::Zotero,
+                    event,
+                })
+            },
+            |_, result| {
+                if let Err(e) = result {
+                    on_event(failed(JobSource::Zotero, &e));
+                }
+            },
+        );
+        tokio::join!(self.keep_folders_in_sync(&on_event), zotero);
+    }
+
+    async fn keep_folders_in_sync(&self, on_event: &impl Fn(LibraryEvent)) {
         loop {
             let folders = match self.watched_folders().await {
                 Ok(folders) => folders,
@@ -321,6 +343,9 @@ fn failed(source: JobSource, error: &EngineError) -> LibraryEvent {
         JobSource::Resume => format!("Could not finish the interrupted indexing job: {error}"),
         JobSource::Watch => format!(
             "Watching folders stopped: {error}. Stop watching the folder it names and add it again, or add the missing model and restart the app."
+        ),
+        JobSource::Zotero => format!(
+            "Could not read the Zotero library again: {error}. It is tried again when Zotero next changes it."
         ),
     };
     LibraryEvent::Failed { source, message }

@@ -22,6 +22,7 @@ mod retriever;
 mod samples;
 pub mod settings;
 mod status;
+mod works;
 
 /// The export renderers (Markdown, HTML, JSON, BibTeX), from selfrag-export.
 pub use selfrag_export as export;
@@ -43,6 +44,7 @@ pub use selfrag_index::{
 };
 pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};
+pub use works::ReferenceImport;
 
 /// Both binaries declare this their `#[global_allocator]`: it keeps a parsing worker within its
 /// memory limit on every OS (and is off in the app itself).

@@ -35,6 +35,7 @@ impl Retriever for LibraryRetriever {
         Ok(hits
             .into_iter()
             .map(|h| Passage {
+                work: library.work_of(&h.path, &h.document_id),
                 id: h.passage_id,
                 title: h.title,
                 path: h.path,
@@ -42,7 +43,6 @@ impl Retriever for LibraryRetriever {
                 page_label: h.page_label,
                 ocr_confidence: h.ocr_confidence,
                 text: h.text,
-                work: None,
             })
             .collect())
     }

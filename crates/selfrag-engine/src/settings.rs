@@ -1,7 +1,8 @@
 //! The app's persisted settings: the ask settings (weights, δ, K, mode, beam, long or short
 //! form, hard constraints), the theme, the device, the embedder's precision, the generator's KV
-//! cache and dummy prefix, the generator server's URL and the export options, in one JSON file
-//! under the platform config dir (`SELFRAG_CONFIG_DIR` overrides it).
+//! cache and dummy prefix, the generator server's URL, the export options and how the answer on
+//! screen cites (numbers or author–year), in one JSON file under the platform config dir
+//! (`SELFRAG_CONFIG_DIR` overrides it).
 //!
 //! Saves are atomic ([`crate::write_atomically`]). A settings file that cannot be parsed is
 //! never deleted: it is renamed to `settings.json.broken-<unix seconds>`, the defaults are used,
@@ -16,6 +17,7 @@ use selfrag_core::{CachePrecision, DeviceChoice, DummyPrefix, EmbedderPrecision,
 use serde::{Deserialize, Serialize};
 
 use crate::{EngineError, ExportOptions};
+use selfrag_export::CitationStyle;
 
 /// The file name inside the config dir.
 pub const SETTINGS_FILE: &str = "settings.json";
@@ -62,6 +64,9 @@ pub struct AppSettings {
     pub generator_model: Option<String>,
     /// The export menu's last choices.
     pub export: ExportOptions,
+    /// How the answer on screen cites its passages: numbers (`[1]`, the default) or
+    /// author–year (`Marrow & Ødegård 1998, p. 2`); pandoc citations show as author–year.
+    pub citation_display: CitationStyle,
 }
 
 /// The settings as loaded at start, with where they live and what went wrong, if anything.
@@ -283,7 +288,9 @@ mod tests {
                 format: ExportFormat::Bib,
                 support_labels: true,
                 only_supported: true,
+                ..ExportOptions::default()
             },
+            citation_display: CitationStyle::AuthorYear,
         }
     }
 
@@ -320,6 +327,10 @@ mod tests {
         let text = std::fs::read_to_string(tmp.path().join(SETTINGS_FILE)).unwrap();
         assert!(text.contains("\"theme\": \"dark\"") && text.contains("\"onlySupported\": true"));
         assert!(
+            text.contains("\"citationDisplay\": \"authorYear\""),
+            "{text}"
+        );
+        assert!(
             text.contains("\"cachePrecision\": \"f32\"")
                 && text.contains("\"dummyPrefix\": \"every-fragment\""),
             "{text}"
@@ -345,6 +356,8 @@ mod tests {
         // the prefix of fine-tuning.
         assert_eq!(s.cache_precision, None);
         assert_eq!(s.dummy_prefix, DummyPrefix::TextStart);
+        // From before answers could cite author–year: numbers.
+        assert_eq!(s.citation_display, CitationStyle::Numbers);
     }
 
     #[test]

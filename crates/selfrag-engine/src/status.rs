@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 pub use selfrag_core::ModelRole;
 use selfrag_core::{CachePrecision, DeviceChoice, DeviceKind, DummyPrefix, EmbedderPrecision};
+use selfrag_works::{FieldSource, Work};
 
 /// One model's availability, with the places searched and the fix when it is missing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,6 +84,10 @@ pub struct DocumentInfo {
     /// While a long file is written slice by slice (or was cut off midway: indexing it again
     /// goes on from there), the passages it will have; null once all are stored.
     pub passages_expected: Option<u32>,
+    /// The work the file holds: each field from the best source that gave it.
+    pub work: Work,
+    /// The sources that gave a record of it, from the least to the most trusted.
+    pub work_sources: Vec<FieldSource>,
 }
 
 /// Progress of an indexing job or of a watched folder's changes, streamed to the front end.

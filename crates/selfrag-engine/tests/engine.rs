@@ -28,16 +28,7 @@ fn fixture() -> Fixture {
     selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     let docs = tmp.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
-    let config = EngineConfig {
-        data_dir: tmp.path().join("data"),
-        generator: Some(gguf),
-        embedder: Some(bert),
-        device: selfrag_engine::DeviceChoice::Cpu,
-        embedder_precision: Default::default(),
-        generator_numerics: Default::default(),
-        extract_worker: None,
-        generator_server: None,
-    };
+    let config = EngineConfig::in_process(tmp.path().join("data"), gguf, bert);
     Fixture {
         _tmp: tmp,
         config,

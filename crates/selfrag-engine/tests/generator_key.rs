@@ -67,17 +67,7 @@ fn engine(tmp: &std::path::Path) -> Engine {
     selfrag_fixtures::write_tiny_llama_gguf(&gguf).unwrap();
     let bert = tmp.join("tiny-bert");
     selfrag_fixtures::write_tiny_bert(&bert).unwrap();
-    Engine::new(EngineConfig {
-        data_dir: tmp.join("data"),
-        generator: Some(gguf),
-        embedder: Some(bert),
-        device: selfrag_engine::DeviceChoice::Cpu,
-        embedder_precision: Default::default(),
-        generator_numerics: Default::default(),
-        extract_worker: None,
-        generator_server: None,
-    })
-    .unwrap()
+    Engine::new(EngineConfig::in_process(tmp.join("data"), gguf, bert)).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -73,16 +73,11 @@ async fn app() -> App {
     )
     .unwrap();
     std::fs::write(docs.join("hostile.txt"), hostile_text("A document says")).unwrap();
-    let engine = Engine::new(EngineConfig {
-        data_dir: tmp.path().join("data"),
-        generator: Some(gguf),
-        embedder: Some(bert),
-        device: selfrag_engine::DeviceChoice::Cpu,
-        embedder_precision: Default::default(),
-        generator_numerics: Default::default(),
-        extract_worker: None,
-        generator_server: None,
-    })
+    let engine = Engine::new(EngineConfig::in_process(
+        tmp.path().join("data"),
+        gguf,
+        bert,
+    ))
     .unwrap();
     engine.index_paths(&[docs], |_| {}).await.unwrap();
     App { _tmp: tmp, engine }

@@ -123,17 +123,11 @@ async fn indexing_goes_on_while_a_server_writes_the_answer() {
     .unwrap();
     let engine = Arc::new(
         Engine::new(EngineConfig {
-            data_dir: tmp.path().join("data"),
-            generator: Some(gguf),
-            embedder: Some(bert),
-            device: selfrag_engine::DeviceChoice::Cpu,
-            embedder_precision: Default::default(),
-            generator_numerics: Default::default(),
-            extract_worker: None,
             generator_server: Some(selfrag_remote::ServerConfig::new(format!(
                 "http://127.0.0.1:{}",
                 relay.port
             ))),
+            ..EngineConfig::in_process(tmp.path().join("data"), gguf, bert)
         })
         .unwrap(),
     );

@@ -242,6 +242,7 @@ pub async fn search_benchmark(
                 modified_ns: 0,
                 indexed_at_ms: 0,
                 passages_expected: None,
+                works: None,
             }
         })
         .collect();

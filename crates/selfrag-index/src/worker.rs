@@ -88,7 +88,9 @@ pub fn main_if_worker() -> Option<ExitCode> {
     let extracted =
         WorkerHeap::limit_from_env().map(|()| extract().map(ExtractedDocument::within_limits));
     let reply = match extracted {
-        Ok(Ok(document)) => WorkerReply::Extracted { document },
+        Ok(Ok(document)) => WorkerReply::Extracted {
+            document: Box::new(document),
+        },
         Ok(Err(e)) => WorkerReply::Failed {
             error: WireError::from_error(&e),
         },
@@ -116,7 +118,8 @@ pub fn main_if_worker() -> Option<ExitCode> {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "camelCase")]
 enum WorkerReply {
-    Extracted { document: ExtractedDocument },
+    // Boxed: a document (with its work record) is far larger than an error.
+    Extracted { document: Box<ExtractedDocument> },
     Failed { error: WireError },
 }
 
@@ -508,7 +511,7 @@ impl WorkerProcess {
             .and_then(|line| serde_json::from_str::<WorkerReply>(&line).ok())
             .ok_or_else(|| failed("answered something that is not a document".into()))?;
         match reply {
-            WorkerReply::Extracted { document } => Ok(document),
+            WorkerReply::Extracted { document } => Ok(*document),
             WorkerReply::Failed { error } => Err(error.into_error(path)),
         }
     }

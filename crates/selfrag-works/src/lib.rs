@@ -5,7 +5,8 @@
 //! - [`Work`]: the bibliographic fields of one document, each with the [`FieldSource`] it came
 //!   from, and [`Work::merge`], which keeps for every field the value of the best source (the
 //!   person's own edit above a reference manager, above a bibliography file, above the file's
-//!   metadata, above an identifier found in its text, above a guess from its first page);
+//!   metadata, above an identifier found in its text, above a guess from its first page), and
+//!   [`WorkRecords`], each source's record kept apart so one can be read again or undone;
 //! - [`identifiers`]: DOIs, arXiv ids (new and old style) and ISBNs found in text, checked;
 //! - [`cite`]: how a work is named in an answer ("Marrow & Ødegård 1998") and the conventional
 //!   citation key a bibliography gets where the person has none of their own.
@@ -18,4 +19,4 @@ pub mod cite;
 pub mod identifiers;
 mod work;
 
-pub use work::{Author, FieldSource, Sourced, Work, WorkDate, WorkType, ZoteroLink};
+pub use work::{Author, FieldSource, Sourced, Work, WorkDate, WorkRecords, WorkType, ZoteroLink};

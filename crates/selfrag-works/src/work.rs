@@ -408,8 +408,7 @@ impl Work {
         }
     }
 
-    /// The record with only the fields from `source` (the person's edits, to carry over a
-    /// re-read of every other source).
+    /// The record with only the fields from `source`.
     pub fn only_from(&self, source: FieldSource) -> Work {
         let mut kept = Work::default();
         macro_rules! keep {
@@ -419,6 +418,20 @@ impl Work {
         }
         each_field!(keep);
         kept
+    }
+
+    /// The record with every field marked as coming from `source` (what a reader or an edit
+    /// hands over).
+    pub fn from_source(mut self, source: FieldSource) -> Work {
+        macro_rules! mark {
+            ($f:ident) => {
+                if let Some(v) = &mut self.$f {
+                    v.source = source;
+                }
+            };
+        }
+        each_field!(mark);
+        self
     }
 
     /// How many fields came from each source, in [`FieldSource::ALL`]'s order.
@@ -454,5 +467,68 @@ impl Work {
     /// The value of a string field, where set.
     pub fn text(field: &Option<Sourced<String>>) -> Option<&str> {
         field.as_ref().map(|f| f.value.as_str())
+    }
+}
+
+/// Every source's own record of one document's work, kept apart, so that one source can be
+/// read again (a re-index, a Zotero sync, a new bibliography file) or an edit undone without
+/// losing what the others said; [`WorkRecords::merged`] is the work shown and cited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct WorkRecords {
+    by_source: std::collections::BTreeMap<FieldSource, Work>,
+}
+
+/// The sources a document's own file gives: read again whenever the file is.
+const FILE_SOURCES: [FieldSource; 3] = [
+    FieldSource::FirstPageGuess,
+    FieldSource::Identifier,
+    FieldSource::FileMetadata,
+];
+
+impl WorkRecords {
+    /// Replaces what `source` says with `work` (its fields marked as `source`'s); an empty
+    /// `work` removes the source.
+    pub fn set(&mut self, source: FieldSource, work: Work) {
+        let zotero = work.zotero.clone();
+        let mut work = work.from_source(source);
+        work.zotero = zotero;
+        if work.is_empty() {
+            self.by_source.remove(&source);
+        } else {
+            self.by_source.insert(source, work);
+        }
+    }
+
+    /// Replaces what the file itself said (its metadata, identifiers, first-page guess) with
+    /// `work`, a record whose fields carry those sources.
+    pub fn set_from_file(&mut self, work: &Work) {
+        for source in FILE_SOURCES {
+            self.set(source, work.only_from(source));
+        }
+    }
+
+    /// What `source` says, if anything.
+    pub fn get(&self, source: FieldSource) -> Option<&Work> {
+        self.by_source.get(&source)
+    }
+
+    /// The work: each field from the best source that has it.
+    pub fn merged(&self) -> Work {
+        let mut work = Work::default();
+        // BTreeMap order is FieldSource's: from the least to the most trusted.
+        for layer in self.by_source.values() {
+            work.merge(layer.clone());
+        }
+        work
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_source.is_empty()
+    }
+
+    /// The sources that gave a record, from the least to the most trusted.
+    pub fn sources(&self) -> Vec<FieldSource> {
+        self.by_source.keys().copied().collect()
     }
 }

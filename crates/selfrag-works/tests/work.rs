@@ -131,3 +131,34 @@ proptest! {
         prop_assert_eq!(work.title(), Some(FieldSource::Person.label()));
     }
 }
+
+#[test]
+fn records_keep_each_source_apart_so_an_edit_can_be_undone() {
+    use selfrag_works::WorkRecords;
+    let mut records = WorkRecords::default();
+    records.set(
+        FieldSource::ReferenceManager,
+        title("From Zotero", FieldSource::Person),
+    );
+    records.set_from_file(&title("From the PDF", FieldSource::FileMetadata));
+    assert_eq!(records.merged().title(), Some("From Zotero"));
+    // Marked with the source it was set under, whatever the record said.
+    assert_eq!(
+        records.merged().title.map(|t| t.source),
+        Some(FieldSource::ReferenceManager)
+    );
+    records.set(
+        FieldSource::Person,
+        title("Mine", FieldSource::FirstPageGuess),
+    );
+    assert_eq!(records.merged().title(), Some("Mine"));
+    records.set(FieldSource::Person, Work::default());
+    assert_eq!(records.merged().title(), Some("From Zotero"));
+    records.set(FieldSource::ReferenceManager, Work::default());
+    assert_eq!(records.merged().title(), Some("From the PDF"));
+    // A re-read of the file replaces only what the file said.
+    records.set_from_file(&Work::default());
+    assert!(records.is_empty());
+    let json = serde_json::to_string(&records).unwrap();
+    assert_eq!(json, "{}");
+}

@@ -1,6 +1,8 @@
 //! DOCX: the paragraphs of `word/document.xml`, paragraphs in a heading style (or with an
 //! outline level) written as Markdown heading lines so they become sections, titled by the
-//! document properties' title or its Title-styled paragraph.
+//! document properties' title or its Title-styled paragraph. The core properties' title and
+//! creators (`docProps/core.xml`) are the work's metadata; its dates are when the file was made
+//! and saved, not when the work was published, and are not read.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -9,7 +11,9 @@ use std::path::Path;
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
 
-use super::{ExtractedDocument, MAX_INFLATED_BYTES, open_document, single_page};
+use selfrag_works::Work;
+
+use super::{ExtractedDocument, MAX_INFLATED_BYTES, metadata, open_document, single_page};
 use crate::IndexError;
 
 pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
@@ -31,13 +35,17 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         .flatten()
         .map(|xml| heading_styles(&xml))
         .unwrap_or_default();
-    let core_title = part(&mut archive, "docProps/core.xml")
+    let core = part(&mut archive, "docProps/core.xml")
         .ok()
         .flatten()
-        .and_then(|xml| core_title(&xml));
+        .map(|xml| core_properties(&xml))
+        .unwrap_or_default();
+    let work = core.work(path);
     let body = paragraphs(&body, &styles).map_err(malformed)?;
-    let title = core_title.or(body.title);
-    single_page(path, "DOCX", title, body.text)
+    // The properties' title where it is one (not "untitled" or the file's name), else the
+    // Title-styled paragraph.
+    let title = work.title().map(str::to_string).or(body.title);
+    single_page(path, "DOCX", title, body.text, work)
 }
 
 /// The text of a part of the archive, `None` when the archive has no such part.
@@ -114,23 +122,62 @@ fn heading_level(style: &str) -> Option<usize> {
     digits.parse::<usize>().ok().filter(|l| (1..=9).contains(l))
 }
 
-/// `dc:title` of docProps/core.xml.
-fn core_title(xml: &str) -> Option<String> {
+/// What docProps/core.xml says of the work: `dc:title` and `dc:creator` as written.
+#[derive(Debug, Default, PartialEq)]
+struct CoreProperties {
+    title: Option<String>,
+    creator: Option<String>,
+}
+
+impl CoreProperties {
+    /// The work they describe: the title where it is one, the creators (one or several,
+    /// separated by `;`) where they are people and not an account such as "Administrator".
+    fn work(&self, path: &Path) -> Work {
+        Work {
+            title: self
+                .title
+                .as_deref()
+                .and_then(|t| metadata::usable_title(t, path))
+                .map(metadata::from_file),
+            authors: self
+                .creator
+                .as_deref()
+                .map(metadata::authors_in_list)
+                .and_then(metadata::authors_field),
+            ..Work::default()
+        }
+    }
+}
+
+/// `dc:title` and `dc:creator` of docProps/core.xml (`dcterms:created` and `modified` are the
+/// file's dates, not the work's).
+fn core_properties(xml: &str) -> CoreProperties {
     let mut reader = Reader::from_str(xml);
-    let mut inside = false;
-    let mut title = String::new();
+    let mut properties = CoreProperties::default();
+    let mut inside: Option<&'static str> = None;
+    let mut value = String::new();
     loop {
         match reader.read_event() {
-            Ok(Event::Start(e)) if e.local_name().as_ref() == "title" => inside = true,
-            Ok(Event::End(e)) if e.local_name().as_ref() == "title" => break,
-            Ok(Event::Text(t)) if inside => title.push_str(&t.xml10_content()),
-            Ok(Event::GeneralRef(r)) if inside => title.push_str(&entity(&r)),
+            Ok(Event::Start(e)) if e.local_name().as_ref() == "title" => inside = Some("title"),
+            Ok(Event::Start(e)) if e.local_name().as_ref() == "creator" => inside = Some("creator"),
+            Ok(Event::End(_)) if inside.is_some() => {
+                let field = match inside.take() {
+                    Some("title") => &mut properties.title,
+                    _ => &mut properties.creator,
+                };
+                let text = value.trim();
+                if field.is_none() && !text.is_empty() {
+                    *field = Some(text.to_string());
+                }
+                value.clear();
+            }
+            Ok(Event::Text(t)) if inside.is_some() => value.push_str(&t.xml10_content()),
+            Ok(Event::GeneralRef(r)) if inside.is_some() => value.push_str(&entity(&r)),
             Ok(Event::Eof) | Err(_) => break,
             _ => {}
         }
     }
-    let title = title.trim();
-    (!title.is_empty()).then(|| title.to_string())
+    properties
 }
 
 /// The body as text and the first Title-styled paragraph.
@@ -221,7 +268,7 @@ fn attribute(e: &BytesStart<'_>, name: &str) -> Option<String> {
 }
 
 /// The text of an entity or character reference (`&amp;`, `&#233;`).
-fn entity(r: &quick_xml::events::BytesRef<'_>) -> String {
+pub(super) fn entity(r: &quick_xml::events::BytesRef<'_>) -> String {
     if let Ok(Some(c)) = r.resolve_char_ref() {
         return c.to_string();
     }
@@ -260,5 +307,77 @@ mod tests {
         let levels = heading_styles(xml);
         assert_eq!(levels.get("berschrift1"), Some(&1));
         assert_eq!(levels.get("Normal"), None);
+    }
+
+    /// A DOCX of `document` and `core` (docProps/core.xml), stored uncompressed.
+    fn docx_file(path: &Path, document: &str, core: &str) {
+        use std::io::Write;
+        let file = std::fs::File::create(path).unwrap();
+        let mut zip = zip::ZipWriter::new(file);
+        let stored = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for (name, xml) in [("word/document.xml", document), ("docProps/core.xml", core)] {
+            zip.start_file(name, stored).unwrap();
+            zip.write_all(xml.as_bytes()).unwrap();
+        }
+        zip.finish().unwrap();
+    }
+
+    const BODY: &str = r#"<w:document xmlns:w="w"><w:body>
+        <w:p><w:r><w:t>Otters hold hands; see doi:10.5555/otters.1 for the data.</w:t></w:r></w:p>
+        </w:body></w:document>"#;
+
+    fn core(title: &str, creator: &str) -> String {
+        format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?>
+<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties"
+ xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:dcterms="http://purl.org/dc/terms/">
+<dc:title>{title}</dc:title><dc:creator>{creator}</dc:creator>
+<cp:lastModifiedBy>Administrator</cp:lastModifiedBy>
+<dcterms:created>2024-01-02T03:04:05Z</dcterms:created></cp:coreProperties>"#
+        )
+    }
+
+    /// Issue 45: a DOCX's core properties are its work's title and authors; its created date
+    /// is the file's, not the work's.
+    #[test]
+    fn a_docx_core_title_and_creators_are_its_metadata() {
+        use selfrag_works::FieldSource;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("otters.docx");
+        docx_file(
+            &path,
+            BODY,
+            &core("Otters &amp; Hands", "Marrow, Ann; Bo Ødegård"),
+        );
+        let document = extract(&path).unwrap();
+        let work = &document.work;
+        assert_eq!(document.title, "Otters & Hands");
+        assert_eq!(work.title(), Some("Otters & Hands"));
+        assert_eq!(
+            work.title.as_ref().map(|t| t.source),
+            Some(FieldSource::FileMetadata)
+        );
+        let families: Vec<&str> = work
+            .authors()
+            .iter()
+            .map(selfrag_works::Author::family)
+            .collect();
+        assert_eq!(families, ["Marrow", "Ødegård"]);
+        assert!(
+            work.date.is_none(),
+            "dcterms:created is not a publication date"
+        );
+        assert_eq!(Work::text(&work.doi), Some("10.5555/otters.1"));
+        assert_eq!(
+            work.doi.as_ref().map(|d| d.source),
+            Some(FieldSource::Identifier)
+        );
+
+        // A placeholder title and account: no title, no author; the file's name names it.
+        docx_file(&path, BODY, &core("Untitled", "Administrator"));
+        let document = extract(&path).unwrap();
+        assert_eq!(document.title, "otters");
+        assert!(document.work.title.is_none() && document.work.authors.is_none());
     }
 }

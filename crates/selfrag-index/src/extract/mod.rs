@@ -1,6 +1,9 @@
 //! Text extraction: one file in, its title and text out, page by page where the format has pages.
 //!
 //! One module per format: [`text`] (plain text and Markdown), [`pdf`], [`html`] and [`docx`].
+//! Each also says what it can of the work the file holds ([`ExtractedDocument::work`]): the
+//! file's own metadata, the identifiers printed in its first pages and, for a PDF, a guess from
+//! its first page's layout ([`metadata`], [`first_page`]).
 //! Structured formats write their headings as Markdown `#` lines into the extracted text: that
 //! is the one heading syntax the chunker reads, so every format gets sections the same way.
 //!
@@ -10,7 +13,9 @@
 
 mod bidi;
 mod docx;
+mod first_page;
 mod html;
+mod metadata;
 pub mod ocr;
 mod pdf;
 mod pdf_filters;
@@ -20,6 +25,7 @@ mod text;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
+use selfrag_works::Work;
 use serde::{Deserialize, Serialize};
 
 use crate::IndexError;
@@ -52,6 +58,10 @@ pub struct ExtractedDocument {
     /// "page 3 has no text layer (scanned?)".
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The work the file says it holds: its own metadata, identifiers in its first pages, a
+    /// guess from its first page, each field marked with where it came from.
+    #[serde(default)]
+    pub work: Work,
 }
 
 /// The most characters of a document's title (HTML `<title>`, a Markdown file's first heading,
@@ -64,11 +74,13 @@ pub const MAX_TITLE_CHARS: usize = 512;
 pub const MAX_LABEL_PREFIX_CHARS: usize = 64;
 
 impl ExtractedDocument {
-    /// The document with its title cut to [`MAX_TITLE_CHARS`]; what the worker answers.
+    /// The document with its title cut to [`MAX_TITLE_CHARS`], and its work record's fields
+    /// to lengths a record carries; what the worker answers.
     pub fn within_limits(mut self) -> Self {
         self.title = cut_chars(&self.title, MAX_TITLE_CHARS)
             .trim_end()
             .to_string();
+        self.work = metadata::within_limits(self.work);
         self
     }
 }
@@ -263,12 +275,16 @@ fn refuse_binary(path: &Path, format: &str, text: &str) -> Result<(), IndexError
 }
 
 /// One page of text, or [`IndexError::Empty`] when there is nothing to index, or
-/// [`IndexError::Malformed`] when the "text" is binary junk.
+/// [`IndexError::Malformed`] when the "text" is binary junk. `metadata` is what the file's
+/// metadata says of its work; the identifiers in the text's first
+/// [`metadata::IDENTIFIER_SEARCH_CHARS`] characters go under it. The title is the format's
+/// own (`title`), else the work's, else the file's name.
 fn single_page(
     path: &Path,
     format: &str,
     title: Option<String>,
     text: String,
+    metadata: Work,
 ) -> Result<ExtractedDocument, IndexError> {
     refuse_binary(path, format, &text)?;
     let text = clean_text(&text).into_owned();
@@ -278,10 +294,12 @@ fn single_page(
             path: path.to_path_buf(),
         });
     }
+    let work = metadata::combined(Work::default(), &text, metadata);
     Ok(ExtractedDocument {
         title: title
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().to_string())
+            .or_else(|| work.title().map(str::to_string))
             .unwrap_or_else(|| file_stem(path)),
         pages: vec![ExtractedPage {
             number: None,
@@ -290,6 +308,7 @@ fn single_page(
             ocr_confidence: None,
         }],
         notes: Vec::new(),
+        work,
     })
 }
 
@@ -308,5 +327,41 @@ mod tests {
         std::fs::write(&odd, [0u8, 1, 2]).unwrap();
         let err = extract_file(&odd).unwrap_err().to_string();
         assert!(err.contains("image.png") && err.contains(".png"), "{err}");
+    }
+
+    /// Issue 45: an older worker's answer has no `work`; it still reads, with an empty one.
+    #[test]
+    fn a_document_without_a_work_record_still_reads() {
+        let old = r#"{"title":"Old","pages":[{"number":1,"text":"Text."}],"notes":[]}"#;
+        let document: ExtractedDocument = serde_json::from_str(old).unwrap();
+        assert!(document.work.is_empty());
+        assert_eq!(document.title, "Old");
+    }
+
+    /// A hostile file's metadata is cut to what a record carries before it crosses the pipe.
+    #[test]
+    fn a_work_record_is_cut_to_its_limits() {
+        use selfrag_works::{Author, FieldSource, Sourced};
+        let document = ExtractedDocument {
+            title: "T".into(),
+            pages: Vec::new(),
+            notes: Vec::new(),
+            work: Work {
+                title: Some(Sourced::new("ä".repeat(100_000), FieldSource::FileMetadata)),
+                authors: Some(Sourced::new(
+                    vec![Author::person("F".repeat(10_000), "G"); 5_000],
+                    FieldSource::FileMetadata,
+                )),
+                ..Work::default()
+            },
+        }
+        .within_limits();
+        let work = document.work;
+        assert_eq!(
+            work.title().map(|t| t.chars().count()),
+            Some(MAX_TITLE_CHARS)
+        );
+        assert_eq!(work.authors().len(), metadata::MAX_AUTHORS);
+        assert!(work.authors()[0].family().len() <= 256);
     }
 }

@@ -13,6 +13,12 @@
 //! A page's text is tidied for reading ([`tidy_page_text`]): words hyphenated at a line end are
 //! joined and ligature characters written as letters.
 //!
+//! The work the file holds ([`ExtractedDocument::work`]) comes from its document information
+//! dictionary and XMP packet ([`metadata::pdf_work`]), the identifiers printed on its first two
+//! pages, and a guess from the layout of page 1 ([`first_page`]), recorded while its text is
+//! read. Where the file's metadata has no usable title, the guessed title names the document
+//! rather than the file's name.
+//!
 //! pdf-extract 0.12 reads text shown by `Tj` and `TJ` only; the `'` and `"` shorthands ("next
 //! line, then show") are rewritten into `T*` and `Tj` first, or their text would be lost.
 
@@ -20,8 +26,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use pdf_extract::content::{Content, Operation};
-use pdf_extract::{Document, Object, PlainTextOutput};
+use pdf_extract::{Document, MediaBox, Object, OutputDev, OutputError, PlainTextOutput, Transform};
 
+use super::first_page::FirstPageLayout;
+use super::metadata::{self, MAX_XMP_BYTES, PdfInfo};
 use super::{
     ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, MAX_LABEL_PREFIX_CHARS, bidi, clean_text,
     cut_chars, file_stem, ocr, pdf_filters, pdf_xref, read_bytes,
@@ -83,11 +91,15 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
         started,
     };
     let mut scan_reason = None;
+    let first_number = numbered.keys().next().copied();
+    let mut layout = FirstPageLayout::default();
     for (number, id) in numbered {
         let text = if parent_chain_loops(&doc, id) {
             Err("its page tree loops back on itself".to_owned())
+        } else if Some(number) == first_number {
+            page_text(&doc, number, Some(&mut layout))
         } else {
-            page_text(&doc, number)
+            page_text(&doc, number, None)
         };
         match text {
             Ok(text) if text.trim().is_empty() => match read_scan(&doc, id, &mut scans) {
@@ -126,13 +138,20 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
             malformed(notes.join("; "))
         });
     }
+    let first_pages: Vec<&str> = pages.iter().take(2).map(|p| p.text.as_str()).collect();
+    let work = metadata::combined(
+        layout.guess(),
+        &first_pages.join("\n"),
+        metadata::pdf_work(&info(&doc), xmp_packet(&doc).as_deref(), path),
+    );
     Ok(ExtractedDocument {
-        title: info_title(&doc)
-            .map(|t| clean_text(&t).into_owned())
-            .filter(|t| !t.trim().is_empty())
+        title: work
+            .title()
+            .map(str::to_string)
             .unwrap_or_else(|| file_stem(path)),
         pages,
         notes,
+        work,
     })
 }
 
@@ -304,22 +323,86 @@ fn parent_chain_loops(doc: &Document, page: pdf_extract::ObjectId) -> bool {
     }
 }
 
-/// The text of page `number`, or why it could not be read.
-fn page_text(doc: &Document, number: u32) -> Result<String, String> {
+/// The text of page `number`, or why it could not be read; its characters' layout recorded
+/// into `layout` as well where one is given (page 1's, for [`first_page`]). A page that could
+/// not be read leaves `layout` empty.
+fn page_text(
+    doc: &Document,
+    number: u32,
+    mut layout: Option<&mut FirstPageLayout>,
+) -> Result<String, String> {
     // pdf-extract unwraps on malformed pages; a panic there is one unreadable page. (Stack
     // overflows and endless loops are what the worker process is for.)
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut text = String::new();
         let written = {
             let mut output = PlainTextOutput::new(&mut text);
-            pdf_extract::output_doc_page(doc, &mut output, number)
+            match layout.as_deref_mut() {
+                Some(layout) => {
+                    pdf_extract::output_doc_page(doc, &mut Both(&mut output, layout), number)
+                }
+                None => pdf_extract::output_doc_page(doc, &mut output, number),
+            }
         };
         written.map(|()| text)
     }));
-    match result {
+    let result = match result {
         Ok(Ok(text)) => Ok(text),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("the PDF parser failed on it".into()),
+    };
+    if let (Err(_), Some(layout)) = (&result, layout) {
+        *layout = FirstPageLayout::default();
+    }
+    result
+}
+
+/// An output device that hands everything to two: the page's text and its layout.
+struct Both<'a>(&'a mut dyn OutputDev, &'a mut dyn OutputDev);
+
+impl OutputDev for Both<'_> {
+    fn begin_page(
+        &mut self,
+        page_num: u32,
+        media_box: &MediaBox,
+        art_box: Option<(f64, f64, f64, f64)>,
+    ) -> Result<(), OutputError> {
+        self.0.begin_page(page_num, media_box, art_box)?;
+        self.1.begin_page(page_num, media_box, art_box)
+    }
+
+    fn end_page(&mut self) -> Result<(), OutputError> {
+        self.0.end_page()?;
+        self.1.end_page()
+    }
+
+    fn output_character(
+        &mut self,
+        trm: &Transform,
+        width: f64,
+        spacing: f64,
+        font_size: f64,
+        char: &str,
+    ) -> Result<(), OutputError> {
+        self.0
+            .output_character(trm, width, spacing, font_size, char)?;
+        self.1
+            .output_character(trm, width, spacing, font_size, char)
+    }
+
+    fn begin_word(&mut self) -> Result<(), OutputError> {
+        self.0.begin_word()?;
+        self.1.begin_word()
+    }
+
+    fn end_word(&mut self) -> Result<(), OutputError> {
+        self.0.end_word()?;
+        self.1.end_word()
+    }
+
+    fn end_line(&mut self) -> Result<(), OutputError> {
+        self.0.end_line()?;
+        self.1.end_line()
     }
 }
 
@@ -331,7 +414,7 @@ fn page_text(doc: &Document, number: u32) -> Result<String, String> {
 /// - TeX's accents put back on their letters: with its 7-bit fonts an accent is a glyph of its
 ///   own drawn before the letter (`Conclus˜ao`, `Vin´ıcius`), composed here (`Conclusão`,
 ///   `Vinícius`).
-fn tidy_page_text(text: &str) -> String {
+pub(super) fn tidy_page_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -413,7 +496,6 @@ fn combining_accent(c: char) -> Option<char> {
     })
 }
 
-/// The `/Title` of the document information dictionary, when it says something.
 /// The PDF's page labels (the catalog's `/PageLabels` number tree): the numbers printed on its
 /// pages, which differ from their places in the file in front matter (`i`, `ii`, …) or in an
 /// article printed as pages 117–131. A damaged tree gives no labels, never an error.
@@ -585,15 +667,58 @@ fn letters(n: u32) -> String {
     std::iter::repeat_n(letter, repeat).collect()
 }
 
-fn info_title(doc: &Document) -> Option<String> {
-    let info = match doc.trailer.get(b"Info").ok()? {
-        Object::Reference(id) => doc.get_dictionary(*id).ok()?,
-        Object::Dictionary(dict) => dict,
-        _ => return None,
+/// The document information dictionary's `/Title`, `/Author` and `/doi` (or `/DOI`), where
+/// they are text.
+fn info(doc: &Document) -> PdfInfo {
+    let dict = match doc.trailer.get(b"Info") {
+        Ok(Object::Reference(id)) => doc.get_dictionary(*id).ok(),
+        Ok(Object::Dictionary(dict)) => Some(dict),
+        _ => None,
     };
-    let title = pdf_extract::decode_text_string(info.get(b"Title").ok()?).ok()?;
-    let title = title.trim();
-    (!title.is_empty()).then(|| title.to_string())
+    let Some(dict) = dict else {
+        return PdfInfo::default();
+    };
+    let text = |key: &[u8]| {
+        let value = pdf_extract::decode_text_string(resolve(doc, dict.get(key).ok()?)).ok()?;
+        let value = value.trim();
+        (!value.is_empty()).then(|| value.to_string())
+    };
+    PdfInfo {
+        title: text(b"Title"),
+        author: text(b"Author"),
+        doi: text(b"doi").or_else(|| text(b"DOI")),
+    }
+}
+
+/// The catalog's XMP packet (its `/Metadata` stream) as text, where it decodes within
+/// [`MAX_XMP_BYTES`]: UTF-8, or UTF-16 where a byte-order mark says so.
+fn xmp_packet(doc: &Document) -> Option<String> {
+    let metadata = doc.catalog().ok()?.get(b"Metadata").ok()?;
+    let Object::Stream(stream) = resolve(doc, metadata) else {
+        return None;
+    };
+    let names = stream.filters().unwrap_or_default();
+    let bytes = if names.is_empty() {
+        (stream.content.len() as u64 <= MAX_XMP_BYTES).then(|| stream.content.clone())?
+    } else {
+        let early_change = stream
+            .dict
+            .get(b"DecodeParms")
+            .and_then(Object::as_dict)
+            .and_then(|params| params.get(b"EarlyChange"))
+            .and_then(Object::as_i64)
+            .ok();
+        let filters = pdf_filters::chain(names, early_change).ok()?;
+        if pdf_filters::decoded_size(&stream.content, &filters, MAX_XMP_BYTES + 1) > MAX_XMP_BYTES {
+            return None;
+        }
+        stream.decompressed_content().ok()?
+    };
+    let (text, _) = encoding_rs::Encoding::for_bom(&bytes)
+        .map(|(encoding, _)| encoding)
+        .unwrap_or(encoding_rs::UTF_8)
+        .decode_with_bom_removal(&bytes);
+    Some(text.into_owned())
 }
 
 #[cfg(test)]
@@ -636,6 +761,11 @@ pub(super) mod tests {
 
     /// A PDF of `objects` (numbered from 1, the first is the catalog) with a correct xref table.
     fn pdf_of(objects: &[&str]) -> Vec<u8> {
+        pdf_with_trailer(objects, "")
+    }
+
+    /// [`pdf_of`] with `trailer` (`/Info 7 0 R`) added to its trailer dictionary.
+    fn pdf_with_trailer(objects: &[&str], trailer: &str) -> Vec<u8> {
         let mut out = b"%PDF-1.4\n".to_vec();
         let mut offsets = Vec::new();
         for (i, object) in objects.iter().enumerate() {
@@ -651,7 +781,7 @@ pub(super) mod tests {
         }
         out.extend_from_slice(
             format!(
-                "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+                "trailer\n<< /Size {} /Root 1 0 R {trailer} >>\nstartxref\n{xref}\n%%EOF\n",
                 objects.len() + 1
             )
             .as_bytes(),
@@ -796,5 +926,153 @@ pub(super) mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A paper's first page, set as papers are: a running head, the title large over two
+    /// lines, the authors under it with superscript marks, an affiliation, then the body with
+    /// a DOI and an arXiv id printed in it. `catalog_extra` and `trailer` add the metadata.
+    fn paper_pdf(catalog_extra: &str, extra_objects: &[&str], trailer: &str) -> Vec<u8> {
+        let content = "BT /F1 8 Tf 72 760 Td (Preprint. Under review.) Tj ET \
+             BT /F1 18 Tf 72 700 Td (Otters and Their Hands:) Tj ET \
+             BT /F1 18 Tf 72 678 Td (A Field Study) Tj ET \
+             BT /F1 11 Tf 72 650 Td (Ann Marrow) Tj ET \
+             BT /F1 7 Tf 130 655 Td (1) Tj ET \
+             BT /F1 11 Tf 140 650 Td (and Bo Odegard) Tj ET \
+             BT /F1 10 Tf 72 636 Td (University of the Sea) Tj ET \
+             BT /F1 10 Tf 72 600 Td (Otters hold hands while they sleep, so that they do not drift apart.) Tj ET \
+             BT /F1 10 Tf 72 588 Td (We counted how often they let go, over three winters on the coast.) Tj ET \
+             BT /F1 10 Tf 72 576 Td (Data: doi 10.5555/otters.2020.1 and arXiv:2101.00001v2 hold it all.) Tj ET";
+        let stream = format!(
+            "<< /Length {} >>\nstream\n{content}\nendstream",
+            content.len()
+        );
+        let catalog = format!("<< /Type /Catalog /Pages 2 0 R {catalog_extra} >>");
+        let mut objects = vec![
+            catalog.as_str(),
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R \
+             /Resources << /Font << /F1 5 0 R >> >> >>",
+            &stream,
+            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        ];
+        objects.extend_from_slice(extra_objects);
+        pdf_with_trailer(&objects, trailer)
+    }
+
+    fn family_names(work: &selfrag_works::Work) -> Vec<&str> {
+        work.authors()
+            .iter()
+            .map(selfrag_works::Author::family)
+            .collect()
+    }
+
+    /// Issue 45: a PDF whose Info dictionary says nothing usable (Word's printer's title for
+    /// a file, a placeholder account for the author) is named and described by its first page.
+    #[test]
+    fn a_pdf_without_usable_metadata_is_described_by_its_first_page() {
+        use selfrag_works::FieldSource;
+        let pdf = paper_pdf(
+            "",
+            &["<< /Title (Microsoft Word - otters_final.doc) /Author (Administrator) >>"],
+            "/Info 6 0 R",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("otters_final.pdf");
+        std::fs::write(&path, pdf).unwrap();
+        let document = extract(&path).unwrap();
+        let work = &document.work;
+        assert_eq!(work.title(), Some("Otters and Their Hands: A Field Study"));
+        assert_eq!(
+            work.title.as_ref().map(|t| t.source),
+            Some(FieldSource::FirstPageGuess)
+        );
+        assert_eq!(
+            document.title, "Otters and Their Hands: A Field Study",
+            "not the file name"
+        );
+        assert_eq!(family_names(work), ["Marrow", "Odegard"]);
+        assert_eq!(
+            work.authors.as_ref().map(|a| a.source),
+            Some(FieldSource::FirstPageGuess)
+        );
+        assert_eq!(
+            selfrag_works::Work::text(&work.doi),
+            Some("10.5555/otters.2020.1")
+        );
+        assert_eq!(
+            work.doi.as_ref().map(|d| d.source),
+            Some(FieldSource::Identifier)
+        );
+        assert_eq!(selfrag_works::Work::text(&work.arxiv), Some("2101.00001"));
+        assert!(work.date.is_none(), "the file's dates are not the work's");
+    }
+
+    /// Issue 45: the Info dictionary and the XMP packet are the file's metadata, XMP winning
+    /// where both say something, and both above the first-page guess and the text's DOI.
+    #[test]
+    fn a_pdfs_info_and_xmp_are_its_metadata_and_outrank_the_page() {
+        use selfrag_works::FieldSource;
+        let xmp = r#"<?xpacket begin="" id="W5M0MpCehiHzreSzNTczkc9d"?>
+<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">
+<rdf:Description rdf:about="" xmlns:dc="http://purl.org/dc/elements/1.1/"
+ xmlns:prism="http://prismstandard.org/namespaces/basic/3.0/">
+<dc:title><rdf:Alt><rdf:li xml:lang="x-default">Sleeping Otters Hold Hands</rdf:li></rdf:Alt></dc:title>
+<dc:creator><rdf:Seq><rdf:li>Marrow, Ann</rdf:li><rdf:li>Bo Ødegård</rdf:li></rdf:Seq></dc:creator>
+<prism:doi>10.1000/OTTERS.1998</prism:doi>
+<prism:coverDate>1998-03-15</prism:coverDate>
+<prism:publicationName>Journal of Marine Mammals</prism:publicationName>
+</rdf:Description></rdf:RDF></x:xmpmeta><?xpacket end="w"?>"#;
+        let stream = format!(
+            "<< /Type /Metadata /Subtype /XML /Length {} >>\nstream\n{xmp}\nendstream",
+            xmp.len()
+        );
+        let info = "<< /Title (Otters, the Info title) /Author (Ann Marrow; Cy Twombly) \
+                    /CreationDate (D:20240101000000Z) >>";
+        let pdf = paper_pdf("/Metadata 7 0 R", &[info, &stream], "/Info 6 0 R");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("otters.pdf");
+        std::fs::write(&path, &pdf).unwrap();
+        let document = extract(&path).unwrap();
+        let work = &document.work;
+        assert_eq!(work.title(), Some("Sleeping Otters Hold Hands"));
+        assert_eq!(document.title, "Sleeping Otters Hold Hands");
+        assert_eq!(
+            work.title.as_ref().map(|t| t.source),
+            Some(FieldSource::FileMetadata)
+        );
+        assert_eq!(family_names(work), ["Marrow", "Ødegård"]);
+        assert_eq!(
+            selfrag_works::Work::text(&work.doi),
+            Some("10.1000/otters.1998")
+        );
+        assert_eq!(
+            work.doi.as_ref().map(|d| d.source),
+            Some(FieldSource::FileMetadata)
+        );
+        assert_eq!(
+            work.year(),
+            Some(1998),
+            "the cover date, not the CreationDate"
+        );
+        assert_eq!(
+            selfrag_works::Work::text(&work.container),
+            Some("Journal of Marine Mammals")
+        );
+        // The text's arXiv id is still there, below the metadata.
+        assert_eq!(
+            work.arxiv.as_ref().map(|a| a.source),
+            Some(FieldSource::Identifier)
+        );
+
+        // Without the XMP packet, the Info dictionary's title and authors.
+        let pdf = paper_pdf("", &[info], "/Info 6 0 R");
+        std::fs::write(&path, &pdf).unwrap();
+        let work = extract(&path).unwrap().work;
+        assert_eq!(work.title(), Some("Otters, the Info title"));
+        assert_eq!(family_names(&work), ["Marrow", "Twombly"]);
+        assert_eq!(
+            work.authors.as_ref().map(|a| a.source),
+            Some(FieldSource::FileMetadata)
+        );
     }
 }

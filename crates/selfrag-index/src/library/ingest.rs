@@ -186,6 +186,8 @@ impl Library {
             && prev.size == size
             && prev.modified_ns == modified_ns
             && modified_ns != 0
+            // Indexed before works existed: read again for its work.
+            && prev.works.is_some()
         {
             return Ok(IndexOutcome::Unchanged {
                 document_id: prev.id.clone(),
@@ -219,6 +221,22 @@ impl Library {
 
         self.set_stage(super::IndexStage::Parsing);
         let extracted = self.extractor.extract_seen(&seen, stop).await?;
+        if let Some(prev) = previous
+            .as_ref()
+            .filter(|p| p.id == document_id && p.is_complete() && p.works.is_none())
+        {
+            // Indexed before works existed and unchanged: only its work is new.
+            let mut works = selfrag_works::WorkRecords::default();
+            works.set_from_file(&extracted.work);
+            self.commit(DocumentRecord {
+                size,
+                modified_ns,
+                works: Some(works),
+                ..prev.clone()
+            })
+            .await?;
+            return Ok(IndexOutcome::Unchanged { document_id });
+        }
         let mut rows = self.passage_rows(path, &document_id, &stamp.key, &extracted)?;
         let total = rows.len() as u32;
         let mut written = self.resume_point(&document_id, total).await?;
@@ -234,6 +252,16 @@ impl Library {
             modified_ns,
             indexed_at_ms: now_ms(),
             passages_expected: Some(total),
+            // What the file says is read again; what Zotero, a bibliography file or the person
+            // said stays.
+            works: {
+                let mut works = previous
+                    .as_ref()
+                    .and_then(|p| p.works.clone())
+                    .unwrap_or_default();
+                works.set_from_file(&extracted.work);
+                Some(works)
+            },
         };
         // A changed file's old content stays searchable until the new one replaces it whole.
         let in_one_step = previous.as_ref().is_some_and(DocumentRecord::is_complete);
@@ -406,9 +434,12 @@ impl Library {
         document_id: &str,
         stamp: &FileStamp,
     ) -> Result<Option<IndexOutcome>, IndexError> {
+        // A document indexed before works existed is read again for its work (its passages,
+        // all stored, are not embedded again: see `resume_point`).
         if let Some(prev) = previous
             && prev.id == document_id
             && prev.is_complete()
+            && prev.works.is_some()
         {
             self.commit(DocumentRecord {
                 size: stamp.size,
@@ -419,6 +450,10 @@ impl Library {
             return Ok(Some(IndexOutcome::Unchanged {
                 document_id: document_id.to_owned(),
             }));
+        }
+        if previous.is_some_and(|p| p.id == document_id && p.is_complete()) {
+            // Indexed before works existed: parsed again for its work alone (below).
+            return Ok(None);
         }
         // A copy cut off midway is finished by writing the content, not reused.
         let same_content = self

@@ -453,6 +453,7 @@ mod tests {
                     modified_ns: 0,
                     indexed_at_ms: 0,
                     passages_expected: None,
+                    works: None,
                 })
                 .collect();
             lib.commit_bench_documents(records).await.unwrap();

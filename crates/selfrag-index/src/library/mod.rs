@@ -17,6 +17,7 @@ pub(crate) mod meta;
 mod schema;
 mod search;
 mod source;
+mod works;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -579,6 +580,7 @@ async fn add_missing_columns(
         (passages, schema::PAGE_LABEL, DataType::Utf8),
         (passages, schema::OCR_CONFIDENCE, DataType::Float32),
         (documents, schema::PASSAGES_EXPECTED, DataType::UInt32),
+        (documents, schema::WORKS, DataType::Utf8),
     ];
     for (table, name, kind) in wanted {
         if table.schema().await?.field_with_name(name).is_ok() {
@@ -752,6 +754,7 @@ async fn create_or_migrate(
                     modified_ns: 0,
                     indexed_at_ms: 0,
                     passages_expected: None,
+                    works: None,
                 });
             }
         }

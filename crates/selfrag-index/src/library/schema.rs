@@ -10,6 +10,8 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use selfrag_works::{Work, WorkRecords};
+
 use crate::IndexError;
 
 /// A file in the library. One row per path; several paths may share one content (`id`), whose
@@ -32,9 +34,21 @@ pub struct DocumentRecord {
     /// `Some(n)` while a long document is written slice by slice, searchable as it goes (see
     /// `ingest`): `passages` of its `n` passages are stored so far. `None` once all are.
     pub passages_expected: Option<u32>,
+    /// The work the file holds, as each source told it: the file's own metadata (read again
+    /// with the file), a reference manager or bibliography file, the person's edit. `None` for
+    /// a document indexed before works existed: the next index run reads its file again.
+    pub works: Option<WorkRecords>,
 }
 
 impl DocumentRecord {
+    /// The work: each field from the best source that gave it.
+    pub fn work(&self) -> Work {
+        self.works
+            .as_ref()
+            .map(WorkRecords::merged)
+            .unwrap_or_default()
+    }
+
     /// Whether every passage of the document is stored.
     pub fn is_complete(&self) -> bool {
         self.passages_expected.is_none()
@@ -44,6 +58,10 @@ impl DocumentRecord {
 /// The column of `documents` that holds [`DocumentRecord::passages_expected`]: added after the
 /// others, so a table made before it gets it as nulls (complete documents) when it opens.
 pub(crate) const PASSAGES_EXPECTED: &str = "passages_expected";
+
+/// The column of `documents` that holds [`DocumentRecord::works`] as JSON: added after the
+/// others, so a table made before it gets it as nulls (not read for works yet) when it opens.
+pub(crate) const WORKS: &str = "works";
 
 /// The printed page label column of `passages` (see `ExtractedPage::label`).
 pub(crate) const PAGE_LABEL: &str = "page_label";
@@ -103,6 +121,7 @@ pub(crate) fn documents_schema() -> SchemaRef {
         Field::new("modified_ns", DataType::Int64, false),
         Field::new("indexed_at_ms", DataType::Int64, false),
         Field::new(PASSAGES_EXPECTED, DataType::UInt32, true),
+        Field::new(WORKS, DataType::Utf8, true),
     ]))
 }
 
@@ -130,6 +149,12 @@ pub(crate) fn documents_batch(docs: &[DocumentRecord]) -> Result<RecordBatch, In
             Arc::new(UInt32Array::from_iter(
                 docs.iter().map(|d| d.passages_expected),
             )),
+            Arc::new(StringArray::from_iter(docs.iter().map(|d| {
+                // Plain data with string keys: serializing cannot fail.
+                d.works
+                    .as_ref()
+                    .map(|w| serde_json::to_string(w).unwrap_or_default())
+            }))),
         ],
     )
     .map_err(|e| IndexError::Schema(e.to_string()))
@@ -155,6 +180,9 @@ pub(crate) fn documents_from(batch: &RecordBatch) -> Result<Vec<DocumentRecord>,
     let expected = batch
         .column_by_name(PASSAGES_EXPECTED)
         .and_then(|c| c.as_any().downcast_ref::<UInt32Array>());
+    let works = batch
+        .column_by_name(WORKS)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>());
     Ok((0..batch.num_rows())
         .map(|i| DocumentRecord {
             id: id.value(i).into(),
@@ -166,8 +194,21 @@ pub(crate) fn documents_from(batch: &RecordBatch) -> Result<Vec<DocumentRecord>,
             modified_ns: modified.value(i),
             indexed_at_ms: indexed.value(i),
             passages_expected: expected.filter(|e| e.is_valid(i)).map(|e| e.value(i)),
+            works: works
+                .filter(|w| w.is_valid(i))
+                .map(|w| read_works(path.value(i), w.value(i))),
         })
         .collect())
+}
+
+/// A document's stored work records. A record this version cannot read (written by a newer
+/// one, or damaged) reads as empty, with a warning: the document stays searchable and the
+/// record comes back when the file is indexed again.
+fn read_works(path: &str, json: &str) -> WorkRecords {
+    serde_json::from_str(json).unwrap_or_else(|error| {
+        tracing::warn!(%path, %error, "the document's work record could not be read; it is read again with the file");
+        WorkRecords::default()
+    })
 }
 
 /// The id of passage `n` (from 0, in reading order) of content `doc`.

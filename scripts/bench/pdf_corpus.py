@@ -28,6 +28,9 @@ Figures, over all pages pdftotext reads text from (corpus-wide sums, not means o
   (spacing aside), the mistakes of attribution proper;
 - hyphens and ligatures left in our text: a word broken at a line end ("exam- ple") and the
   ligature characters U+FB00-FB06, per 1,000 words;
+- work records: how many files got a title, authors, a date and a DOI, by the source each came
+  from (the file's metadata, an identifier in its text, a first-page guess); every file's record
+  is listed in OUT_DIR/works.tsv for checking titles by hand;
 - refused: files pdftotext reads text from that we refuse, by name.
 
 Words are NFKC-folded, lower-cased runs of letters and digits; a hyphen at a line end joins the
@@ -55,6 +58,10 @@ LINE_END_HYPHEN = re.compile(r"([^\W\d_])-[ \t]*\n[ \t]*([^\W\d_])")
 BROKEN_WORD = re.compile(r"[^\W\d_]{2,}- +[a-z]{2,}")
 LIGATURES = re.compile("[\ufb00-\ufb06]")
 TIMEOUT_S = 120
+
+
+# The work record's fields the bench counts by source (`selfrag_works::Work`, camelCase).
+WORK_FIELDS = ("title", "authors", "date", "doi")
 
 
 def words(text):
@@ -128,6 +135,9 @@ def main():
         if name.lower().endswith(".pdf")
     )
     totals = collections.Counter()
+    # (field, source) -> files whose work record has that field from that source.
+    works = collections.Counter()
+    work_rows = []
     refused = []
     rows = []
     started = time.time()
@@ -144,6 +154,24 @@ def main():
             totals["their_words"] += sum(len(w) for w in their_words)
             totals["pages"] += sum(1 for w in their_words if w)
             continue
+        work = mine.get("work", {})
+        for field in WORK_FIELDS:
+            value = work.get(field)
+            if value:
+                works[(field, value["source"])] += 1
+        authors = "; ".join(
+            a.get("family") or a.get("name", "") for a in (work.get("authors") or {}).get("value", [])
+        )
+        work_rows.append(
+            (
+                os.path.relpath(path, corpus),
+                (work.get("title") or {}).get("value", ""),
+                (work.get("title") or {}).get("source", ""),
+                authors,
+                str(((work.get("date") or {}).get("value") or {}).get("year", "")),
+                (work.get("doi") or {}).get("value", ""),
+            )
+        )
         by_number = {p["number"]: p["text"] for p in mine["pages"]}
         f = collections.Counter()
         for n, tw in enumerate(their_words, start=1):
@@ -202,6 +230,10 @@ def main():
         f.write("file\tpages\tword_recall\torder\tattribution_words\tattribution_text\n")
         for r in sorted(rows, key=lambda r: r[2]):
             f.write(f"{r[0]}\t{r[1]}\t{r[2]:.4f}\t{r[3]:.4f}\t{r[4]:.4f}\t{r[5]:.4f}\n")
+    with open(os.path.join(out_dir, "works.tsv"), "w", encoding="utf-8") as f:
+        f.write("file\ttitle\ttitle_source\tauthors\tyear\tdoi\n")
+        for r in work_rows:
+            f.write("\t".join(c.replace("\t", " ").replace("\n", " ") for c in r) + "\n")
     our_words = max(totals["our_words"], 1)
     worst = sorted(rows, key=lambda r: r[2])[:8]
     with open(os.path.join(out_dir, "details.md"), "w", encoding="utf-8") as f:
@@ -233,6 +265,7 @@ def main():
                 "two_column_files": two["files"],
                 "two_column_word_recall": two["recalled"] / max(two["their_words"], 1),
                 "two_column_order": two["ordered"] / max(two["their_pairs"], 1),
+                "works": {f"{field}/{source}": n for (field, source), n in sorted(works.items())},
                 "seconds": time.time() - started,
             }
         )

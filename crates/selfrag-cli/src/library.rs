@@ -162,10 +162,15 @@ pub async fn index(
             }
         }
         let folders = engine.watched_folders().await?;
-        if folders.is_empty() {
-            bail!("--watch needs a folder to watch");
+        let zotero = engine.zotero_libraries();
+        if folders.is_empty() && zotero.is_empty() {
+            bail!("--watch needs a folder or a Zotero library (--zotero) to watch");
         }
-        let names: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
+        let names: Vec<String> = folders
+            .iter()
+            .chain(&zotero)
+            .map(|f| f.display().to_string())
+            .collect();
         eprintln_quiet(&format!("watching {} (Ctrl-C to stop)", names.join(", ")));
         // Ctrl-C ends the process: every write to the library is crash-safe. The engine's
         // background work is the app's; here its first failure ends the command.
@@ -340,12 +345,12 @@ pub async fn library(command: LibraryCommand) -> Result<()> {
     }
 }
 
-/// `selfrag search QUERY [--mode] [-k N] [--folder DIR] [--json]`.
+/// `selfrag search QUERY [--mode] [-k N] [--folder DIR] [--collection NAME] [--json]`.
 pub async fn search(
     query: String,
     mode: SearchMode,
     k: usize,
-    folder: Option<PathBuf>,
+    filter: SearchFilter,
     json: bool,
 ) -> Result<()> {
     let engine = Engine::new(EngineConfig::from_env()?)?;
@@ -354,10 +359,7 @@ pub async fn search(
             text: query.clone(),
             mode,
             k,
-            filter: SearchFilter {
-                documents: Vec::new(),
-                folder,
-            },
+            filter,
         })
         .await?;
     let out = SearchOut {
@@ -456,11 +458,13 @@ struct ExtractOut {
 }
 
 /// One file as the library reads it, for `scripts/bench/pdf_corpus.py`: its pages and the
-/// passages chunked from them, each with the page it claims.
+/// passages chunked from them, each with the page it claims, and the work the file says it
+/// holds (each field with its source).
 #[derive(Serialize)]
 struct ExtractedPages {
     pages: Vec<selfrag_engine::ExtractedPage>,
     passages: Vec<PagePassage>,
+    work: selfrag_works::Work,
 }
 
 #[derive(Serialize)]
@@ -487,6 +491,7 @@ fn extract_pages(file: &std::path::Path, out: &std::path::Path) -> Result<()> {
     let json = serde_json::to_vec(&ExtractedPages {
         pages: doc.pages,
         passages,
+        work: doc.work,
     })?;
     std::fs::write(out, json).with_context(|| format!("writing {}", out.display()))
 }

@@ -18,7 +18,7 @@ use selfrag_core::{
     Answer, ClosedSetQuestion, ClosedSetScores, CritiqueWeights, DeviceChoice, DummyPrefix,
     EmbedderPrecision, GenerateRequest, LongFormRanking, PLmTokens, RetrieveMode, Settings,
 };
-use selfrag_engine::{Engine, EngineConfig, ExportFormat};
+use selfrag_engine::{Engine, EngineConfig, ExportFormat, SearchFilter};
 use selfrag_models::{BertEmbedder, GgufTokenizer, LlamaGenerator, pick_device};
 use serde::Serialize;
 
@@ -78,6 +78,10 @@ enum Command {
         /// Only documents under this folder.
         #[arg(long)]
         folder: Option<PathBuf>,
+        /// Only documents of Zotero items in this collection or one inside it (`Thesis`,
+        /// `Thesis/Chapter 2`).
+        #[arg(long)]
+        collection: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -633,8 +637,16 @@ fn run(cli: Cli) -> Result<()> {
                 mode,
                 k,
                 folder,
+                collection,
                 json,
-            } => library::search(query, mode, k, folder, json).await,
+            } => {
+                let filter = SearchFilter {
+                    folder,
+                    collection,
+                    ..SearchFilter::default()
+                };
+                library::search(query, mode, k, filter, json).await
+            }
             Command::Ask {
                 question,
                 options,

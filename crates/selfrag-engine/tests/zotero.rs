@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use selfrag_engine::{DocumentInfo, Engine, EngineConfig};
+use selfrag_engine::{DocumentInfo, Engine, EngineConfig, SearchFilter, SearchMode, SearchQuery};
 use selfrag_references::fixture::{ArticleFiles, write_zotero_dir};
 use selfrag_works::{FieldSource, Sourced, Work};
 
@@ -128,6 +128,39 @@ async fn a_zotero_library_comes_in_with_its_records_and_stays_in_sync() {
     assert!(document(&docs, &zotero.trashed_pdf.path).is_none());
     assert!(document(&docs, &zotero.paper_markdown.path).is_some());
     assert_eq!(engine.zotero_libraries(), vec![zotero_dir.clone()]);
+
+    // Its collections filter a search: the article is in `Thesis/Chapter 2`.
+    let search = |collection: &str| {
+        engine.search(SearchQuery {
+            text: "telemetry reindeer".into(),
+            mode: SearchMode::Fts,
+            k: 10,
+            filter: SearchFilter {
+                collection: Some(collection.into()),
+                ..SearchFilter::default()
+            },
+        })
+    };
+    let in_thesis = search("Thesis").await.unwrap();
+    assert!(!in_thesis.is_empty());
+    let article_files = [&zotero.article_text.path, &zotero.article_pdf.path].map(|p| {
+        std::path::absolute(p)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    });
+    assert!(
+        in_thesis.iter().all(|h| article_files.contains(&h.path)),
+        "{in_thesis:?}"
+    );
+    assert_eq!(
+        search("Thesis/Chapter 2").await.unwrap().len(),
+        in_thesis.len()
+    );
+    assert!(
+        search("Thes").await.unwrap().is_empty(),
+        "a name, not a prefix"
+    );
 
     // The person's title wins over Zotero's.
     let mine = Work {

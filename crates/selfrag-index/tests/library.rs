@@ -149,8 +149,8 @@ async fn a_search_can_be_restricted_to_a_folder_or_to_documents() {
     assert_eq!(lib.search(&request).await.unwrap().len(), 2);
 
     request.filter = SearchFilter {
-        documents: Vec::new(),
         folder: Some(tmp.path().join("papers")),
+        ..SearchFilter::default()
     };
     let hits = lib.search(&request).await.unwrap();
     assert_eq!(hits.len(), 1);
@@ -158,7 +158,7 @@ async fn a_search_can_be_restricted_to_a_folder_or_to_documents() {
 
     request.filter = SearchFilter {
         documents: vec![b_id],
-        folder: None,
+        ..SearchFilter::default()
     };
     let hits = lib.search(&request).await.unwrap();
     assert_eq!(hits.len(), 1);

@@ -82,8 +82,61 @@ pub(super) fn papers(bench: &Bench) -> Result<String> {
         number("two_column_word_recall")?,
         number("two_column_order")?,
     );
+    md.push_str(&works_table(&report, corpus_files(&report)));
     md.push_str(&details);
     Ok(md)
+}
+
+fn corpus_files(report: &str) -> f64 {
+    json_number(report, "files").unwrap_or(0.0)
+}
+
+/// The files whose work record got each field, by the source it came from (the script's
+/// `works`: `"field/source": n`; a pair missing there is 0).
+fn works_table(report: &str, files: f64) -> String {
+    const FIELDS: [(&str, &str); 4] = [
+        ("title", "title"),
+        ("authors", "authors"),
+        ("date", "year"),
+        ("doi", "DOI"),
+    ];
+    const SOURCES: [(&str, &str); 3] = [
+        ("fileMetadata", "the file's metadata"),
+        ("identifier", "an identifier in its text"),
+        ("firstPageGuess", "a guess from its first page"),
+    ];
+    let mut md = format!(
+        "
+Work records ({files:.0} files; `{}` lists each file's title, authors, year and DOI          for checking by hand):
+
+| source |",
+        "target/bench/papers/works.tsv"
+    );
+    for (_, name) in FIELDS {
+        let _ = write!(md, " {name} |");
+    }
+    md.push_str(
+        "
+|---|",
+    );
+    md.push_str(&"---:|".repeat(FIELDS.len()));
+    md.push('\n');
+    let mut any = [0.0; 4];
+    for (source, label) in SOURCES {
+        let _ = write!(md, "| {label} |");
+        for (i, (field, _)) in FIELDS.iter().enumerate() {
+            let n = json_number(report, &format!("{field}/{source}")).unwrap_or(0.0);
+            any[i] += n;
+            let _ = write!(md, " {n:.0} |");
+        }
+        md.push('\n');
+    }
+    md.push_str("| any |");
+    for n in any {
+        let _ = write!(md, " {n:.0} ({:.0}%) |", 100.0 * n / files.max(1.0));
+    }
+    md.push('\n');
+    md
 }
 
 /// The unpacked corpus and the packages it came from.

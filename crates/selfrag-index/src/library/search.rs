@@ -137,6 +137,9 @@ pub struct SearchFilter {
     pub documents: Vec<String>,
     /// Only documents under this folder.
     pub folder: Option<PathBuf>,
+    /// Only documents of Zotero items in this collection or one inside it (a path from the
+    /// top, `Thesis` or `Thesis/Chapter 2`, as `ZoteroLink::collections` holds them).
+    pub collection: Option<String>,
 }
 
 /// One search.
@@ -184,6 +187,18 @@ pub struct SearchHit {
     pub text: String,
     /// Dot product (vector), BM25 (fts) or fused reciprocal rank (hybrid).
     pub score: f32,
+}
+
+/// Whether the work's Zotero item is in `collection` or in a collection inside it.
+fn in_collection(work: &selfrag_works::Work, collection: &str) -> bool {
+    let collection = collection.trim_end_matches('/');
+    work.zotero.as_ref().is_some_and(|z| {
+        z.collections.iter().any(|c| {
+            c == collection
+                || c.strip_prefix(collection)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    })
 }
 
 /// The passages a [`SearchFilter`] lets a search see.
@@ -255,7 +270,7 @@ impl Library {
 
     /// Which passages `filter` lets a search see.
     fn scope(&self, filter: &SearchFilter) -> Scope {
-        if filter.documents.is_empty() && filter.folder.is_none() {
+        if filter.documents.is_empty() && filter.folder.is_none() && filter.collection.is_none() {
             return Scope::Everything;
         }
         let committed = self.committed();
@@ -272,6 +287,12 @@ impl Library {
             .values()
             .filter(|d| filter.documents.is_empty() || filter.documents.contains(&d.id))
             .filter(|d| folder.as_ref().is_none_or(|f| d.path.starts_with(f)))
+            .filter(|d| {
+                filter
+                    .collection
+                    .as_deref()
+                    .is_none_or(|c| in_collection(&d.work(), c))
+            })
             .map(|d| d.id.as_str())
             .collect();
         ids.sort_unstable();

@@ -39,8 +39,15 @@ const COMMANDS: &[(&str, &str)] = &[
     ("library", "watch_folders"),
     ("library", "unwatch_folder"),
     ("library", "add_sample_documents"),
+    ("library", "set_work"),
+    ("library", "add_zotero_library"),
+    ("library", "add_bibliography"),
+    ("library", "zotero_link"),
+    ("library", "open_in_zotero"),
     ("grants", "pick_files"),
     ("grants", "pick_folder"),
+    ("grants", "pick_zotero_folder"),
+    ("grants", "pick_bibliography"),
 ];
 
 fn main() {

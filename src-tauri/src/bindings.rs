@@ -5,6 +5,9 @@
 //! test of `wouldRetrieve` reads: the UI's words for a re-run follow the rule the core runs.
 //! And the exports' provenance line on a set of traces (`ui/src/tests/golden/provenance.json`),
 //! which the UI's test of `provenanceLine` reads: the app and the exports say the same.
+//! And the works' citation labels (`ui/src/tests/golden/works.json`: `cite::author_year`,
+//! `Passage::printed_page`, `cite::doi_url` on a set of records), which the UI's test of
+//! `authorYear`, `printedPage` and `doiUrl` reads: a chip says what an export says.
 
 #[cfg(test)]
 mod tests {
@@ -15,6 +18,7 @@ mod tests {
         IsUseDistribution, LongFormRanking, OptionScore, PLmTokens, Passage, Progress,
         RetrieveDecision, RetrieveMode, Segment, Settings, TreeNode, Verdicts,
     };
+    use selfrag_engine::export::{BibEncoding, CitationStyle};
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
         EmbedderPrecision, ErrorCode, ExportFormat, ExportOptions, GeneratorState, HistoryEntry,
@@ -23,7 +27,9 @@ mod tests {
     };
     use selfrag_engine::{
         DownloadStage, JobKind, JobSource, LibraryEvent, ModelDownloadProgress, ModelOffer,
+        ReferenceImport,
     };
+    use selfrag_works::{Author, FieldSource, Sourced, Work, WorkDate, WorkType, ZoteroLink};
     use ts_rs::{Config, TS};
 
     use crate::commands::{IpcError, IpcErrorCode, ShellErrorCode};
@@ -47,6 +53,13 @@ mod tests {
             decl::<LongFormRanking>(&cfg),
             decl::<CritiqueWeights>(&cfg),
             decl::<Settings>(&cfg),
+            decl::<FieldSource>(&cfg),
+            decl::<Sourced<String>>(&cfg),
+            decl::<WorkType>(&cfg),
+            decl::<Author>(&cfg),
+            decl::<WorkDate>(&cfg),
+            decl::<ZoteroLink>(&cfg),
+            decl::<Work>(&cfg),
             decl::<Passage>(&cfg),
             decl::<RetrieveDecision>(&cfg),
             decl::<IsRelDistribution>(&cfg),
@@ -84,6 +97,8 @@ mod tests {
             decl::<IndexEvent>(&cfg),
             decl::<AnswerRecord>(&cfg),
             decl::<ExportFormat>(&cfg),
+            decl::<CitationStyle>(&cfg),
+            decl::<BibEncoding>(&cfg),
             decl::<ExportOptions>(&cfg),
             decl::<HistoryEntry>(&cfg),
             decl::<DeviceStatus>(&cfg),
@@ -99,17 +114,45 @@ mod tests {
             decl::<JobSource>(&cfg),
             decl::<LibraryEvent>(&cfg),
             decl::<WatchResult>(&cfg),
+            decl::<ReferenceImport>(&cfg),
             decl::<ErrorCode>(&cfg),
             decl::<ShellErrorCode>(&cfg),
             decl::<IpcErrorCode>(&cfg),
             decl::<IpcError>(&cfg),
         ];
         // The defaults too, as values: the UI starts from them and never restates them.
-        let defaults = [constant(
-            "`AppSettings::default()`: what a first start remembers; `ask` is `Settings::default()` of selfrag-core, the paper's defaults.",
-            "DEFAULT_APP_SETTINGS: AppSettings",
-            &AppSettings::default(),
-        )];
+        let defaults = [
+            constant(
+                "`AppSettings::default()`: what a first start remembers; `ask` is `Settings::default()` of selfrag-core, the paper's defaults.",
+                "DEFAULT_APP_SETTINGS: AppSettings",
+                &AppSettings::default(),
+            ),
+            constant(
+                "`FieldSource::label()` of each source: how the UI says where a field of a work came from.",
+                "FIELD_SOURCE_LABELS: Record<FieldSource, string>",
+                &FieldSource::ALL
+                    .iter()
+                    .map(|s| {
+                        (
+                            serde_json::to_value(s)
+                                .unwrap_or_default()
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_owned(),
+                            s.label(),
+                        )
+                    })
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+            ),
+            constant(
+                "`WorkType::ALL` with each type's `label()`, in the order a type select lists them.",
+                "WORK_TYPES: { kind: WorkType; label: string }[]",
+                &WorkType::ALL
+                    .iter()
+                    .map(|kind| serde_json::json!({"kind": kind, "label": kind.label()}))
+                    .collect::<Vec<_>>(),
+            ),
+        ];
         let commands = format!(
             "/** The commands the UI may invoke (build.rs's one list). */\nexport const COMMANDS = {} as const;\n\n/** The name of a command. */\nexport type Command = (typeof COMMANDS)[number];\n",
             serde_json::to_string_pretty(crate::COMMANDS).unwrap_or_default()
@@ -231,6 +274,96 @@ mod tests {
             "src/tests/golden/provenance.json",
             &provenance_cases(),
             "selfrag_export::provenance",
+        );
+    }
+
+    /// Work records of every shape a citation label handles (one, two and three or more
+    /// authors, an organisation, no year, no authors with a short or a long title, nothing),
+    /// passages with and without printed page labels, and DOIs with characters a URL cannot
+    /// hold, as JSON `{authorYear: [{work, label}], printedPage: [{passage, page}], doiUrl:
+    /// [{doi, url}]}`.
+    fn works_cases() -> String {
+        let sourced = |v| Sourced::new(v, FieldSource::ReferenceManager);
+        let work = |authors: Vec<Author>, year: Option<i32>, title: Option<&str>| Work {
+            authors: (!authors.is_empty()).then(|| sourced(authors)),
+            date: year.map(|y| Sourced::new(WorkDate::year(y), FieldSource::FileMetadata)),
+            title: title.map(|t| Sourced::new(t.to_string(), FieldSource::FirstPageGuess)),
+            ..Work::default()
+        };
+        let marrow = Author::person("Marrow", "Ann");
+        let odegard = Author::person("Ødegård", "Bjørn");
+        let third = Author::person("van Beethoven", "Ludwig");
+        let who = Author::Organisation {
+            name: "World Health Organization".into(),
+        };
+        let title = Some("Telemetry of the Ålesund fjord");
+        let works = [
+            work(vec![marrow.clone()], Some(1998), title),
+            work(vec![marrow.clone(), odegard.clone()], Some(1998), title),
+            work(
+                vec![marrow.clone(), odegard.clone(), third.clone()],
+                Some(2004),
+                title,
+            ),
+            work(vec![third.clone(), marrow.clone()], Some(1810), None),
+            work(vec![who.clone()], Some(2021), title),
+            work(vec![who, marrow.clone()], None, title),
+            work(vec![odegard], None, None),
+            work(vec![], Some(2001), Some("A very long title for a report")),
+            work(vec![], None, Some("  Four   words of title ")),
+            work(vec![], Some(1999), None),
+            Work::default(),
+        ];
+        let author_year: Vec<_> = works
+            .iter()
+            .map(|w| {
+                serde_json::json!({
+                    "work": w,
+                    "label": selfrag_works::cite::author_year(w),
+                })
+            })
+            .collect();
+        let passage = |page: Option<u32>, label: Option<&str>| Passage {
+            id: "d#1".into(),
+            title: "Telemetry".into(),
+            path: "/papers/telemetry.pdf".into(),
+            page,
+            page_label: label.map(str::to_string),
+            ocr_confidence: None,
+            text: "The fjord's telemetry.".into(),
+            work: Some(works[1].clone()),
+        };
+        let printed_page: Vec<_> = [
+            passage(Some(3), Some("117")),
+            passage(Some(1), Some("xii")),
+            passage(Some(2), None),
+            passage(None, None),
+        ]
+        .iter()
+        .map(|p| serde_json::json!({"passage": p, "page": p.printed_page()}))
+        .collect();
+        let doi_url: Vec<_> = [
+            "10.1000/xyz",
+            "10.1002/(sici)1097-4571(199806)49:8<693::aid-asi3>3.0.co;2-o",
+            " 10.1000/a#b?c%d\"{e} ø",
+        ]
+        .iter()
+        .map(|doi| serde_json::json!({"doi": doi, "url": selfrag_works::cite::doi_url(doi)}))
+        .collect();
+        let cases = serde_json::json!({
+            "authorYear": author_year,
+            "printedPage": printed_page,
+            "doiUrl": doi_url,
+        });
+        serde_json::to_string_pretty(&cases).unwrap_or_default() + "\n"
+    }
+
+    #[test]
+    fn the_ui_labels_works_as_the_exports_do() {
+        check_generated(
+            "src/tests/golden/works.json",
+            &works_cases(),
+            "selfrag_works::cite",
         );
     }
 

@@ -1,9 +1,10 @@
 //! The paths the user handed to the app: files and folders dropped on the window (the native
 //! drag-and-drop event, seen here before the page hears of it) and those picked in the native
-//! open dialogs that the `pick_files` and `pick_folder` commands show.
+//! open dialogs that the `pick_files`, `pick_folder`, `pick_zotero_folder` and
+//! `pick_bibliography` commands show.
 //!
-//! The commands that read files the library does not hold yet (`index_paths`, `watch_folders`)
-//! take only such paths. A script running in the page can name any path, but it cannot fake a
+//! The commands that read files the library does not hold yet (`index_paths`, `watch_folders`,
+//! `add_zotero_library`, `add_bibliography`) take only such paths. A script running in the page can name any path, but it cannot fake a
 //! native drop or answer a native dialog, so it cannot make the app read `~/.ssh` into a library
 //! whose passages it could then search.
 
@@ -44,7 +45,7 @@ fn not_granted(path: &Path) -> IpcError {
     IpcError::new(
         ShellErrorCode::PathNotGranted,
         format!(
-            "{} was not dropped on the window or chosen in Add files/Add folder; drop it on the window or pick it there to add it",
+            "{} was not dropped on the window or chosen in one of the Add… dialogs (files, folder, Zotero library, bibliography); drop it on the window or pick it there to add it",
             path.display()
         ),
     )
@@ -99,6 +100,61 @@ pub async fn pick_folder(
     let (answer, answered) = tokio::sync::oneshot::channel();
     dialog.pick_folder(move |folder| {
         let _ = answer.send(folder);
+    });
+    let picked = answered
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.into_path().ok());
+    grants.grant(&picked);
+    Ok(picked)
+}
+
+/// Shows the native folder dialog for a Zotero data directory, opening at Zotero's default
+/// (`~/Zotero`) where it exists; the folder chosen is granted and returned.
+#[tauri::command]
+pub async fn pick_zotero_folder(
+    app: tauri::AppHandle,
+    grants: tauri::State<'_, GrantedPaths>,
+) -> Result<Option<PathBuf>, IpcError> {
+    let mut dialog = app.dialog().file().set_title("Add a Zotero library");
+    let start = selfrag_references::zotero::default_data_dir()
+        .filter(|dir| dir.is_dir())
+        .or_else(|| app.path().home_dir().ok());
+    if let Some(start) = start {
+        dialog = dialog.set_directory(start);
+    }
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    dialog.pick_folder(move |folder| {
+        let _ = answer.send(folder);
+    });
+    let picked = answered
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.into_path().ok());
+    grants.grant(&picked);
+    Ok(picked)
+}
+
+/// Shows the native open dialog for one bibliography file (BibTeX, BibLaTeX or CSL-JSON); the
+/// file chosen is granted and returned.
+#[tauri::command]
+pub async fn pick_bibliography(
+    app: tauri::AppHandle,
+    grants: tauri::State<'_, GrantedPaths>,
+) -> Result<Option<PathBuf>, IpcError> {
+    let mut dialog = app
+        .dialog()
+        .file()
+        .set_title("Add a bibliography file")
+        .add_filter("BibTeX, BibLaTeX or CSL-JSON", &["bib", "json"]);
+    if let Ok(home) = app.path().home_dir() {
+        dialog = dialog.set_directory(home);
+    }
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    dialog.pick_file(move |file| {
+        let _ = answer.send(file);
     });
     let picked = answered
         .await

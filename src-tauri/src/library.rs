@@ -1,18 +1,21 @@
 //! The library pane's commands: indexing (one job at a time, the engine's rule; stopped with
 //! `cancel_job`, paused and resumed), removing and re-indexing documents, the library's statistics and the watched
-//! folders. The engine's background work ([`Engine::keep_library_in_sync`]: the job a crash
+//! folders; the works the documents hold (the person's edit of a record, a Zotero library or a
+//! bibliography file added with its files, "Open in Zotero"). The engine's background work ([`Engine::keep_library_in_sync`]: the job a crash
 //! interrupted, then the watched folders) streams to the UI as the app event [`LIBRARY_EVENT`],
 //! a [`selfrag_engine::LibraryEvent`].
 
 use std::path::PathBuf;
 
-use selfrag_engine::{Engine, IndexEvent, LibraryStats};
+use selfrag_engine::{Engine, IndexEvent, LibraryStats, ReferenceImport};
+use selfrag_works::Work;
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::{AppHandle, Emitter, Manager};
+use tauri_plugin_opener::OpenerExt;
 
 use crate::AppState;
-use crate::commands::IpcError;
+use crate::commands::{IpcError, ShellErrorCode};
 
 /// The app event carrying a [`LibraryEvent`].
 pub const LIBRARY_EVENT: &str = "library-event";
@@ -151,6 +154,136 @@ pub async fn unwatch_folder(
 ) -> Result<Vec<String>, IpcError> {
     state.engine.set_watched(&folder, false).await?;
     Ok(display(state.engine.watched_folders().await?))
+}
+
+/// Sets the person's own record of the work in the library's document at `path` (only a
+/// document the library holds): every field of `work` is theirs and wins over every source;
+/// an empty work undoes their edits. Returns the work as it now reads.
+#[tauri::command]
+pub async fn set_work(
+    state: tauri::State<'_, AppState>,
+    path: PathBuf,
+    work: Work,
+) -> Result<Work, IpcError> {
+    Ok(state.engine.set_work(&path, work).await?)
+}
+
+/// Adds the Zotero library in data directory `dir` (picked in `pick_zotero_folder`): indexes
+/// its items' files as one job, streaming its events like `index_paths`, and gives each
+/// document its item's record.
+#[tauri::command]
+pub async fn add_zotero_library(
+    state: tauri::State<'_, AppState>,
+    grants: tauri::State<'_, crate::grants::GrantedPaths>,
+    dir: PathBuf,
+    on_event: Channel<IndexEvent>,
+) -> Result<ReferenceImport, IpcError> {
+    grants.require(std::slice::from_ref(&dir))?;
+    Ok(state
+        .engine
+        .add_zotero_library(&dir, |e| {
+            let _ = on_event.send(e);
+        })
+        .await?)
+}
+
+/// Adds the BibTeX, BibLaTeX or CSL-JSON file at `path` (picked in `pick_bibliography`):
+/// indexes the files its entries name, streaming the job's events, and gives each document its
+/// entry's record.
+#[tauri::command]
+pub async fn add_bibliography(
+    state: tauri::State<'_, AppState>,
+    grants: tauri::State<'_, crate::grants::GrantedPaths>,
+    path: PathBuf,
+    on_event: Channel<IndexEvent>,
+) -> Result<ReferenceImport, IpcError> {
+    grants.require(std::slice::from_ref(&path))?;
+    Ok(state
+        .engine
+        .add_bibliography(&path, |e| {
+            let _ = on_event.send(e);
+        })
+        .await?)
+}
+
+/// The `zotero://` address "Open in Zotero" opens for the library's document at
+/// `document_path` at `page` (the file's 1-based page); null where it did not come from
+/// Zotero. The UI shows it on the button.
+#[tauri::command]
+pub async fn zotero_link(
+    state: tauri::State<'_, AppState>,
+    document_path: PathBuf,
+    page: Option<u32>,
+) -> Result<Option<String>, IpcError> {
+    Ok(state.engine.zotero_uri(&document_path, page).await?)
+}
+
+/// Opens the library's document at `document_path` in Zotero (its PDF at `page`, else its item)
+/// and returns the address opened. The address is built from the library's record of the
+/// document, never taken from the page, so a page script cannot open other links this way.
+#[tauri::command]
+pub async fn open_in_zotero(
+    app: AppHandle,
+    state: tauri::State<'_, AppState>,
+    document_path: PathBuf,
+    page: Option<u32>,
+) -> Result<String, IpcError> {
+    let uri = state
+        .engine
+        .zotero_uri(&document_path, page)
+        .await?
+        .ok_or_else(|| {
+            IpcError::new(
+                ShellErrorCode::OpenFailed,
+                format!(
+                    "{} did not come from a Zotero library, so Zotero cannot show it; add its Zotero library to link it",
+                    document_path.display()
+                ),
+            )
+        })?;
+    let handled = tauri::async_runtime::spawn_blocking(zotero_links_handled)
+        .await
+        .unwrap_or(true);
+    if !handled {
+        return Err(zotero_missing(
+            &uri,
+            "no application is registered for zotero:// links",
+        ));
+    }
+    app.opener()
+        .open_url(&uri, None::<&str>)
+        .map_err(|e| zotero_missing(&uri, &e.to_string()))?;
+    Ok(uri)
+}
+
+fn zotero_missing(uri: &str, reason: &str) -> IpcError {
+    // The launcher's own words (its name, its exit status) are for the log, not the panel.
+    tracing::warn!(%uri, %reason, "could not open a zotero:// link");
+    IpcError::new(
+        ShellErrorCode::OpenFailed,
+        format!(
+            "Zotero is not installed here, or does not handle zotero:// links, so {uri} could not be opened. Install Zotero 7, or find the item in Zotero yourself"
+        ),
+    )
+}
+
+/// Whether the desktop has an application for `zotero://` links. The platform opener starts
+/// detached and cannot tell, so on Linux the desktop's own table is asked (`xdg-mime`, the
+/// tool `xdg-open` itself reads); elsewhere the system shows its own message for a link it
+/// cannot open, and this answers true.
+fn zotero_links_handled() -> bool {
+    if !cfg!(target_os = "linux") {
+        return true;
+    }
+    match std::process::Command::new("xdg-mime")
+        .args(["query", "default", "x-scheme-handler/zotero"])
+        .output()
+    {
+        // An empty answer: no handler. A failed query tells nothing; the opener tries.
+        Ok(out) if out.status.success() => !String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        // Without xdg-mime the opener's own error says what is missing.
+        Ok(_) | Err(_) => true,
+    }
 }
 
 fn display(paths: Vec<PathBuf>) -> Vec<String> {

@@ -303,6 +303,9 @@ fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf)> {
             "--workspace",
             "--bin",
             "selfrag-fixtures",
+            // The end-to-end Zotero test writes its data directory with it.
+            "--bin",
+            "selfrag-zotero-fixture",
         ]),
         "building selfrag-fixtures",
     )?;
@@ -402,6 +405,12 @@ fn run_tests(root: &Path, minilm: &Path, llama_server: &Path, skips: &skips::Log
             .env("SELFRAG_CLI", &cli)
             .env("SELFRAG_TEST_GENERATOR", &gguf)
             .env("SELFRAG_TEST_EMBEDDER", &bert)
+            .env(
+                "SELFRAG_ZOTERO_FIXTURE",
+                target_dir()
+                    .join("debug")
+                    .join(exe("selfrag-zotero-fixture")),
+            )
             .env("SELFRAG_E2E_OUT", &out)
             .env(skips::ENV, skips.path())
             .env("SELFRAG_LLAMA_SERVER", llama_server)

@@ -17,9 +17,10 @@
 //! [`bench`] writes random models in the real shapes (Llama-2-7B Q4_K_M, BERT-base) for
 //! `cargo xtask bench`; they are far too large for tests.
 //!
-//! Only tests and benchmarks depend on this crate (`[dev-dependencies]`, and its two binaries
-//! `selfrag-fixtures` and `selfrag-bench-models`, which `cargo xtask` runs); it links candle for
-//! its GGUF writer and quantizers, never the crates above selfrag-core.
+//! Only tests and benchmarks depend on this crate (`[dev-dependencies]`, and its binaries
+//! `selfrag-fixtures`, `selfrag-bench-models` and `selfrag-zotero-fixture`, which `cargo xtask`
+//! runs); it links candle for its GGUF writer and quantizers, and selfrag-references' Zotero
+//! fixture writer, never the crates above selfrag-core.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;

@@ -37,6 +37,7 @@ export const ERROR_TITLES: Record<AppErrorCode, string> = {
   path_not_granted: "Not allowed",
   not_in_library: "Not in the library",
   nothing_paused: "Nothing paused",
+  references: "References not added",
   unknown_source: "Unknown citation",
   source_missing: "Source file missing",
   open_failed: "Could not open",
@@ -48,6 +49,7 @@ export const ERROR_TITLES: Record<AppErrorCode, string> = {
   busy: "Busy",
   library_resume: "Indexing not resumed",
   library_watch: "Watched folders",
+  library_zotero: "Zotero library not synced",
 };
 
 function isAppErrorCode(code: unknown): code is AppErrorCode {

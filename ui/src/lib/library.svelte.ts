@@ -1,13 +1,17 @@
 // The library's state in the UI and every action on it: the documents, the statistics, the
 // watched folders, the indexing job on screen (one the user started, the resumption of an
-// interrupted one, or the watched folders' catch-up) and what each file's events said. It lives
+// interrupted one, or the watched folders' catch-up) and what each file's events said; the
+// Zotero libraries and bibliography files added (with what the last import did) and the
+// person's edits of a document's work. It lives
 // outside the pane so that a job keeps being followed while another panel covers the pane.
 
 import type { AppError } from "./errors";
 import { nextActivity, queue, type Activity } from "./activity";
 import { nextJob, startJob, type IndexJob } from "./indexing";
 import {
+  addBibliography,
   addSampleDocuments,
+  addZoteroLibrary,
   cancelIndexing,
   forgetPausedIndexing,
   indexPaths,
@@ -16,11 +20,14 @@ import {
   onLibraryEvent,
   pauseIndexing,
   pausedIndexing,
+  pickBibliography,
   pickFiles,
   pickFolder,
+  pickZoteroFolder,
   reindexDocument,
   removeDocument,
   resumeIndexing,
+  setWork,
   unwatchFolder,
   watchedFolders,
   watchFolders,
@@ -32,10 +39,21 @@ import type {
   JobSource,
   LibraryEvent,
   LibraryStats,
+  ReferenceImport,
+  Work,
 } from "./ipc/types";
 
 /** Who started the job on screen. */
 export type JobOrigin = "user" | JobSource;
+
+/** Where a reference import read its records. */
+export type ReferenceOrigin = "zotero" | "bibliography";
+
+/** What the last Zotero library or bibliography file added did. */
+export interface ImportReport {
+  from: ReferenceOrigin;
+  result: ReferenceImport;
+}
 
 /** How long the watcher's changes wait before the document list is read again. */
 const REFRESH_DELAY_MS = 250;
@@ -57,6 +75,8 @@ export class LibraryController {
   pausable = $state(true);
   /** The files and folders of the paused job, waiting for Resume or Forget. */
   paused = $state<string[]>([]);
+  /** What the last Zotero library or bibliography file added did; null once another job starts. */
+  imported = $state<ImportReport | null>(null);
 
   readonly #onerror: (e: unknown) => void;
   #refreshTimer: ReturnType<typeof setTimeout> | null = null;
@@ -125,6 +145,62 @@ export class LibraryController {
     } catch (e) {
       this.#onerror(e);
     }
+  }
+
+  /**
+   * Adds a Zotero library the user picks (its items' files indexed as one job the user can
+   * stop, each given its item's record).
+   */
+  async addZotero(): Promise<void> {
+    await this.#addReferences("zotero", pickZoteroFolder, addZoteroLibrary);
+  }
+
+  /** Adds a bibliography file the user picks (the files its entries name, with their records). */
+  async addBibliography(): Promise<void> {
+    await this.#addReferences("bibliography", pickBibliography, addBibliography);
+  }
+
+  async #addReferences(
+    from: ReferenceOrigin,
+    pick: () => Promise<string | null>,
+    add: (path: string, onEvent: (event: IndexEvent) => void) => Promise<ReferenceImport>,
+  ): Promise<void> {
+    if (this.#busy()) return;
+    let picked: string | null;
+    try {
+      picked = await pick();
+    } catch (e) {
+      this.#onerror(e);
+      return;
+    }
+    if (picked === null || this.#busy()) return;
+    const path = picked;
+    // Not pausable: the records are given once the job ends, to the files indexed by then.
+    const result = await this.#userJob(
+      (onEvent) => add(path, onEvent),
+      false,
+      (done) => (done.indexing?.kind === "finished" ? done.indexing : null),
+    );
+    if (result !== null) this.imported = { from, result };
+  }
+
+  /**
+   * Sets the person's record of `document`'s work (an empty one undoes their edits) and reads
+   * the library again; resolves with whether it was saved.
+   */
+  async setWork(document: DocumentInfo, work: Work): Promise<boolean> {
+    try {
+      await setWork(document.path, work);
+    } catch (e) {
+      this.#onerror(e);
+      return false;
+    }
+    try {
+      await this.refresh();
+    } catch (e) {
+      this.#onerror(e);
+    }
+    return true;
   }
 
   /** Indexes the sample documents that ship with the app, as one job the user can stop. */
@@ -199,7 +275,7 @@ export class LibraryController {
     if (this.paused.length === 0 || this.#busy()) return;
     // The job on screen is the paused one now.
     this.paused = [];
-    if (await this.#userJob((onEvent) => resumeIndexing(onEvent))) return;
+    if ((await this.#userJob((onEvent) => resumeIndexing(onEvent))) !== null) return;
     // It failed (the refresh after a job that ends re-reads the paused list): what waits now.
     try {
       this.paused = (await pausedIndexing()) ?? [];
@@ -258,7 +334,8 @@ export class LibraryController {
       this.origin = event.source;
       this.stopping = false;
       this.pausing = false;
-      this.pausable = true;
+      // A Zotero sync gives its records once its job ends: stopped, not paused (see #addReferences).
+      this.pausable = event.source !== "zotero";
     }
     const inJob = this.running && this.origin === event.source;
     this.#apply(e, inJob);
@@ -287,27 +364,35 @@ export class LibraryController {
     return true;
   }
 
-  /** Runs a job the user started; true once it ended and the library was read again. */
-  async #userJob(
-    start: (onEvent: (event: IndexEvent) => void) => Promise<IndexFinished>,
+  /**
+   * Runs a job the user started; resolves with what it resolved to once it ended and the
+   * library was read again, or null when it failed. `finishedOf` finds the job's `finished`
+   * event in that result (null: the job indexed nothing, and ends without one).
+   */
+  async #userJob<T = IndexFinished>(
+    start: (onEvent: (event: IndexEvent) => void) => Promise<T>,
     pausable = true,
-  ): Promise<boolean> {
+    finishedOf: (result: T) => IndexFinished | null = (result) => result as IndexFinished,
+  ): Promise<T | null> {
     this.job = startJob();
     this.origin = "user";
     this.stopping = false;
     this.pausing = false;
     this.pausable = pausable;
+    this.imported = null;
     try {
-      const finished = await start((event) => this.#apply(event));
-      this.#apply(finished);
+      const result = await start((event) => this.#apply(event));
+      const finished = finishedOf(result);
+      if (finished !== null) this.#apply(finished);
+      else this.job = null;
       await this.refresh();
-      return true;
+      return result;
     } catch (e) {
       if (this.job) this.job = { ...this.job, running: false };
       this.stopping = false;
       this.pausing = false;
       this.#onerror(e);
-      return false;
+      return null;
     }
   }
 

@@ -13,7 +13,13 @@ vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)))
 
 const mocked = vi.mocked(ipc);
 
-const MARKDOWN = { format: "md", supportLabels: false, onlySupported: false } as const;
+const MARKDOWN = {
+  format: "md",
+  supportLabels: false,
+  onlySupported: false,
+  citations: "numbers",
+  bibtexEncoding: "utf8",
+} as const;
 
 /** A promise the test settles by hand, to look at the UI while a call is in flight. */
 function deferred<T>() {
@@ -60,6 +66,8 @@ beforeEach(() => {
       pages: 30,
       passages: 12,
       passagesExpected: null,
+      work: {},
+      workSources: [],
     },
   ]);
   mocked.onFilesDropped.mockImplementation(async (onDrop, onHover) => {
@@ -417,6 +425,8 @@ describe("App", () => {
         pages: 30,
         passages: 12,
         passagesExpected: null,
+        work: {},
+        workSources: [],
       },
       {
         id: "d2",
@@ -425,6 +435,8 @@ describe("App", () => {
         pages: 1,
         passages: 3,
         passagesExpected: null,
+        work: {},
+        workSources: [],
       },
     ]);
     done.resolve({

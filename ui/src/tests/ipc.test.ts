@@ -58,7 +58,13 @@ describe("ipc", () => {
     });
     await ipc.cancelAsk();
     expect(tauri.invoke).toHaveBeenLastCalledWith("cancel_job", { job: { kind: "answer" } });
-    const options = { format: "html", supportLabels: true, onlySupported: false } as const;
+    const options = {
+      format: "html",
+      supportLabels: true,
+      onlySupported: false,
+      citations: "authorYear",
+      bibtexEncoding: "utf8",
+    } as const;
     await ipc.exportAnswer("a1", options);
     expect(tauri.invoke).toHaveBeenLastCalledWith("export_answer", { answerId: "a1", options });
     await ipc.renderAnswer("a1", options);
@@ -86,6 +92,7 @@ describe("ipc", () => {
       embedderPrecision: "int8",
       dummyPrefix: "text-start",
       export: options,
+      citationDisplay: "authorYear",
     } as const;
     await ipc.saveSettings(settings);
     expect(tauri.invoke).toHaveBeenLastCalledWith("save_settings", { settings });
@@ -133,6 +140,23 @@ describe("ipc", () => {
     expect(last()).toEqual(["watch_folders", { paths: ["/papers"] }]);
     await ipc.unwatchFolder("/papers");
     expect(last()).toEqual(["unwatch_folder", { folder: "/papers" }]);
+    const work = { title: { value: "Telemetry", source: "person" } } as const;
+    await ipc.setWork("/a.pdf", work);
+    expect(last()).toEqual(["set_work", { path: "/a.pdf", work }]);
+    await ipc.pickZoteroFolder();
+    expect(last()).toEqual(["pick_zotero_folder"]);
+    await ipc.addZoteroLibrary("/home/ada/Zotero", () => {});
+    expect(last()[0]).toBe("add_zotero_library");
+    expect(last()[1]?.dir).toBe("/home/ada/Zotero");
+    await ipc.pickBibliography();
+    expect(last()).toEqual(["pick_bibliography"]);
+    await ipc.addBibliography("/home/ada/thesis.bib", () => {});
+    expect(last()[0]).toBe("add_bibliography");
+    expect(last()[1]?.path).toBe("/home/ada/thesis.bib");
+    await ipc.zoteroLink("/a.pdf", 3);
+    expect(last()).toEqual(["zotero_link", { documentPath: "/a.pdf", page: 3 }]);
+    await ipc.openInZotero("/a.pdf", null);
+    expect(last()).toEqual(["open_in_zotero", { documentPath: "/a.pdf", page: null }]);
     await ipc.generatorState();
     expect(last()).toEqual(["generator_state"]);
     await ipc.testGeneratorServer("http://gpu:8080", null, null);

@@ -37,6 +37,8 @@ const PAPER: DocumentInfo = {
   pages: 30,
   passages: 120,
   passagesExpected: null,
+  work: {},
+  workSources: [],
 };
 const NOTES: DocumentInfo = {
   id: "d2",
@@ -45,6 +47,8 @@ const NOTES: DocumentInfo = {
   pages: 1,
   passages: 4,
   passagesExpected: null,
+  work: {},
+  workSources: [],
 };
 
 function overview(over: Partial<LibraryStats> = {}): LibraryStats {
@@ -124,6 +128,8 @@ describe("library pane", () => {
       pages: 1,
       passages: 5,
       passagesExpected: null,
+      work: {},
+      workSources: [],
     };
     mocked.listDocuments.mockResolvedValue([samples]);
     await user.click(screen.getByTestId("add-samples"));
@@ -367,6 +373,8 @@ describe("library pane", () => {
       pages: 300,
       passages: 16,
       passagesExpected: 900,
+      work: {},
+      workSources: [],
     };
     send({ kind: "started", total: 1, resumed: [] });
     send({ kind: "fileStarted", path: BOOK.path });
@@ -400,6 +408,8 @@ describe("library pane", () => {
       pages: 300,
       passages: 64,
       passagesExpected: 900,
+      work: {},
+      workSources: [],
     };
     await setup([PAPER, CUT]);
     const row = screen.getByRole("listitem", { name: "A long book, Partly indexed" });
@@ -501,6 +511,8 @@ describe("library pane", () => {
         pages: 1,
         passages: 2,
         passagesExpected: null,
+        work: {},
+        workSources: [],
       },
     ]);
     libraryEvent({

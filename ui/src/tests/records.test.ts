@@ -91,15 +91,31 @@ describe("ExportMenu", () => {
     return { onexport, oncopy, unmount: view.unmount };
   }
 
-  it("offers labels for Markdown and HTML, the filter for all but JSON", () => {
-    const expected: [ExportOptions["format"], boolean, boolean][] = [
-      ["md", true, true],
-      ["html", true, true],
-      ["json", false, false],
-      ["bib", false, true],
+  /** Options as saved by default, with `format`. */
+  function options(format: ExportOptions["format"]): ExportOptions {
+    return {
+      format,
+      supportLabels: false,
+      onlySupported: false,
+      citations: "numbers",
+      bibtexEncoding: "utf8",
+    };
+  }
+
+  it("offers each option for the formats it applies to", () => {
+    // format, labels, filter, citation style, ASCII
+    const expected: [ExportOptions["format"], boolean, boolean, boolean, boolean][] = [
+      ["md", true, true, true, false],
+      ["html", true, true, true, false],
+      ["json", false, false, false, false],
+      ["bib", false, true, false, true],
+      ["biblatex", false, true, false, true],
+      ["csl-json", false, true, false, false],
+      ["ris", false, true, false, false],
+      ["latex", true, true, false, true],
     ];
-    for (const [format, labels, only] of expected) {
-      const { unmount } = menu({ format, supportLabels: false, onlySupported: false });
+    for (const [format, labels, only, citations, ascii] of expected) {
+      const { unmount } = menu(options(format));
       expect(screen.getByTestId("export-format")).toHaveValue(format);
       expect(screen.getByTestId("export-labels").hasAttribute("disabled")).toBe(!labels);
       const filter = screen.getByTestId("export-only-supported");
@@ -107,16 +123,29 @@ describe("ExportMenu", () => {
       expect(filter.closest("label")?.getAttribute("title")).toMatch(
         only ? /partially supported/ : /always complete/,
       );
+      expect(screen.getByTestId("export-citations").hasAttribute("disabled")).toBe(!citations);
+      expect(screen.getByTestId("export-ascii").hasAttribute("disabled")).toBe(!ascii);
       unmount();
     }
   });
 
-  it("names every format and calls back on Export and Copy", async () => {
-    const { onexport, oncopy } = menu({ format: "md", supportLabels: false, onlySupported: false });
-    const names = within(screen.getByTestId("export-format"))
-      .getAllByRole("option")
-      .map((o) => o.textContent);
-    expect(names).toEqual(["Markdown", "HTML page", "JSON trace", "BibTeX sources"]);
+  it("names every format and citation style and calls back on Export and Copy", async () => {
+    const { onexport, oncopy } = menu(options("md"));
+    const names = (testId: string) =>
+      within(screen.getByTestId(testId))
+        .getAllByRole("option")
+        .map((o) => o.textContent);
+    expect(names("export-format")).toEqual([
+      "Markdown",
+      "HTML page",
+      "JSON trace",
+      "BibTeX sources",
+      "BibLaTeX sources",
+      "CSL-JSON sources",
+      "RIS sources",
+      "LaTeX",
+    ]);
+    expect(names("export-citations")).toEqual(["Numbers", "Author–year", "Pandoc"]);
     await fireEvent.click(screen.getByTestId("export-button"));
     await fireEvent.click(screen.getByTestId("copy-button"));
     expect(onexport).toHaveBeenCalledOnce();
@@ -137,12 +166,33 @@ describe("Export and copy in the app", () => {
       format: "html",
       supportLabels: true,
       onlySupported: true,
+      citations: "numbers",
+      bibtexEncoding: "utf8",
     });
     await waitFor(() =>
       expect(screen.getByTestId("export-status")).toHaveTextContent(
         "Saved to /home/ada/answer.html",
       ),
     );
+  });
+
+  it("exports with the chosen citation style and encoding", async () => {
+    render(App);
+    const user = await askAndAnswer();
+    await user.selectOptions(screen.getByTestId("export-citations"), "pandoc");
+    await user.selectOptions(screen.getByTestId("export-format"), "biblatex");
+    // The style stays chosen, but applies to Markdown and HTML only.
+    expect(screen.getByTestId("export-citations")).toBeDisabled();
+    await user.click(screen.getByTestId("export-ascii"));
+    mocked.exportAnswer.mockResolvedValue("/home/ada/refs.bib");
+    await user.click(screen.getByTestId("export-button"));
+    expect(mocked.exportAnswer).toHaveBeenCalledWith("a1", {
+      format: "biblatex",
+      supportLabels: false,
+      onlySupported: false,
+      citations: "pandoc",
+      bibtexEncoding: "ascii",
+    });
   });
 
   it("copies the Rust-rendered text, rendered before the click, with the Clipboard API", async () => {
@@ -160,6 +210,8 @@ describe("Export and copy in the app", () => {
         format: "bib",
         supportLabels: false,
         onlySupported: false,
+        citations: "numbers",
+        bibtexEncoding: "utf8",
       }),
     );
     const renders = mocked.renderAnswer.mock.calls.length;
@@ -296,7 +348,13 @@ describe("Persisted settings", () => {
     const saved = loadedSettings({
       theme: "dark",
       device: "cpu",
-      export: { format: "bib", supportLabels: false, onlySupported: true },
+      export: {
+        format: "bib",
+        supportLabels: false,
+        onlySupported: true,
+        citations: "authorYear",
+        bibtexEncoding: "ascii",
+      },
     });
     saved.settings.ask = { ...saved.settings.ask, mode: "always", k: 3 };
     saved.settings.ask.weights = { rel: 0.5, sup: 2, use: 0 };
@@ -309,6 +367,8 @@ describe("Persisted settings", () => {
     expect(screen.getByTestId("weight-sup")).toHaveTextContent("2.00");
     expect(screen.getByTestId("export-format")).toHaveValue("bib");
     expect(screen.getByTestId("export-only-supported")).toBeChecked();
+    expect(screen.getByTestId("export-citations")).toHaveValue("authorYear");
+    expect(screen.getByTestId("export-ascii")).toBeChecked();
     expect(screen.getByTestId("device-select")).toHaveValue("cpu");
     expect(screen.getByTestId("device-in-use")).toHaveTextContent("CPU");
     expect(get(theme)).toBe("dark");

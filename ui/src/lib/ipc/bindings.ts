@@ -73,6 +73,73 @@ max_new_tokens: number,
  */
 max_segment_tokens: number, };
 
+export type FieldSource = "firstPageGuess" | "identifier" | "fileMetadata" | "bibliographyFile" | "referenceManager" | "person";
+
+export type Sourced<T> = { value: T, source: FieldSource, };
+
+export type WorkType = "journalArticle" | "conferencePaper" | "book" | "chapter" | "thesis" | "report" | "webPage" | "other";
+
+export type Author = { "kind": "person", family: string, 
+/**
+ * Empty where only the family name is known.
+ */
+given: string, } | { "kind": "organisation", name: string, };
+
+export type WorkDate = { year: number, month?: number, day?: number, };
+
+export type ZoteroLink = { 
+/**
+ * The group library's id; `None` in the person's own library.
+ */
+group?: number, 
+/**
+ * The regular item's eight-character key.
+ */
+itemKey: string, 
+/**
+ * The attachment item's key, where the document is a file attached to it.
+ */
+attachmentKey?: string, 
+/**
+ * The names of the collections the item is in, each as a path from the top
+ * (`Thesis/Chapter 2`).
+ */
+collections: Array<string>, };
+
+export type Work = { kind?: Sourced<WorkType>, title?: Sourced<string>, 
+/**
+ * In the order the work lists them.
+ */
+authors?: Sourced<Array<Author>>, date?: Sourced<WorkDate>, 
+/**
+ * The journal, the proceedings or the book a part of it appeared in.
+ */
+container?: Sourced<string>, volume?: Sourced<string>, issue?: Sourced<string>, 
+/**
+ * The work's pages in its container (`117--129`), not the pages an answer cites.
+ */
+pages?: Sourced<string>, publisher?: Sourced<string>, 
+/**
+ * Bare (`10.1000/xyz`), lower-cased: DOIs are case-insensitive.
+ */
+doi?: Sourced<string>, 
+/**
+ * `2310.11511` or `hep-th/9901001`, without a version.
+ */
+arxiv?: Sourced<string>, 
+/**
+ * Digits (and a final X) only.
+ */
+isbn?: Sourced<string>, url?: Sourced<string>, 
+/**
+ * The person's own key (Better BibTeX, a bibliography file, their edit).
+ */
+citationKey?: Sourced<string>, 
+/**
+ * Where the document is in Zotero, when it came from there.
+ */
+zotero?: ZoteroLink, };
+
 export type Passage = { 
 /**
  * Stable id of the passage in the library.
@@ -103,7 +170,13 @@ ocr_confidence?: number,
 /**
  * The passage text the model read.
  */
-text: string, };
+text: string, 
+/**
+ * The work its document holds (authors, year, DOI, citation key) as the library knew it
+ * when the answer was written: what an export cites where the document is gone since.
+ * `None` in traces written before works existed and for documents without a record.
+ */
+work?: Work, };
 
 export type RetrieveDecision = { 
 /**
@@ -556,7 +629,15 @@ passages: number,
  * While a long file is written slice by slice (or was cut off midway: indexing it again
  * goes on from there), the passages it will have; null once all are stored.
  */
-passagesExpected: number | null, };
+passagesExpected: number | null, 
+/**
+ * The work the file holds: each field from the best source that gave it.
+ */
+work: Work, 
+/**
+ * The sources that gave a record of it, from the least to the most trusted.
+ */
+workSources: Array<FieldSource>, };
 
 export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileSearchable", path: string, passages: number, of: number, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, 
 /**
@@ -581,18 +662,30 @@ unexploredSegment?: number,
  */
 notSaved?: string, };
 
-export type ExportFormat = "md" | "html" | "json" | "bib";
+export type ExportFormat = "md" | "html" | "json" | "bib" | "biblatex" | "csl-json" | "ris" | "latex";
+
+export type CitationStyle = "numbers" | "authorYear" | "pandoc";
+
+export type BibEncoding = "utf8" | "ascii";
 
 export type ExportOptions = { format: ExportFormat, 
 /**
- * Write each segment's IsSup verdict after it (Markdown and HTML).
+ * Write each segment's IsSup verdict after it (Markdown, HTML and LaTeX).
  */
 supportLabels: boolean, 
 /**
- * Keep only the segments judged fully supported (see the module doc); BibTeX then lists
- * only the documents those segments cite.
+ * Keep only the segments judged fully supported (see the module doc); the bibliographies
+ * then list only the documents those segments cite.
  */
-onlySupported: boolean, };
+onlySupported: boolean, 
+/**
+ * How Markdown and HTML cite (LaTeX always uses `\cite`, the bibliographies none).
+ */
+citations: CitationStyle, 
+/**
+ * How BibTeX, BibLaTeX and LaTeX write letters outside ASCII.
+ */
+bibtexEncoding: BibEncoding, };
 
 export type HistoryEntry = { id: string, question: string, 
 /**
@@ -694,7 +787,12 @@ generatorModel?: string,
 /**
  * The export menu's last choices.
  */
-export: ExportOptions, };
+export: ExportOptions, 
+/**
+ * How the answer on screen cites its passages: numbers (`[1]`, the default) or
+ * author–year (`Marrow & Ødegård 1998, p. 2`); pandoc citations show as author–year.
+ */
+citationDisplay: CitationStyle, };
 
 export type GeneratorState = { 
 /**
@@ -749,7 +847,7 @@ notice: string | null, };
 
 export type JobKind = { "kind": "answer" } | { "kind": "indexing" } | { "kind": "download", model: string, };
 
-export type JobSource = "resume" | "watch";
+export type JobSource = "resume" | "watch" | "zotero";
 
 export type LibraryEvent = { "kind": "index", source: JobSource, event: IndexEvent, } | { "kind": "failed", source: JobSource, message: string, };
 
@@ -763,7 +861,26 @@ watched: Array<string>,
  */
 notFolders: Array<string>, };
 
-export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download_busy" | "download" | "not_in_library" | "nothing_paused";
+export type ReferenceImport = { 
+/**
+ * The files the reference manager or bibliography names that the app reads.
+ */
+files: number, 
+/**
+ * The documents of those files the library holds now, each with its record.
+ */
+withRecord: number, 
+/**
+ * What was not added, and why (a missing file, a format the app does not read), one line
+ * each.
+ */
+skipped: Array<string>, 
+/**
+ * The indexing job's last event.
+ */
+indexing: IndexEvent | null, };
+
+export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download_busy" | "download" | "not_in_library" | "nothing_paused" | "references";
 
 export type ShellErrorCode = "path_not_granted" | "unknown_source" | "source_missing" | "open_failed" | "not_confirmed";
 
@@ -800,9 +917,58 @@ export const DEFAULT_APP_SETTINGS: AppSettings = {
   "export": {
     "format": "md",
     "supportLabels": false,
-    "onlySupported": false
-  }
+    "onlySupported": false,
+    "citations": "numbers",
+    "bibtexEncoding": "utf8"
+  },
+  "citationDisplay": "numbers"
 };
+
+/** `FieldSource::label()` of each source: how the UI says where a field of a work came from. */
+export const FIELD_SOURCE_LABELS: Record<FieldSource, string> = {
+  "bibliographyFile": "bibliography file",
+  "fileMetadata": "the file's metadata",
+  "firstPageGuess": "guessed from the first page",
+  "identifier": "identifier in the text",
+  "person": "your edit",
+  "referenceManager": "Zotero"
+};
+
+/** `WorkType::ALL` with each type's `label()`, in the order a type select lists them. */
+export const WORK_TYPES: { kind: WorkType; label: string }[] = [
+  {
+    "kind": "journalArticle",
+    "label": "Journal article"
+  },
+  {
+    "kind": "conferencePaper",
+    "label": "Conference paper"
+  },
+  {
+    "kind": "book",
+    "label": "Book"
+  },
+  {
+    "kind": "chapter",
+    "label": "Book chapter"
+  },
+  {
+    "kind": "thesis",
+    "label": "Thesis"
+  },
+  {
+    "kind": "report",
+    "label": "Report"
+  },
+  {
+    "kind": "webPage",
+    "label": "Web page"
+  },
+  {
+    "kind": "other",
+    "label": "Other"
+  }
+];
 
 /** The commands the UI may invoke (build.rs's one list). */
 export const COMMANDS = [
@@ -838,8 +1004,15 @@ export const COMMANDS = [
   "watch_folders",
   "unwatch_folder",
   "add_sample_documents",
+  "set_work",
+  "add_zotero_library",
+  "add_bibliography",
+  "zotero_link",
+  "open_in_zotero",
   "pick_files",
-  "pick_folder"
+  "pick_folder",
+  "pick_zotero_folder",
+  "pick_bibliography"
 ] as const;
 
 /** The name of a command. */

@@ -24,9 +24,11 @@ import type {
   LoadedSettings,
   PassageSource,
   Progress,
+  ReferenceImport,
   ServerCheck,
   Settings,
   WatchResult,
+  Work,
 } from "./types";
 
 import type { ModelDownloadProgress } from "./types";
@@ -345,4 +347,69 @@ export function pickFolder(): Promise<string | null> {
  */
 export function onLibraryEvent(onEvent: (event: LibraryEvent) => void): Promise<() => void> {
   return listen<LibraryEvent>("library-event", (e) => onEvent(e.payload));
+}
+
+// The works the documents hold: the person's edit of a record, Zotero libraries and
+// bibliography files added with their files, and "Open in Zotero" (src-tauri/src/library.rs).
+
+/**
+ * Sets the person's own record of the work in the library's document at `path`: every field of
+ * `work` is theirs and wins over every source (an empty work undoes their edits). Resolves with
+ * the work as it now reads.
+ */
+export function setWork(path: string, work: Work): Promise<Work> {
+  return call<Work>("set_work", { path, work });
+}
+
+/** Lets the user pick a Zotero data directory (a native dialog opening at ~/Zotero); null when cancelled. */
+export function pickZoteroFolder(): Promise<string | null> {
+  return call<string | null>("pick_zotero_folder");
+}
+
+/**
+ * Adds the Zotero library in `dir` (picked with `pickZoteroFolder`): its items' files are
+ * indexed as one job, streaming events like `indexPaths`, and each gets its item's record.
+ */
+export function addZoteroLibrary(
+  dir: string,
+  onEvent: (event: IndexEvent) => void,
+): Promise<ReferenceImport> {
+  const channel = new Channel<IndexEvent>();
+  channel.onmessage = onEvent;
+  return call<ReferenceImport>("add_zotero_library", { dir, onEvent: channel });
+}
+
+/** Lets the user pick a BibTeX, BibLaTeX or CSL-JSON file (a native dialog); null when cancelled. */
+export function pickBibliography(): Promise<string | null> {
+  return call<string | null>("pick_bibliography");
+}
+
+/**
+ * Adds the bibliography file at `path` (picked with `pickBibliography`): the files its entries
+ * name are indexed as one job, streaming events like `indexPaths`, and each gets its entry's record.
+ */
+export function addBibliography(
+  path: string,
+  onEvent: (event: IndexEvent) => void,
+): Promise<ReferenceImport> {
+  const channel = new Channel<IndexEvent>();
+  channel.onmessage = onEvent;
+  return call<ReferenceImport>("add_bibliography", { path, onEvent: channel });
+}
+
+/**
+ * The `zotero://` address "Open in Zotero" opens for the library's document at `documentPath`
+ * (its PDF at `page`, else its item); null where it did not come from Zotero. Built by the Rust
+ * side from the library's record.
+ */
+export function zoteroLink(documentPath: string, page: number | null): Promise<string | null> {
+  return call<string | null>("zotero_link", { documentPath, page });
+}
+
+/**
+ * Opens the library's document at `documentPath` in Zotero (its PDF at `page`, else its item);
+ * resolves with the address opened. Rejects with a message naming Zotero where it is missing.
+ */
+export function openInZotero(documentPath: string, page: number | null): Promise<string> {
+  return call<string>("open_in_zotero", { documentPath, page });
 }

@@ -161,3 +161,24 @@ export function fullReference(work: Work | null | undefined): string | null {
 export function sourceLabel(source: FieldSource): string {
   return FIELD_SOURCE_LABELS[source];
 }
+
+/**
+ * Whether the work's Zotero item is in `collection` or in a collection inside it (as
+ * selfrag-index's search filter decides: `Thesis` holds `Thesis/Chapter 2`, `Thes` holds nothing).
+ */
+export function inCollection(work: Work | null | undefined, collection: string): boolean {
+  const name = collection.replace(/\/+$/, "");
+  return (work?.zotero?.collections ?? []).some((c) => c === name || c.startsWith(`${name}/`));
+}
+
+/** Every collection the works are in, with the collections that hold them, sorted. */
+export function collectionsOf(works: (Work | null | undefined)[]): string[] {
+  const all = new Set<string>();
+  for (const work of works) {
+    for (const path of work?.zotero?.collections ?? []) {
+      const parts = path.split("/");
+      for (let i = 1; i <= parts.length; i++) all.add(parts.slice(0, i).join("/"));
+    }
+  }
+  return [...all].sort((a, b) => a.localeCompare(b));
+}

@@ -31,7 +31,15 @@ import {
   parseDate,
   personRecord,
 } from "$lib/workedit";
-import { authorYear, authorYearCitation, doiUrl, fullReference, printedPage } from "$lib/works";
+import {
+  authorYear,
+  authorYearCitation,
+  collectionsOf,
+  doiUrl,
+  fullReference,
+  inCollection,
+  printedPage,
+} from "$lib/works";
 import { answer, deviceStatus, loadedSettings, record, status } from "./fixtures";
 import worksJson from "./golden/works.json";
 
@@ -139,6 +147,14 @@ describe("work labels", () => {
         passage({ work: undefined, title: "Notes", page: null, page_label: undefined }),
       ),
     ).toBe("Notes");
+  });
+
+  it("place a work in a collection and in the collections holding it, as the search filter does", () => {
+    expect(inCollection(TELEMETRY, "Thesis")).toBe(true);
+    expect(inCollection(TELEMETRY, "Thesis/Chapter 2")).toBe(true);
+    expect(inCollection(TELEMETRY, "Thes")).toBe(false);
+    expect(inCollection({}, "Thesis")).toBe(false);
+    expect(collectionsOf([TELEMETRY, null, {}])).toEqual(["Thesis", "Thesis/Chapter 2"]);
   });
 
   it("write the full reference with what the record has", () => {
@@ -349,6 +365,36 @@ describe("library pane", () => {
     expect(label).toHaveClass("guessed");
     expect(label).toHaveAttribute("title", "guessed from the first page");
     expect(within(row).getByTestId("work-collections")).toHaveTextContent("Thesis/Chapter 2");
+  });
+
+  it("filters the list by Zotero collection, a collection holding the ones inside it", async () => {
+    const other: DocumentInfo = {
+      ...PAPER,
+      id: "d2",
+      path: "/home/ada/notes.md",
+      title: "notes",
+      work: { title: { value: "Notes", source: "fileMetadata" } },
+      workSources: ["fileMetadata"],
+    };
+    await setup([PAPER, other]);
+    const user = userEvent.setup();
+    const filter = screen.getByTestId("collection-filter");
+    expect(
+      within(filter)
+        .getAllByRole("option")
+        .map((o) => o.textContent),
+    ).toEqual(["All documents", "Thesis", "Thesis/Chapter 2"]);
+    expect(screen.getAllByTestId("document-item")).toHaveLength(2);
+    await user.selectOptions(filter, "Thesis");
+    expect(screen.getAllByTestId("document-item")).toHaveLength(1);
+    expect(screen.getByTestId("document-item")).toHaveTextContent("Marrow & Ødegård 1998");
+    await user.selectOptions(filter, "");
+    expect(screen.getAllByTestId("document-item")).toHaveLength(2);
+  });
+
+  it("offers no collection filter where no document came from Zotero", async () => {
+    await setup([{ ...PAPER, work: {}, workSources: [] }]);
+    expect(screen.queryByTestId("collection-filter")).toBeNull();
   });
 
   it("saves only the fields the person changed, with their earlier edits", async () => {

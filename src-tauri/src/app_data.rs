@@ -47,8 +47,8 @@ pub fn load_settings(state: tauri::State<'_, AppState>) -> LoadedSettings {
 /// Saves the settings; a new device takes effect on the next question (unless
 /// `SELFRAG_DEVICE` fixes it), a new embedder precision with the next embedding (unless
 /// `SELFRAG_EMBEDDER_PRECISION` fixes it), a new KV cache or dummy prefix with the next answer
-/// (unless `SELFRAG_KV_CACHE` or `SELFRAG_DUMMY_PREFIX` fixes it). Returns the device status
-/// to show.
+/// (unless `SELFRAG_KV_CACHE` or `SELFRAG_DUMMY_PREFIX` fixes it), look-ups of works by their
+/// DOI or arXiv id from the next indexing job. Returns the device status to show.
 #[tauri::command]
 pub fn save_settings(
     state: tauri::State<'_, AppState>,
@@ -63,7 +63,9 @@ pub fn save_settings(
         cache_precision: settings.cache_precision,
         dummy_prefix: settings.dummy_prefix,
     };
+    let look_up_works = settings.look_up_works;
     state.settings.save(settings)?;
+    state.engine.set_look_up_works(look_up_works);
     if !selfrag_engine::settings::device_fixed_by_env() {
         state.engine.set_device(device)?;
     }

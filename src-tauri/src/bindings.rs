@@ -22,8 +22,8 @@ mod tests {
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
         EmbedderPrecision, ErrorCode, ExportFormat, ExportOptions, GeneratorState, HistoryEntry,
-        IndexEvent, LibraryStats, LoadedSettings, ModelRole, ModelStatus, PassageSource,
-        ServerCheck, SourceView, Theme,
+        IndexEvent, LibraryStats, LoadedSettings, LookupFailure, ModelRole, ModelStatus,
+        PassageSource, ServerCheck, SourceView, Theme,
     };
     use selfrag_engine::{
         DownloadStage, JobKind, JobSource, LibraryEvent, ModelDownloadProgress, ModelOffer,
@@ -94,6 +94,7 @@ mod tests {
             decl::<SourceView>(&cfg),
             decl::<AppStatus>(&cfg),
             decl::<DocumentInfo>(&cfg),
+            decl::<LookupFailure>(&cfg),
             decl::<IndexEvent>(&cfg),
             decl::<AnswerRecord>(&cfg),
             decl::<ExportFormat>(&cfg),

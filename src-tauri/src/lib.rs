@@ -96,6 +96,8 @@ pub fn run() -> anyhow::Result<()> {
         );
     }
     let engine = Engine::new(config).context("starting the engine")?;
+    // Off unless the person turned it on: only then do indexing jobs send identifiers out.
+    engine.set_look_up_works(settings.get().look_up_works);
     tracing::info!(data_dir = %engine.config().data_dir.display(), "starting");
     tauri::Builder::default()
         .plugin(navigation_guard())

@@ -1,4 +1,4 @@
-//! `selfrag index`, `selfrag library list|remove|stats` and `selfrag search`: the document
+//! `selfrag index`, `selfrag library list|remove|stats|lookup` and `selfrag search`: the document
 //! library from the command line. With `--json` each prints one JSON document on stdout; the
 //! progress of indexing goes to stderr.
 
@@ -24,6 +24,20 @@ pub enum LibraryCommand {
     Remove { path: PathBuf },
     /// Counts, disk use and search indexes.
     Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Look works up online by their DOI (at doi.org: Crossref, DataCite) or arXiv id (at
+    /// export.arxiv.org), sending only the identifier, nothing of a document's text; each
+    /// registry's record is kept below your edits and your bibliography's. PATH: documents or
+    /// folders of them; without, every document. SELFRAG_DOI_RESOLVER and SELFRAG_ARXIV_API
+    /// send look-ups elsewhere.
+    Lookup {
+        paths: Vec<PathBuf>,
+        /// Ask again for documents that already have a looked-up record.
+        #[arg(long)]
+        refresh: bool,
+        /// The report as JSON: each work found with every field, each failure.
         #[arg(long)]
         json: bool,
     },
@@ -117,14 +131,16 @@ impl References {
     }
 }
 
-/// `selfrag index PATH... [--watch] [--zotero [DIR]] [--bibliography FILE]`: with nothing to
-/// index, finishes an interrupted job.
+/// `selfrag index PATH... [--watch] [--zotero [DIR]] [--bibliography FILE] [--look-up]`: with
+/// nothing to index, finishes an interrupted job. With `--look-up`, the works of the documents
+/// indexed are looked up by their DOI or arXiv id; without, nothing is sent anywhere.
 pub async fn index(
     mut paths: Vec<PathBuf>,
     watch: bool,
     samples: bool,
     exact: bool,
     references: References,
+    look_up: bool,
 ) -> Result<()> {
     let config = EngineConfig::from_env()?;
     let engine = Engine::new(if exact {
@@ -132,6 +148,7 @@ pub async fn index(
     } else {
         config
     })?;
+    engine.set_look_up_works(look_up);
     if samples {
         paths.push(engine.write_sample_documents()?);
     }
@@ -240,6 +257,20 @@ fn print_event(event: IndexEvent) {
                 .map(|p| format!(": {p}"))
                 .unwrap_or_default()
         ),
+        IndexEvent::WorksLookedUp {
+            found,
+            already,
+            failed,
+        } => {
+            let mut line = format!(
+                "looked up {found} work(s) by DOI or arXiv id ({already} had their record already, {} failed)",
+                failed.len()
+            );
+            for failure in failed {
+                line.push_str(&format!("\n  {}: {}", failure.path, failure.error));
+            }
+            line
+        }
         IndexEvent::WatchRetrying {
             error,
             retry_in_seconds,
@@ -308,7 +339,33 @@ pub async fn library(command: LibraryCommand) -> Result<()> {
             }
             engine.set_watched(&path, false).await?;
             for p in &removed {
+                engine.exclude_from_zotero(std::path::Path::new(p)).await?;
+            }
+            for p in &removed {
                 eprintln_quiet(&format!("removed {p}"));
+            }
+            Ok(())
+        }
+        LibraryCommand::Lookup {
+            paths,
+            refresh,
+            json,
+        } => {
+            let paths = (!paths.is_empty()).then_some(paths);
+            let report = engine.look_up_works(paths, refresh).await?;
+            if json {
+                print(&serde_json::to_string_pretty(&report)?)?;
+            } else {
+                print(&lookup_report(&report))?;
+            }
+            for failure in &report.failed {
+                eprintln_quiet(&format!("failed {}: {}", failure.path, failure.error));
+            }
+            if !report.failed.is_empty() {
+                bail!(
+                    "{} look-up(s) failed (see above); the documents keep their records as they were",
+                    report.failed.len()
+                );
             }
             Ok(())
         }
@@ -412,6 +469,37 @@ pub async fn search(
         text.push_str("no passages found\n");
     }
     print(text.trim_end())
+}
+
+/// One line per work found (its path, identifier, how it is cited and its title), then the
+/// counts.
+fn lookup_report(report: &selfrag_engine::LookupReport) -> String {
+    let mut out = String::new();
+    for found in &report.found {
+        let cited_as = selfrag_works::cite::author_year(&found.work).unwrap_or_default();
+        out.push_str(&format!(
+            "{}\t{}\t{cited_as}\t{}\n",
+            found.path,
+            found.identifier,
+            found.work.title().unwrap_or("untitled")
+        ));
+    }
+    out.push_str(&format!(
+        "{} found, {} had their record already, {} without a DOI or arXiv id, {} failed{}",
+        report.found.len(),
+        report.already,
+        report.without_identifier,
+        report.failed.len(),
+        if report.dropped > 0 {
+            format!(
+                ", {} record(s) removed (their document no longer has that identifier)",
+                report.dropped
+            )
+        } else {
+            String::new()
+        }
+    ));
+    out
 }
 
 fn print(text: &str) -> Result<()> {

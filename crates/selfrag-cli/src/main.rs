@@ -61,6 +61,11 @@ enum Command {
         /// its entry's record and citation key.
         #[arg(long, value_name = "FILE", conflicts_with = "resume")]
         bibliography: Option<PathBuf>,
+        /// Then look the works of the documents indexed up online by their DOI (doi.org:
+        /// Crossref, DataCite) or arXiv id (export.arxiv.org), sending only the identifier.
+        /// Without it, indexing sends nothing anywhere.
+        #[arg(long = "look-up", conflicts_with = "resume")]
+        look_up: bool,
     },
     /// The documents in the library.
     Library {
@@ -623,12 +628,13 @@ fn run(cli: Cli) -> Result<()> {
                 exact,
                 zotero,
                 bibliography,
+                look_up,
             } => {
                 let references = library::References {
                     zotero,
                     bibliography,
                 };
-                library::index(paths, watch, samples, exact, references).await
+                library::index(paths, watch, samples, exact, references, look_up).await
             }
             Command::Index { resume: true, .. } => library::resume().await,
             Command::Library { command } => library::library(command).await,
@@ -751,7 +757,11 @@ fn run(cli: Cli) -> Result<()> {
                 ascii,
                 output,
             } => {
-                let answer = read_trace(&trace)?;
+                let mut answer = read_trace(&trace)?;
+                // Cited with the works as the library knows them now, where there is one.
+                Engine::new(EngineConfig::from_env()?)?
+                    .cite_current_works(&mut answer)
+                    .await;
                 let text = selfrag_engine::render_with(
                     &answer,
                     &selfrag_engine::ExportOptions {

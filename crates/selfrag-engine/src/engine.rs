@@ -42,6 +42,9 @@ pub struct Engine {
     pub(crate) server: std::sync::Mutex<crate::generator_server::ServerSlot>,
     /// What runs now and how to stop it; the indexing lock; the watcher's restart signal.
     pub(crate) jobs: crate::jobs::Jobs,
+    /// Whether indexing jobs look works up by their DOI or arXiv id, and where (see
+    /// `lookup.rs`).
+    pub(crate) lookup: crate::lookup::LookupState,
 }
 
 impl Engine {
@@ -74,6 +77,7 @@ impl Engine {
             embedder_path: std::sync::RwLock::new(embedder.found),
             library: OnceCell::new(),
             jobs: crate::jobs::Jobs::default(),
+            lookup: crate::lookup::LookupState::default(),
         })
     }
 
@@ -411,17 +415,22 @@ impl Engine {
         options: impl Into<ExportOptions>,
     ) -> Result<String, EngineError> {
         let mut answer = self.history.get(id)?.shown().answer;
-        // Cited as the works are known now (an edit, a Zotero sync since); a document removed
-        // since keeps what the trace recorded.
         if let Some(library) = self.library.get() {
-            for passage in &mut answer.passages {
-                let document_id = passage.id.rsplit_once(':').map_or("", |(doc, _)| doc);
-                if let Some(work) = library.work_of(&passage.path, document_id) {
-                    passage.work = Some(work);
-                }
-            }
+            with_current_works(&mut answer, library);
         }
         Ok(crate::render_with(&answer, &options.into()))
+    }
+
+    /// Gives each passage of `answer` (a trace read from a file) the work its document holds
+    /// now, as [`Engine::render`] does for saved answers. Where there is no library here, or it
+    /// cannot open (no embedder), the answer keeps what its trace recorded.
+    pub async fn cite_current_works(&self, answer: &mut Answer) {
+        if !self.config.library_dir().exists() {
+            return;
+        }
+        if let Ok(library) = self.library().await {
+            with_current_works(answer, &library);
+        }
     }
 
     /// The saved answers matching `query` (every word, in the question or the answer), newest
@@ -518,6 +527,18 @@ fn new_answer_id() -> String {
         .map(|d| d.as_millis())
         .unwrap_or_default();
     format!("{millis:x}-{:x}", COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Cites each passage of `answer` with the work its document holds now (an edit, a Zotero sync
+/// since the answer was written), found by path or by content id; a document removed since
+/// keeps what the trace recorded.
+fn with_current_works(answer: &mut Answer, library: &Library) {
+    for passage in &mut answer.passages {
+        let document_id = passage.id.rsplit_once(':').map_or("", |(doc, _)| doc);
+        if let Some(work) = library.work_of(&passage.path, document_id) {
+            passage.work = Some(work);
+        }
+    }
 }
 
 #[cfg(test)]

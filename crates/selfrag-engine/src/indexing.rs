@@ -33,11 +33,28 @@ impl Engine {
     /// crash interrupted. One file's failure is an event, never the end of the job. Waits for a
     /// running job to end first; [`Engine::cancel`] with [`JobKind::Indexing`] stops it at the
     /// next file or embedding batch.
+    ///
+    /// Where the person turned look-ups on ([`Engine::set_look_up_works`]), the works of the
+    /// documents the job indexed are then looked up by their DOI or arXiv id
+    /// ([`IndexEvent::WorksLookedUp`] reports it, after the job's `Finished`); off, nothing is
+    /// sent.
     pub async fn index_paths(
         &self,
         paths: &[PathBuf],
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
+        let (finished, indexed) = self.index_paths_alone(paths, &on_event).await?;
+        self.look_up_after_job(&indexed, &on_event).await?;
+        Ok(finished)
+    }
+
+    /// [`Engine::index_paths`] without the look-ups after it: the job's last event and the
+    /// paths of the documents it indexed (new, changed or the same content at a new path).
+    pub(crate) async fn index_paths_alone(
+        &self,
+        paths: &[PathBuf],
+        on_event: impl Fn(IndexEvent),
+    ) -> Result<(IndexEvent, Vec<PathBuf>), EngineError> {
         let _one_at_a_time = self.jobs.indexing_lock().await;
         let job = self.jobs.start(JobKind::Indexing);
         self.run_index_job(paths, job.indexing_flags(), on_event)
@@ -50,14 +67,18 @@ impl Engine {
         &self,
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
-        let _one_at_a_time = self.jobs.indexing_lock().await;
+        let one_at_a_time = self.jobs.indexing_lock().await;
         let paused = self.library().await?.take_paused_job()?;
         if paused.is_empty() {
             return Err(EngineError::NothingPaused);
         }
         let job = self.jobs.start(JobKind::Indexing);
-        self.run_index_job(&paused, job.indexing_flags(), on_event)
-            .await
+        let (finished, indexed) = self
+            .run_index_job(&paused, job.indexing_flags(), &on_event)
+            .await?;
+        drop(one_at_a_time);
+        self.look_up_after_job(&indexed, &on_event).await?;
+        Ok(finished)
     }
 
     /// The files and folders of the paused indexing job, empty when none is paused.
@@ -102,17 +123,21 @@ impl Engine {
         {
             return Err(e.into());
         }
-        let _one_at_a_time = self.jobs.indexing_lock().await;
+        let one_at_a_time = self.jobs.indexing_lock().await;
         let job = self.jobs.start(JobKind::Indexing);
         library.remove(path).await?;
         // Stopped, never paused: the document is gone until it is written again, and a pause
         // would leave it out of the library while the job waits.
-        self.run_index_job(
-            std::slice::from_ref(&path.to_path_buf()),
-            IndexingFlags::stop_only(job.flag().clone()),
-            on_event,
-        )
-        .await
+        let (finished, indexed) = self
+            .run_index_job(
+                std::slice::from_ref(&path.to_path_buf()),
+                IndexingFlags::stop_only(job.flag().clone()),
+                &on_event,
+            )
+            .await?;
+        drop(one_at_a_time);
+        self.look_up_after_job(&indexed, &on_event).await?;
+        Ok(finished)
     }
 
     /// One indexing job, ending as `flags` ask; the caller holds the indexing lock. The job runs
@@ -120,13 +145,14 @@ impl Engine {
     /// and report a step that lasts ([`IndexEvent::SlowStep`]), which a stuck file would
     /// otherwise hide. Each of its events is handed to `on_event` here while the job waits for
     /// it to be taken, so a pause asked from `on_event` is seen at the job's very next step, as
-    /// when the job ran in the caller's task.
+    /// when the job ran in the caller's task. Returns the job's last event and the paths of the
+    /// documents it indexed (new, changed, or the same content at a new path).
     async fn run_index_job(
         &self,
         paths: &[PathBuf],
         flags: IndexingFlags,
         on_event: impl Fn(IndexEvent),
-    ) -> Result<IndexEvent, EngineError> {
+    ) -> Result<(IndexEvent, Vec<PathBuf>), EngineError> {
         let library = self.library().await?;
         let embedder = self.passage_embedder().await?;
         let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
@@ -151,6 +177,7 @@ impl Engine {
         // finished first); the job's record stays, so the next start resumes it, as after a
         // crash.
         let _abort = AbortOnDrop(job.abort_handle());
+        let mut indexed = Vec::new();
         let mut watch = SlowStepWatch::new(self.jobs.slow_step_notice());
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -158,6 +185,9 @@ impl Engine {
             tokio::select! {
                 event = received.recv() => match event {
                     Some((event, taken)) => {
+                        if let Some(path) = indexed_path(&event) {
+                            indexed.push(path);
+                        }
                         if let Some(event) = index_event(event) {
                             on_event(event);
                         }
@@ -179,7 +209,7 @@ impl Engine {
             .map_err(|e| EngineError::IndexingJobLost(e.to_string()))??;
         let finished = finished(summary);
         on_event(finished.clone());
-        Ok(finished)
+        Ok((finished, indexed))
     }
 
     /// The folders of an indexing job that was interrupted, empty when there is none.
@@ -205,7 +235,10 @@ impl Engine {
                 "no document with id `{document_id}` in the library; it may have been removed already"
             )));
         };
-        self.remove_documents(Path::new(&document.path)).await
+        let removed = self.remove_documents(Path::new(&document.path)).await?;
+        // The person's choice: a Zotero library that lists the file does not add it again.
+        self.exclude_from_zotero(Path::new(&document.path)).await?;
+        Ok(removed)
     }
 
     /// Counts, disk use and indexes of the library.
@@ -352,9 +385,16 @@ impl Engine {
             // with a growing pause, and the user is told; watching never ends on it. Changes
             // that come meanwhile wait in the watcher for the next batch.
             let mut pause = RETRY_FIRST;
+            let indexed = std::sync::Mutex::new(Vec::new());
             let summary = loop {
                 let applied = library
                     .apply_changes(&batch.paths, &embedder, |e| {
+                        if let Some(path) = indexed_path(&e) {
+                            indexed
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push(path);
+                        }
                         if let Some(event) = index_event(e) {
                             on_event(event)
                         }
@@ -377,6 +417,14 @@ impl Engine {
                 }
             };
             stale |= summary.indexed + summary.removed > 0;
+            let indexed = indexed
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Watching never ends on a look-up's trouble (a setting naming no address, a full
+            // disk): it is logged, and the next batch tries again.
+            if let Err(e) = self.look_up_after_job(&indexed, &on_event).await {
+                tracing::warn!(error = %e, "works of watched files not looked up");
+            }
             if batch.rescan.is_some() {
                 // Notifications were lost (a full kernel queue): walk the folders again, as at
                 // the start, so that no change is missed until the next restart.
@@ -398,16 +446,23 @@ impl Engine {
 }
 
 impl Engine {
-    /// The watcher's walk of its folders, as one job under the indexing lock.
+    /// The watcher's walk of its folders, as one job under the indexing lock, and the
+    /// look-ups after it.
     async fn catch_up(
         &self,
         folders: &[PathBuf],
         stop: &Arc<AtomicBool>,
         on_event: impl Fn(IndexEvent),
     ) -> Result<IndexEvent, EngineError> {
-        let _one_at_a_time = self.jobs.indexing_lock().await;
-        self.run_index_job(folders, IndexingFlags::stop_only(stop.clone()), on_event)
-            .await
+        let one_at_a_time = self.jobs.indexing_lock().await;
+        let (finished, indexed) = self
+            .run_index_job(folders, IndexingFlags::stop_only(stop.clone()), &on_event)
+            .await?;
+        drop(one_at_a_time);
+        if let Err(e) = self.look_up_after_job(&indexed, &on_event).await {
+            tracing::warn!(error = %e, "works of watched files not looked up");
+        }
+        Ok(finished)
     }
 }
 
@@ -510,6 +565,18 @@ fn finished(summary: JobSummary) -> IndexEvent {
         removed: summary.removed,
         cancelled: summary.cancelled,
         paused: summary.paused,
+    }
+}
+
+/// The path of the document a job event says was indexed (new, changed, or the same content
+/// at a new path).
+fn indexed_path(event: &JobEvent) -> Option<PathBuf> {
+    match event {
+        JobEvent::FileDone {
+            path,
+            result: Ok(IndexOutcome::Indexed { .. } | IndexOutcome::Reused { .. }),
+        } => Some(PathBuf::from(path)),
+        _ => None,
     }
 }
 

@@ -71,6 +71,9 @@ pub(crate) struct Jobs {
     /// After how many milliseconds a step of an indexing job is reported as taking long; 0 for
     /// the default, [`selfrag_index::SLOW_STEP`].
     slow_step_ms: AtomicU64,
+    /// Held while `zotero.json` is read and written again: a sync, an add and a removal by the
+    /// person never overwrite each other's record.
+    pub(crate) zotero_record: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug)]

@@ -17,6 +17,7 @@ pub mod generator_server;
 mod history;
 mod indexing;
 mod jobs;
+mod lookup;
 mod model_thread;
 mod retriever;
 mod samples;
@@ -36,6 +37,7 @@ pub use generator_server::{GeneratorState, ServerCheck};
 pub use history::{AnswerRecord, HistoryEntry, write_atomically};
 pub use indexing::SearchQuery;
 pub use jobs::{JobKind, JobSource, LibraryEvent};
+pub use lookup::{LookedUpWork, LookupFailure, LookupReport};
 pub use samples::SAMPLE_DOCUMENTS;
 pub use selfrag_core::{CachePrecision, DeviceChoice, DeviceKind, DummyPrefix, EmbedderPrecision};
 pub use selfrag_index::{

@@ -1,7 +1,8 @@
 //! The app's persisted settings: the ask settings (weights, δ, K, mode, beam, long or short
 //! form, hard constraints), the theme, the device, the embedder's precision, the generator's KV
-//! cache and dummy prefix, the generator server's URL, the export options and how the answer on
-//! screen cites (numbers or author–year), in one JSON file under the platform config dir
+//! cache and dummy prefix, the generator server's URL, the export options, how the answer on
+//! screen cites (numbers or author–year) and whether works are looked up online by their DOI
+//! or arXiv id, in one JSON file under the platform config dir
 //! (`SELFRAG_CONFIG_DIR` overrides it).
 //!
 //! Saves are atomic ([`crate::write_atomically`]). A settings file that cannot be parsed is
@@ -67,6 +68,10 @@ pub struct AppSettings {
     /// How the answer on screen cites its passages: numbers (`[1]`, the default) or
     /// author–year (`Marrow & Ødegård 1998, p. 2`); pandoc citations show as author–year.
     pub citation_display: CitationStyle,
+    /// Look up the works of indexed documents by their DOI (doi.org: Crossref, DataCite) or
+    /// arXiv id (export.arxiv.org). Off by default: only the identifier is sent, nothing of a
+    /// document's text, and nothing at all while this is off.
+    pub look_up_works: bool,
 }
 
 /// The settings as loaded at start, with where they live and what went wrong, if anything.
@@ -291,6 +296,7 @@ mod tests {
                 ..ExportOptions::default()
             },
             citation_display: CitationStyle::AuthorYear,
+            look_up_works: true,
         }
     }
 
@@ -330,6 +336,7 @@ mod tests {
             text.contains("\"citationDisplay\": \"authorYear\""),
             "{text}"
         );
+        assert!(text.contains("\"lookUpWorks\": true"), "{text}");
         assert!(
             text.contains("\"cachePrecision\": \"f32\"")
                 && text.contains("\"dummyPrefix\": \"every-fragment\""),
@@ -358,6 +365,8 @@ mod tests {
         assert_eq!(s.dummy_prefix, DummyPrefix::TextStart);
         // From before answers could cite author–year: numbers.
         assert_eq!(s.citation_display, CitationStyle::Numbers);
+        // From before works could be looked up: nothing is sent.
+        assert!(!s.look_up_works);
     }
 
     #[test]

@@ -162,6 +162,14 @@ pub enum IndexEvent {
         #[cfg_attr(feature = "typescript", ts(type = "number"))]
         seconds: u64,
     },
+    /// After the job, the works of the documents it indexed were looked up by their DOI or
+    /// arXiv id (only where the person turned look-ups on): `found` got a registry's record,
+    /// `already` had one; each failure names the document, the service and what to do.
+    WorksLookedUp {
+        found: usize,
+        already: usize,
+        failed: Vec<crate::LookupFailure>,
+    },
     /// A watched folder's changes could not be applied (the library's disk gone or full, for
     /// one); they are tried again in `retryInSeconds`, and watching goes on.
     #[serde(rename_all = "camelCase")]

@@ -1,7 +1,8 @@
 //! The works the library's documents hold, from the engine's side: the person's edit of a
 //! document's record, and the reference managers and bibliography files a person adds (read by
 //! selfrag-references): their files indexed as one job, then each document given the record
-//! the reference manager or bibliography file keeps of it.
+//! the reference manager or bibliography file keeps of it, then (where the person turned
+//! look-ups on) the works of the documents indexed looked up by their DOI or arXiv id.
 //!
 //! A Zotero library added stays in sync ([`Engine::keep_zotero_in_sync`]): the libraries and
 //! the files each gave are remembered in `zotero.json` beside the library, their databases'
@@ -34,6 +35,9 @@ struct AddedZoteroLibraries {
 struct AddedZotero {
     dir: PathBuf,
     files: BTreeSet<PathBuf>,
+    /// Files the person removed from the library: not added again.
+    #[serde(default)]
+    excluded: BTreeSet<PathBuf>,
 }
 
 /// What adding a Zotero library or a bibliography file did.
@@ -58,6 +62,12 @@ impl Engine {
     /// their edits) and returns the work as it now reads.
     pub async fn set_work(&self, path: &Path, work: Work) -> Result<Work, EngineError> {
         let library = self.library().await?;
+        // Where the document sits in Zotero is Zotero's to say: the `zotero://` address and
+        // the collection filter are built from it, so an edit never carries one.
+        let work = Work {
+            zotero: None,
+            ..work
+        };
         let mut works = library
             .set_works(FieldSource::Person, vec![(path.to_path_buf(), work)])
             .await?;
@@ -86,7 +96,7 @@ impl Engine {
         Ok(document
             .work()
             .zotero
-            .map(|link| link.open_uri(page, is_pdf)))
+            .and_then(|link| link.open_uri(page, is_pdf)))
     }
 
     /// Adds the Zotero library in data directory `dir` (read-only, while Zotero runs): indexes
@@ -104,34 +114,75 @@ impl Engine {
             .skipped
             .iter()
             .map(|s| format!("{} ({}): {}", s.title, s.item_key, s.reason))
+            .chain(read.notes.iter().cloned())
             .collect();
+        let excluded = self
+            .added_zotero_libraries()
+            .libraries
+            .into_iter()
+            .find(|l| l.dir == dir)
+            .map(|l| l.excluded)
+            .unwrap_or_default();
         let files: Vec<(PathBuf, Work)> = read
             .documents
             .into_iter()
+            .filter(|d| !excluded.contains(&d.path))
             .map(|d| (d.path, d.work))
             .collect();
-        let now: BTreeSet<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        // What Zotero still lists: the files read, and those of live items that are missing
+        // for now (an unmounted drive, not synced yet), which must not leave the library.
+        let mut listed: BTreeSet<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+        listed.extend(read.skipped.iter().filter_map(|s| match &s.reason {
+            zotero::SkipReason::MissingFile { path } => Some(path.clone()),
+            _ => None,
+        }));
         let import = self
             .add_referenced_files(FieldSource::ReferenceManager, files, skipped, on_event)
             .await?;
         // The files of items trashed (or attachments removed) since the last read leave the
-        // library.
+        // library, unless a watched folder holds them: the person added those themselves.
+        let watched = self.watched_folders().await?;
+        let _one_writer = self.jobs.zotero_record.lock().await;
         let mut added = self.added_zotero_libraries();
         let before = added
             .libraries
             .iter()
             .position(|l| l.dir == dir)
-            .map(|i| added.libraries.remove(i).files)
-            .unwrap_or_default();
-        for gone in before.difference(&now) {
-            self.remove_documents(gone).await?;
+            .map(|i| added.libraries.remove(i))
+            .unwrap_or_else(|| AddedZotero {
+                dir: dir.to_path_buf(),
+                files: BTreeSet::new(),
+                excluded: BTreeSet::new(),
+            });
+        for gone in before.files.difference(&listed) {
+            if !watched.iter().any(|folder| gone.starts_with(folder)) {
+                self.remove_documents(gone).await?;
+            }
         }
         added.libraries.push(AddedZotero {
-            dir: dir.to_path_buf(),
-            files: now,
+            files: listed,
+            ..before
         });
         self.remember_zotero_libraries(&added)?;
         Ok(import)
+    }
+
+    /// Remembers that the person removed the document at `path` from the library, so a Zotero
+    /// library that lists it does not add it again at its next read.
+    pub async fn exclude_from_zotero(&self, path: &Path) -> Result<(), EngineError> {
+        let _one_writer = self.jobs.zotero_record.lock().await;
+        let mut added = self.added_zotero_libraries();
+        let mut changed = false;
+        for library in &mut added.libraries {
+            if library.files.remove(path) {
+                library.excluded.insert(path.to_path_buf());
+                changed = true;
+            }
+        }
+        if changed {
+            self.remember_zotero_libraries(&added)?;
+        }
+        Ok(())
     }
 
     /// The Zotero data directories added to this library.
@@ -163,7 +214,10 @@ impl Engine {
                 let still = seen.get(&dir) == Some(&stamp);
                 if still && read.get(&dir) != Some(&stamp) {
                     let result = self.add_zotero_library(&dir, &on_event).await;
-                    read.insert(dir.clone(), stamp);
+                    // A read that failed is tried again at the next poll.
+                    if result.is_ok() {
+                        read.insert(dir.clone(), stamp);
+                    }
                     on_sync(&dir, result);
                 }
                 seen.insert(dir, stamp);
@@ -208,7 +262,19 @@ impl Engine {
                 skipped.push(format!("{key}: names no file"));
             }
             for file in entry.files {
-                files.push((file, entry.work.clone()));
+                // A `.bib` is a file anyone can send: it names files to read, never folders
+                // to walk, and only of the formats the app reads.
+                let readable = file.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                    zotero::READABLE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str())
+                });
+                if file.is_file() && readable {
+                    files.push((file, entry.work.clone()));
+                } else {
+                    skipped.push(format!(
+                        "{}: not a file of a format the app reads",
+                        file.display()
+                    ));
+                }
             }
         }
         self.add_referenced_files(FieldSource::BibliographyFile, files, skipped, on_event)
@@ -222,11 +288,31 @@ impl Engine {
         mut skipped: Vec<String>,
         on_event: impl Fn(IndexEvent),
     ) -> Result<ReferenceImport, EngineError> {
+        // One record per document: the first entry that names a file gives it (two entries
+        // naming one file, or `a.pdf` and `./a.pdf`).
+        let mut seen = std::collections::HashSet::new();
+        let mut files_once = Vec::with_capacity(files.len());
+        for (path, work) in files {
+            let path: PathBuf = path
+                .components()
+                .filter(|c| !matches!(c, std::path::Component::CurDir))
+                .collect();
+            if seen.insert(std::path::absolute(&path).unwrap_or_else(|_| path.clone())) {
+                files_once.push((path, work));
+            } else {
+                skipped.push(format!(
+                    "{}: named again by another entry; the first one's record is kept",
+                    path.display()
+                ));
+            }
+        }
+        let files = files_once;
         let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-        let indexing = if paths.is_empty() {
-            None
+        let (indexing, indexed) = if paths.is_empty() {
+            (None, Vec::new())
         } else {
-            Some(self.index_paths(&paths, on_event).await?)
+            let (finished, indexed) = self.index_paths_alone(&paths, &on_event).await?;
+            (Some(finished), indexed)
         };
         let library = self.library().await?;
         let (held, missing): (Vec<_>, Vec<_>) = files
@@ -238,6 +324,8 @@ impl Engine {
             }),
         );
         let with_record = library.set_works(source, held).await?.len();
+        // With the records in place, so a DOI only the reference manager knows is looked up.
+        self.look_up_after_job(&indexed, &on_event).await?;
         Ok(ReferenceImport {
             files: paths.len(),
             with_record,

@@ -224,5 +224,57 @@ async fn a_zotero_library_comes_in_with_its_records_and_stays_in_sync() {
         .await
         .unwrap();
     assert_eq!(work.title(), Some("Reindeer telemetry, revised"));
+
+    // A file missing for now (an unmounted drive) stays; a file the person removed stays out.
+    std::fs::rename(&zotero.article_text.path, tmp.path().join("away.txt")).unwrap();
+    let pdf_id = document(&engine.documents().await.unwrap(), &zotero.article_pdf.path)
+        .unwrap()
+        .id
+        .clone();
+    engine.remove_document(&pdf_id).await.unwrap();
+    let import = engine
+        .add_zotero_library(&zotero_dir, |_| {})
+        .await
+        .unwrap();
+    let docs = engine.documents().await.unwrap();
+    assert!(
+        document(&docs, &zotero.article_text.path).is_some(),
+        "missing for now, not gone: {import:?}"
+    );
+    assert!(
+        document(&docs, &zotero.article_pdf.path).is_none(),
+        "the person removed it"
+    );
     let _: PathBuf = zotero.dir;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bibliography_names_files_to_read_never_folders_and_each_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = engine(tmp.path());
+    let papers = tmp.path().join("papers");
+    std::fs::create_dir_all(papers.join("inner")).unwrap();
+    std::fs::write(papers.join("a.txt"), "Reindeer telemetry in winter.").unwrap();
+    std::fs::write(papers.join("inner/secret.txt"), "Not named by any entry.").unwrap();
+    let bib = papers.join("refs.bib");
+    std::fs::write(
+        &bib,
+        "@article{first, title = {First}, author = {Marrow, Ann}, year = {1998}, file = {a.txt}}\n\
+         @article{again, title = {Again}, author = {Other, Bo}, year = {2001}, file = {./a.txt}}\n\
+         @misc{folder, title = {A folder}, file = {inner}}\n",
+    )
+    .unwrap();
+    let import = engine.add_bibliography(&bib, |_| {}).await.unwrap();
+    assert_eq!((import.files, import.with_record), (1, 1), "{import:?}");
+    assert!(
+        import.skipped.iter().any(|s| s.contains("inner")),
+        "{import:?}"
+    );
+    assert!(
+        import.skipped.iter().any(|s| s.contains("named again")),
+        "{import:?}"
+    );
+    let docs = engine.documents().await.unwrap();
+    assert_eq!(docs.len(), 1, "the folder was not walked: {docs:?}");
+    assert_eq!(Work::text(&docs[0].work.citation_key), Some("first"));
 }

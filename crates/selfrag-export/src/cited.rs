@@ -138,14 +138,17 @@ impl<'a> CitedWorks<'a> {
         let keys = keys(answer);
         let mut works: Vec<CitedWork<'a>> = Vec::new();
         let mut by_number = HashMap::new();
+        let mut identities: Vec<String> = Vec::new();
         for (n, p) in &view.sources {
-            let at = match works.iter().position(|w| w.path == p.path) {
+            let identity = identity(p);
+            let at = match identities.iter().position(|i| *i == identity) {
                 Some(at) => at,
                 None => {
                     let (work, key) = keys
-                        .get(p.path.as_str())
+                        .get(identity.as_str())
                         .cloned()
                         .unwrap_or_else(|| single(p));
+                    identities.push(identity);
                     works.push(CitedWork {
                         key,
                         work,
@@ -177,30 +180,56 @@ impl<'a> CitedWorks<'a> {
     }
 }
 
-/// Every document the whole answer cites, by path, with its work and its unique key, given in
-/// the order of the documents' first citation numbers.
-fn keys(answer: &Answer) -> HashMap<&str, (Work, String)> {
+/// What makes two cited documents one work: the Zotero item their files are attached to (a
+/// paper's PDF and its snapshot are one work), else the file.
+fn identity(p: &Passage) -> String {
+    match p.work.as_ref().and_then(|w| w.zotero.as_ref()) {
+        Some(z) => format!("zotero:{}:{}", z.group.unwrap_or(0), z.item_key),
+        None => format!("file:{}", p.path),
+    }
+}
+
+/// Every work the whole answer cites, by [`identity`], with its unique key: the person's own
+/// keys first, so that a key made up for another work never takes theirs, then the made-up
+/// ones in the order of the works' first citation numbers.
+fn keys(answer: &Answer) -> HashMap<String, (Work, String)> {
     let mut cited: Vec<usize> = answer.segments.iter().filter_map(|s| s.citation).collect();
     cited.sort_unstable();
     cited.dedup();
-    let mut documents: Vec<(&str, Vec<&Passage>)> = Vec::new();
+    let mut documents: Vec<(String, Vec<&Passage>)> = Vec::new();
     for p in cited
         .into_iter()
         .filter_map(|n| answer.passages.get(n.checked_sub(1)?))
     {
-        match documents.iter_mut().find(|(path, _)| *path == p.path) {
+        let identity = identity(p);
+        match documents.iter_mut().find(|(i, _)| *i == identity) {
             Some((_, passages)) => passages.push(p),
-            None => documents.push((&p.path, vec![p])),
+            None => documents.push((identity, vec![p])),
         }
     }
-    let mut taken = KeySet::default();
-    documents
+    let works: Vec<(String, Work, String)> = documents
         .into_iter()
-        .map(|(path, passages)| {
-            let work = work_of(&passages);
-            let key = taken.unique(&cite::key_of(&work, &one_line(&passages[0].title)));
-            (path, (work, key))
+        .map(|(identity, passages)| (identity, work_of(&passages), one_line(&passages[0].title)))
+        .collect();
+    let mut taken = KeySet::default();
+    let mut keys: Vec<Option<String>> = works
+        .iter()
+        .map(|(_, work, _)| {
+            Work::text(&work.citation_key)
+                .map(str::trim)
+                .filter(|k| cite::is_usable_key(k))
+                .map(|k| taken.unique(k))
         })
+        .collect();
+    for ((_, work, title), key) in works.iter().zip(&mut keys) {
+        if key.is_none() {
+            *key = Some(taken.unique(&cite::key_of(work, title)));
+        }
+    }
+    works
+        .into_iter()
+        .zip(keys)
+        .map(|((identity, work, _), key)| (identity, (work, key.unwrap_or_default())))
         .collect()
 }
 
@@ -258,6 +287,39 @@ mod tests {
             title: Some(s(title.to_string())),
             ..Work::default()
         }
+    }
+
+    #[test]
+    fn a_zotero_items_attachments_are_one_work_and_the_persons_keys_are_never_taken() {
+        let answer = TraceBuilder::new("q")
+            .passage("Telemetry", "/z/A/paper.pdf", Some(2), "a")
+            .passage("Telemetry", "/z/A/snapshot.html", None, "b")
+            .passage("Other", "/o.pdf", Some(1), "c")
+            .segment("One.", Some(1), None)
+            .segment("Two.", Some(2), None)
+            .segment("Three.", Some(3), None)
+            .build();
+        let mut answer = answer;
+        let mut item = work("Marrow", 1998, "Telemetry");
+        item.zotero = Some(selfrag_works::ZoteroLink {
+            item_key: "ITEMKEY1".into(),
+            ..Default::default()
+        });
+        answer.passages[0].work = Some(item.clone());
+        answer.passages[1].work = Some(item);
+        // Cited last, but its own key is the one the first work would be given.
+        let mut theirs = work("Other", 2001, "Else");
+        theirs.citation_key = Some(Sourced::new(
+            "marrow1998telemetry".into(),
+            FieldSource::Person,
+        ));
+        answer.passages[2].work = Some(theirs);
+        let all = View::new(&answer, &ExportOptions::default());
+        let cited = CitedWorks::new(&answer, &all);
+        let keys: Vec<&str> = cited.works.iter().map(|w| w.key.as_str()).collect();
+        assert_eq!(keys, ["marrow1998telemetrya", "marrow1998telemetry"]);
+        assert_eq!(cited.works[0].numbers, [1, 2]);
+        assert_eq!(cited.works[1].work.title(), Some("Else"));
     }
 
     #[test]

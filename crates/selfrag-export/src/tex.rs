@@ -198,12 +198,13 @@ pub fn protect(s: &str) -> String {
 
 /// A verbatim field (DOI, URL, eprint), which biber and `\url` read character by character:
 /// LaTeX escapes would end up in the link, so the characters that could unbalance the entry or
-/// end the field (`{`, `}`, `\`, `"`, whitespace, controls) and, in ASCII, the letters outside
-/// it are percent-encoded instead, as a URL writes them.
+/// end the field (`{`, `}`, `\`, `"`, whitespace, controls), `^` (TeX's `^^5c` is a backslash)
+/// and, in ASCII, the letters outside it are percent-encoded instead, as a URL writes them.
 pub fn verbatim(s: &str, encoding: BibEncoding) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.trim().chars() {
-        let encode = matches!(c, '{' | '}' | '\\' | '"')
+        // `^` too: TeX reads `^^5c` as a backslash even in a verbatim argument.
+        let encode = matches!(c, '{' | '}' | '\\' | '"' | '^')
             || c.is_whitespace()
             || c.is_control()
             || (!c.is_ascii() && encoding == BibEncoding::Ascii);
@@ -344,6 +345,7 @@ mod tests {
             "https://x.org/%7D%7B%5C%20%22ø"
         );
         assert_eq!(verbatim("https://x.org/ø", Ascii), "https://x.org/%C3%B8");
+        assert_eq!(verbatim("10.1/a^^5cinput", Utf8), "10.1/a%5E%5E5cinput");
     }
 
     #[test]

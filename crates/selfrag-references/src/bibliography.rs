@@ -9,7 +9,8 @@
 //! `\\` escapes, and Mendeley's `:C$\backslash$:/…pdf:pdf`; several records are separated by
 //! `;`. A relative path is found from the `.bib` file's folder. CSL-JSON has no file field: a
 //! CSL-JSON entry comes without files, and matching it to a library's documents (by DOI or
-//! title) is the caller's job.
+//! title) is the caller's job. The CSL-JSON reading serves one item too (`csl_item_work`):
+//! the record doi.org answers for a DOI (see `lookup`).
 
 use std::path::{Path, PathBuf};
 
@@ -352,13 +353,15 @@ fn resolve_file(folder: &Path, file: &str) -> PathBuf {
 // CSL-JSON
 // ---------------------------------------------------------------------------------------------
 
-/// A CSL-JSON string that some writers give as a number (`"volume": 12`).
+/// A CSL-JSON string that some writers give as a number (`"volume": 12`) or as a list of
+/// strings (Crossref's `"ISBN": ["…", "…"]`: the first that has text counts).
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum CslText {
     Text(String),
     Integer(i64),
     Number(f64),
+    List(Vec<CslText>),
 }
 
 impl CslText {
@@ -367,6 +370,7 @@ impl CslText {
             Self::Text(t) => text::clean(t),
             Self::Integer(i) => Some(i.to_string()),
             Self::Number(n) => Some(n.to_string()),
+            Self::List(items) => items.iter().find_map(Self::text),
         }
     }
 
@@ -375,6 +379,7 @@ impl CslText {
             Self::Text(t) => t.trim().parse().ok(),
             Self::Integer(i) => Some(*i),
             Self::Number(n) => Some(*n as i64),
+            Self::List(items) => items.first().and_then(Self::number),
         }
     }
 }
@@ -393,8 +398,9 @@ struct CslName {
 
 #[derive(Deserialize)]
 struct CslDate {
+    /// A registry may leave a part out as `null` (`[[null]]`: no date known).
     #[serde(rename = "date-parts")]
-    date_parts: Option<Vec<Vec<CslText>>>,
+    date_parts: Option<Vec<Vec<Option<CslText>>>>,
     raw: Option<String>,
     literal: Option<String>,
 }
@@ -406,7 +412,7 @@ struct CslItem {
     citation_key: Option<String>,
     #[serde(rename = "type")]
     kind: Option<String>,
-    title: Option<String>,
+    title: Option<CslText>,
     author: Option<Vec<CslName>>,
     editor: Option<Vec<CslName>>,
     issued: Option<CslDate>,
@@ -415,14 +421,21 @@ struct CslItem {
     volume: Option<CslText>,
     issue: Option<CslText>,
     page: Option<CslText>,
-    publisher: Option<String>,
+    publisher: Option<CslText>,
     #[serde(rename = "DOI")]
-    doi: Option<String>,
+    doi: Option<CslText>,
     #[serde(rename = "ISBN")]
-    isbn: Option<String>,
+    isbn: Option<CslText>,
     #[serde(rename = "URL")]
-    url: Option<String>,
-    note: Option<String>,
+    url: Option<CslText>,
+    note: Option<CslText>,
+}
+
+/// The work one CSL-JSON item describes (an object, as doi.org's content negotiation answers
+/// for a DOI), its fields from [`FieldSource::BibliographyFile`] like a file's entries: the
+/// caller marks them as its own source.
+pub(crate) fn csl_item_work(json: &[u8]) -> Result<Work, serde_json::Error> {
+    serde_json::from_slice::<CslItem>(json).map(csl_work)
 }
 
 fn read_csl_json(path: &Path, source: &str) -> Result<Vec<BibliographyEntry>, ReferencesError> {
@@ -460,13 +473,14 @@ fn csl_work(item: CslItem) -> Work {
         .and_then(text::clean)
         .or_else(|| item.id.as_ref().and_then(CslText::text))
         .filter(|k| !k.contains("://"));
-    let arxiv = [item.url.as_deref(), item.note.as_deref()]
+    let url = item.url.as_ref().and_then(CslText::text);
+    let arxiv = [url.clone(), item.note.as_ref().and_then(CslText::text)]
         .into_iter()
         .flatten()
-        .find_map(identifiers::find_arxiv);
+        .find_map(|text| identifiers::find_arxiv(&text));
     Work {
         kind: Some(sourced(csl_type(item.kind.as_deref().unwrap_or_default()))),
-        title: item.title.as_deref().and_then(text::clean).map(sourced),
+        title: item.title.as_ref().and_then(CslText::text).map(sourced),
         authors: authors.map(sourced),
         date: item.issued.as_ref().and_then(csl_date).map(sourced),
         container: item
@@ -482,17 +496,27 @@ fn csl_work(item: CslItem) -> Work {
             .and_then(CslText::text)
             .and_then(|p| text::pages(&p))
             .map(sourced),
-        publisher: item.publisher.as_deref().and_then(text::clean).map(sourced),
+        publisher: item.publisher.as_ref().and_then(CslText::text).map(sourced),
         doi: item
             .doi
-            .as_deref()
-            .and_then(identifiers::normalise_doi)
+            .as_ref()
+            .and_then(CslText::text)
+            .and_then(|d| identifiers::normalise_doi(&d))
             .map(sourced),
         arxiv: arxiv.map(sourced),
-        isbn: item.isbn.as_deref().and_then(text::isbn).map(sourced),
-        url: item.url.as_deref().and_then(text::clean).map(sourced),
+        isbn: csl_isbn(item.isbn.as_ref()).map(sourced),
+        url: url.map(sourced),
         citation_key: key.map(sourced),
         zotero: None,
+    }
+}
+
+/// The first right ISBN of the item: one string, or each of a list (a print and an
+/// electronic ISBN) in turn.
+fn csl_isbn(isbn: Option<&CslText>) -> Option<String> {
+    match isbn? {
+        CslText::List(items) => items.iter().find_map(|i| csl_isbn(Some(i))),
+        one => one.text().and_then(|i| text::isbn(&i)),
     }
 }
 
@@ -525,10 +549,11 @@ fn csl_date(date: &CslDate) -> Option<WorkDate> {
         .as_ref()
         .and_then(|parts| parts.first())
         .and_then(|first| {
-            let year = i32::try_from(first.first()?.number()?).ok()?;
+            let year = i32::try_from(first.first()?.as_ref()?.number()?).ok()?;
             let part = |i: usize, max: i64| {
                 first
                     .get(i)
+                    .and_then(Option::as_ref)
                     .and_then(CslText::number)
                     .filter(|n| (1..=max).contains(n))
                     .and_then(|n| u8::try_from(n).ok())

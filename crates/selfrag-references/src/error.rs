@@ -1,4 +1,5 @@
-//! The one error type of the crate: each names the file it is about and what to do.
+//! The one error type of the crate: each names the file (or, for a look-up, the service and
+//! the identifier) it is about and what to do.
 
 use std::path::PathBuf;
 
@@ -56,4 +57,61 @@ pub enum ReferencesError {
          CSL JSON (.json) from your reference manager"
     )]
     UnknownBibliographyFormat { path: PathBuf },
+
+    #[error(
+        "{variable} is not an address a look-up can be sent to ({value:?}: {message}); set it \
+         to an http or https URL such as {example}, or unset it"
+    )]
+    LookupAddress {
+        variable: &'static str,
+        value: String,
+        message: String,
+        example: &'static str,
+    },
+
+    #[error(
+        "could not reach {service} to look up {id} ({message}); the record stays as the file \
+         gave it. Check the internet connection, or turn off look-ups in the settings"
+    )]
+    LookupUnreachable {
+        service: String,
+        id: String,
+        message: String,
+    },
+
+    #[error(
+        "{service} has no record of {id}; the record stays as the file gave it. If the \
+         identifier was misread from the file, correct it in the Edit reference form"
+    )]
+    LookupNotFound { service: String, id: String },
+
+    #[error(
+        "{service} answered {status} when asked for {id}; the record stays as the file gave it. \
+         Try again later"
+    )]
+    LookupFailed {
+        service: String,
+        id: String,
+        status: u16,
+    },
+
+    #[error(
+        "{service} sent more than {limit_mib} MiB for {id}, far more than a record; nothing of \
+         it was kept"
+    )]
+    LookupTooLarge {
+        service: String,
+        id: String,
+        limit_mib: usize,
+    },
+
+    #[error(
+        "{service} answered for {id} with no record this app reads ({message}); the record \
+         stays as the file gave it"
+    )]
+    LookupUnreadable {
+        service: String,
+        id: String,
+        message: String,
+    },
 }

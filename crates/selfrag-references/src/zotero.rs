@@ -78,6 +78,9 @@ pub struct ZoteroLibrary {
     pub skipped: Vec<SkippedAttachment>,
     /// Every collection as a path from the top (`Thesis/Chapter 2`), sorted, once each.
     pub collections: Vec<String>,
+    /// What the person should know although the library was read (Better BibTeX's keys that
+    /// could not be read, so Zotero's own keys were used).
+    pub notes: Vec<String>,
 }
 
 /// A file and the work it holds.
@@ -208,8 +211,20 @@ pub fn read_zotero_with(
             source,
         })?;
     drop(snapshot);
-    let keys = better_bibtex_keys(dir)?;
-    Ok(rows.library(dir, options, &keys))
+    // Better BibTeX's store is an add-on's file: one it cannot read costs its keys, never the
+    // library.
+    let (keys, note) = match better_bibtex_keys(dir) {
+        Ok(keys) => (keys, None),
+        Err(error) => (
+            HashMap::new(),
+            Some(format!(
+                "Better BibTeX's citation keys could not be read ({error}); Zotero's own keys are used"
+            )),
+        ),
+    };
+    let mut library = rows.library(dir, options, &keys);
+    library.notes.extend(note);
+    Ok(library)
 }
 
 /// The tables read, by the names this database has for them.

@@ -284,10 +284,10 @@ fn a_group_librarys_item_names_its_group() {
     assert_eq!(link.collections, ["Lab reading".to_string()]);
     assert_eq!(
         link.open_uri(Some(3), true),
-        format!(
+        Some(format!(
             "zotero://open-pdf/groups/{}/items/{}?page=3",
             fixture.group_id, fixture.group_text.attachment_key
-        )
+        ))
     );
 }
 
@@ -437,4 +437,21 @@ fn the_stamp_stays_while_nothing_is_written_and_changes_when_zotero_writes() {
     let second = database_stamp(&fixture.dir).unwrap();
     assert_ne!(second, first);
     assert!(second.wal.is_some(), "the WAL is part of the stamp");
+}
+
+#[test]
+fn a_better_bibtex_store_that_cannot_be_read_costs_its_keys_not_the_library() {
+    let (_temp, fixture) = fixture();
+    std::fs::write(
+        fixture.dir.join("better-bibtex/read-only.json"),
+        "{ this is not JSON",
+    )
+    .unwrap();
+    let library = read_zotero(&fixture.dir).unwrap();
+    assert!(!library.documents.is_empty());
+    assert!(
+        library.notes.iter().any(|n| n.contains("Better BibTeX")),
+        "{:?}",
+        library.notes
+    );
 }

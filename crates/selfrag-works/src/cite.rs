@@ -46,13 +46,15 @@ pub fn key_of(work: &Work, fallback_title: &str) -> String {
         .map_or_else(|| conventional_key(work, fallback_title), str::to_string)
 }
 
-/// Whether `key` can stand in `@type{key,` and `[@key]`: no spaces, commas, braces, quotes,
-/// `#`, `%`, `~` or `\`.
+/// Whether `key` can stand in `@type{key,`, `\\cite{key}` and `[@key]` as it is: ASCII letters,
+/// digits and `_ : . + / -` only. Anything else is refused, not escaped: TeX reads `^^5c` as a
+/// backslash inside any argument, so a key from a shared library or a downloaded `.bib` could
+/// otherwise run a command in the person's paper.
 pub fn is_usable_key(key: &str) -> bool {
     !key.is_empty()
-        && !key.chars().any(|c| {
-            c.is_whitespace() || matches!(c, ',' | '{' | '}' | '"' | '#' | '%' | '~' | '\\' | '\'')
-        })
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '.' | '+' | '/' | '-'))
 }
 
 /// `marrow1998telemetry`: the first author's family name, the year and the first significant
@@ -195,6 +197,17 @@ mod tests {
         assert_eq!(key_of(&w, ""), "marrowTelemetry98");
         w.citation_key = Some(Sourced::new("bad key}".into(), FieldSource::Person));
         assert_eq!(key_of(&w, ""), "marrow1998telemetry");
+        // TeX reads `^^5c` as a backslash: such a key would run `\input` in the paper.
+        w.citation_key = Some(Sourced::new(
+            "a^^5cinput^^7b/etc/passwd^^7d".into(),
+            FieldSource::ReferenceManager,
+        ));
+        assert_eq!(key_of(&w, ""), "marrow1998telemetry");
+        w.citation_key = Some(Sourced::new(
+            "Marrow_1998:tel-2.b".into(),
+            FieldSource::Person,
+        ));
+        assert_eq!(key_of(&w, ""), "Marrow_1998:tel-2.b");
     }
 
     #[test]

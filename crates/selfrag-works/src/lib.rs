@@ -4,8 +4,9 @@
 //! page, not files. This crate owns that record and nothing that reads or stores it:
 //! - [`Work`]: the bibliographic fields of one document, each with the [`FieldSource`] it came
 //!   from, and [`Work::merge`], which keeps for every field the value of the best source (the
-//!   person's own edit above a reference manager, above a bibliography file, above the file's
-//!   metadata, above an identifier found in its text, above a guess from its first page), and
+//!   person's own edit above a reference manager, above a bibliography file, above a registry's
+//!   record looked up by its DOI or arXiv id, above the file's metadata, above an identifier
+//!   found in its text, above a guess from its first page), and
 //!   [`WorkRecords`], each source's record kept apart so one can be read again or undone;
 //! - [`identifiers`]: DOIs, arXiv ids (new and old style) and ISBNs found in text, checked;
 //! - [`cite`]: how a work is named in an answer ("Marrow & Ødegård 1998") and the conventional

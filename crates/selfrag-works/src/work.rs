@@ -20,6 +20,10 @@ pub enum FieldSource {
     /// The file's own metadata: PDF Info and XMP, DOCX core properties, HTML `citation_*` and
     /// Dublin Core tags.
     FileMetadata,
+    /// A registry's record of the work's DOI (Crossref, DataCite, through doi.org) or arXiv id
+    /// (arXiv's API), looked up where the person turned look-ups on: above what the file says
+    /// of itself, below the person's own bibliography.
+    Lookup,
     /// A BibTeX, BibLaTeX or CSL-JSON file the person pointed to.
     BibliographyFile,
     /// A reference manager's library (Zotero).
@@ -30,10 +34,11 @@ pub enum FieldSource {
 
 impl FieldSource {
     /// Every source, from the least to the most trusted.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::FirstPageGuess,
         Self::Identifier,
         Self::FileMetadata,
+        Self::Lookup,
         Self::BibliographyFile,
         Self::ReferenceManager,
         Self::Person,
@@ -45,6 +50,7 @@ impl FieldSource {
             Self::FirstPageGuess => "guessed from the first page",
             Self::Identifier => "identifier in the text",
             Self::FileMetadata => "the file's metadata",
+            Self::Lookup => "looked up by its DOI/arXiv id",
             Self::BibliographyFile => "bibliography file",
             Self::ReferenceManager => "Zotero",
             Self::Person => "your edit",
@@ -277,16 +283,20 @@ pub struct ZoteroLink {
 impl ZoteroLink {
     /// The `zotero://` address that opens the document: its PDF at `page` where it is a PDF
     /// attachment and the page is known, else the item selected in Zotero's window.
-    pub fn open_uri(&self, page: Option<u32>, is_pdf: bool) -> String {
+    /// `None` where a key is not one of Zotero's (eight letters and digits): the address is
+    /// opened by the desktop, so nothing else may reach it.
+    pub fn open_uri(&self, page: Option<u32>, is_pdf: bool) -> Option<String> {
+        let is_key = |k: &str| k.len() == 8 && k.bytes().all(|b| b.is_ascii_alphanumeric());
         let library = match self.group {
             Some(id) => format!("groups/{id}"),
             None => "library".to_string(),
         };
         match (&self.attachment_key, page) {
-            (Some(attachment), Some(page)) if is_pdf => {
-                format!("zotero://open-pdf/{library}/items/{attachment}?page={page}")
-            }
-            _ => format!("zotero://select/{library}/items/{}", self.item_key),
+            (Some(attachment), Some(page)) if is_pdf && is_key(attachment) => Some(format!(
+                "zotero://open-pdf/{library}/items/{attachment}?page={page}"
+            )),
+            _ => is_key(&self.item_key)
+                .then(|| format!("zotero://select/{library}/items/{}", self.item_key)),
         }
     }
 }
@@ -435,8 +445,8 @@ impl Work {
     }
 
     /// How many fields came from each source, in [`FieldSource::ALL`]'s order.
-    pub fn sources(&self) -> [usize; 6] {
-        let mut counts = [0; 6];
+    pub fn sources(&self) -> [usize; FieldSource::ALL.len()] {
+        let mut counts = [0; FieldSource::ALL.len()];
         macro_rules! count {
             ($f:ident) => {
                 if let Some(v) = &self.$f {
@@ -518,6 +528,16 @@ impl WorkRecords {
         let mut work = Work::default();
         // BTreeMap order is FieldSource's: from the least to the most trusted.
         for layer in self.by_source.values() {
+            work.merge(layer.clone());
+        }
+        work
+    }
+
+    /// The work as every source but `left_out` gives it: what a document says of itself
+    /// without a look-up's record, to tell which identifier it is looked up by.
+    pub fn merged_except(&self, left_out: FieldSource) -> Work {
+        let mut work = Work::default();
+        for (_, layer) in self.by_source.iter().filter(|(s, _)| **s != left_out) {
             work.merge(layer.clone());
         }
         work

@@ -29,6 +29,31 @@ fn a_better_source_replaces_a_worse_one_and_never_the_other_way() {
 }
 
 #[test]
+fn a_looked_up_record_ranks_above_the_files_metadata_and_below_the_persons_bibliography() {
+    let mut work = title("From the PDF's Info", FieldSource::FileMetadata);
+    work.merge(title("From Crossref", FieldSource::Lookup));
+    assert_eq!(work.title(), Some("From Crossref"));
+    work.merge(title("From the PDF again", FieldSource::FileMetadata));
+    assert_eq!(work.title(), Some("From Crossref"));
+    work.merge(title("From my .bib", FieldSource::BibliographyFile));
+    work.merge(title("From Crossref again", FieldSource::Lookup));
+    assert_eq!(work.title(), Some("From my .bib"));
+    assert_eq!(
+        serde_json::to_string(&FieldSource::Lookup).unwrap(),
+        "\"lookup\""
+    );
+    assert_eq!(FieldSource::Lookup.label(), "looked up by its DOI/arXiv id");
+    // `sources()` counts in `ALL`'s order.
+    let looked_up = title("x", FieldSource::Lookup);
+    let at = FieldSource::ALL
+        .iter()
+        .position(|s| *s == FieldSource::Lookup)
+        .unwrap();
+    assert_eq!(looked_up.sources()[at], 1);
+    assert_eq!(looked_up.sources().iter().sum::<usize>(), 1);
+}
+
+#[test]
 fn only_from_keeps_the_persons_edits_for_a_re_read() {
     let mut work = title("Mine", FieldSource::Person);
     work.doi = Some(Sourced::new("10.1/x".into(), FieldSource::Identifier));
@@ -105,24 +130,27 @@ fn zotero_links_open_the_pdf_at_the_page_or_select_the_item() {
         ..ZoteroLink::default()
     };
     assert_eq!(
-        link.open_uri(Some(7), true),
-        "zotero://open-pdf/library/items/ATTKEY01?page=7"
+        link.open_uri(Some(7), true).as_deref(),
+        Some("zotero://open-pdf/library/items/ATTKEY01?page=7")
     );
     assert_eq!(
-        link.open_uri(Some(7), false),
-        "zotero://select/library/items/ITEMKEY1"
+        link.open_uri(Some(7), false).as_deref(),
+        Some("zotero://select/library/items/ITEMKEY1")
     );
     link.group = Some(42);
     assert_eq!(
-        link.open_uri(None, true),
-        "zotero://select/groups/42/items/ITEMKEY1"
+        link.open_uri(None, true).as_deref(),
+        Some("zotero://select/groups/42/items/ITEMKEY1")
     );
+    // A key that is not Zotero's reaches no address.
+    link.item_key = "X?y#evil".into();
+    assert_eq!(link.open_uri(None, true), None);
 }
 
 proptest! {
     /// Whatever order the sources are read in, each field ends with the best source's value.
     #[test]
-    fn merge_order_does_not_matter(order in Just((0..6usize).collect::<Vec<_>>()).prop_shuffle()) {
+    fn merge_order_does_not_matter(order in Just((0..FieldSource::ALL.len()).collect::<Vec<_>>()).prop_shuffle()) {
         let mut work = Work::default();
         for i in &order {
             let source = FieldSource::ALL[*i];
@@ -161,4 +189,23 @@ fn records_keep_each_source_apart_so_an_edit_can_be_undone() {
     assert!(records.is_empty());
     let json = serde_json::to_string(&records).unwrap();
     assert_eq!(json, "{}");
+}
+
+#[test]
+fn a_record_merged_without_the_look_up_shows_what_the_document_says_of_itself() {
+    use selfrag_works::WorkRecords;
+    let mut records = WorkRecords::default();
+    let mut in_text = title("Guessed", FieldSource::FirstPageGuess);
+    in_text.doi = Some(Sourced::new("10.1/new".into(), FieldSource::Identifier));
+    records.set_from_file(&in_text);
+    let mut looked_up = title("From Crossref", FieldSource::Lookup);
+    looked_up.doi = Some(Sourced::new("10.1/old".into(), FieldSource::Lookup));
+    records.set(FieldSource::Lookup, looked_up);
+    assert_eq!(Work::text(&records.merged().doi), Some("10.1/old"));
+    let own = records.merged_except(FieldSource::Lookup);
+    assert_eq!(Work::text(&own.doi), Some("10.1/new"));
+    assert_eq!(own.title(), Some("Guessed"));
+    // Stored under its name.
+    let json = serde_json::to_string(&records).unwrap();
+    assert!(json.contains("\"lookup\":"), "{json}");
 }

@@ -75,6 +75,7 @@ export function nextActivity(activity: Activity, event: IndexEvent): Activity {
     case "progress":
     case "watchRetrying":
     case "slowStep":
+    case "worksLookedUp":
       return activity;
     case "finished": {
       // Stopped before their turn: no longer waiting.

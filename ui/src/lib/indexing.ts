@@ -98,6 +98,12 @@ export function nextJob(job: IndexJob, event: IndexEvent): IndexJob {
       return { ...job, slow: { path: event.path, step: event.step, seconds: event.seconds } };
     case "watchRetrying":
       return job;
+    case "worksLookedUp":
+      // The files are indexed; a look-up that failed is worth knowing, as a note on its file.
+      return {
+        ...job,
+        notes: [...job.notes, ...event.failed.map((f) => ({ path: f.path, reason: f.error }))],
+      };
     case "progress":
       return {
         ...job,

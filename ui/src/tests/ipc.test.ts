@@ -93,6 +93,7 @@ describe("ipc", () => {
       dummyPrefix: "text-start",
       export: options,
       citationDisplay: "authorYear",
+      lookUpWorks: true,
     } as const;
     await ipc.saveSettings(settings);
     expect(tauri.invoke).toHaveBeenLastCalledWith("save_settings", { settings });

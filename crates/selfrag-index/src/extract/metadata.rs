@@ -189,7 +189,11 @@ pub(super) fn usable_title(value: &str, path: &Path) -> Option<String> {
     let without_number = without_number.trim_end_matches(['-', '_', ' ']);
     let placeholder = PLACEHOLDER_TITLES.contains(&lower.as_str())
         || PLACEHOLDER_TITLES.contains(&without_number);
-    (!(names_the_file || is_file_name || is_path || placeholder || has_command)).then_some(title)
+    // "XeTeX output 2006.08.24:1913", "TeX output 1998.03.15:0930": what dvipdfm and xdvipdfmx
+    // write when the document sets no title.
+    let tex_output = lower.starts_with("tex output") || lower.starts_with("xetex output");
+    (!(names_the_file || is_file_name || is_path || placeholder || has_command || tex_output))
+        .then_some(title)
 }
 
 /// Names that tools write for the account that made a file, not its author.
@@ -701,6 +705,8 @@ mod tests {
             "C:\\Users\\ann\\paper",
             "This is your \\title",
             "  12 ",
+            "XeTeX output 2006.08.24:1913",
+            "TeX output 1998.03.15:0930",
         ] {
             assert_eq!(usable_title(junk, path), None, "{junk}");
         }

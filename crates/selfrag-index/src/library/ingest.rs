@@ -465,11 +465,19 @@ impl Library {
         let Some(twin) = same_content else {
             return Ok(None);
         };
+        // What the file says is the twin's (the same bytes); what Zotero, a bibliography file
+        // or the person said of this path stays this path's own.
+        let works = twin.works.as_ref().map(|theirs| {
+            let mut works = previous.and_then(|p| p.works.clone()).unwrap_or_default();
+            works.set_from_file(&theirs.merged());
+            works
+        });
         self.commit(DocumentRecord {
             path: stamp.key.clone(),
             size: stamp.size,
             modified_ns: stamp.modified_ns,
             indexed_at_ms: now_ms(),
+            works,
             ..twin.clone()
         })
         .await?;

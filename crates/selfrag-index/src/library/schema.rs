@@ -196,19 +196,20 @@ pub(crate) fn documents_from(batch: &RecordBatch) -> Result<Vec<DocumentRecord>,
             passages_expected: expected.filter(|e| e.is_valid(i)).map(|e| e.value(i)),
             works: works
                 .filter(|w| w.is_valid(i))
-                .map(|w| read_works(path.value(i), w.value(i))),
+                .and_then(|w| read_works(path.value(i), w.value(i))),
         })
         .collect())
 }
 
 /// A document's stored work records. A record this version cannot read (written by a newer
-/// one, or damaged) reads as empty, with a warning: the document stays searchable and the
-/// record comes back when the file is indexed again.
-fn read_works(path: &str, json: &str) -> WorkRecords {
-    serde_json::from_str(json).unwrap_or_else(|error| {
-        tracing::warn!(%path, %error, "the document's work record could not be read; it is read again with the file");
-        WorkRecords::default()
-    })
+/// one, or damaged) reads as not read yet (`None`), with a warning: the document stays
+/// searchable and what its file says is read again at the next index run.
+fn read_works(path: &str, json: &str) -> Option<WorkRecords> {
+    serde_json::from_str(json)
+        .map_err(|error| {
+            tracing::warn!(%path, %error, "the document's work record could not be read; it is read again with the file");
+        })
+        .ok()
 }
 
 /// The id of passage `n` (from 0, in reading order) of content `doc`.

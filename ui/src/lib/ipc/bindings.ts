@@ -73,7 +73,7 @@ max_new_tokens: number,
  */
 max_segment_tokens: number, };
 
-export type FieldSource = "firstPageGuess" | "identifier" | "fileMetadata" | "bibliographyFile" | "referenceManager" | "person";
+export type FieldSource = "firstPageGuess" | "identifier" | "fileMetadata" | "lookup" | "bibliographyFile" | "referenceManager" | "person";
 
 export type Sourced<T> = { value: T, source: FieldSource, };
 
@@ -639,6 +639,12 @@ work: Work,
  */
 workSources: Array<FieldSource>, };
 
+export type LookupFailure = { path: string, identifier: string, 
+/**
+ * Names the service and what to do.
+ */
+error: string, };
+
 export type IndexEvent = { "kind": "started", total: number, resumed: Array<string>, } | { "kind": "fileStarted", path: string, } | { "kind": "fileSearchable", path: string, passages: number, of: number, } | { "kind": "fileIndexed", path: string, passages: number, notes: Array<string>, } | { "kind": "fileSkipped", path: string, reason: string, } | { "kind": "fileFailed", path: string, error: string, } | { "kind": "removed", path: string, } | { "kind": "progress", done: number, total: number, passages: number, filesPerSecond: number, etaSeconds: number | null, } | { "kind": "finished", indexed: number, skipped: number, failed: number, removed: number, 
 /**
  * Stopped before the end, paused or not.
@@ -647,7 +653,7 @@ cancelled: boolean,
 /**
  * Paused: its folders wait for Resume (or Forget), not for the next start.
  */
-paused: boolean, } | { "kind": "slowStep", path: string | null, step: string, seconds: number, } | { "kind": "watchRetrying", error: string, retryInSeconds: number, };
+paused: boolean, } | { "kind": "slowStep", path: string | null, step: string, seconds: number, } | { "kind": "worksLookedUp", found: number, already: number, failed: Array<LookupFailure>, } | { "kind": "watchRetrying", error: string, retryInSeconds: number, };
 
 export type AnswerRecord = { id: string, answer: Answer, 
 /**
@@ -792,7 +798,13 @@ export: ExportOptions,
  * How the answer on screen cites its passages: numbers (`[1]`, the default) or
  * author–year (`Marrow & Ødegård 1998, p. 2`); pandoc citations show as author–year.
  */
-citationDisplay: CitationStyle, };
+citationDisplay: CitationStyle, 
+/**
+ * Look up the works of indexed documents by their DOI (doi.org: Crossref, DataCite) or
+ * arXiv id (export.arxiv.org). Off by default: only the identifier is sent, nothing of a
+ * document's text, and nothing at all while this is off.
+ */
+lookUpWorks: boolean, };
 
 export type GeneratorState = { 
 /**
@@ -921,7 +933,8 @@ export const DEFAULT_APP_SETTINGS: AppSettings = {
     "citations": "numbers",
     "bibtexEncoding": "utf8"
   },
-  "citationDisplay": "numbers"
+  "citationDisplay": "numbers",
+  "lookUpWorks": false
 };
 
 /** `FieldSource::label()` of each source: how the UI says where a field of a work came from. */
@@ -930,6 +943,7 @@ export const FIELD_SOURCE_LABELS: Record<FieldSource, string> = {
   "fileMetadata": "the file's metadata",
   "firstPageGuess": "guessed from the first page",
   "identifier": "identifier in the text",
+  "lookup": "looked up by its DOI/arXiv id",
   "person": "your edit",
   "referenceManager": "Zotero"
 };

@@ -18,7 +18,9 @@ mod html;
 mod metadata;
 pub mod ocr;
 mod pdf;
+mod pdf_cff;
 mod pdf_filters;
+mod pdf_glyph_names;
 mod pdf_xref;
 mod text;
 

@@ -32,7 +32,7 @@ use super::first_page::FirstPageLayout;
 use super::metadata::{self, MAX_XMP_BYTES, PdfInfo};
 use super::{
     ExtractedDocument, ExtractedPage, MAX_INFLATED_BYTES, MAX_LABEL_PREFIX_CHARS, bidi, clean_text,
-    cut_chars, file_stem, ocr, pdf_filters, pdf_xref, read_bytes,
+    cut_chars, file_stem, ocr, pdf_cff, pdf_filters, pdf_xref, read_bytes,
 };
 use crate::IndexError;
 
@@ -79,6 +79,7 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     }
     refuse_inflation_bombs(&doc).map_err(malformed)?;
     expand_text_shorthands(&mut doc);
+    pdf_cff::read_builtin_encodings(&mut doc);
     let numbered = doc.get_pages();
     if numbered.is_empty() {
         return Err(malformed("it has no pages".into()));
@@ -690,6 +691,26 @@ fn info(doc: &Document) -> PdfInfo {
     }
 }
 
+/// The content of `stream` through its filters, where it decodes within `limit` bytes.
+pub(super) fn decoded_within(stream: &pdf_extract::Stream, limit: u64) -> Option<Vec<u8>> {
+    let names = stream.filters().unwrap_or_default();
+    if names.is_empty() {
+        return (stream.content.len() as u64 <= limit).then(|| stream.content.clone());
+    }
+    let early_change = stream
+        .dict
+        .get(b"DecodeParms")
+        .and_then(Object::as_dict)
+        .and_then(|params| params.get(b"EarlyChange"))
+        .and_then(Object::as_i64)
+        .ok();
+    let filters = pdf_filters::chain(names, early_change).ok()?;
+    if pdf_filters::decoded_size(&stream.content, &filters, limit + 1) > limit {
+        return None;
+    }
+    stream.decompressed_content().ok()
+}
+
 /// The catalog's XMP packet (its `/Metadata` stream) as text, where it decodes within
 /// [`MAX_XMP_BYTES`]: UTF-8, or UTF-16 where a byte-order mark says so.
 fn xmp_packet(doc: &Document) -> Option<String> {
@@ -697,23 +718,7 @@ fn xmp_packet(doc: &Document) -> Option<String> {
     let Object::Stream(stream) = resolve(doc, metadata) else {
         return None;
     };
-    let names = stream.filters().unwrap_or_default();
-    let bytes = if names.is_empty() {
-        (stream.content.len() as u64 <= MAX_XMP_BYTES).then(|| stream.content.clone())?
-    } else {
-        let early_change = stream
-            .dict
-            .get(b"DecodeParms")
-            .and_then(Object::as_dict)
-            .and_then(|params| params.get(b"EarlyChange"))
-            .and_then(Object::as_i64)
-            .ok();
-        let filters = pdf_filters::chain(names, early_change).ok()?;
-        if pdf_filters::decoded_size(&stream.content, &filters, MAX_XMP_BYTES + 1) > MAX_XMP_BYTES {
-            return None;
-        }
-        stream.decompressed_content().ok()?
-    };
+    let bytes = decoded_within(stream, MAX_XMP_BYTES)?;
     let (text, _) = encoding_rs::Encoding::for_bom(&bytes)
         .map(|(encoding, _)| encoding)
         .unwrap_or(encoding_rs::UTF_8)

@@ -236,13 +236,7 @@ fn refuse_inflation_bombs(doc: &Document) -> Result<(), String> {
         let Ok(names) = stream.filters() else {
             continue;
         };
-        let early_change = stream
-            .dict
-            .get(b"DecodeParms")
-            .and_then(Object::as_dict)
-            .and_then(|params| params.get(b"EarlyChange"))
-            .and_then(Object::as_i64)
-            .ok();
+        let early_change = lzw_early_change(stream);
         let filters = pdf_filters::chain(names, early_change)
             .map_err(|e| format!("stream {number} {generation}: {e}"))?;
         let limit = MAX_INFLATED_BYTES + 1;
@@ -691,19 +685,25 @@ fn info(doc: &Document) -> PdfInfo {
     }
 }
 
+/// The LZW `/EarlyChange` parameter of `stream`, where its `/DecodeParms` (one dictionary, as
+/// lopdf reads them) gives one.
+fn lzw_early_change(stream: &pdf_extract::Stream) -> Option<i64> {
+    stream
+        .dict
+        .get(b"DecodeParms")
+        .and_then(Object::as_dict)
+        .and_then(|params| params.get(b"EarlyChange"))
+        .and_then(Object::as_i64)
+        .ok()
+}
+
 /// The content of `stream` through its filters, where it decodes within `limit` bytes.
 pub(super) fn decoded_within(stream: &pdf_extract::Stream, limit: u64) -> Option<Vec<u8>> {
     let names = stream.filters().unwrap_or_default();
     if names.is_empty() {
         return (stream.content.len() as u64 <= limit).then(|| stream.content.clone());
     }
-    let early_change = stream
-        .dict
-        .get(b"DecodeParms")
-        .and_then(Object::as_dict)
-        .and_then(|params| params.get(b"EarlyChange"))
-        .and_then(Object::as_i64)
-        .ok();
+    let early_change = lzw_early_change(stream);
     let filters = pdf_filters::chain(names, early_change).ok()?;
     if pdf_filters::decoded_size(&stream.content, &filters, limit + 1) > limit {
         return None;

@@ -91,6 +91,11 @@ pub trait Tokenizer {
     fn bos_id(&self) -> TokenId;
     /// End-of-sequence id (`</s>`).
     fn eos_id(&self) -> TokenId;
+    /// Every id that ends a generation, [`Tokenizer::eos_id`] first: a model may also end at an
+    /// end-of-turn token (Llama-3's `<|eot_id|>`), and llama.cpp stops at each of them.
+    fn end_ids(&self) -> Vec<TokenId> {
+        vec![self.eos_id()]
+    }
     /// Tokens in the vocabulary: ids are `0..vocab_size()`.
     fn vocab_size(&self) -> usize;
 }

@@ -305,7 +305,7 @@ impl Run<'_> {
         // The closing Retrieve token is replaced by the next segment's opening: the decision
         // made at the boundary, or the Continue token itself.
         if last.is_some_and(|id| {
-            id == self.ctx.vocab.eos || self.ctx.vocab.retrieve_ids().contains(&id)
+            self.ctx.vocab.is_end(id) || self.ctx.vocab.retrieve_ids().contains(&id)
         }) {
             written.pop();
         }

@@ -64,6 +64,8 @@ pub struct ReflectionVocab {
     pub pad: Option<TokenId>,
     /// `</s>`, from the generator.
     pub eos: TokenId,
+    /// Every id that ends a generation: `eos` and the model's end-of-turn tokens, if any.
+    pub ends: Vec<TokenId>,
 }
 
 /// Positions in [`ReflectionVocab::critique_watch_ids`], and so in `GeneratedToken::watched`.
@@ -109,6 +111,7 @@ impl ReflectionVocab {
             no_support: id("[No support / Contradictory]"),
             pad: tokenizer.token_id("<pad>"),
             eos: tokenizer.eos_id(),
+            ends: tokenizer.end_ids(),
         };
         if missing.is_empty() {
             Ok(vocab)
@@ -117,9 +120,14 @@ impl ReflectionVocab {
         }
     }
 
+    /// Whether `id` ends a generation (`</s>`, or an end-of-turn token of the model).
+    pub fn is_end(&self, id: TokenId) -> bool {
+        id == self.eos || self.ends.contains(&id)
+    }
+
     /// The group of a special id, or `None` for an ordinary text token.
     pub fn group(&self, id: TokenId) -> Option<TokenGroup> {
-        if id == self.eos {
+        if self.is_end(id) {
             Some(TokenGroup::EndOfSequence)
         } else if self.retrieve_ids().contains(&id) {
             Some(TokenGroup::Retrieve)
@@ -271,6 +279,44 @@ mod tests {
         })
         .unwrap();
         assert_eq!(vocab.pad, None);
+    }
+
+    /// A model's end-of-turn token (Llama-3's `<|eot_id|>`) ends an answer as `</s>` does.
+    #[test]
+    fn every_end_of_generation_id_is_an_end_of_sequence() {
+        struct EndsAtTurn(Vocabulary);
+        impl Tokenizer for EndsAtTurn {
+            fn token_id(&self, token: &str) -> Option<TokenId> {
+                self.0.token_id(token)
+            }
+            fn tokenize(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+                self.0.tokenize(text)
+            }
+            fn tokenize_after_special(&self, text: &str) -> Result<Vec<TokenId>, BackendError> {
+                self.0.tokenize_after_special(text)
+            }
+            fn decode(&self, ids: &[TokenId]) -> Result<String, BackendError> {
+                self.0.decode(ids)
+            }
+            fn bos_id(&self) -> TokenId {
+                self.0.bos_id()
+            }
+            fn eos_id(&self) -> TokenId {
+                self.0.eos_id()
+            }
+            fn end_ids(&self) -> Vec<TokenId> {
+                vec![2, 7]
+            }
+            fn vocab_size(&self) -> usize {
+                self.0.vocab_size()
+            }
+        }
+        let vocab = ReflectionVocab::resolve(&EndsAtTurn(Vocabulary { lacks: vec![] })).unwrap();
+        assert!(vocab.is_end(2) && vocab.is_end(7) && !vocab.is_end(8));
+        assert_eq!(vocab.group(7), Some(TokenGroup::EndOfSequence));
+        assert_eq!(vocab.group(8), None);
+        let plain = ReflectionVocab::resolve(&Vocabulary { lacks: vec![] }).unwrap();
+        assert_eq!(plain.group(7), None);
     }
 
     #[test]

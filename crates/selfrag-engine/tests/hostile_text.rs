@@ -245,7 +245,8 @@ fn special_ids(g: &LlamaGenerator) -> Vec<TokenId> {
         .iter()
         .map(|t| tok.token_to_id(t).unwrap())
         .collect();
-    ids.extend([tok.bos_id(), tok.eos_id(), tok.unk_id()]);
+    ids.extend([tok.bos_id(), tok.eos_id()]);
+    ids.extend(tok.unk_id());
     ids
 }
 

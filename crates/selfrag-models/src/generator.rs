@@ -673,7 +673,7 @@ impl LlamaGenerator {
                     .map(|&w| logprobs[w as usize].exp())
                     .collect(),
             });
-            let stop = if batch.stop_at_eos && id == eos {
+            let stop = if batch.stop_at_eos && self.tokenizer.ends_generation(id) {
                 Some(StopReason::EndOfSequence)
             } else if request.stops_at(
                 id,

@@ -44,9 +44,144 @@ pub(crate) fn read<R: Read + Seek>(
                 .unwrap_or_default();
             invalid(path, format!("the header is malformed ({what})"))
         })?
-        .map_err(|e| invalid(path, e.to_string()))?;
+        .map_err(|e| match unknown_tensor_type(reader, file_size) {
+            Some((name, type_id)) => ModelError::UnsupportedModelFeature {
+                path: path.to_owned(),
+                feature: format!(
+                    "weights of type {} (tensor `{name}`); quantize the model to Q4_K_M, \
+                     Q5_K_M, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K or Q8_0 instead",
+                    ggml_type_name(type_id)
+                ),
+            },
+            None => invalid(path, e.to_string()),
+        })?;
     check_tensors(&content, file_size, path)?;
     Ok(content)
+}
+
+/// llama.cpp's name of ggml type `id` (ggml.h), for the types candle 0.11 cannot read.
+fn ggml_type_name(id: u32) -> String {
+    let name = match id {
+        16 => "IQ2_XXS",
+        17 => "IQ2_XS",
+        18 => "IQ3_XXS",
+        19 => "IQ1_S",
+        20 => "IQ4_NL",
+        21 => "IQ3_S",
+        22 => "IQ2_S",
+        23 => "IQ4_XS",
+        24 => "I8",
+        25 => "I16",
+        26 => "I32",
+        27 => "I64",
+        28 => "F64",
+        29 => "IQ1_M",
+        31..=33 => "Q4_0_4_4/Q4_0_4_8/Q4_0_8_8 (a repacked Q4_0 no longer written)",
+        34 => "TQ1_0",
+        35 => "TQ2_0",
+        39 => "MXFP4",
+        40 => "NVFP4",
+        41 => "Q1_0",
+        42 => "Q2_0",
+        _ => return format!("ggml type {id}"),
+    };
+    format!("{name} (ggml type {id})")
+}
+
+/// The first tensor of the GGUF in `reader` whose type candle does not know, and that type's
+/// id: read again from the start when candle's reader has stopped at it, so that the person
+/// learns which weights the file has rather than that it is damaged. `None` when the header
+/// does not parse this far or every type is known. Lengths are bounded by the file's size.
+fn unknown_tensor_type<R: Read + Seek>(reader: &mut R, file_size: u64) -> Option<(String, u32)> {
+    reader.rewind().ok()?;
+    let mut scan = HeaderScan {
+        reader: std::io::BufReader::new(reader),
+        file_size,
+    };
+    if scan.u32()? != 0x4655_4747 || scan.u32()? < 2 {
+        return None;
+    }
+    let tensor_count = scan.count()?;
+    for _ in 0..scan.count()? {
+        scan.string()?;
+        match scan.u32()? {
+            8 => scan.skip_string()?,
+            9 => {
+                let item_type = scan.u32()?;
+                for _ in 0..scan.count()? {
+                    scan.skip_value(item_type)?;
+                }
+            }
+            value_type => scan.skip_value(value_type)?,
+        }
+    }
+    for _ in 0..tensor_count {
+        let name = scan.string()?;
+        let dims = scan.u32().filter(|&n| n <= 8)?;
+        scan.skip(8 * dims as usize)?;
+        let type_id = scan.u32()?;
+        scan.skip(8)?;
+        // F32, F16, Q4_0..Q8_K (4 and 5 were removed from ggml), BF16: candle reads these.
+        if !matches!(type_id, 0..=3 | 6..=15 | 30) {
+            return Some((name, type_id));
+        }
+    }
+    None
+}
+
+/// A plain reading of a GGUF header's fields (little-endian), with every count and length
+/// bounded by the file's size.
+struct HeaderScan<R> {
+    reader: std::io::BufReader<R>,
+    file_size: u64,
+}
+
+impl<R: Read> HeaderScan<R> {
+    fn bytes<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let mut buf = [0u8; N];
+        self.reader.read_exact(&mut buf).ok().map(|()| buf)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        self.bytes().map(u32::from_le_bytes)
+    }
+
+    /// A count or length: a u64 no larger than the file.
+    fn count(&mut self) -> Option<u64> {
+        self.bytes()
+            .map(u64::from_le_bytes)
+            .filter(|&n| n <= self.file_size)
+    }
+
+    fn skip(&mut self, n: usize) -> Option<()> {
+        let n = u64::try_from(n).ok()?;
+        let skipped = std::io::copy(&mut (&mut self.reader).take(n), &mut std::io::sink()).ok()?;
+        (skipped == n).then_some(())
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let len = usize::try_from(self.count()?).ok()?;
+        let mut buf = vec![0u8; len];
+        self.reader.read_exact(&mut buf).ok()?;
+        String::from_utf8(buf).ok()
+    }
+
+    fn skip_string(&mut self) -> Option<()> {
+        let len = usize::try_from(self.count()?).ok()?;
+        self.skip(len)
+    }
+
+    /// Skips a value of GGUF type `value_type` inside an array (a scalar or a string).
+    fn skip_value(&mut self, value_type: u32) -> Option<()> {
+        match value_type {
+            0 | 1 | 7 => self.skip(1),
+            2 | 3 => self.skip(2),
+            4..=6 => self.skip(4),
+            10..=12 => self.skip(8),
+            8 => self.skip_string(),
+            _ => None,
+        }
+    }
 }
 
 /// Every tensor: at most 4 dimensions whose product does not overflow, a whole number of

@@ -21,7 +21,8 @@
 //!   its KV cache in 8-bit blocks (or f16) where the CPU widens them in registers
 //!   (`cache_lines`, [`CachePrecision`]), its cache rows forked, dropped and grown in `cache_rows`, and the
 //!   feed-forward gate in `packed` where its matrices are; everything else by candle.
-//! - [`GgufTokenizer`]: SentencePiece-style Llama tokenizer from `tokenizer.ggml.*`; plain text
+//! - [`GgufTokenizer`]: the tokenizer from `tokenizer.ggml.*`, SentencePiece (Llama-2) or
+//!   byte-level BPE with llama.cpp's pre-tokenizers (Llama-3, Qwen2, Tekken, …); plain text
 //!   never yields a reflection token.
 //! - [`BertEmbedder`]: mean-pooled, unnormalised embeddings (Contriever's recipe); on the CPU
 //!   through `bert`, BERT with the element-wise passes fused between candle's matmuls.
@@ -76,7 +77,7 @@ pub use device::{compiled_devices, device_kind, pick_device};
 pub use embedder::BertEmbedder;
 pub use error::ModelError;
 pub use generator::{BatchDecode, LlamaGenerator, TimedGeneration, probe_result};
-pub use gguf_tokenizer::{GgufTokenizer, TokenType};
+pub use gguf_tokenizer::{GgufTokenizer, TokenType, TokenizerKind};
 pub use int8::cpu_supported as int8_embedder_available;
 pub use llama::{
     KV_CACHE_ENV, LlamaConfig, QuantizedLlama, cache_precision_from_env, default_cache_precision,

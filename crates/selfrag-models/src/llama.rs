@@ -19,12 +19,19 @@
 //! over the real tokens alone, and a pad's cache column holds zeros ([`Ragged`]).
 //! So the last column of a pass holds a real token of every row that had tokens in it, and the
 //! vocabulary projection runs there only: logits are `[rows, vocab]`, never `[rows, seq, vocab]`.
+//!
+//! The families llama.cpp converts as `llama` run as llama.cpp runs them: any RoPE base, linear
+//! RoPE scaling and Llama-3.1's per-pair frequency divisors ([`RopeFrequencies`]), grouped-query
+//! attention, and a sliding window where the file names one ([`sliding_window`], applied
+//! through the attention mask, so every attention kernel honours it). What this crate does not
+//! compute (YaRN, partial rotary, weight types nothing here multiplies) is refused by name.
 
 use std::io::{Read, Seek};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use candle_core::quantized::k_quants::{self, BlockQ8_0};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
 
@@ -52,6 +59,15 @@ pub struct LlamaConfig {
     pub head_dim: usize,
     pub rms_norm_eps: f64,
     pub rope_freq_base: f32,
+    /// What RoPE multiplies every position by: 1, or `1 / llama.rope.scaling.factor` for linear
+    /// scaling (llama.cpp's `freq_scale`).
+    pub rope_freq_scale: f32,
+    /// Whether the file carries Llama-3.1's per-dimension frequency divisors
+    /// (`rope_freqs.weight`, `head_dim / 2` values), read with the weights.
+    pub rope_freq_factors: bool,
+    /// Keys a query sees, itself included (`llama.attention.sliding_window`), or `None` for
+    /// all of them (llama.cpp's standard window).
+    pub sliding_window: Option<usize>,
     /// Positions the model was trained for (`llama.context_length`).
     pub context_length: usize,
 }
@@ -122,6 +138,9 @@ impl LlamaConfig {
             head_dim: shape.head_dim(),
             rms_norm_eps: shape.rms_norm_eps,
             rope_freq_base: shape.rope_freq_base,
+            rope_freq_scale: shape.rope_freq_scale,
+            rope_freq_factors: shape.rope_freq_factors,
+            sliding_window: shape.sliding_window,
             context_length: shape.context_length,
         })
     }
@@ -155,6 +174,79 @@ struct Shape {
     context_length: usize,
     rms_norm_eps: f64,
     rope_freq_base: f32,
+    rope_freq_scale: f32,
+    rope_freq_factors: bool,
+    sliding_window: Option<usize>,
+}
+
+/// The tensor of Llama-3.1's RoPE frequency divisors, as llama.cpp's converter names it.
+const ROPE_FREQS: &str = "rope_freqs.weight";
+
+/// The metadata key of a sliding attention window. llama.cpp names it for every architecture
+/// (`%s.attention.sliding_window`, src/llama-arch.cpp) but reads it only for architectures
+/// built with windowed attention, not for `llama`; its converter writes none for Mistral v0.1
+/// (converted as `llama`). Where a `llama` file carries one, this crate honours it, as
+/// Mistral's own reference implementation does.
+const SLIDING_WINDOW_KEY: &str = "llama.attention.sliding_window";
+
+/// A string metadata value; `None` when absent, an error when of another type.
+fn metadata_string(
+    content: &gguf_file::Content,
+    path: &Path,
+    key: &str,
+) -> std::result::Result<Option<String>, ModelError> {
+    match content.metadata.get(key) {
+        None => Ok(None),
+        Some(gguf_file::Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ModelError::MissingMetadata {
+            path: path.to_owned(),
+            key: key.to_owned(),
+        }),
+    }
+}
+
+/// What llama.cpp's `freq_scale` is for this file (`llama_model::load_hparams`): the scaling
+/// type defaults to `linear`, `none` never scales, and a linear factor comes from
+/// `llama.rope.scaling.factor` or the older `llama.rope.scale_linear` (absent or 0: no
+/// scaling). Any other type (YaRN, LongRoPE) is refused by name.
+fn rope_freq_scale(
+    content: &gguf_file::Content,
+    path: &Path,
+) -> std::result::Result<f32, ModelError> {
+    let unsupported = |feature: String| ModelError::UnsupportedModelFeature {
+        path: path.to_owned(),
+        feature,
+    };
+    let scaling = metadata_string(content, path, "llama.rope.scaling.type")?;
+    match scaling.as_deref() {
+        Some("none") => return Ok(1.0),
+        None | Some("linear") => {}
+        Some(other) => {
+            return Err(unsupported(format!(
+                "RoPE scaling (`llama.rope.scaling.type` = `{other}`)"
+            )));
+        }
+    }
+    let factor = match metadata_f64(content, path, "llama.rope.scaling.factor")? {
+        Some(factor) => Some(factor),
+        None => metadata_f64(content, path, "llama.rope.scale_linear")?,
+    };
+    if let Some(attn_factor) = metadata_f64(content, path, "llama.rope.scaling.attn_factor")?
+        && attn_factor != 1.0
+    {
+        return Err(unsupported(format!(
+            "a RoPE attention factor (`llama.rope.scaling.attn_factor` = {attn_factor})"
+        )));
+    }
+    match factor {
+        None | Some(0.0) => Ok(1.0),
+        #[allow(clippy::cast_possible_truncation)]
+        Some(factor) if factor.is_finite() && factor > 0.0 => Ok((1.0 / factor) as f32),
+        Some(factor) => Err(ModelError::InvalidGguf {
+            path: path.to_owned(),
+            reason: format!("the linear RoPE scaling factor {factor} is not a positive number"),
+        }),
+    }
 }
 
 impl Shape {
@@ -181,15 +273,6 @@ impl Shape {
         let rope_freq_base =
             metadata_f64(content, path, "llama.rope.freq_base")?.unwrap_or(10_000.0) as f32;
         let experts = metadata_usize(content, path, "llama.expert_count")?.unwrap_or(0);
-        let shape = Self {
-            head_count,
-            head_count_kv,
-            block_count,
-            embedding_length,
-            context_length,
-            rms_norm_eps,
-            rope_freq_base,
-        };
         let invalid = |reason: String| ModelError::InvalidGguf {
             path: path.to_owned(),
             reason,
@@ -203,23 +286,20 @@ impl Shape {
                 "a mixture of experts ({experts} experts)"
             )));
         }
-        // RoPE scaling (linear, YaRN; Llama-3.1's frequency factors) changes every position's
-        // rotation: computed without it, the probabilities would be wrong with no error.
-        if let Some(scaling) = content
-            .metadata
-            .get("llama.rope.scaling.type")
-            .and_then(|v| v.to_string().ok())
-            .filter(|t| t.as_str() != "none")
-        {
-            return Err(unsupported(format!(
-                "RoPE scaling (`llama.rope.scaling.type` = `{scaling}`)"
-            )));
-        }
-        if content.tensor_infos.contains_key("rope_freqs.weight") {
-            return Err(unsupported(
-                "Llama-3.1's RoPE frequency factors (the `rope_freqs.weight` tensor)".to_owned(),
-            ));
-        }
+        // 0 is llama.cpp's "no window".
+        let sliding_window = metadata_usize(content, path, SLIDING_WINDOW_KEY)?.filter(|&w| w > 0);
+        let shape = Self {
+            head_count,
+            head_count_kv,
+            block_count,
+            embedding_length,
+            context_length,
+            rms_norm_eps,
+            rope_freq_base,
+            rope_freq_scale: rope_freq_scale(content, path)?,
+            rope_freq_factors: content.tensor_infos.contains_key(ROPE_FREQS),
+            sliding_window,
+        };
         shape.check().map_err(invalid)?;
         let head_dim = shape.head_dim();
         let rope_dimension =
@@ -228,6 +308,28 @@ impl Shape {
             return Err(unsupported(format!(
                 "partial rotary embeddings ({rope_dimension} of {head_dim} dimensions)"
             )));
+        }
+        // Heads wider or narrower than `embedding_length / head_count` (Mistral-Nemo's 128 of
+        // 160): llama.cpp reads them from these keys; this crate does not.
+        for key in ["llama.attention.key_length", "llama.attention.value_length"] {
+            if let Some(length) = metadata_usize(content, path, key)?
+                && length != head_dim
+            {
+                return Err(unsupported(format!(
+                    "attention heads of {length} dimensions (`{key}`) where the embedding \
+                     splits into heads of {head_dim}"
+                )));
+            }
+        }
+        if let Some(info) = content.tensor_infos.get(ROPE_FREQS) {
+            let dims = info.shape.dims();
+            if dims != [head_dim / 2] {
+                return Err(invalid(format!(
+                    "`{ROPE_FREQS}` has shape {dims:?}, expected [{}] (one factor per pair of \
+                     head dimensions)",
+                    head_dim / 2
+                )));
+            }
         }
         Ok(shape)
     }
@@ -247,6 +349,9 @@ impl Shape {
             context_length,
             rms_norm_eps,
             rope_freq_base,
+            rope_freq_scale,
+            rope_freq_factors: _,
+            sliding_window: _,
         } = *self;
         if head_count == 0 || block_count == 0 || context_length == 0 {
             return Err("head count, block count and context length must be positive".to_owned());
@@ -266,6 +371,11 @@ impl Shape {
         if !(rope_freq_base.is_finite() && rope_freq_base > 0.0) {
             return Err(format!(
                 "RoPE frequency base {rope_freq_base} is not a positive number"
+            ));
+        }
+        if !(rope_freq_scale.is_finite() && rope_freq_scale > 0.0) {
+            return Err(format!(
+                "RoPE frequency scale {rope_freq_scale} is not a positive number"
             ));
         }
         if head_count_kv == 0 || !head_count.is_multiple_of(head_count_kv) {
@@ -323,16 +433,68 @@ fn tensor_sizes(
     Ok((vocab_size, feed_forward_length))
 }
 
+/// The GGUF tensor types this crate multiplies and looks up: the floats, and the quantized
+/// types llama.cpp writes into models (through candle's kernels, Q4_K and Q6_K also on
+/// [`PackedMatrix`]'s). Q8_1 and Q8_K are activation types that no model file uses; the
+/// types candle cannot read at all (the IQ, TQ and FP4 families) are refused while the header
+/// is read (`gguf_header`).
+const WEIGHT_TYPES: [GgmlDType; 13] = [
+    GgmlDType::F32,
+    GgmlDType::F16,
+    GgmlDType::BF16,
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q5_0,
+    GgmlDType::Q5_1,
+    GgmlDType::Q8_0,
+    GgmlDType::Q2K,
+    GgmlDType::Q3K,
+    GgmlDType::Q4K,
+    GgmlDType::Q5K,
+    GgmlDType::Q6K,
+];
+
+/// Refuses a file with a tensor of a type outside [`WEIGHT_TYPES`], naming the tensor and type.
+fn check_weight_types(
+    content: &gguf_file::Content,
+    path: &Path,
+) -> std::result::Result<(), ModelError> {
+    let mut tensors: Vec<_> = content.tensor_infos.iter().collect();
+    tensors.sort_by_key(|(name, _)| name.as_str());
+    match tensors
+        .into_iter()
+        .find(|(_, info)| !WEIGHT_TYPES.contains(&info.ggml_dtype))
+    {
+        Some((name, info)) => Err(ModelError::UnsupportedModelFeature {
+            path: path.to_owned(),
+            feature: format!(
+                "weights of type {:?} (tensor `{name}`); quantize the model to Q4_K_M, Q5_K_M, \
+                 Q4_0, Q4_1, Q5_0, Q5_1, Q6_K or Q8_0 instead",
+                info.ggml_dtype
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// A quantized weight matrix, applied as `x · Wᵀ`.
 ///
 /// On CPUs with AVX-512 VNNI, Q4_K and Q6_K matrices (all of a Q4_K_M model's) are packed at
 /// load into this crate's compact tiles ([`PackedMatrix`]): 4.6 and 6.6 bits per weight, where
 /// candle's own tiles take 6 and 10, and decoding is the time it takes to read the weights;
-/// unless candle's kernels timed faster on this CPU ([`KernelChoice`]). Everything else goes
-/// through candle's quantized matmul.
+/// unless candle's kernels timed faster on this CPU ([`KernelChoice`]). Q8_0 matrices on the
+/// CPU go through candle's plain kernel ([`QLinear::Q8_0`]); everything else through candle's
+/// quantized matmul.
 #[derive(Debug, Clone)]
 enum QLinear {
     Packed(Arc<PackedMatrix>),
+    /// Q8_0 weights on the CPU, multiplied by candle's plain kernel (`k_quants::matmul`), which
+    /// quantizes the activations to Q8_0 blocks of 32 as llama.cpp does. Through `QMatMul`,
+    /// candle 0.11 repacks Q8_0 matrices whose inputs are a multiple of 256 on AVX-512 CPUs and
+    /// quantizes the activations to Q8_K superblocks of 256 instead: one scale for 8 times the
+    /// values, 4e-3 from llama.cpp's product on a 256-input matrix and more on wider ones, which
+    /// moved a 128-d model's probabilities by 5e-3 from llama-server's.
+    Q8_0(Arc<QTensor>),
     Candle {
         matmul: QMatMul,
         /// Whether a single row is multiplied as two, see [`QLinear::candle`].
@@ -349,6 +511,13 @@ impl QLinear {
             && let Some(packed) = PackedMatrix::pack(&weights)?
         {
             return Ok(Self::Packed(Arc::new(packed)));
+        }
+        if device.is_cpu()
+            && weights.dtype() == GgmlDType::Q8_0
+            && weights.shape().dims().len() == 2
+            && crate::mapped::as_blocks::<BlockQ8_0>(&weights.data()?).is_some()
+        {
+            return Ok(Self::Q8_0(weights));
         }
         Ok(Self::candle(QMatMul::from_arc(weights)?, device))
     }
@@ -378,7 +547,7 @@ impl QLinear {
             .iter()
             .filter_map(|linear| match linear {
                 Self::Packed(packed) => Some(packed.as_ref()),
-                Self::Candle { .. } => None,
+                Self::Q8_0(_) | Self::Candle { .. } => None,
             })
             .collect();
         if let Ok(packed) = <[&PackedMatrix; N]>::try_from(packed) {
@@ -397,6 +566,7 @@ impl Module for QLinear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (matmul, pad_single_row) = match self {
             Self::Packed(packed) => return packed.forward(x),
+            Self::Q8_0(weights) => return q8_0_forward(weights, x),
             Self::Candle {
                 matmul,
                 pad_single_row,
@@ -417,6 +587,28 @@ impl Module for QLinear {
         }
         y.reshape(out)
     }
+}
+
+/// `x · Wᵀ` for Q8_0 weights `W` (`[n, k]`) by candle's plain kernel: `x` quantized to Q8_0
+/// blocks row by row, integer dot products per block, as llama.cpp's `ggml_vec_dot_q8_0_q8_0`.
+fn q8_0_forward(weights: &QTensor, x: &Tensor) -> Result<Tensor> {
+    let (n, k) = weights.shape().dims2()?;
+    let dims = x.dims();
+    if dims.last() != Some(&k) {
+        candle_core::bail!("a product with a [{n}, {k}] matrix got inputs of shape {dims:?}");
+    }
+    let m = x.elem_count() / k;
+    let lhs = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+    let bytes = weights.data()?;
+    let blocks = crate::mapped::as_blocks::<BlockQ8_0>(&bytes)
+        .ok_or_else(|| candle_core::Error::Msg("Q8_0 weights not laid out as blocks".into()))?;
+    let mut out = vec![0f32; m * n];
+    k_quants::matmul((m, k, n), &lhs, blocks, &mut out)?;
+    let mut shape = dims.to_vec();
+    if let Some(last) = shape.last_mut() {
+        *last = n;
+    }
+    Tensor::from_vec(out, shape, x.device())
 }
 
 /// Self-attention of one block, with grouped-query attention when `head_count_kv < head_count`.
@@ -669,6 +861,39 @@ impl Block {
     }
 }
 
+/// The angle per position of each pair of head dimensions: llama.cpp's `ggml_rope_ext` with
+/// `freq_scale` and `freq_factors`, `θᵢ = freq_scale · base^(−2i/head_dim) / factorᵢ`.
+/// Without scaling or factors (Llama-2) this is `1 / base^(2i/head_dim)`, bit for bit as before.
+#[derive(Debug, Clone, PartialEq)]
+struct RopeFrequencies(Vec<f32>);
+
+impl RopeFrequencies {
+    /// `factors`: Llama-3.1's `rope_freqs.weight`, one divisor per pair, or `None`.
+    fn new(head_dim: usize, base: f32, scale: f32, factors: Option<&[f32]>) -> Result<Self> {
+        if let Some(factors) = factors
+            && (factors.len() != head_dim / 2 || !factors.iter().all(|f| f.is_finite() && *f > 0.0))
+        {
+            candle_core::bail!(
+                "`{ROPE_FREQS}` must hold {} positive factors, one per pair of head dimensions",
+                head_dim / 2
+            );
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let theta = (0..head_dim)
+            .step_by(2)
+            .map(|i| {
+                let theta = 1f32 / base.powf(i as f32 / head_dim as f32);
+                let theta = if scale == 1.0 { theta } else { theta * scale };
+                match factors {
+                    Some(factors) => theta / factors[i / 2],
+                    None => theta,
+                }
+            })
+            .collect();
+        Ok(Self(theta))
+    }
+}
+
 /// RoPE `cos` and `sin` tables (`[positions, head_dim / 2]`), computed as candle does and grown
 /// on demand up to the context length.
 #[derive(Debug, Clone)]
@@ -679,13 +904,8 @@ struct RotaryTables {
 }
 
 impl RotaryTables {
-    fn new(head_dim: usize, freq_base: f32, positions: usize, device: &Device) -> Result<Self> {
-        #[allow(clippy::cast_precision_loss)]
-        let theta: Vec<f32> = (0..head_dim)
-            .step_by(2)
-            .map(|i| 1f32 / freq_base.powf(i as f32 / head_dim as f32))
-            .collect();
-        let theta = Tensor::new(theta.as_slice(), device)?;
+    fn new(frequencies: &RopeFrequencies, positions: usize, device: &Device) -> Result<Self> {
+        let theta = Tensor::new(frequencies.0.as_slice(), device)?;
         let count = u32::try_from(positions)
             .map_err(|_| candle_core::Error::Msg(format!("{positions} positions")))?;
         let angles = Tensor::arange(0, count, device)?
@@ -697,6 +917,24 @@ impl RotaryTables {
             sin: angles.sin()?,
             positions,
         })
+    }
+}
+
+/// Opens (sets to 0) the entries of `line` that the last of the cache columns `attend` may see:
+/// the columns of real tokens, and with a `window` of `w` only those whose position is less
+/// than `w` before its own, as llama.cpp's standard sliding window
+/// (`llama_hparams::is_masked_swa`: a key at position `p0` is hidden from a query at `p1` when
+/// `p1 − p0 ≥ w`). A row's positions count its real tokens, so the last `w` of them stay.
+fn sliding_window(attend: &[bool], window: Option<usize>, line: &mut [f32]) {
+    let mut seen = 0;
+    for (value, &real) in line.iter_mut().zip(attend).rev() {
+        if real {
+            if window.is_some_and(|w| seen >= w) {
+                break;
+            }
+            *value = 0.0;
+            seen += 1;
+        }
     }
 }
 
@@ -732,6 +970,8 @@ pub struct QuantizedLlama {
     blocks: Vec<Block>,
     norm: RmsNorm,
     output: QLinear,
+    /// The angle per position of each pair of head dimensions.
+    frequencies: RopeFrequencies,
     rotary: RotaryTables,
     cache: KvCache,
     /// How the cache holds keys and values (from its next batch).
@@ -807,8 +1047,13 @@ impl<R: Read + Seek> WeightSource<'_, R> {
             self.content.tensor_infos.get(name),
             shape,
         ) {
-            if let QLinear::Candle { matmul, .. } = &linear {
-                matmul.forward(&Tensor::zeros((2, *k), DType::F32, self.device)?)?;
+            match &linear {
+                QLinear::Candle { matmul, .. } => {
+                    matmul.forward(&Tensor::zeros((2, *k), DType::F32, self.device)?)?;
+                }
+                // Multiplied from the map's blocks on every product: nothing to release.
+                QLinear::Q8_0(_) => return Ok(linear),
+                QLinear::Packed(_) => {}
             }
             map.release(info);
         }
@@ -829,6 +1074,7 @@ impl QuantizedLlama {
         policy: KernelPolicy,
     ) -> std::result::Result<Self, ModelError> {
         let config = LlamaConfig::from_gguf(content, path)?;
+        check_weight_types(content, path)?;
         let source = WeightSource {
             content,
             reader,
@@ -903,19 +1149,27 @@ impl QuantizedLlama {
             });
         }
         let cache_precision = precision_for_head(default_cache_precision(device), c.head_dim);
-        // Grown on demand (see `forward`): long-context models need not pay for unused positions.
-        let rotary = RotaryTables::new(
+        let factors = if c.rope_freq_factors {
+            let factors = source.tensor(ROPE_FREQS, &[c.head_dim / 2])?;
+            Some(factors.dequantize(&Device::Cpu)?.to_vec1::<f32>()?)
+        } else {
+            None
+        };
+        let frequencies = RopeFrequencies::new(
             c.head_dim,
             c.rope_freq_base,
-            c.context_length.min(256),
-            device,
+            c.rope_freq_scale,
+            factors.as_deref(),
         )?;
+        // Grown on demand (see `forward`): long-context models need not pay for unused positions.
+        let rotary = RotaryTables::new(&frequencies, c.context_length.min(256), device)?;
         Ok(Self {
             config,
             embeddings,
             blocks,
             norm: final_norm,
             output,
+            frequencies,
             rotary,
             cache: KvCache::default(),
             cache_precision,
@@ -1186,12 +1440,7 @@ impl QuantizedLlama {
             let positions = (last_position + 1)
                 .max(2 * self.rotary.positions)
                 .min(context);
-            self.rotary = RotaryTables::new(
-                self.config.head_dim,
-                self.config.rope_freq_base,
-                positions,
-                &self.device,
-            )?;
+            self.rotary = RotaryTables::new(&self.frequencies, positions, &self.device)?;
         }
         let positions = Tensor::new(positions.as_slice(), &self.device)?;
         let half = self.config.head_dim / 2;
@@ -1243,12 +1492,16 @@ impl QuantizedLlama {
     }
 
     /// The additive mask for queries at columns `start..start + width`: a real token sees the
-    /// real tokens of its row up to itself; a pad sees only itself, which keeps its (unused)
-    /// values finite. `None` when that is every column for every row (one new column, no pads).
+    /// real tokens of its row up to itself, and with a sliding window only the last
+    /// [`LlamaConfig::sliding_window`] of them ([`sliding_window`]); a pad sees only itself,
+    /// which keeps its (unused) values finite. `None` when that is every column for every row
+    /// (one new column, no pads, no key past the window).
     fn mask(&self, start: usize, width: usize) -> Result<Option<Tensor>> {
         let end = start + width;
         let rows = &self.cache.rows;
-        if width == 1 && rows.iter().all(|r| r.attend.iter().all(|&a| a)) {
+        let window = self.config.sliding_window;
+        let within_window = window.is_none_or(|w| end <= w);
+        if width == 1 && within_window && rows.iter().all(|r| r.attend.iter().all(|&a| a)) {
             return Ok(None);
         }
         let mut mask = vec![f32::NEG_INFINITY; rows.len() * width * end];
@@ -1257,13 +1510,7 @@ impl QuantizedLlama {
                 let column = start + query;
                 let line = &mut mask[(row * width + query) * end..][..end];
                 if state.attend[column] {
-                    for (value, _) in line
-                        .iter_mut()
-                        .zip(&state.attend[..=column])
-                        .filter(|(_, attend)| **attend)
-                    {
-                        *value = 0.0;
-                    }
+                    sliding_window(&state.attend[..=column], window, &mut line[..=column]);
                 } else {
                     line[column] = 0.0;
                 }
@@ -1452,6 +1699,9 @@ mod tests {
             head_dim: 4,
             rms_norm_eps: 1e-5,
             rope_freq_base: 10_000.0,
+            rope_freq_scale: 1.0,
+            rope_freq_factors: false,
+            sliding_window: None,
             context_length: 8,
         };
         let weights = |rows: usize| {
@@ -1473,7 +1723,13 @@ mod tests {
                 1e-5,
             )
             .unwrap(),
-            rotary: RotaryTables::new(4, 10_000.0, 8, &device).unwrap(),
+            frequencies: RopeFrequencies::new(4, 10_000.0, 1.0, None).unwrap(),
+            rotary: RotaryTables::new(
+                &RopeFrequencies::new(4, 10_000.0, 1.0, None).unwrap(),
+                8,
+                &device,
+            )
+            .unwrap(),
             cache: KvCache::default(),
             cache_precision: default_cache_precision(&device),
             lines: CacheSimd::detect(),
@@ -1497,5 +1753,106 @@ mod tests {
         // No pads and one column: no mask at all.
         model.cache.rows = vec![state(&[true, true, true])];
         assert!(model.mask(2, 1).unwrap().is_none());
+
+        // A window of 2: each query sees itself and the real token before it, pads skipped;
+        // a decode step past the window needs a mask again.
+        model.config.sliding_window = Some(2);
+        model.cache.rows = vec![state(&[true, true, true]), state(&[false, true, true])];
+        let mask = model.mask(0, 3).unwrap().unwrap();
+        let values: Vec<f32> = mask.flatten_all().unwrap().to_vec1().unwrap();
+        #[rustfmt::skip]
+        assert_eq!(values, [
+            0.0, inf, inf,   0.0, 0.0, inf,   inf, 0.0, 0.0,
+            0.0, inf, inf,   inf, 0.0, inf,   inf, 0.0, 0.0,
+        ]);
+        model.cache.rows = vec![state(&[true, true]), state(&[true, true])];
+        assert!(model.mask(1, 1).unwrap().is_none());
+        model.cache.rows = vec![state(&[true, true, true]), state(&[false, true, true])];
+        let mask = model.mask(2, 1).unwrap().unwrap();
+        let values: Vec<f32> = mask.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(values, [inf, 0.0, 0.0, inf, 0.0, 0.0]);
+    }
+
+    /// llama.cpp's Q8_0 product (`ggml_vec_dot_q8_0_q8_0`): each input row quantized to blocks
+    /// of 32 (scale `max|x| / 127` stored as f16, values rounded), integer products per block.
+    fn llama_cpp_q8_0_product(weights: &[f32], x: &[f32], n: usize, k: usize) -> Vec<f32> {
+        let blocks: Vec<(f32, Vec<f32>)> = x
+            .chunks(32)
+            .map(|block| {
+                let d = block.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+                let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+                let q = block.iter().map(|v| (v * id).round()).collect();
+                (half::f16::from_f32(d).to_f32(), q)
+            })
+            .collect();
+        (0..n)
+            .map(|row| {
+                let w = &weights[row * k..(row + 1) * k];
+                blocks
+                    .iter()
+                    .zip(w.chunks(32))
+                    .map(|((d, q), w)| d * w.iter().zip(q).map(|(a, b)| a * b).sum::<f32>())
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn q8_0_matrices_multiply_with_llama_cpps_blocks_of_32() {
+        let device = Device::Cpu;
+        for (n, k) in [(48, 64), (64, 256), (32, 1024)] {
+            let w: Vec<f32> = (0..n * k)
+                .map(|i| ((i * 7919 % 1000) as f32 / 1000.0 - 0.5) * 0.1)
+                .collect();
+            let w = Tensor::from_vec(w, (n, k), &device).unwrap();
+            let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap());
+            let dequantized: Vec<f32> = q
+                .dequantize(&device)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            let linear = QLinear::new(q, &device, CpuKernels::Packed).unwrap();
+            assert!(matches!(linear, QLinear::Q8_0(_)));
+            for rows in [1, 3] {
+                let x: Vec<f32> = (0..rows * k)
+                    .map(|i| ((i * 104_729 % 997) as f32 / 997.0 - 0.5) * 3.0)
+                    .collect();
+                let ours: Vec<f32> = linear
+                    .forward(&Tensor::from_vec(x.clone(), (rows, 1, k), &device).unwrap())
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap();
+                for (row, x) in x.chunks(k).enumerate() {
+                    let theirs = llama_cpp_q8_0_product(&dequantized, x, n, k);
+                    for (a, b) in ours[row * n..(row + 1) * n].iter().zip(&theirs) {
+                        assert!(
+                            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                            "{n}x{k}: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rope_frequencies_scale_and_divide_as_llama_cpp_and_stay_bitwise_without_either() {
+        let plain = RopeFrequencies::new(8, 10_000.0, 1.0, None).unwrap();
+        let before: Vec<f32> = (0..8)
+            .step_by(2)
+            .map(|i| 1f32 / 10_000f32.powf(i as f32 / 8.0))
+            .collect();
+        assert_eq!(plain.0, before);
+        let factors = [1.0, 2.0, 8.0, 32.0];
+        let scaled = RopeFrequencies::new(8, 10_000.0, 0.25, Some(&factors)).unwrap();
+        for ((s, p), f) in scaled.0.iter().zip(&plain.0).zip(factors) {
+            assert!((s - p * 0.25 / f).abs() <= 1e-7 * p, "{s} {p} {f}");
+        }
+        assert!(RopeFrequencies::new(8, 10_000.0, 1.0, Some(&[1.0, 2.0, 0.0, 1.0])).is_err());
+        assert!(RopeFrequencies::new(8, 10_000.0, 1.0, Some(&[1.0, 2.0])).is_err());
     }
 }

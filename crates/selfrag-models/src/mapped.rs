@@ -390,6 +390,24 @@ impl<T: GgmlType> QuantizedType for Blocks<T> {
     }
 }
 
+/// The bytes of a quantized tensor (`QTensor::data`, borrowed from its storage) seen as its
+/// blocks of `T`, or `None` where they are not a whole number of blocks aligned for `T`.
+/// Lets [`crate::llama`] multiply Q8_0 weights with candle's plain kernel, which candle's
+/// `QMatMul` would not choose.
+pub(crate) fn as_blocks<T: GgmlType>(bytes: &[u8]) -> Option<&[T]> {
+    let size = std::mem::size_of::<T>();
+    if size == 0
+        || !bytes.len().is_multiple_of(size)
+        || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
+    {
+        return None;
+    }
+    // SAFETY: the range is `bytes` itself, a whole number of `T`s, aligned for `T` (checked
+    // above); candle's block types are `repr(C)` structs of integers and f16s, valid for every
+    // bit pattern, exactly as candle itself reinterprets the bytes it reads from a GGUF file.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / size) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -179,7 +179,8 @@ impl Api {
 pub struct ServerGenerator {
     api: Api,
     tokenizer: GgufTokenizer,
-    /// The vocabulary's byte tokens (see `Client::next_position`).
+    /// The vocabulary's byte tokens and the byte-level BPE pieces that are part of a UTF-8
+    /// character only (see `Client::next_position`).
     byte_ids: Vec<TokenId>,
     top_n: usize,
     info: ServerInfo,
@@ -255,9 +256,14 @@ impl ServerGenerator {
                 detail: format!("{TOKENIZER_PROBE:?} is {theirs:?} there and {ours:?} here"),
             });
         }
+        // Byte tokens, and the byte-level BPE pieces that are part of a UTF-8 character only
+        // (`ðŁ`, F0 9F): the tokens whose probabilities the server holds back.
         let byte_ids: Vec<TokenId> = (0..tokenizer.vocab_size())
             .filter_map(|id| TokenId::try_from(id).ok())
-            .filter(|&id| tokenizer.token_type(id) == Some(TokenType::Byte))
+            .filter(|&id| {
+                tokenizer.token_type(id) == Some(TokenType::Byte)
+                    || std::str::from_utf8(&tokenizer.token_bytes(id)).is_err()
+            })
             .collect();
         let api = match api {
             Api::OpenAi { client, .. } => {
@@ -379,7 +385,6 @@ impl ServerGenerator {
         request: &GenerateRequest,
     ) -> Result<Generation, RemoteError> {
         self.check_prompt(prompt, request.max_new_tokens)?;
-        let eos = self.tokenizer.eos_id();
         let mut positions: Vec<TokenProbs> = Vec::new();
         let mut stop = StopReason::Length;
         if request.max_new_tokens > 0 {
@@ -393,7 +398,7 @@ impl ServerGenerator {
                     positions.push(position);
                     if self.cancelled() {
                         false
-                    } else if id == eos {
+                    } else if self.tokenizer.ends_generation(id) {
                         stop = StopReason::EndOfSequence;
                         false
                     } else if request
@@ -408,7 +413,8 @@ impl ServerGenerator {
             )?;
             // llama-server ends a sequence at EOS without always sending the EOS position:
             // read it, so the row ends with its EOS token as the local generator's does.
-            if end == StreamEnd::Eos && positions.last().is_none_or(|p| p.id != eos) {
+            let ends = |id| self.tokenizer.ends_generation(id);
+            if end == StreamEnd::Eos && positions.last().is_none_or(|p| !ends(p.id)) {
                 let mut prefix = prompt.to_vec();
                 prefix.extend(positions.iter().map(|p| p.id));
                 let last = self
@@ -417,7 +423,7 @@ impl ServerGenerator {
                 // Only the model's own end is taken; a server that stopped at another token
                 // (a generation config's extra stop ids) wrote a row the local generator
                 // would not have, and saying so beats a made-up ending.
-                if last.id != eos {
+                if !ends(last.id) {
                     return Err(RemoteError::Interrupted {
                         url: self.info.url.clone(),
                         message: format!(

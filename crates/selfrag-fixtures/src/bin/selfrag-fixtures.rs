@@ -1,6 +1,10 @@
 //! Writes the tiny test models to a folder: `selfrag-fixtures DIR` creates
-//! `DIR/tiny-selfrag.gguf` (a random-weight Llama GGUF with the Self-RAG vocabulary layout) and
-//! `DIR/tiny-contriever/` (a random BERT laid out like facebook/contriever-msmarco).
+//! `DIR/tiny-selfrag.gguf` (a random-weight Llama GGUF with the Self-RAG vocabulary layout),
+//! `DIR/tiny-selfrag-llama3.gguf` (the same in Llama-3's layout: byte-level BPE vocabulary,
+//! `llama-bpe` pre-tokenizer), `DIR/tiny-selfrag-mistral.gguf` and
+//! `DIR/tiny-selfrag-llama31.gguf` (Mistral 7B v0.1's and Llama-3.1's shapes and RoPE, SPM
+//! vocabulary) and `DIR/tiny-contriever/` (a random BERT laid out like
+//! facebook/contriever-msmarco).
 //! `cargo xtask fixtures DIR` runs this; the tests call the same functions.
 
 // A command-line tool reports on stderr.
@@ -9,7 +13,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use selfrag_fixtures::{write_tiny_bert, write_tiny_llama_gguf};
+use selfrag_fixtures::{write_tiny_bert, write_tiny_llama_gguf, write_tiny_llama3_gguf};
+use selfrag_fixtures::{write_tiny_llama31_gguf, write_tiny_mistral_gguf};
 
 fn main() -> ExitCode {
     let Some(dir) = std::env::args_os().nth(1).map(PathBuf::from) else {
@@ -20,6 +25,14 @@ fn main() -> ExitCode {
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))
         .and_then(|()| {
             write_tiny_llama_gguf(&dir.join("tiny-selfrag.gguf")).map_err(|e| e.to_string())
+        })
+        .and_then(|()| {
+            write_tiny_llama3_gguf(&dir.join("tiny-selfrag-llama3.gguf")).map_err(|e| e.to_string())
+        })
+        .and_then(|()| {
+            write_tiny_mistral_gguf(&dir.join("tiny-selfrag-mistral.gguf"))
+                .and_then(|()| write_tiny_llama31_gguf(&dir.join("tiny-selfrag-llama31.gguf")))
+                .map_err(|e| e.to_string())
         })
         .and_then(|()| write_tiny_bert(&dir.join("tiny-contriever")).map_err(|e| e.to_string()));
     match result {

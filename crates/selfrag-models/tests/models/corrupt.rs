@@ -527,39 +527,45 @@ fn gguf_of_another_architecture_is_refused_by_name() {
     }
 }
 
-/// A sound GGUF of a kind this version cannot run (Llama-3's BPE tokenizer, RoPE scaling) is
-/// refused saying exactly that, never "truncated or corrupt, download it again", which would
-/// send the person to download 4 GB again for nothing.
+/// A sound GGUF of a kind this version cannot run (a BPE pre-tokenizer or a tokenizer it does
+/// not run, RoPE scaling it does not compute) is refused saying exactly that, never "truncated
+/// or corrupt, download it again", which would send the person to download 4 GB again for
+/// nothing. (Llama-3's `gpt2` + `llama-bpe` runs: tests/tokenizer_parity.rs in selfrag-remote.)
 #[test]
 fn a_sound_gguf_this_version_cannot_run_is_refused_by_what_it_lacks_not_as_corrupt() {
     let (dir, path) = crate::tiny_gguf();
     let parts = GgufParts::read(&path);
-    let file = dir.path().join("tiny-llama3.gguf");
-    let llama3 = parts.with_all(&[
-        ("tokenizer.ggml.model", Value::String("gpt2".to_owned())),
-        ("tokenizer.ggml.pre", Value::String("llama-bpe".to_owned())),
-    ]);
-    std::fs::write(&file, llama3).unwrap();
-    for err in [
-        LlamaGenerator::load(&file, &Device::Cpu).unwrap_err(),
-        GgufTokenizer::from_gguf_file(&file).unwrap_err(),
+    for (model, pre, named) in [
+        (
+            "gpt2",
+            Some("deepseek-v3"),
+            "its tokenizer is `gpt2` with the `deepseek-v3` pre-tokenizer",
+        ),
+        ("t5", None, "its tokenizer is `t5` (tokenizer.ggml.model)"),
     ] {
-        assert!(
-            matches!(&err, ModelError::UnsupportedTokenizer { model, pre: Some(pre), .. }
-                if model == "gpt2" && pre == "llama-bpe"),
-            "{err:?}"
-        );
-        let message = err.to_string();
-        assert!(
-            message.contains(
-                "tiny-llama3.gguf: its tokenizer is `gpt2` with the `llama-bpe` pre-tokenizer"
-            ),
-            "{message}"
-        );
-        assert!(
-            message.contains("not damaged") && !message.contains("corrupt"),
-            "{message}"
-        );
+        let file = dir.path().join(format!("tiny-{model}.gguf"));
+        let mut keys = vec![("tokenizer.ggml.model", Value::String(model.to_owned()))];
+        keys.extend(pre.map(|pre| ("tokenizer.ggml.pre", Value::String(pre.to_owned()))));
+        std::fs::write(&file, parts.with_all(&keys)).unwrap();
+        for err in [
+            LlamaGenerator::load(&file, &Device::Cpu).unwrap_err(),
+            GgufTokenizer::from_gguf_file(&file).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&err, ModelError::UnsupportedTokenizer { model: m, pre: p, .. }
+                    if m == model && p.as_deref() == pre),
+                "{err:?}"
+            );
+            let message = err.to_string();
+            assert!(
+                message.contains(&format!("tiny-{model}.gguf: {named}")),
+                "{message}"
+            );
+            assert!(
+                message.contains("not damaged") && !message.contains("corrupt"),
+                "{message}"
+            );
+        }
     }
 
     for (key, value, feature) in [

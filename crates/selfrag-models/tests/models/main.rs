@@ -11,6 +11,7 @@
 mod allocation;
 mod corrupt;
 mod embedder;
+mod families;
 mod generator;
 // Only `cargo xtask gpu-check` builds the `cuda` feature; CI never does.
 #[cfg(feature = "cuda")]

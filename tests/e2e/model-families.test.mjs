@@ -37,6 +37,9 @@ for (const file of FAMILIES) {
       const trace = JSON.parse(readFileSync(join(data, "history", saved[0]), "utf8"));
       const generator = (trace.answer ?? trace).generator;
       assert.equal(generator?.model, file, JSON.stringify(generator));
+      // The dummy-prefix setting is SentencePiece's `▁`: a BPE model's record has none.
+      if (file === "tiny-selfrag-llama3.gguf") assert.equal(generator.dummy_prefix, undefined, JSON.stringify(generator));
+      else assert.ok(generator.dummy_prefix, JSON.stringify(generator));
     } finally {
       await session.close();
     }

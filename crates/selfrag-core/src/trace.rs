@@ -260,7 +260,8 @@ pub struct GeneratorInfo {
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub cache_precision: Option<CachePrecision>,
     /// Where the prompts' tokenizer put SentencePiece's dummy-prefix `▁` (prompts travel to a
-    /// server as ids from the same tokenizer); `None` in traces saved before it was recorded.
+    /// server as ids from the same tokenizer); `None` for a byte-level BPE model (Llama-3's),
+    /// which has no `▁`, and in traces saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "typescript", ts(optional))]
     pub dummy_prefix: Option<DummyPrefix>,

@@ -583,16 +583,17 @@ fn facts_for(
     numerics: GeneratorNumerics,
     device: &selfrag_models::Device,
 ) -> Arc<GeneratorFacts> {
+    let tokenizer = generator
+        .tokenizer()
+        .clone()
+        .with_dummy_prefix(numerics.dummy_prefix);
     let info = generator.describe().map(|info| GeneratorInfo {
         cache_precision: Some(generator.cache_precision_for(asked_cache(numerics, device))),
-        dummy_prefix: Some(numerics.dummy_prefix),
+        dummy_prefix: tokenizer.dummy_prefix_in_force(),
         ..info
     });
     Arc::new(GeneratorFacts {
-        tokenizer: generator
-            .tokenizer()
-            .clone()
-            .with_dummy_prefix(numerics.dummy_prefix),
+        tokenizer,
         context_length: generator.context_length(),
         info,
         numerics,

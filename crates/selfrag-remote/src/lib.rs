@@ -565,7 +565,7 @@ impl Generator for ServerGenerator {
             url: Some(self.info.url.clone()),
             // The server keeps its cache as it was started; nothing here can tell how.
             cache_precision: None,
-            dummy_prefix: Some(self.tokenizer.dummy_prefix()),
+            dummy_prefix: self.tokenizer.dummy_prefix_in_force(),
         })
     }
 

@@ -124,8 +124,9 @@ impl BpeModel {
             ) {
                 continue;
             }
+            // A piece listed twice is its last id, as llama.cpp's `token_to_id` keeps it.
             if let Ok(id) = u32::try_from(id) {
-                text_ids.entry(piece.clone()).or_insert(id);
+                text_ids.insert(piece.clone(), id);
             }
         }
         let byte_to_char = byte_to_char_table();

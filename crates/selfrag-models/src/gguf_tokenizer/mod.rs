@@ -126,10 +126,14 @@ const END_OF_TURN_TEXTS: &[&str] = &[
     "<end_of_turn>",
     "<EOT>",
     "_<EOT>",
+    "<end_of_utterance>",
+    "<|return|>",
+    "<|call|>",
 ];
 
-/// The ids that end a generation, as llama.cpp gathers them: EOS, the end-of-turn and
-/// end-of-message ids the metadata names (`tokenizer.ggml.eot_token_id`, `…eom_token_id`), and
+/// The ids that end a generation, as llama.cpp gathers them: EOS, the end-of-turn,
+/// end-of-message and fill-in-the-middle pad, repeat and separator ids the metadata names
+/// (`tokenizer.ggml.eot_token_id`, `…eom_token_id`, `…fim_pad_token_id`, …), and
 /// every entry whose text is one of [`END_OF_TURN_TEXTS`]. Llama-3's `<|eot_id|>` is one: a
 /// model tuned from Llama-3-Instruct may end its answer there rather than at EOS.
 fn end_of_generation_ids(
@@ -139,7 +143,13 @@ fn end_of_generation_ids(
     eos: u32,
 ) -> Result<Vec<u32>, ModelError> {
     let mut ends = vec![eos];
-    for key in ["tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"] {
+    for key in [
+        "tokenizer.ggml.eot_token_id",
+        "tokenizer.ggml.eom_token_id",
+        "tokenizer.ggml.fim_pad_token_id",
+        "tokenizer.ggml.fim_rep_token_id",
+        "tokenizer.ggml.fim_sep_token_id",
+    ] {
         if let Some(id) = metadata_u32(content, key)?
             && (id as usize) < vocab_size
         {
@@ -548,6 +558,12 @@ impl GgufTokenizer {
             Algorithm::Spm(_) => TokenizerKind::SentencePiece,
             Algorithm::Bpe(_) => TokenizerKind::ByteLevelBpe,
         }
+    }
+
+    /// The dummy-prefix setting in force, for the record of an answer: `None` for byte-level
+    /// BPE, which has no `▁` for the setting to place.
+    pub fn dummy_prefix_in_force(&self) -> Option<DummyPrefix> {
+        matches!(self.algorithm, Algorithm::Spm(_)).then_some(self.dummy_prefix)
     }
 
     /// The BPE pre-tokenizer's name (`tokenizer.ggml.pre`, `default` where the file gives

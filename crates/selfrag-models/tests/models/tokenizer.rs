@@ -191,9 +191,15 @@ fn generations_end_at_eos_and_at_the_end_of_turn_tokens_llama_cpp_stops_at() {
         ("tokenizer.ggml.eos_token_id", Value::U32(1)),
         ("tokenizer.ggml.eot_token_id", Value::U32(3)),
         ("tokenizer.ggml.eom_token_id", Value::U32(1)),
+        ("tokenizer.ggml.fim_pad_token_id", Value::U32(2)),
+        ("tokenizer.ggml.fim_sep_token_id", Value::U32(9)),
     ]))
     .unwrap();
-    assert_eq!(tok.end_ids(), [1, 3]);
+    assert_eq!(
+        tok.end_ids(),
+        [1, 3, 2],
+        "an id past the vocabulary is no end"
+    );
 }
 
 #[test]

@@ -361,7 +361,8 @@ url?: string,
 cache_precision?: CachePrecision, 
 /**
  * Where the prompts' tokenizer put SentencePiece's dummy-prefix `▁` (prompts travel to a
- * server as ids from the same tokenizer); `None` in traces saved before it was recorded.
+ * server as ids from the same tokenizer); `None` for a byte-level BPE model (Llama-3's),
+ * which has no `▁`, and in traces saved before it was recorded.
  */
 dummy_prefix?: DummyPrefix, };
 

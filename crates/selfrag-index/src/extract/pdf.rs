@@ -47,7 +47,10 @@ pub(super) fn extract(path: &Path) -> Result<ExtractedDocument, IndexError> {
     pdf_filters::refuse_bombs_before_load(&bytes).map_err(malformed)?;
     let mut notes = Vec::new();
     let mut doc = match Document::load_mem(&bytes) {
-        Ok(doc) => doc,
+        Ok(mut doc) => {
+            restore_streams_read_as_dictionaries(&mut doc, &bytes);
+            doc
+        }
         Err(pdf_extract::Error::Decryption(_) | pdf_extract::Error::InvalidPassword) => {
             return Err(IndexError::Encrypted {
                 path: path.to_path_buf(),
@@ -250,6 +253,72 @@ fn refuse_inflation_bombs(doc: &Document) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Reads the streams lopdf took for bare dictionaries. VTeX ends a stream's data with a space
+/// rather than an end-of-line before `endstream`; lopdf does not take that and keeps the
+/// object's dictionary without its data, so the pages of the Bera and CM Bright manuals had no
+/// text. Such an object's data is the `/Length` bytes after the `stream` keyword and its
+/// end-of-line, at the object's offset in the cross-reference table, taken only where the
+/// keyword follows the dictionary and nothing but whitespace lies between the data and
+/// `endstream`.
+fn restore_streams_read_as_dictionaries(doc: &mut Document, bytes: &[u8]) {
+    let mut restored = Vec::new();
+    for (&id, object) in &doc.objects {
+        let Object::Dictionary(dict) = object else {
+            continue;
+        };
+        let length = match dict.get(b"Length") {
+            Ok(Object::Reference(target)) => doc.get_object(*target).and_then(Object::as_i64),
+            Ok(length) => length.as_i64(),
+            Err(e) => Err(e),
+        };
+        let Some(length) = length.ok().and_then(|l| usize::try_from(l).ok()) else {
+            continue;
+        };
+        let Some(pdf_extract::xref::XrefEntry::Normal { offset, .. }) =
+            doc.reference_table.get(id.0)
+        else {
+            continue;
+        };
+        if let Some(data) = stream_data_at(bytes, *offset as usize, length) {
+            restored.push((id, dict.clone(), data.to_vec()));
+        }
+    }
+    for (id, dict, data) in restored {
+        doc.objects
+            .insert(id, Object::Stream(pdf_extract::Stream::new(dict, data)));
+    }
+}
+
+/// The `length` bytes of data of the stream object at `offset` in `file`, where they are followed
+/// by whitespace and `endstream`.
+fn stream_data_at(file: &[u8], offset: usize, length: usize) -> Option<&[u8]> {
+    const KEYWORD: &[u8] = b"stream";
+    if length == 0 {
+        return None;
+    }
+    let object = file.get(offset..)?;
+    // The keyword of this object, not of one after it: before its `endobj`.
+    let end_of_object = object
+        .windows(6)
+        .position(|w| w == b"endobj")
+        .unwrap_or(object.len());
+    let keyword = object[..end_of_object]
+        .windows(KEYWORD.len())
+        .position(|w| w == KEYWORD)?;
+    let mut start = keyword + KEYWORD.len();
+    if object.get(start) == Some(&b'\r') {
+        start += 1;
+    }
+    if object.get(start) == Some(&b'\n') {
+        start += 1;
+    }
+    let end = start.checked_add(length)?;
+    let data = object.get(start..end)?;
+    let after = object.get(end..)?;
+    let gap = after.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    after[gap..].starts_with(b"endstream").then_some(data)
 }
 
 /// Rewrites the `'` (next line, show) and `"` (set spacing, next line, show) operators of every
@@ -810,6 +879,25 @@ pub(super) mod tests {
         ];
         objects.extend_from_slice(fonts);
         pdf_of(&objects)
+    }
+
+    /// VTeX ends stream data with a space before `endstream`, not an end-of-line: lopdf read
+    /// those streams as bare dictionaries, and the Bera and CM Bright manuals were refused as without text.
+    #[test]
+    fn a_stream_ended_by_a_space_before_endstream_is_read() {
+        let font = "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>";
+        let pdf = one_page_pdf("BT /F1 12 Tf 20 100 Td (Hello VTeX.) Tj ET", &[font]);
+        let at = pdf.windows(10).position(|w| w == b"\nendstream").unwrap();
+        let mut vtex = pdf.clone();
+        vtex[at] = b' ';
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vtex.pdf");
+        std::fs::write(&path, &vtex).unwrap();
+        let document = extract(&path).unwrap();
+        assert!(
+            document.pages[0].text.contains("Hello VTeX."),
+            "{document:?}"
+        );
     }
 
     /// Found by the `extractors` fuzz target (2026-11-26, under gdb: 57,000 frames of

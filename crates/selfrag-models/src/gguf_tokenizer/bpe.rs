@@ -19,8 +19,8 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
-use super::TokenType;
 use super::pre_tokenizer::PreTokenizer;
+use super::{Symbol, TokenType};
 
 /// GPT-2's byte-to-unicode table: the printable Latin-1 bytes stand for themselves, the other
 /// 68 bytes (controls, space, soft hyphen, …) for U+0100 onwards, in byte order.
@@ -79,14 +79,6 @@ impl PartialOrd for Bigram {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
 }
 
 impl BpeModel {

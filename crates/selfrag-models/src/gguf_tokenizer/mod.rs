@@ -166,6 +166,16 @@ fn end_of_generation_ids(
     Ok(ends)
 }
 
+/// One symbol of the linked list both merge loops (SentencePiece's and BPE's) work on: a byte
+/// range of the text being merged, and its neighbours.
+#[derive(Debug, Clone, Copy)]
+struct Symbol {
+    start: usize,
+    len: usize,
+    prev: Option<usize>,
+    next: Option<usize>,
+}
+
 /// A stretch of text to encode, or a special token matched in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fragment<'t> {

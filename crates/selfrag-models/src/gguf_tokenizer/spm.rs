@@ -12,7 +12,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
-use super::TokenType;
+use super::{Symbol, TokenType};
 
 /// The SentencePiece word-boundary marker that stands for a space.
 pub(super) const SPACE_MARKER: char = '\u{2581}';
@@ -63,15 +63,6 @@ impl PartialOrd for Bigram {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
-}
-
-/// One symbol of the linked list the merge loop works on: a byte range of the text.
-#[derive(Debug, Clone, Copy)]
-struct Symbol {
-    start: usize,
-    len: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
 }
 
 impl SpmModel {

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use pdf_extract::{Dictionary, Document, Object, ObjectId};
 
+use super::pdf::{resolve, resolve_dict};
+
 /// Pixels of a scan at most (a 600 dpi A3 page is 70 Mpx); a larger image is not decoded.
 const MAX_PIXELS: u64 = 100_000_000;
 /// Pixels of one side at most (a side past it is no scan, and is not decoded).
@@ -453,17 +455,6 @@ fn inherited<'a>(doc: &'a Document, page: ObjectId, key: &[u8]) -> Option<&'a Di
         node = doc.get_dictionary(parent).ok()?;
     }
     None
-}
-
-fn resolve<'a>(doc: &'a Document, object: &'a Object) -> &'a Object {
-    match object {
-        Object::Reference(id) => doc.get_object(*id).unwrap_or(object),
-        other => other,
-    }
-}
-
-fn resolve_dict<'a>(doc: &'a Document, object: &'a Object) -> Option<&'a Dictionary> {
-    resolve(doc, object).as_dict().ok()
 }
 
 #[cfg(test)]

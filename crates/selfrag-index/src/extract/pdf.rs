@@ -618,7 +618,11 @@ impl PageLabels {
     }
 }
 
-fn resolve_dict<'a>(doc: &'a Document, object: &'a Object) -> Option<&'a pdf_extract::Dictionary> {
+/// `object`'s dictionary, through one reference where it is one; `None` for anything else.
+pub(super) fn resolve_dict<'a>(
+    doc: &'a Document,
+    object: &'a Object,
+) -> Option<&'a pdf_extract::Dictionary> {
     match object {
         Object::Reference(id) => doc.get_dictionary(*id).ok(),
         Object::Dictionary(dict) => Some(dict),
@@ -626,7 +630,9 @@ fn resolve_dict<'a>(doc: &'a Document, object: &'a Object) -> Option<&'a pdf_ext
     }
 }
 
-fn resolve<'a>(doc: &'a Document, object: &'a Object) -> &'a Object {
+/// The object `object` refers to, or `object` itself where it is no reference (or a dangling
+/// one).
+pub(super) fn resolve<'a>(doc: &'a Document, object: &'a Object) -> &'a Object {
     match object {
         Object::Reference(id) => doc.get_object(*id).unwrap_or(object),
         other => other,

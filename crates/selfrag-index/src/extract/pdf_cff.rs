@@ -46,7 +46,7 @@
 use pdf_extract::{Dictionary, Document, Object, ObjectId, Stream};
 use ttf_parser::GlyphId;
 
-use super::pdf;
+use super::pdf::{self, resolve};
 use super::pdf_glyph_names::{draws_no_character, glyph_text};
 
 /// The largest font program read for its encoding. A subset is a few kilobytes and a whole
@@ -230,13 +230,6 @@ fn is_named_encoding(name: &[u8]) -> bool {
         name,
         b"WinAnsiEncoding" | b"MacRomanEncoding" | b"MacExpertEncoding"
     )
-}
-
-fn resolve<'a>(doc: &'a Document, object: &'a Object) -> &'a Object {
-    match object {
-        Object::Reference(id) => doc.get_object(*id).unwrap_or(object),
-        other => other,
-    }
 }
 
 /// The glyph name of each code 0–255 in the built-in encoding of CFF program `program`

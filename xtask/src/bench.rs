@@ -43,6 +43,7 @@ mod papers;
 mod rerank;
 mod search;
 mod server;
+mod shared;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -66,12 +67,13 @@ const PASSAGES: usize = 64;
 const EMBED_BATCH: usize = 32;
 
 /// The sections, in the order of `docs/BENCHMARKS.md`.
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "generator",
     "embedder",
     "server",
     "index",
     "search",
+    "shared",
     "papers",
     "rerank",
     "answer",
@@ -170,6 +172,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
             "papers" => papers::papers(&bench)?,
             "answer" => answer::answer(&bench)?,
             "search" => search::search(&bench)?,
+            "shared" => shared::shared(&bench)?,
             _ => index::index(&bench)?,
         };
         eprintln!("\n{markdown}");
@@ -252,6 +255,7 @@ fn title(section: &str) -> &'static str {
         "papers" => "Real papers",
         "answer" => "Time to a cited answer",
         "search" => "Search",
+        "shared" => "Shared library",
         _ => "Index",
     }
 }

@@ -66,7 +66,7 @@ fn run() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, server, index, papers, rerank, answer or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  stress [--rounds N] [--app N]  index under load (busy cores, fsyncs, memory) in a loop: stalls, stale locks\n  gpu-check [build|run]  build the CUDA tests and timings into .gpu-check/ for a machine with a GPU (run: its run.sh here)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  llama-server  build llama.cpp's server (cached) and print its path\n  fixtures D write the tiny test models to folder D"
+                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, server, index, search, shared, papers, rerank, answer or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  stress [--rounds N] [--app N]  index under load (busy cores, fsyncs, memory) in a loop: stalls, stale locks\n  gpu-check [build|run]  build the CUDA tests and timings into .gpu-check/ for a machine with a GPU (run: its run.sh here)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  llama-server  build llama.cpp's server (cached) and print its path\n  fixtures D write the tiny test models to folder D"
             );
             bail!("unknown or missing command")
         }
@@ -291,6 +291,24 @@ fn run_app(root: &Path) -> Result<()> {
     status(&mut Command::new(app), "the app")
 }
 
+/// The S3-compatible server the shared-library tests start (`crates/selfrag-s3-server`).
+fn s3_server() -> Result<PathBuf> {
+    let t = step("the S3-compatible server for the shared-library tests");
+    // `--workspace`, as for the fixtures: the test build's feature resolution.
+    status(
+        cargo().args([
+            "build",
+            "--quiet",
+            "--workspace",
+            "--bin",
+            "selfrag-s3-server",
+        ]),
+        "building selfrag-s3-server",
+    )?;
+    done("the S3-compatible server for the shared-library tests", t);
+    Ok(target_dir().join("debug").join(exe("selfrag-s3-server")))
+}
+
 /// Writes the tiny generator GGUF and BERT folder used by the tests.
 fn fixtures(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let t = step("write the test models");
@@ -366,12 +384,14 @@ fn test(root: &Path) -> Result<()> {
 
 /// The Rust tests, the UI's lint and tests, and the end-to-end tests, in that order.
 fn run_tests(root: &Path, minilm: &Path, llama_server: &Path, skips: &skips::Log) -> Result<()> {
+    let s3_server = s3_server()?;
     let t = step("Rust tests");
     status(
         cargo()
             .args(["test", "--workspace", "--no-fail-fast"])
             .env("SELFRAG_MINILM_DIR", minilm)
             .env("SELFRAG_LLAMA_SERVER", llama_server)
+            .env("SELFRAG_S3_SERVER", &s3_server)
             .env(skips::ENV, skips.path()),
         "cargo test",
     )?;
@@ -414,6 +434,7 @@ fn run_tests(root: &Path, minilm: &Path, llama_server: &Path, skips: &skips::Log
             .env("SELFRAG_E2E_OUT", &out)
             .env(skips::ENV, skips.path())
             .env("SELFRAG_LLAMA_SERVER", llama_server)
+            .env("SELFRAG_S3_SERVER", &s3_server)
             // GTK's file chooser saves its settings; with no session bus, keep them in memory.
             .env("GSETTINGS_BACKEND", "memory")
             .envs(xvfb.as_ref().map(|x| ("DISPLAY", x.display.clone()))),

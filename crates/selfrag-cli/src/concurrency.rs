@@ -181,7 +181,8 @@ pub async fn index_while_answering(
 
     let config = EngineConfig {
         data_dir: dir.join("data"),
-        ..EngineConfig::from_env()?
+        library: None,
+        ..crate::engine_config()?
     };
     let generator = match &config.generator_server {
         Some(server) => server.url.clone(),

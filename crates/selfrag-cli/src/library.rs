@@ -7,9 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use selfrag_engine::{
-    Engine, EngineConfig, IndexEvent, LibraryEvent, SearchFilter, SearchMode, SearchQuery,
-};
+use selfrag_engine::{Engine, IndexEvent, LibraryEvent, SearchFilter, SearchMode, SearchQuery};
 use serde::Serialize;
 
 #[derive(Subcommand)]
@@ -22,6 +20,14 @@ pub enum LibraryCommand {
     },
     /// Remove a document, or every document under a folder (the files stay on disk).
     Remove { path: PathBuf },
+    /// Test the library's location without opening it: for a shared library (s3://, gs://,
+    /// az://), that the store answers, takes the credentials, and honours conditional writes
+    /// (without which two computers' commits could overwrite each other); for a folder, that it
+    /// can be written.
+    Check {
+        #[arg(long)]
+        json: bool,
+    },
     /// Counts, disk use and search indexes.
     Stats {
         #[arg(long)]
@@ -142,7 +148,7 @@ pub async fn index(
     references: References,
     look_up: bool,
 ) -> Result<()> {
-    let config = EngineConfig::from_env()?;
+    let config = crate::engine_config()?;
     let engine = Engine::new(if exact {
         config.with_exact_numbers()
     } else {
@@ -213,7 +219,7 @@ pub async fn index(
 
 /// `selfrag index --resume`: the paused job, where it stopped.
 pub async fn resume() -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env()?)?;
+    let engine = Engine::new(crate::engine_config()?)?;
     let finished = engine.resume_indexing(print_event).await?;
     if let IndexEvent::Finished { failed, .. } = finished
         && failed > 0
@@ -302,8 +308,12 @@ fn eprintln_quiet(line: &str) {
 }
 
 pub async fn library(command: LibraryCommand) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env()?)?;
+    if let LibraryCommand::Check { json } = command {
+        return check(json).await;
+    }
+    let engine = Engine::new(crate::engine_config()?)?;
     match command {
+        LibraryCommand::Check { .. } => Ok(()),
         LibraryCommand::List { json } => {
             // The engine's own type: the JSON the app's UI receives too.
             let docs = engine.documents().await?;
@@ -410,7 +420,7 @@ pub async fn search(
     filter: SearchFilter,
     json: bool,
 ) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env()?)?;
+    let engine = Engine::new(crate::engine_config()?)?;
     let hits = engine
         .search(SearchQuery {
             text: query.clone(),
@@ -511,12 +521,14 @@ fn print(text: &str) -> Result<()> {
 
 /// `selfrag debug search-depths`: the library's search at each ANN setting, as JSON.
 pub async fn search_depths(queries: usize) -> Result<()> {
-    let engine = Engine::new(EngineConfig::from_env()?)?;
+    let engine = Engine::new(crate::engine_config()?)?;
     let report = engine.measure_search_depths(queries).await?;
     print(&serde_json::to_string(&report)?)
 }
 
-/// `selfrag debug bench-search`: one synthetic search benchmark, as JSON.
+/// `selfrag debug bench-search`: one synthetic search benchmark, as JSON. The library is built
+/// in `dir`, or at `--library` (a shared library's new prefix) with `dir` as this computer's
+/// state of it.
 pub async fn bench_search(
     dir: PathBuf,
     passages: usize,
@@ -530,9 +542,29 @@ pub async fn bench_search(
             dir.display()
         );
     }
-    let report =
-        selfrag_engine::bench::search_benchmark(&dir, passages, dim, queries, 20261122, sweep)
-            .await?;
+    let location = crate::LIBRARY_OPTION
+        .get()
+        .map(|l| selfrag_engine::LibraryLocation::parse(l))
+        .transpose()?
+        .unwrap_or_else(|| selfrag_engine::LibraryLocation::Folder(dir.clone()));
+    let report = selfrag_engine::bench::search_benchmark(
+        &location, &dir, passages, dim, queries, 20261122, sweep,
+    )
+    .await?;
+    print(&serde_json::to_string(&report)?)
+}
+
+/// `selfrag debug shared-visibility`: how long another computer takes to see a new document
+/// of the shared library `--library`, as JSON.
+pub async fn shared_visibility(scratch: PathBuf, rounds: usize) -> Result<()> {
+    let Some(location) = crate::LIBRARY_OPTION.get() else {
+        bail!("give the shared library with --library s3://bucket/prefix");
+    };
+    let location = selfrag_engine::LibraryLocation::parse(location)?;
+    if !location.is_shared() {
+        bail!("{location} is a folder; the benchmark measures a shared library");
+    }
+    let report = selfrag_engine::bench::visibility_benchmark(&location, &scratch, rounds).await?;
     print(&serde_json::to_string(&report)?)
 }
 
@@ -615,4 +647,57 @@ pub async fn extract(files: Vec<PathBuf>, pages_to: Option<PathBuf>) -> Result<(
     }
     out.seconds = started.elapsed().as_secs_f64();
     print(&serde_json::to_string(&out)?)
+}
+
+#[derive(Serialize)]
+struct CheckOut {
+    location: String,
+    shared: bool,
+    /// Where the requests went, in words.
+    endpoint: String,
+    /// Whether a library is there already.
+    library_exists: bool,
+}
+
+/// `selfrag library check`: the connection test, with no model loaded.
+async fn check(json: bool) -> Result<()> {
+    let location = crate::engine_config()?.library_location();
+    let found = match &location {
+        selfrag_engine::LibraryLocation::Shared(uri) => selfrag_engine::check_store(uri).await?,
+        selfrag_engine::LibraryLocation::Folder(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot make the library folder {}", dir.display()))?;
+            let probe = dir.join(".selfrag-write-test");
+            std::fs::write(&probe, b"")
+                .with_context(|| format!("cannot write in the library folder {}", dir.display()))?;
+            let _ = std::fs::remove_file(&probe);
+            selfrag_engine::StoreCheck {
+                endpoint: "this computer".to_owned(),
+                library_exists: dir.join("library.json").exists(),
+            }
+        }
+    };
+    let out = CheckOut {
+        location: location.to_string(),
+        shared: location.is_shared(),
+        endpoint: found.endpoint,
+        library_exists: found.library_exists,
+    };
+    if json {
+        return print(&serde_json::to_string_pretty(&out)?);
+    }
+    let what = if out.shared {
+        "reachable, credentials accepted, conditional writes honoured"
+    } else {
+        "a folder this computer can write"
+    };
+    let there = if out.library_exists {
+        "a library is there"
+    } else {
+        "no library yet: the first `selfrag index` makes one"
+    };
+    print(&format!(
+        "{} ({}): {what}; {there}",
+        out.location, out.endpoint
+    ))
 }

@@ -29,8 +29,29 @@ use serde::Serialize;
     about = "Self-RAG over your own documents, on your own machine"
 )]
 struct Cli {
+    /// The library: a folder, or a library shared on object storage (s3://bucket/prefix,
+    /// gs://bucket/prefix, az://container/prefix) with the store's credentials and endpoint
+    /// from its usual environment (AWS_*, ~/.aws, GOOGLE_APPLICATION_CREDENTIALS,
+    /// AZURE_STORAGE_*). Default: SELFRAG_LIBRARY, else the folder `library` in the data
+    /// folder.
+    #[arg(long, global = true, value_name = "LOCATION")]
+    library: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--library`, where given: read by [`engine_config`].
+pub(crate) static LIBRARY_OPTION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The engine's configuration: the environment's, with `--library` over `SELFRAG_LIBRARY`.
+pub(crate) fn engine_config() -> Result<EngineConfig> {
+    let mut config = EngineConfig::from_env()?;
+    if let Some(location) = LIBRARY_OPTION.get() {
+        let location = selfrag_engine::LibraryLocation::parse(location)
+            .map_err(|e| selfrag_engine::set_by(e, "--library"))?;
+        config.library = Some(location);
+    }
+    Ok(config)
 }
 
 #[derive(Subcommand)]
@@ -319,7 +340,18 @@ enum DebugCommand {
         #[arg(long, default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         queries: usize,
     },
-    /// Time the search of a synthetic library of N passages (for `cargo xtask bench search`).
+    /// Time how long a document one computer indexes into the shared library `--library`
+    /// takes to turn up in another's searches (for `cargo xtask bench shared`).
+    SharedVisibility {
+        /// A new folder for the two computers' state and the notes.
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
+    },
+    /// Time the search of a synthetic library of N passages (for `cargo xtask bench search`);
+    /// with `--library`, of one built there (a shared library's new prefix), `--dir` holding
+    /// this computer's state of it.
     BenchSearch {
         /// Where to build the library (a new folder).
         #[arg(long)]
@@ -533,7 +565,7 @@ fn answering_engine(
     server: Option<(String, Option<String>)>,
     numerics: &NumericsArgs,
 ) -> Result<Engine> {
-    let mut config = numerics.apply(EngineConfig::from_env()?);
+    let mut config = numerics.apply(engine_config()?);
     if let Some((url, model)) = server {
         // The environment's model and key, also where SELFRAG_GENERATOR_URL is unset.
         let env = |name| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
@@ -614,6 +646,9 @@ fn run_with_threads(threads: usize) -> std::process::ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    if let Some(location) = cli.library {
+        let _ = LIBRARY_OPTION.set(location);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -726,6 +761,9 @@ fn run(cli: Cli) -> Result<()> {
                     },
             } => library::bench_search(dir, passages, dim, queries, sweep).await,
             Command::Debug {
+                command: DebugCommand::SharedVisibility { dir, rounds },
+            } => library::shared_visibility(dir, rounds).await,
+            Command::Debug {
                 command: DebugCommand::SearchDepths { queries },
             } => library::search_depths(queries).await,
             Command::Debug {
@@ -759,7 +797,7 @@ fn run(cli: Cli) -> Result<()> {
             } => {
                 let mut answer = read_trace(&trace)?;
                 // Cited with the works as the library knows them now, where there is one.
-                Engine::new(EngineConfig::from_env()?)?
+                Engine::new(engine_config()?)?
                     .cite_current_works(&mut answer)
                     .await;
                 let text = selfrag_engine::render_with(
@@ -868,6 +906,7 @@ fn debug(command: DebugCommand) -> Result<()> {
     };
     let json = match command {
         DebugCommand::BenchSearch { .. }
+        | DebugCommand::SharedVisibility { .. }
         | DebugCommand::SearchDepths { .. }
         | DebugCommand::Extract { .. }
         | DebugCommand::RerankLatency { .. }

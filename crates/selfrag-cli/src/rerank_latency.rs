@@ -37,7 +37,8 @@ pub async fn run(trace: &Path, dir: &Path, moves: usize) -> Result<String> {
         .with_context(|| format!("{} is not an answer trace", trace.display()))?;
     let engine = Engine::new(EngineConfig {
         data_dir: dir.join("data"),
-        ..EngineConfig::from_env()?
+        library: None,
+        ..crate::engine_config()?
     })?;
     let id = engine.import_answer(answer.clone()).id;
     let hard = answer.settings.hard_constraints;

@@ -374,6 +374,7 @@ fn documents(data: &Path, models: &Path) -> Vec<String> {
     runtime.block_on(async {
         let engine = Engine::new(EngineConfig {
             data_dir: data.to_path_buf(),
+            library: None,
             generator: Some(models.join("tiny.gguf")),
             embedder: Some(models.join("tiny-bert")),
             device: selfrag_engine::DeviceChoice::Cpu,

@@ -36,6 +36,7 @@ fn consistent_view(data: &Path, models: &Path, corpus: &Path) -> View {
     runtime.block_on(async {
         let engine = Engine::new(EngineConfig {
             data_dir: data.to_path_buf(),
+            library: None,
             generator: Some(models.join("tiny.gguf")),
             embedder: Some(models.join("tiny-bert")),
             device: selfrag_engine::DeviceChoice::Cpu,

@@ -138,6 +138,7 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
 
     let engine = Engine::new(EngineConfig {
         data_dir: tmp.path().join("data"),
+        library: None,
         generator: Some(gguf),
         embedder: Some(bert),
         device: selfrag_engine::DeviceChoice::Cpu,

@@ -1,5 +1,6 @@
 //! Where the engine keeps its data and finds its models: platform directories by default,
-//! overridden by `SELFRAG_DATA_DIR`, `SELFRAG_GENERATOR` and `SELFRAG_EMBEDDER`; a generator
+//! overridden by `SELFRAG_DATA_DIR`, `SELFRAG_LIBRARY` (a folder, or a shared library's
+//! `s3://`, `gs://` or `az://` location), `SELFRAG_GENERATOR` and `SELFRAG_EMBEDDER`; a generator
 //! server by `SELFRAG_GENERATOR_URL` (with `SELFRAG_GENERATOR_API_KEY`); the device and the
 //! embedder's precision by `SELFRAG_DEVICE` and `SELFRAG_EMBEDDER_PRECISION`; the generator's
 //! KV cache and dummy prefix by `SELFRAG_KV_CACHE` and `SELFRAG_DUMMY_PREFIX`.
@@ -7,6 +8,7 @@
 use std::path::PathBuf;
 
 use selfrag_core::{CachePrecision, DeviceChoice, DummyPrefix, EmbedderPrecision};
+use selfrag_index::LibraryLocation;
 
 use crate::EngineError;
 
@@ -15,6 +17,9 @@ use crate::EngineError;
 pub struct EngineConfig {
     /// Library, history and settings live here.
     pub data_dir: PathBuf,
+    /// The library, where it is not the folder `library` in `data_dir`: another folder, or a
+    /// shared library in an object store (`SELFRAG_LIBRARY`, the CLI's `--library`).
+    pub library: Option<LibraryLocation>,
     /// A GGUF file chosen explicitly; otherwise the default model is looked up in the HF cache.
     pub generator: Option<PathBuf>,
     /// A BERT model folder chosen explicitly; otherwise looked up in the HF cache.
@@ -42,6 +47,7 @@ impl EngineConfig {
     pub fn in_process(data_dir: PathBuf, generator: PathBuf, embedder: PathBuf) -> Self {
         Self {
             data_dir,
+            library: None,
             generator: Some(generator),
             embedder: Some(embedder),
             device: DeviceChoice::Cpu,
@@ -77,8 +83,13 @@ impl EngineConfig {
                     .map(|d| d.data_dir().to_path_buf())
             })
             .unwrap_or_else(|| PathBuf::from(".selfrag"));
+        let library = non_empty_var(LIBRARY_ENV)
+            .map(|v| LibraryLocation::parse(&v.to_string_lossy()))
+            .transpose()
+            .map_err(|e| EngineError::Index(set_by(e, LIBRARY_ENV)))?;
         Ok(Self {
             data_dir,
+            library,
             generator: non_empty_var("SELFRAG_GENERATOR").map(PathBuf::from),
             embedder: non_empty_var("SELFRAG_EMBEDDER").map(PathBuf::from),
             device: device_from_env()?,
@@ -110,14 +121,38 @@ impl EngineConfig {
         self
     }
 
-    /// The LanceDB library directory.
-    pub fn library_dir(&self) -> PathBuf {
-        self.data_dir.join("library")
+    /// Where the library is: the location set, else the folder `library` in the data folder.
+    pub fn library_location(&self) -> LibraryLocation {
+        self.library
+            .clone()
+            .unwrap_or_else(|| LibraryLocation::Folder(self.data_dir.join("library")))
+    }
+
+    /// This machine's state of the library (its job, its watched folders, its Zotero link):
+    /// the library's folder, or a folder of the data folder for a shared library.
+    pub fn library_state_dir(&self) -> PathBuf {
+        selfrag_index::machine_state_dir(&self.library_location(), &self.data_dir)
     }
 
     /// Saved answers, one JSON trace per file.
     pub fn history_dir(&self) -> PathBuf {
         self.data_dir.join("history")
+    }
+}
+
+/// The variable that sets the library's location.
+pub const LIBRARY_ENV: &str = "SELFRAG_LIBRARY";
+
+/// A location's error saying which setting gave the location.
+pub fn set_by(error: selfrag_index::IndexError, setting: &str) -> selfrag_index::IndexError {
+    match error {
+        selfrag_index::IndexError::Location { location, problem } => {
+            selfrag_index::IndexError::Location {
+                location: format!("{location} (set by {setting})"),
+                problem,
+            }
+        }
+        other => other,
     }
 }
 

@@ -183,9 +183,13 @@ impl Engine {
                     Some(exe) => Extractor::worker(exe),
                     None => Extractor::in_process(),
                 };
-                let lib = Library::open(&self.config.library_dir(), &embedder)
-                    .await?
-                    .with_extractor(extractor);
+                let lib = Library::open_at(
+                    &self.config.library_location(),
+                    &self.config.library_state_dir(),
+                    &embedder,
+                )
+                .await?
+                .with_extractor(extractor);
                 Ok::<_, EngineError>(Arc::new(lib))
             })
             .await
@@ -425,7 +429,9 @@ impl Engine {
     /// now, as [`Engine::render`] does for saved answers. Where there is no library here, or it
     /// cannot open (no embedder), the answer keeps what its trace recorded.
     pub async fn cite_current_works(&self, answer: &mut Answer) {
-        if !self.config.library_dir().exists() {
+        if let selfrag_index::LibraryLocation::Folder(dir) = self.config.library_location()
+            && !dir.exists()
+        {
             return;
         }
         if let Ok(library) = self.library().await {

@@ -28,7 +28,7 @@ mod works;
 /// The export renderers (Markdown, HTML, JSON, BibTeX), from selfrag-export.
 pub use selfrag_export as export;
 
-pub use config::{EngineConfig, GeneratorNumerics};
+pub use config::{EngineConfig, GeneratorNumerics, LIBRARY_ENV, set_by};
 pub use downloads::{DownloadStage, ModelDownloadProgress, ModelOffer};
 pub use engine::Engine;
 pub use error::{DownloadFailure, EngineError, ErrorCode};
@@ -41,8 +41,8 @@ pub use lookup::{LookedUpWork, LookupFailure, LookupReport};
 pub use samples::SAMPLE_DOCUMENTS;
 pub use selfrag_core::{CachePrecision, DeviceChoice, DeviceKind, DummyPrefix, EmbedderPrecision};
 pub use selfrag_index::{
-    ExtractedPage, LibraryStats, PassageSource, SearchFilter, SearchHit, SearchMode, SourceView,
-    bench, chunk_text, extract_file,
+    ExtractedPage, LibraryLocation, LibraryStats, PassageSource, SearchFilter, SearchHit,
+    SearchMode, SourceView, StoreCheck, bench, check_store, chunk_text, extract_file,
 };
 pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};

@@ -227,7 +227,7 @@ impl Engine {
     }
 
     fn zotero_file(&self) -> PathBuf {
-        self.config().library_dir().join("zotero.json")
+        self.config().library_state_dir().join("zotero.json")
     }
 
     fn added_zotero_libraries(&self) -> AddedZoteroLibraries {

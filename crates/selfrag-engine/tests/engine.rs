@@ -201,6 +201,7 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
     let tmp = tempfile::tempdir().unwrap();
     let config = EngineConfig {
         data_dir: tmp.path().join("data"),
+        library: None,
         generator: Some(tmp.path().join("nowhere.gguf")),
         embedder: Some(tmp.path().join("no-bert")),
         device: selfrag_engine::DeviceChoice::Cpu,
@@ -564,8 +565,8 @@ async fn a_failing_batch_of_watched_changes_is_reported_and_tried_again() {
     };
     wait_for("catch-up", |e| matches!(e, IndexEvent::Finished { .. })).await;
 
-    let table = f.config.library_dir().join("passages.lance");
-    let away = f.config.library_dir().join("passages.lance.away");
+    let table = f.config.library_state_dir().join("passages.lance");
+    let away = f.config.library_state_dir().join("passages.lance.away");
     std::fs::rename(&table, &away).unwrap();
     std::fs::remove_file(&doomed).unwrap();
     wait_for("retry notice", |e| {

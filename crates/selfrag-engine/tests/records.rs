@@ -128,6 +128,7 @@ async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
     std::fs::write(data.join("history"), "not a folder").unwrap();
     let engine = Engine::new(EngineConfig {
         data_dir: data.clone(),
+        library: None,
         generator: Some(gguf),
         embedder: None,
         device: selfrag_engine::DeviceChoice::Cpu,
@@ -180,6 +181,7 @@ async fn the_sample_documents_are_written_into_the_data_folder_and_indexed() {
     selfrag_fixtures::write_tiny_bert(&bert).unwrap();
     let engine = Engine::new(EngineConfig {
         data_dir: tmp.path().join("data"),
+        library: None,
         generator: Some(gguf),
         embedder: Some(bert),
         device: DeviceChoice::Cpu,

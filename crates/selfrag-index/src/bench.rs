@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::library::{DocumentRecord, Library, reciprocal_rank_fusion};
+use crate::library::{DocumentRecord, Library, LibraryLocation, reciprocal_rank_fusion};
 use crate::{
     IndexError, PassageEmbedder, SearchDepth, SearchHit, SearchMode, SearchRequest, VectorScan,
 };
@@ -117,7 +117,9 @@ fn overlap(truth: &[SearchHit], found: &[SearchHit]) -> f64 {
     hits as f64 / truth.len().max(1) as f64
 }
 
-/// Vectors are not computed from text here: the passages' vectors are written directly.
+/// The passages' vectors are written directly, not computed from their text; what it embeds
+/// (the library's fingerprint sentences, a note of the visibility benchmark) gets a
+/// reproducible random unit vector per text.
 struct Synthetic {
     dim: usize,
 }
@@ -130,10 +132,24 @@ impl PassageEmbedder for Synthetic {
         self.dim
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
-        Err(IndexError::Embedder(format!(
-            "the synthetic benchmark library embeds nothing ({} texts asked)",
-            texts.len()
-        )))
+        Ok(texts
+            .iter()
+            .map(|text| {
+                // FNV-1a of the text seeds the vector.
+                let seed = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                });
+                let mut rng = Rng(seed);
+                let v: Vec<f32> = (0..self.dim).map(|_| rng.gauss()).collect();
+                let norm = v
+                    .iter()
+                    .map(|x| x * x)
+                    .sum::<f32>()
+                    .sqrt()
+                    .max(f32::MIN_POSITIVE);
+                v.into_iter().map(|x| x / norm).collect()
+            })
+            .collect())
     }
 }
 
@@ -182,7 +198,8 @@ fn word(i: usize) -> String {
 /// Builds a synthetic library of `passages` rows under `dir` and measures `queries` queries, at
 /// the default depth and, if `sweep`, at those of [`sweep_depths`].
 pub async fn search_benchmark(
-    dir: &Path,
+    location: &LibraryLocation,
+    state_dir: &Path,
     passages: usize,
     dim: usize,
     queries: usize,
@@ -190,7 +207,7 @@ pub async fn search_benchmark(
     sweep: bool,
 ) -> Result<SearchBenchReport, IndexError> {
     let embedder = Synthetic { dim };
-    let library = Library::open(dir, &embedder).await?;
+    let library = Library::open_at(location, state_dir, &embedder).await?;
     let mut rng = Rng(seed);
     let centers: Vec<Vec<f32>> = (0..CLUSTERS)
         .map(|_| (0..dim).map(|_| rng.gauss()).collect())
@@ -414,4 +431,89 @@ fn percentile(values: &mut [f64], q: f64) -> f64 {
     values.sort_by(f64::total_cmp);
     let i = ((values.len() as f64 - 1.0) * q).round() as usize;
     values[i]
+}
+
+/// How long a document one computer indexes takes to turn up in another's searches of a shared
+/// library: for `cargo xtask bench shared` (`selfrag debug shared-visibility`).
+#[derive(Debug, Clone, Serialize)]
+pub struct VisibilityReport {
+    pub rounds: usize,
+    /// From the writer's commit (its `index_file` returning) to the reader's first search that
+    /// returns the note, one per round, in seconds.
+    pub seconds: Vec<f64>,
+    pub median_seconds: f64,
+    pub max_seconds: f64,
+    /// How long one `index_file` of a one-passage note took for the writer, median.
+    pub index_median_seconds: f64,
+}
+
+/// Opens the library at `location` twice, as two computers would (two state folders in
+/// `scratch`, two LanceDB connections), and for each of `rounds` notes: the writer indexes a
+/// note with a word of its own, and the reader searches for that word every 20 ms until the
+/// note is found (or 60 s pass).
+pub async fn visibility_benchmark(
+    location: &LibraryLocation,
+    scratch: &Path,
+    rounds: usize,
+) -> Result<VisibilityReport, IndexError> {
+    let embedder = Synthetic { dim: 64 };
+    let writer = Library::open_at(location, &scratch.join("writer"), &embedder).await?;
+    let reader = Library::open_at(location, &scratch.join("reader"), &embedder).await?;
+    let notes = scratch.join("notes");
+    std::fs::create_dir_all(&notes).map_err(|source| IndexError::Write {
+        path: notes.clone(),
+        source,
+    })?;
+    let mut seconds = Vec::with_capacity(rounds);
+    let mut indexing = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let word = format!("visibilityprobe{round}x{}", std::process::id());
+        let path = notes.join(format!("{word}.md"));
+        std::fs::write(
+            &path,
+            format!("# Note {round}\nThe word {word} is in this note.\n"),
+        )
+        .map_err(|source| IndexError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        let started = Instant::now();
+        writer.index_file(&path, &embedder).await?;
+        let committed = Instant::now();
+        indexing.push(committed.duration_since(started).as_secs_f64());
+        let request = SearchRequest {
+            mode: SearchMode::Fts,
+            ..SearchRequest::hybrid(&word, embedder.embed(&[word.as_str()])?.remove(0), 1)
+        };
+        loop {
+            let found = reader
+                .search(&request)
+                .await?
+                .iter()
+                .any(|hit| hit.text.contains(&word));
+            if found {
+                break;
+            }
+            if committed.elapsed() > std::time::Duration::from_secs(60) {
+                return Err(IndexError::Schema(format!(
+                    "the reader did not see the note {} within 60 s",
+                    path.display()
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        seconds.push(committed.elapsed().as_secs_f64());
+    }
+    let median = |values: &[f64]| {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+    };
+    Ok(VisibilityReport {
+        rounds,
+        median_seconds: median(&seconds),
+        max_seconds: seconds.iter().copied().fold(0.0, f64::max),
+        index_median_seconds: median(&indexing),
+        seconds,
+    })
 }

@@ -68,26 +68,30 @@ pub enum IndexError {
     #[error("the document parser {what} on {path}; the file was skipped")]
     ParserFailed { path: PathBuf, what: String },
     #[cfg(feature = "store")]
-    #[error("the library at {path} could not be used: {source}")]
+    #[error("the library at {location} could not be used: {source}")]
     Store {
-        path: PathBuf,
+        location: String,
         #[source]
         source: lancedb::Error,
+    },
+    /// A library location that cannot be used: unreadable, or a store that is unreachable,
+    /// refuses the credentials, or lacks conditional writes. `problem` says what to do.
+    #[error("the library location {location} cannot be used: {problem}")]
+    Location { location: String, problem: String },
+    /// A shared library whose vectors another embedder made.
+    #[error(
+        "the library at {location} holds vectors of {library_embedder}, and this computer's embedder is {this_embedder} ({detail}); choose the library's embedder here, or another library"
+    )]
+    EmbedderMismatch {
+        location: String,
+        library_embedder: String,
+        this_embedder: String,
+        detail: String,
     },
     #[error("the library data is malformed: {0}")]
     Schema(String),
     #[error("the embedder failed: {0}")]
     Embedder(String),
-    #[error(
-        "the library at {path} was built with embedder `{stored}` ({stored_dim}-d) but `{current}` ({current_dim}-d) is loaded; re-index the library or switch back"
-    )]
-    EmbedderMismatch {
-        path: PathBuf,
-        stored: String,
-        stored_dim: usize,
-        current: String,
-        current_dim: usize,
-    },
     /// Another process holds the library's lock; `holders` names them ("pid (name)") where the
     /// system says (Linux), else is empty.
     #[error(

@@ -145,7 +145,7 @@ fn covers(root: &str, path: &str) -> bool {
 
 impl Library {
     fn job_file(&self) -> PathBuf {
-        self.dir().join("job.json")
+        self.state_dir().join("job.json")
     }
 
     fn read_job_record(&self) -> PendingJob {
@@ -283,7 +283,7 @@ impl Library {
                 && is_disk_full(e)
             {
                 let error = IndexError::DiskFull {
-                    path: self.dir().to_path_buf(),
+                    path: self.state_dir().to_path_buf(),
                     reason: e.to_string(),
                 };
                 on_event(JobEvent::FileDone { path, result });

@@ -138,7 +138,7 @@ struct Watched {
 
 impl Library {
     fn watched_file(&self) -> PathBuf {
-        self.dir().join("watched.json")
+        self.state_dir().join("watched.json")
     }
 
     /// The folders the user asked to keep in sync with the library.
@@ -196,7 +196,7 @@ impl Library {
                 tracing::debug!(path = %changed_path.display(), "a change outside every watched folder, dropped");
                 continue;
             };
-            if path.starts_with(self.dir()) || hidden_below(&folder, &path) {
+            if path.starts_with(self.state_dir()) || hidden_below(&folder, &path) {
                 continue;
             }
             if std::fs::symlink_metadata(&path).is_ok() {

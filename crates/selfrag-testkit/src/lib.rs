@@ -16,6 +16,7 @@
 use std::io::Write;
 
 pub mod llama_server;
+pub mod s3_server;
 #[cfg(feature = "traces")]
 pub mod traces;
 

@@ -94,7 +94,7 @@ impl Drop for Reading<'_> {
 
 impl Library {
     fn in_progress_file(&self) -> PathBuf {
-        self.dir().join("indexing.json")
+        self.state_dir().join("indexing.json")
     }
 
     /// The file another run of the app was reading when it ended, if it left one.

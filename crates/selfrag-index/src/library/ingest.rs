@@ -279,11 +279,7 @@ impl Library {
             let batch = slice.into_batch(vectors, embedder.dim())?;
             // Passages first, the document row after: the row commits them.
             let _pending = Uncommitted::new(&self.uncommitted, batch.num_rows());
-            self.passages
-                .add(batch)
-                .execute()
-                .await
-                .map_err(self.store_err())?;
+            self.add_passages(batch).await?;
             record.passages = end;
             record.passages_expected = (end < total).then_some(total);
             if let Err(e) = self.commit_content(&record).await {
@@ -536,10 +532,34 @@ impl Library {
         Ok(rows)
     }
 
+    /// Adds passage rows. In a local library, an append. In a shared one, a merge on the
+    /// passage id that inserts only the rows no computer wrote yet: when two computers write
+    /// the same content at once, Lance sees both insert the same ids and retries one against
+    /// the other, which then inserts nothing, so no passage is stored twice.
+    async fn add_passages(&self, batch: arrow_array::RecordBatch) -> Result<(), IndexError> {
+        if self.location.is_shared() {
+            let mut merge = self.passages.merge_insert(&["id"]);
+            merge.when_not_matched_insert_all();
+            merge
+                .execute(one_batch(batch))
+                .await
+                .map_err(self.store_err())?;
+        } else {
+            self.passages
+                .add(batch)
+                .execute()
+                .await
+                .map_err(self.store_err())?;
+        }
+        Ok(())
+    }
+
     /// Writes the document row for `doc.path` (insert or replace, one LanceDB commit).
     async fn commit(&self, doc: DocumentRecord) -> Result<(), IndexError> {
         let batch = documents_batch(std::slice::from_ref(&doc))?;
-        if self.committed().by_path.contains_key(&doc.path) {
+        // In a shared library another computer may be writing the same path's row: a merge on
+        // the path lets Lance see that and keep one row.
+        if self.location.is_shared() || self.committed().by_path.contains_key(&doc.path) {
             // Replacing: one merge commit swaps the row, so searches see old or new content.
             let mut merge = self.documents.merge_insert(&["path"]);
             merge

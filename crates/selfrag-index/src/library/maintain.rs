@@ -106,10 +106,12 @@ impl Library {
         }
         // Lance indexes the passages new since the last job as a segment of their own.
         for table in [&self.passages, &self.documents] {
-            table
-                .optimize(OptimizeAction::Index(Default::default()))
-                .await
-                .map_err(self.store_err())?;
+            self.upkeep(
+                "indexing new passages",
+                table
+                    .optimize(OptimizeAction::Index(Default::default()))
+                    .await,
+            )?;
         }
         self.refresh_index_flags().await?;
         // The index's shape is read for this check only: if it cannot be read, the index stays
@@ -123,12 +125,15 @@ impl Library {
                         merged,
                         "merging the vector index's newest segments"
                     );
-                    self.passages
-                        .optimize(OptimizeAction::Index(
-                            OptimizeOptions::merge(merged).index_names(vec![VECTOR_INDEX.into()]),
-                        ))
-                        .await
-                        .map_err(self.store_err())?;
+                    self.upkeep(
+                        "merging the vector index's segments",
+                        self.passages
+                            .optimize(OptimizeAction::Index(
+                                OptimizeOptions::merge(merged)
+                                    .index_names(vec![VECTOR_INDEX.into()]),
+                            ))
+                            .await,
+                    )?;
                 }
             }
             Ok(None) => {}
@@ -151,25 +156,43 @@ impl Library {
 
     async fn compact_tables(&self, keep: Duration) -> Result<(), IndexError> {
         for table in [&self.passages, &self.documents] {
-            table
-                .optimize(OptimizeAction::Compact {
-                    options: CompactionOptions::default(),
-                    remap_options: None,
-                })
-                .await
-                .map_err(self.store_err())?;
+            self.upkeep(
+                "compacting",
+                table
+                    .optimize(OptimizeAction::Compact {
+                        options: CompactionOptions::default(),
+                        remap_options: None,
+                    })
+                    .await,
+            )?;
             // Durable before pruning: pruning may remove the version durable until now.
             self.make_durable().await?;
-            table
-                .optimize(OptimizeAction::Prune {
-                    older_than: Some(keep),
-                    delete_unverified: Some(false),
-                    error_if_tagged_old_versions: Some(false),
-                })
-                .await
-                .map_err(self.store_err())?;
+            self.upkeep(
+                "removing old versions",
+                table
+                    .optimize(OptimizeAction::Prune {
+                        older_than: Some(keep),
+                        delete_unverified: Some(false),
+                        error_if_tagged_old_versions: Some(false),
+                    })
+                    .await,
+            )?;
         }
         Ok(())
+    }
+
+    /// The outcome of one step of upkeep. In a shared library another machine may run the same
+    /// step at the same moment, and Lance then refuses one of the two commits as conflicting:
+    /// the other machine's did the work, so that is no failure here. Any other error is.
+    fn upkeep<T>(&self, step: &str, result: Result<T, lancedb::Error>) -> Result<(), IndexError> {
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if self.location.is_shared() && is_commit_conflict(&e) => {
+                tracing::info!(step, error = %e, "another computer did this step of upkeep first");
+                Ok(())
+            }
+            Err(e) => Err(self.store_err()(e)),
+        }
     }
 
     /// An HNSW graph over the passages' 8-bit codes (IVF-HNSW-SQ), for dot product, with
@@ -319,6 +342,19 @@ fn segments_to_merge(rows_per_segment: &[u64]) -> usize {
 
 /// The name LanceDB gives the index on the `vector` column.
 const VECTOR_INDEX: &str = "vector_idx";
+
+/// Whether Lance refused a commit because another writer's commit came first.
+fn is_commit_conflict(error: &lancedb::Error) -> bool {
+    matches!(
+        error,
+        lancedb::Error::Lance {
+            source: lance::Error::CommitConflict { .. }
+                | lance::Error::RetryableCommitConflict { .. }
+                | lance::Error::IncompatibleTransaction { .. }
+                | lance::Error::TooMuchWriteContention { .. }
+        }
+    )
+}
 
 #[cfg(test)]
 mod tests {

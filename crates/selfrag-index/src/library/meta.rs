@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::location::SharedStore;
 use crate::IndexError;
 
 /// The schema this build writes. 1 was the walking skeleton's (documents keyed by content hash,
@@ -22,11 +23,18 @@ pub struct LibraryMeta {
     pub dim: usize,
     pub documents_table: String,
     pub passages_table: String,
+    /// The embedder's vectors of the probe sentences ([`super::fingerprint`]); absent in
+    /// libraries made before it was recorded, which record it the next time they open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Vec<Vec<f32>>>,
 }
+
+/// The commit pointer's name, in a library folder and under a shared library's prefix.
+pub(crate) const META_FILE: &str = "library.json";
 
 impl LibraryMeta {
     pub fn path(dir: &Path) -> PathBuf {
-        dir.join("library.json")
+        dir.join(META_FILE)
     }
 
     /// `None` when the library has no `library.json` (new, or written by schema 1).
@@ -60,6 +68,45 @@ impl LibraryMeta {
         let text = serde_json::to_string_pretty(self)
             .map_err(|e| IndexError::Schema(format!("cannot encode library.json: {e}")))?;
         write_atomically(&path, text.as_bytes())
+    }
+}
+
+impl LibraryMeta {
+    /// A shared library's `library.json`, or `None` where it has none yet.
+    pub(crate) async fn load_shared(store: &SharedStore) -> Result<Option<Self>, IndexError> {
+        let Some(bytes) = store.read(META_FILE).await? else {
+            return Ok(None);
+        };
+        let meta: Self = serde_json::from_slice(&bytes).map_err(|e| {
+            IndexError::Schema(format!(
+                "{}/{META_FILE} is unreadable ({e}); restore it from the store's versions or backups",
+                store.uri.as_str()
+            ))
+        })?;
+        if meta.schema_version > SCHEMA_VERSION {
+            return Err(IndexError::Schema(format!(
+                "the library at {} has schema version {} but this build reads up to {SCHEMA_VERSION}; update Self-RAG Desktop",
+                store.uri.as_str(),
+                meta.schema_version
+            )));
+        }
+        Ok(Some(meta))
+    }
+
+    /// Writes a shared library's `library.json` unless another machine wrote one first; then
+    /// theirs is returned, and it is the library's.
+    pub(crate) async fn create_shared(self, store: &SharedStore) -> Result<Self, IndexError> {
+        let text = serde_json::to_vec_pretty(&self)
+            .map_err(|e| IndexError::Schema(format!("cannot encode library.json: {e}")))?;
+        if store.create(META_FILE, text).await? {
+            return Ok(self);
+        }
+        Self::load_shared(store).await?.ok_or_else(|| {
+            IndexError::Schema(format!(
+                "{}/{META_FILE} was written by another computer and then removed; open the library again",
+                store.uri.as_str()
+            ))
+        })
     }
 }
 

@@ -11,7 +11,9 @@
 //! tables, so migrations and re-embeddings swap whole tables atomically.
 
 mod durable;
+mod fingerprint;
 mod ingest;
+pub(crate) mod location;
 mod maintain;
 pub(crate) mod meta;
 mod schema;
@@ -21,7 +23,7 @@ mod works;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use arrow_array::{RecordBatch, RecordBatchIterator, UInt32Array};
@@ -29,6 +31,8 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
 pub use ingest::{IndexOutcome, PartlySearchable};
+use location::SharedStore;
+pub use location::{LibraryLocation, StoreCheck, StoreUri, check_store, machine_state_dir};
 use meta::{LibraryMeta, SCHEMA_VERSION};
 pub use schema::DocumentRecord;
 use schema::{column, documents_schema, passages_schema, sql_string, string_column, vector_dim};
@@ -194,9 +198,12 @@ impl StepClock {
     }
 }
 
-/// The library: a LanceDB database directory with the documents and passages tables.
+/// The library: the documents and passages tables, in a folder or in a shared object store.
 pub struct Library {
-    dir: PathBuf,
+    location: LibraryLocation,
+    /// This machine's state of the library (its job, its watched folders, the lock): the
+    /// library's folder itself for a local library.
+    state_dir: PathBuf,
     meta: LibraryMeta,
     documents: lancedb::Table,
     passages: lancedb::Table,
@@ -204,6 +211,9 @@ pub struct Library {
     /// The most passages one document may have (see [`Library::with_passage_limit`]).
     passage_limit: usize,
     committed: RwLock<Committed>,
+    /// The `documents` table's version `committed` was read at: another machine's commit to a
+    /// shared library moves the table past it ([`Library::catch_up`]).
+    committed_version: AtomicU64,
     /// One writer at a time inside the process (a job and the folder watcher may overlap).
     write: tokio::sync::Mutex<()>,
     /// Passages added whose document row does not count them yet; searches fetch this many more
@@ -216,93 +226,163 @@ pub struct Library {
     /// search, so kept here rather than asked of LanceDB each time.
     vector_indexed: AtomicBool,
     text_indexed: AtomicBool,
-    /// What is on disk: every write ends with [`Library::make_durable`].
-    durability: Arc<durable::Durability>,
+    /// What is on disk: every write to a local library ends with [`Library::make_durable`]. A
+    /// shared library has none: a store's write is durable once it is acknowledged.
+    durability: Option<Arc<durable::Durability>>,
+    /// A shared library's store, for what lives beside its tables.
+    shared: Option<SharedStore>,
     /// Where the file being indexed is and since when ([`Library::current_step`]).
     pub(crate) step: Arc<StepClock>,
     /// Held while `job.json` is read and written again (a job's end, forgetting a paused job).
     pub(crate) job_record: std::sync::Mutex<()>,
-    /// Held for the library's lifetime: one process writes a library at a time.
+    /// Held for the library's lifetime: one process of this machine writes a library at a time
+    /// (several machines may write a shared one).
     _lock: std::fs::File,
 }
 
 impl std::fmt::Debug for Library {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Library").field("dir", &self.dir).finish()
+        f.debug_struct("Library")
+            .field("location", &self.location)
+            .finish()
     }
 }
 
+/// How often a shared library looks for other machines' commits: a search sees a document
+/// another machine committed at most this long after it was committed.
+pub const SHARED_READ_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Library {
-    /// Opens (or creates) the library in `dir` for vectors of `embedder`: migrates an older
-    /// schema, re-embeds every passage if the embedder changed (from the stored passage text,
-    /// without re-parsing a file), and removes passages left behind by an interrupted run.
+    /// Opens (or creates) the library in the folder `dir` for vectors of `embedder`: migrates
+    /// an older schema, re-embeds every passage if the embedder changed (from the stored
+    /// passage text, without re-parsing a file), and removes passages left behind by an
+    /// interrupted run.
     pub async fn open(dir: &Path, embedder: &dyn PassageEmbedder) -> Result<Self, IndexError> {
-        std::fs::create_dir_all(dir).map_err(|source| IndexError::Read {
-            path: dir.to_path_buf(),
+        Self::open_at(&LibraryLocation::Folder(dir.to_path_buf()), dir, embedder).await
+    }
+
+    /// Opens (or creates) the library at `location`, keeping this machine's state of it in
+    /// `state_dir` ([`machine_state_dir`]). A local library is opened as [`Library::open`]
+    /// does. A shared one is first tested ([`check_store`]: reachable, credentials taken,
+    /// conditional writes honoured); one whose vectors another embedder made is refused
+    /// ([`IndexError::EmbedderMismatch`]), never re-embedded under the other machines' feet.
+    pub async fn open_at(
+        location: &LibraryLocation,
+        state_dir: &Path,
+        embedder: &dyn PassageEmbedder,
+    ) -> Result<Self, IndexError> {
+        std::fs::create_dir_all(state_dir).map_err(|source| IndexError::Read {
+            path: state_dir.to_path_buf(),
             source,
         })?;
-        let lock = lock_library(dir).await?;
-        // Before LanceDB reads anything: the tables go back to their last durable versions.
-        let (durability, _rolled_back) = durable::Durability::open(dir)?;
-        let durability = Arc::new(durability);
-        let store_err = |source| IndexError::Store {
-            path: dir.to_path_buf(),
-            source,
-        };
+        let lock = lock_library(state_dir).await?;
+        let store_err = store_error(location);
         // LanceDB's default caches may grow to 6 GiB of index and 1 GiB of metadata, and every
         // optimize leaves the previous index version cached: bounded here for a desktop app.
-        let session = lancedb::Session::new(
+        let session = Arc::new(lancedb::Session::new(
             INDEX_CACHE_BYTES,
             METADATA_CACHE_BYTES,
             Arc::new(lancedb::ObjectStoreRegistry::default()),
-        );
-        let db = lancedb::connect(&dir.to_string_lossy())
-            .session(Arc::new(session))
-            .execute()
-            .await
-            .map_err(store_err)?;
-        let mut meta = match LibraryMeta::load(dir)? {
-            Some(meta) => meta,
-            None => create_or_migrate(&db, dir, embedder, &durability).await?,
+        ));
+        let (db, meta, durability, shared) = match location {
+            LibraryLocation::Folder(dir) => {
+                // Before LanceDB reads anything: the tables go back to their last durable
+                // versions.
+                let (durability, _rolled_back) = durable::Durability::open(dir)?;
+                let durability = Arc::new(durability);
+                let db = lancedb::connect(&dir.to_string_lossy())
+                    .session(session)
+                    .execute()
+                    .await
+                    .map_err(&store_err)?;
+                let meta = match LibraryMeta::load(dir)? {
+                    Some(meta) => meta,
+                    None => create_or_migrate(&db, dir, embedder, &durability).await?,
+                };
+                // A local library has one user: another embedder re-embeds it.
+                let meta = if meta.embedder != embedder.model_id() || meta.dim != embedder.dim() {
+                    reembed(&db, dir, &meta, embedder, &durability).await?
+                } else {
+                    meta
+                };
+                drop_stray_tables(&db, dir, &meta).await?;
+                (db, meta, Some(durability), None)
+            }
+            LibraryLocation::Shared(uri) => {
+                check_store(uri).await?;
+                let options = location::storage_options(
+                    location::LIBRARY_RETRIES,
+                    location::LIBRARY_RETRY_TIMEOUT,
+                );
+                let shared = SharedStore::connect(uri, options.clone()).await?;
+                let db = lancedb::connect(uri.as_str())
+                    .session(session)
+                    .storage_options(options)
+                    .read_consistency_interval(SHARED_READ_INTERVAL)
+                    .execute()
+                    .await
+                    .map_err(&store_err)?;
+                let meta = match LibraryMeta::load_shared(&shared).await? {
+                    Some(meta) => meta,
+                    None => create_shared(&db, &shared, embedder).await?,
+                };
+                if let Some(detail) = other_embedder(&meta, embedder)? {
+                    return Err(IndexError::EmbedderMismatch {
+                        location: uri.as_str().to_owned(),
+                        library_embedder: format!("{} ({} dimensions)", meta.embedder, meta.dim),
+                        this_embedder: format!(
+                            "{} ({} dimensions)",
+                            embedder.model_id(),
+                            embedder.dim()
+                        ),
+                        detail,
+                    });
+                }
+                (db, meta, None, Some(shared))
+            }
         };
-        if meta.embedder != embedder.model_id() || meta.dim != embedder.dim() {
-            meta = reembed(&db, dir, &meta, embedder, &durability).await?;
-        }
-        drop_stray_tables(&db, dir, &meta).await?;
         let documents = db
             .open_table(&meta.documents_table)
             .execute()
             .await
-            .map_err(store_err)?;
+            .map_err(&store_err)?;
         let passages = db
             .open_table(&meta.passages_table)
             .execute()
             .await
-            .map_err(store_err)?;
+            .map_err(&store_err)?;
         add_missing_columns(&passages, &documents)
             .await
-            .map_err(store_err)?;
+            .map_err(&store_err)?;
         let library = Self {
-            dir: dir.to_path_buf(),
+            location: location.clone(),
+            state_dir: state_dir.to_path_buf(),
             meta,
             documents,
             passages,
             extractor: Extractor::default(),
             passage_limit: Self::DEFAULT_PASSAGE_LIMIT,
             committed: RwLock::new(Committed::default()),
+            committed_version: AtomicU64::new(0),
             write: tokio::sync::Mutex::new(()),
             uncommitted: AtomicUsize::new(0),
             unclean: std::sync::Mutex::new(HashSet::new()),
             vector_indexed: AtomicBool::new(false),
             text_indexed: AtomicBool::new(false),
             durability,
+            shared,
             step: Arc::new(StepClock::new()),
             job_record: std::sync::Mutex::new(()),
             _lock: lock,
         };
         library.refresh_index_flags().await?;
         library.reload_committed().await?;
-        library.remove_orphans().await?;
+        // Passages no row refers to are another machine's document being written, in a shared
+        // library: only a local library's are an interrupted run's. (Searches never return
+        // them either way.)
+        if !library.location.is_shared() {
+            library.remove_orphans().await?;
+        }
         library.make_durable().await?;
         Ok(library)
     }
@@ -324,9 +404,14 @@ impl Library {
         self
     }
 
-    /// The directory the library lives in.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Where the library lives.
+    pub fn location(&self) -> &LibraryLocation {
+        &self.location
+    }
+
+    /// The folder of this machine's state of the library: its job, its watched folders.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
     }
 
     /// The embedder whose vectors the library holds.
@@ -334,9 +419,34 @@ impl Library {
         &self.meta.embedder
     }
 
+    /// Reads the documents other machines committed to a shared library since this one last
+    /// looked (at most [`SHARED_READ_INTERVAL`] ago); returns how many documents are new. A
+    /// local library has no other writer: nothing to do.
+    pub async fn catch_up(&self) -> Result<usize, IndexError> {
+        if !self.location.is_shared() {
+            return Ok(0);
+        }
+        let version = self.documents.version().await.map_err(self.store_err())?;
+        if version == self.committed_version.load(Ordering::Acquire) {
+            return Ok(0);
+        }
+        // While this process writes, its writer reads the table after its commit anyway; a
+        // search does not wait for a file to be indexed to catch up.
+        let Ok(_writer) = self.write.try_lock() else {
+            return Ok(0);
+        };
+        let before = self.committed().by_path.len();
+        self.reload_committed().await?;
+        Ok(self.committed().by_path.len().saturating_sub(before))
+    }
+
     /// Makes every write so far durable (see [`durable`]): the files LanceDB wrote are synced,
-    /// then the tables' versions recorded. A write counts as done only after this.
+    /// then the tables' versions recorded. A write counts as done only after this. A shared
+    /// library's writes are durable once the store acknowledged them.
     pub(crate) async fn make_durable(&self) -> Result<(), IndexError> {
+        let Some(durability) = self.durability.clone() else {
+            return Ok(());
+        };
         let versions = [
             (
                 self.meta.documents_table.clone(),
@@ -352,31 +462,29 @@ impl Library {
             .map(|(name, version)| version.map(|v| (name, v)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(self.store_err())?;
-        let durability = self.durability.clone();
         tokio::task::spawn_blocking(move || {
             let named: Vec<(&str, u64)> = versions.iter().map(|(n, v)| (n.as_str(), *v)).collect();
             durability.commit(&named)
         })
         .await
         .map_err(|e| IndexError::Write {
-            path: self.dir.clone(),
+            path: self.state_dir.clone(),
             source: std::io::Error::other(e),
         })?
     }
 
-    fn store_err(&self) -> impl Fn(lancedb::Error) -> IndexError + '_ {
-        |source| IndexError::Store {
-            path: self.dir.clone(),
-            source,
-        }
+    fn store_err(&self) -> impl Fn(lancedb::Error) -> IndexError + use<> {
+        store_error(&self.location)
     }
-
     /// Runs `query` and gathers all its result batches.
     async fn collect(&self, query: impl ExecutableQuery) -> Result<Vec<RecordBatch>, IndexError> {
-        collect(&self.dir, query).await
+        collect(&self.location, query).await
     }
 
     async fn reload_committed(&self) -> Result<(), IndexError> {
+        // The version first: a commit that lands while the rows are read makes the next
+        // catch-up read them again, never miss them.
+        let version = self.documents.version().await.map_err(self.store_err())?;
         let batches = self.collect(self.documents.query()).await?;
         let mut by_path = BTreeMap::new();
         for b in &batches {
@@ -385,6 +493,7 @@ impl Library {
             }
         }
         *self.committed_mut() = Committed { by_path };
+        self.committed_version.store(version, Ordering::Release);
         Ok(())
     }
 
@@ -513,7 +622,10 @@ impl Library {
                 .count_rows(None)
                 .await
                 .map_err(self.store_err())?,
-            disk_bytes: dir_size(&self.dir),
+            disk_bytes: match &self.shared {
+                Some(store) => store.size().await?,
+                None => dir_size(&self.state_dir),
+            },
             vector_index: indices
                 .iter()
                 .any(|i| i.columns.iter().any(|c| c == "vector")),
@@ -552,18 +664,27 @@ pub(crate) fn path_key(path: &Path) -> String {
     absolute.to_string_lossy().into_owned()
 }
 
-async fn collect(dir: &Path, query: impl ExecutableQuery) -> Result<Vec<RecordBatch>, IndexError> {
-    let store_err = |source| IndexError::Store {
-        path: dir.to_path_buf(),
-        source,
-    };
+async fn collect(
+    location: &(dyn std::fmt::Display + Sync),
+    query: impl ExecutableQuery,
+) -> Result<Vec<RecordBatch>, IndexError> {
+    let store_err = store_error(location);
     query
         .execute()
         .await
-        .map_err(store_err)?
+        .map_err(&store_err)?
         .try_collect()
         .await
-        .map_err(store_err)
+        .map_err(&store_err)
+}
+
+/// The error of a LanceDB call on the library at `location`.
+fn store_error(location: &dyn std::fmt::Display) -> impl Fn(lancedb::Error) -> IndexError + use<> {
+    let location = location.to_string();
+    move |source| IndexError::Store {
+        location: location.clone(),
+        source,
+    }
 }
 
 /// Gives tables made before a column existed that column, all nulls (a change of the schema
@@ -684,10 +805,7 @@ async fn table_names(db: &lancedb::Connection, dir: &Path) -> Result<HashSet<Str
         .table_names()
         .execute()
         .await
-        .map_err(|source| IndexError::Store {
-            path: dir.to_path_buf(),
-            source,
-        })?
+        .map_err(store_error(&dir.display()))?
         .into_iter()
         .collect())
 }
@@ -701,17 +819,14 @@ async fn create_or_migrate(
     embedder: &dyn PassageEmbedder,
     durability: &durable::Durability,
 ) -> Result<LibraryMeta, IndexError> {
-    let store_err = |source| IndexError::Store {
-        path: dir.to_path_buf(),
-        source,
-    };
+    let store_err = store_error(&dir.display());
     let names = table_names(db, dir).await?;
     let documents_table = "documents_v2".to_string();
     if names.contains(&documents_table) {
         // A migration that crashed before library.json was written: do it again.
         db.drop_table(&documents_table, &[])
             .await
-            .map_err(store_err)?;
+            .map_err(&store_err)?;
     }
     let mut meta = LibraryMeta {
         schema_version: SCHEMA_VERSION,
@@ -719,6 +834,7 @@ async fn create_or_migrate(
         dim: embedder.dim(),
         documents_table,
         passages_table: "passages".into(),
+        fingerprint: None,
     };
     let mut rows = Vec::new();
     if names.contains("documents") && names.contains("passages") {
@@ -726,14 +842,14 @@ async fn create_or_migrate(
             .open_table("documents")
             .execute()
             .await
-            .map_err(store_err)?;
+            .map_err(&store_err)?;
         let passages = db
             .open_table("passages")
             .execute()
             .await
-            .map_err(store_err)?;
-        meta.dim = vector_dim(&*passages.schema().await.map_err(store_err)?)?;
-        for b in &collect(dir, old.query()).await? {
+            .map_err(&store_err)?;
+        meta.dim = vector_dim(&*passages.schema().await.map_err(&store_err)?)?;
+        for b in &collect(&dir.display(), old.query()).await? {
             let (id, path, title, emb) = (
                 string_column(b, "doc_id")?,
                 string_column(b, "path")?,
@@ -762,25 +878,25 @@ async fn create_or_migrate(
     } else {
         for name in ["documents", "passages"] {
             if names.contains(name) {
-                db.drop_table(name, &[]).await.map_err(store_err)?;
+                db.drop_table(name, &[]).await.map_err(&store_err)?;
             }
         }
         db.create_empty_table("passages", passages_schema(embedder.dim()))
             .execute()
             .await
-            .map_err(store_err)?;
+            .map_err(&store_err)?;
     }
     let table = db
         .create_empty_table(&meta.documents_table, documents_schema())
         .execute()
         .await
-        .map_err(store_err)?;
+        .map_err(&store_err)?;
     if !rows.is_empty() {
         table
             .add(schema::documents_batch(&rows)?)
             .execute()
             .await
-            .map_err(store_err)?;
+            .map_err(&store_err)?;
     }
     // The new tables reach the disk before library.json names them.
     durability.sync_new_files()?;
@@ -797,10 +913,7 @@ async fn reembed(
     embedder: &dyn PassageEmbedder,
     durability: &durable::Durability,
 ) -> Result<LibraryMeta, IndexError> {
-    let store_err = |source| IndexError::Store {
-        path: dir.to_path_buf(),
-        source,
-    };
+    let store_err = store_error(&dir.display());
     tracing::warn!(
         from = %meta.embedder,
         to = %embedder.model_id(),
@@ -810,7 +923,7 @@ async fn reembed(
         .open_table(&meta.passages_table)
         .execute()
         .await
-        .map_err(store_err)?;
+        .map_err(&store_err)?;
     let new_name = format!(
         "passages_{}",
         std::time::SystemTime::now()
@@ -822,15 +935,15 @@ async fn reembed(
         .create_empty_table(&new_name, passages_schema(embedder.dim()))
         .execute()
         .await
-        .map_err(store_err)?;
+        .map_err(&store_err)?;
     let columns: Vec<&str> = search::HIT_COLUMNS.to_vec();
     let mut stream = old
         .query()
         .select(Select::columns(&columns))
         .execute()
         .await
-        .map_err(store_err)?;
-    while let Some(batch) = stream.try_next().await.map_err(store_err)? {
+        .map_err(&store_err)?;
+    while let Some(batch) = stream.try_next().await.map_err(&store_err)? {
         let rows = schema::PassageRows::from_batch(&batch)?;
         let inputs = rows.embedding_inputs();
         let mut vectors = Vec::with_capacity(inputs.len());
@@ -842,7 +955,7 @@ async fn reembed(
             new.add(rows.into_batch(vectors, embedder.dim())?)
                 .execute()
                 .await
-                .map_err(store_err)?;
+                .map_err(&store_err)?;
         }
     }
     let updated = LibraryMeta {
@@ -854,6 +967,78 @@ async fn reembed(
     durability.sync_new_files()?;
     updated.store(dir)?;
     Ok(updated)
+}
+
+/// Why `embedder` is not the model whose vectors a shared library's `meta` records, or `None`
+/// where it is: compared by dimension, then by fingerprint (by name alone where none is
+/// recorded). Fingerprints are always compared: two computers may give different models one
+/// name, and one model different names (its path on each).
+fn other_embedder(
+    meta: &LibraryMeta,
+    embedder: &dyn PassageEmbedder,
+) -> Result<Option<String>, IndexError> {
+    if meta.dim != embedder.dim() {
+        return Ok(Some(format!(
+            "{} dimensions against {}",
+            meta.dim,
+            embedder.dim()
+        )));
+    }
+    let Some(recorded) = &meta.fingerprint else {
+        return Ok((meta.embedder != embedder.model_id()).then(|| {
+            format!(
+                "the library names {}, and records no fingerprint to compare",
+                meta.embedder
+            )
+        }));
+    };
+    let this = fingerprint::fingerprint(embedder)?;
+    Ok(match fingerprint::agreement(recorded, &this) {
+        Some(cosine) if cosine >= fingerprint::SAME_MODEL_COSINE => None,
+        Some(cosine) => Some(format!(
+            "their vectors of the same sentences agree to a cosine of {cosine:.4}, below {}",
+            fingerprint::SAME_MODEL_COSINE
+        )),
+        None => Some("their fingerprints cannot be compared".to_owned()),
+    })
+}
+
+/// A new shared library: its empty tables (opened as they are where another machine made them
+/// a moment ago), then its `library.json`, written only if no machine wrote one first.
+async fn create_shared(
+    db: &lancedb::Connection,
+    store: &SharedStore,
+    embedder: &dyn PassageEmbedder,
+) -> Result<LibraryMeta, IndexError> {
+    let store_err = store_error(&store.uri.as_str());
+    let meta = LibraryMeta {
+        schema_version: SCHEMA_VERSION,
+        embedder: embedder.model_id(),
+        dim: embedder.dim(),
+        documents_table: "documents_v2".into(),
+        passages_table: "passages".into(),
+        fingerprint: Some(fingerprint::fingerprint(embedder)?),
+    };
+    // Keyed, so that two computers writing the same passages or the same path's row at once
+    // keep one of each (see `Library::add_passages`).
+    for (name, schema) in [
+        (
+            &meta.passages_table,
+            schema::with_primary_key(&passages_schema(embedder.dim()), "id"),
+        ),
+        (
+            &meta.documents_table,
+            schema::with_primary_key(&documents_schema(), "path"),
+        ),
+    ] {
+        db.create_empty_table(name, schema)
+            .mode(lancedb::database::CreateTableMode::exist_ok(|open| open))
+            .execute()
+            .await
+            .map_err(&store_err)?;
+    }
+    tracing::info!(library = %store.uri.as_str(), "made a new shared library");
+    meta.create_shared(store).await
 }
 
 /// Tables `library.json` does not name: left by a migration or re-embedding that crashed, or
@@ -869,10 +1054,7 @@ async fn drop_stray_tables(
             tracing::info!(table = %name, "dropping a table the library no longer uses");
             db.drop_table(&name, &[])
                 .await
-                .map_err(|source| IndexError::Store {
-                    path: dir.to_path_buf(),
-                    source,
-                })?;
+                .map_err(store_error(&dir.display()))?;
         }
     }
     Ok(())

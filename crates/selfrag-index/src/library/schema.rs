@@ -110,6 +110,30 @@ pub(crate) fn passages_schema(dim: usize) -> SchemaRef {
     ]))
 }
 
+/// `schema` with `column` marked as the table's primary key for Lance (not enforced on write):
+/// concurrent merges on that key from two writers are then seen to insert the same keys, and
+/// one is retried against the other instead of both inserting (a shared library's tables).
+pub(crate) fn with_primary_key(schema: &SchemaRef, column: &str) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let field = field.as_ref().clone();
+            if field.name() == column {
+                let mut metadata = field.metadata().clone();
+                metadata.insert(
+                    "lance-schema:unenforced-primary-key".to_owned(),
+                    "true".to_owned(),
+                );
+                field.with_metadata(metadata)
+            } else {
+                field
+            }
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
 pub(crate) fn documents_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("path", DataType::Utf8, false),

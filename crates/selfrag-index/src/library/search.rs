@@ -226,6 +226,8 @@ impl Library {
         if request.k == 0 {
             return Ok(Vec::new());
         }
+        // Another machine's documents of a shared library count once they are seen.
+        self.catch_up().await?;
         let filter = match self.scope(&request.filter) {
             Scope::Everything => None,
             Scope::Documents(sql) => Some(sql),

@@ -1,0 +1,400 @@
+//! One library on object storage shared by several computers, each a `selfrag` process with a
+//! data folder of its own, against a real S3-compatible server (`selfrag-s3-server`: s3s's
+//! protocol and signatures over files) on a loopback port.
+
+// Test code: a failed unwrap is a failed test, at the line that failed.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{describe, ok};
+use selfrag_testkit::s3_server::{self, Conditions, S3Server};
+
+const LIBRARY: &str = "s3://lab/papers";
+
+/// One computer of the lab: its own data folder and its own copy of the tiny models (the same
+/// model at another path, as on two machines).
+struct Computer {
+    data: PathBuf,
+    models: PathBuf,
+}
+
+impl Computer {
+    fn new(root: &Path, name: &str) -> Self {
+        let dir = root.join(name);
+        Self {
+            data: dir.join("data"),
+            models: common::tiny_models(&dir.join("models")),
+        }
+    }
+
+    /// `selfrag ARGS --library LIBRARY` on this computer, against `server`.
+    fn selfrag(&self, server: &S3Server, args: &[&str]) -> Command {
+        let mut c = common::selfrag_with_models(&self.data, &self.models);
+        c.envs(server.client_env())
+            .args(args)
+            .args(["--library", LIBRARY]);
+        c
+    }
+
+    fn run(&self, server: &S3Server, args: &[&str]) -> Output {
+        self.selfrag(server, args).output().unwrap()
+    }
+}
+
+fn server(root: &Path, conditions: Conditions) -> Option<S3Server> {
+    let binary = s3_server::binary()?;
+    let objects = root.join("store");
+    std::fs::create_dir_all(&objects).unwrap();
+    Some(S3Server::start(&binary, &objects, conditions).unwrap())
+}
+
+fn note(dir: &Path, name: &str, text: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn listed_paths(computer: &Computer, server: &S3Server) -> Vec<String> {
+    let json = ok(computer.run(server, &["library", "list", "--json"]));
+    let docs: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    let mut paths: Vec<String> = docs
+        .iter()
+        .map(|d| d["path"].as_str().unwrap().to_owned())
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn two_computers_share_one_library_on_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let alice = Computer::new(tmp.path(), "alice");
+    let bob = Computer::new(tmp.path(), "bob");
+
+    let check = ok(alice.run(&server, &["library", "check", "--json"]));
+    let check: serde_json::Value = serde_json::from_str(&check).unwrap();
+    assert_eq!(check["location"], LIBRARY);
+    assert_eq!(check["shared"], true);
+    assert_eq!(check["endpoint"], server.endpoint.as_str());
+    assert_eq!(check["library_exists"], false);
+
+    let mitochondria = note(
+        &tmp.path().join("alice-papers"),
+        "mitochondria.md",
+        "# Mitochondria\nThe mitochondrion makes ATP by oxidative phosphorylation.\n",
+    );
+    ok(alice.run(&server, &["index", mitochondria.to_str().unwrap()]));
+
+    // Bob has never indexed anything: he finds Alice's document, and cites it by her path.
+    let hits = ok(bob.run(
+        &server,
+        &["search", "oxidative phosphorylation", "--json", "-k", "1"],
+    ));
+    let hits: serde_json::Value = serde_json::from_str(&hits).unwrap();
+    assert_eq!(
+        hits["hits"][0]["path"],
+        mitochondria.to_str().unwrap(),
+        "{hits}"
+    );
+
+    // Bob indexes with the embedder in f32, Alice's ran in int8 where the CPU has VNNI: the
+    // same model, so the library takes his vectors.
+    let westphalia = note(
+        &tmp.path().join("bob-papers"),
+        "westphalia.md",
+        "# Westphalia\nThe Peace of Westphalia ended the Thirty Years' War in 1648.\n",
+    );
+    ok(bob
+        .selfrag(&server, &["index", westphalia.to_str().unwrap()])
+        .env("SELFRAG_EMBEDDER_PRECISION", "f32")
+        .output()
+        .unwrap());
+    assert_eq!(
+        listed_paths(&alice, &server),
+        vec![
+            mitochondria.to_str().unwrap().to_owned(),
+            westphalia.to_str().unwrap().to_owned()
+        ]
+    );
+    let hits = ok(alice.run(
+        &server,
+        &["search", "Thirty Years' War", "--json", "-k", "1"],
+    ));
+    assert!(hits.contains("westphalia.md"), "{hits}");
+
+    // Each computer's own state stays on it: nothing of a job or a lock is in the store.
+    let mut in_store = Vec::new();
+    walk(&tmp.path().join("store"), &mut in_store);
+    assert!(
+        in_store.iter().any(|p| p.ends_with("papers/library.json")),
+        "{in_store:?}"
+    );
+    for private in ["job.json", "library.lock", "durable.json", "watched.json"] {
+        assert!(
+            !in_store.iter().any(|p| p.ends_with(private)),
+            "{private} in the store: {in_store:?}"
+        );
+    }
+    let check = ok(bob.run(&server, &["library", "check", "--json"]));
+    assert!(check.contains("\"library_exists\": true"), "{check}");
+}
+
+fn walk(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else {
+            out.push(path.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// Two computers index into one library at the same moment: every document of both is
+/// committed once.
+#[test]
+fn two_writers_at_once_both_commit_and_nothing_is_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let alice = Computer::new(tmp.path(), "alice");
+    let bob = Computer::new(tmp.path(), "bob");
+    // The library exists before the race, as in a lab: the race is between commits.
+    let first = note(
+        &tmp.path().join("first"),
+        "first.md",
+        "# First\nA first note.\n",
+    );
+    ok(alice.run(&server, &["index", first.to_str().unwrap()]));
+
+    let mut expected = vec![first.to_str().unwrap().to_owned()];
+    let mut writers = Vec::new();
+    for (computer, name) in [(&alice, "alice"), (&bob, "bob")] {
+        let folder = tmp.path().join(format!("{name}-notes"));
+        for i in 0..6 {
+            let path = note(
+                &folder,
+                &format!("{name}-{i}.md"),
+                &format!("# {name} {i}\nNote {i} of {name}: topic {name}{i} and nothing else.\n"),
+            );
+            expected.push(path.to_str().unwrap().to_owned());
+        }
+        writers.push(
+            computer
+                .selfrag(&server, &["index", folder.to_str().unwrap()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for writer in writers {
+        let out = writer.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", describe(&out));
+    }
+    expected.sort();
+    assert_eq!(listed_paths(&bob, &server), expected);
+    let stats = ok(alice.run(&server, &["library", "stats", "--json"]));
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["documents"], 13, "{stats}");
+    assert_eq!(
+        stats["passages"], 13,
+        "one passage per note, none twice: {stats}"
+    );
+}
+
+/// Two computers index the same files (a shared drive) at the same moment, three times over
+/// as the files change: each path keeps one row and each passage is stored once.
+#[test]
+fn the_same_documents_indexed_at_once_are_stored_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let alice = Computer::new(tmp.path(), "alice");
+    let bob = Computer::new(tmp.path(), "bob");
+    let first = note(
+        &tmp.path().join("first"),
+        "first.md",
+        "# First\nA first note.\n",
+    );
+    ok(alice.run(&server, &["index", first.to_str().unwrap()]));
+    let shared = tmp.path().join("shared-drive");
+    for round in 0..3 {
+        for i in 0..4 {
+            note(
+                &shared,
+                &format!("paper-{i}.md"),
+                &format!("# Paper {i}\nPaper {i} as of round {round}, about topic{i}.\n"),
+            );
+        }
+        let writers: Vec<_> = [&alice, &bob]
+            .into_iter()
+            .map(|computer| {
+                computer
+                    .selfrag(&server, &["index", shared.to_str().unwrap()])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for writer in writers {
+            let out = writer.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: {}", describe(&out));
+        }
+        let stats = ok(alice.run(&server, &["library", "stats", "--json"]));
+        let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+        assert_eq!(stats["documents"], 5, "round {round}: {stats}");
+        assert_eq!(
+            stats["passages"], 5,
+            "round {round}: one passage per note, none twice: {stats}"
+        );
+        let hits = ok(bob.run(&server, &["search", "topic2", "--json", "-k", "5"]));
+        let hits: serde_json::Value = serde_json::from_str(&hits).unwrap();
+        let ids: Vec<&str> = hits["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["passage_id"].as_str().unwrap())
+            .collect();
+        let mut distinct = ids.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(ids.len(), distinct.len(), "round {round}: {hits}");
+        assert!(
+            hits["hits"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("round {round}")),
+            "round {round}: {hits}"
+        );
+    }
+}
+
+/// A store that overwrites an object a conditional write must leave alone is refused by the
+/// connection test and by every command that would write, and nothing is written.
+#[test]
+fn a_store_without_conditional_writes_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Ignored) else {
+        return;
+    };
+    let alice = Computer::new(tmp.path(), "alice");
+    for args in [
+        vec!["library", "check"],
+        vec![
+            "index",
+            note(tmp.path(), "a.md", "# A\nText.\n").to_str().unwrap(),
+        ],
+    ] {
+        let out = alice.run(&server, &args);
+        assert!(!out.status.success(), "{args:?}: {}", describe(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("conditional write") && stderr.contains(LIBRARY),
+            "{args:?}: {stderr}"
+        );
+    }
+    let mut in_store = Vec::new();
+    walk(&tmp.path().join("store"), &mut in_store);
+    assert!(
+        !in_store.iter().any(|p| p.contains("papers")),
+        "nothing written: {in_store:?}"
+    );
+}
+
+/// An unreachable store and refused credentials are errors within seconds that name the
+/// endpoint and what to set.
+#[test]
+fn an_unreachable_store_or_wrong_credentials_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let alice = Computer::new(tmp.path(), "alice");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nowhere = format!("http://127.0.0.1:{closed}");
+    let started = std::time::Instant::now();
+    let out = alice
+        .selfrag(&server, &["library", "check"])
+        .env("AWS_ENDPOINT_URL", &nowhere)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&nowhere) && stderr.contains("AWS_ENDPOINT_URL"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(40),
+        "the check gave up after {:?}",
+        started.elapsed()
+    );
+
+    let out = alice
+        .selfrag(&server, &["library", "check"])
+        .env("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refused the credentials") && stderr.contains("AWS_ACCESS_KEY_ID"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not-the-secret"), "{stderr}");
+}
+
+/// A computer whose embedder is another model is refused, naming both, and the library keeps
+/// only its own model's vectors.
+#[test]
+fn another_embedder_is_refused_by_a_shared_library() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let alice = Computer::new(tmp.path(), "alice");
+    let first = note(tmp.path(), "first.md", "# First\nA first note.\n");
+    ok(alice.run(&server, &["index", first.to_str().unwrap()]));
+
+    // Carol's embedder has the same shape and another vocabulary order: another model.
+    let carol = Computer::new(tmp.path(), "carol");
+    let vocab = carol.models.join(common::EMBEDDER).join("vocab.txt");
+    let words: Vec<String> = std::fs::read_to_string(&vocab)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let (special, rest): (Vec<String>, Vec<String>) =
+        words.into_iter().partition(|w| w.starts_with('['));
+    let shuffled: Vec<String> = special.into_iter().chain(rest.into_iter().rev()).collect();
+    std::fs::write(&vocab, shuffled.join("\n") + "\n").unwrap();
+
+    let second = note(tmp.path(), "second.md", "# Second\nA second note.\n");
+    let out = carol.run(&server, &["index", second.to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("holds vectors of") && stderr.contains("cosine"),
+        "{stderr}"
+    );
+    assert_eq!(
+        listed_paths(&alice, &server),
+        vec![first.to_str().unwrap().to_owned()]
+    );
+}

@@ -54,10 +54,12 @@ pub fn save_settings(
     state: tauri::State<'_, AppState>,
     mut settings: AppSettings,
 ) -> Result<DeviceStatus> {
-    // The generator server is chosen through `use_generator_server` alone.
+    // The generator server is chosen through `use_generator_server` alone, and the library's
+    // location through `use_library_location`: each after a native confirmation.
     let saved = state.settings.get();
     settings.generator_url = saved.generator_url;
     settings.generator_model = saved.generator_model;
+    settings.library_location = saved.library_location;
     let (device, precision) = (settings.device, settings.embedder_precision);
     let numerics = selfrag_engine::GeneratorNumerics {
         cache_precision: settings.cache_precision,

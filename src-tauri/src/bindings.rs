@@ -19,11 +19,12 @@ mod tests {
         RetrieveDecision, RetrieveMode, Segment, Settings, TreeNode, Verdicts,
     };
     use selfrag_engine::export::{BibEncoding, CitationStyle};
+    use selfrag_engine::library_location::LibraryLocationState;
     use selfrag_engine::{
         AnswerRecord, AppSettings, AppStatus, DeviceChoice, DeviceKind, DeviceStatus, DocumentInfo,
         EmbedderPrecision, ErrorCode, ExportFormat, ExportOptions, GeneratorState, HistoryEntry,
         IndexEvent, LibraryStats, LoadedSettings, LookupFailure, ModelRole, ModelStatus,
-        PassageSource, ServerCheck, SourceView, Theme,
+        PassageSource, ServerCheck, SourceView, StoreCheck, Theme,
     };
     use selfrag_engine::{
         DownloadStage, JobKind, JobSource, LibraryEvent, ModelDownloadProgress, ModelOffer,
@@ -110,6 +111,8 @@ mod tests {
             decl::<AppSettings>(&cfg),
             decl::<GeneratorState>(&cfg),
             decl::<ServerCheck>(&cfg),
+            decl::<LibraryLocationState>(&cfg),
+            decl::<StoreCheck>(&cfg),
             decl::<LoadedSettings>(&cfg),
             decl::<JobKind>(&cfg),
             decl::<JobSource>(&cfg),

@@ -95,7 +95,12 @@ fn describe(server: &ServerUrl) -> String {
 }
 
 /// Shows a native OK/Cancel dialog; whether the person chose OK.
-async fn confirm(app: &tauri::AppHandle, title: &str, message: String, ok: &str) -> bool {
+pub(crate) async fn confirm(
+    app: &tauri::AppHandle,
+    title: &str,
+    message: String,
+    ok: &str,
+) -> bool {
     let (answer, answered) = tokio::sync::oneshot::channel();
     app.dialog()
         .message(message)

@@ -12,6 +12,7 @@ mod downloads;
 mod generator;
 mod grants;
 mod library;
+mod library_location;
 mod sources;
 
 use std::sync::Mutex;
@@ -86,6 +87,16 @@ pub fn run() -> anyhow::Result<()> {
         });
     }
     init_logging(&config.data_dir);
+    // The saved library location, unless SELFRAG_LIBRARY fixes it for this run. One that cannot
+    // be read leaves the default folder, and says so in the log.
+    if !selfrag_engine::library_location::library_fixed_by_env() {
+        match selfrag_engine::library_location::parse_saved_location(
+            settings.get().library_location.as_deref(),
+        ) {
+            Ok(location) => config.library = location,
+            Err(e) => tracing::warn!(error = %e, "the saved library location is not used"),
+        }
+    }
     // GTK cannot start without a display and would panic inside the event loop; say so plainly.
     if cfg!(target_os = "linux")
         && std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty())

@@ -80,3 +80,43 @@ export async function prepareLongAnswer(session) {
   await setControl(session, "k-input", 12);
   await setControl(session, "long-form", true);
 }
+
+/** A PDF string with a correct xref, whose objects are `objects` (object 1 is the catalog). */
+export function assemblePdf(objects) {
+  let out = "%PDF-1.4\n";
+  const offsets = [];
+  objects.forEach((object, i) => {
+    offsets.push(out.length);
+    out += `${i + 1} 0 obj\n${object}\nendobj\n`;
+  });
+  const xref = out.length;
+  out += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`;
+  for (const offset of offsets) out += `${String(offset).padStart(10, "0")} 00000 n \n`;
+  out += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`;
+  return out;
+}
+
+/**
+ * A PDF whose pages each hold two columns of Helvetica lines (`[left, right]`, written left
+ * column first, as a typesetter writes them) and whose page labels start at `start`.
+ */
+export function twoColumnPdf(pages, start) {
+  const objects = [
+    `<< /Type /Catalog /Pages 2 0 R /PageLabels << /Nums [0 << /S /D /St ${start} >>] >> >>`,
+    "",
+    "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+  ];
+  const kids = [];
+  for (const columns of pages) {
+    const column = (lines, x) =>
+      `BT /F1 10 Tf 12 TL ${x} 760 Td ${lines.map((l) => `(${l}) Tj T*`).join(" ")} ET`;
+    const content = `${column(columns[0], 56)}\n${column(columns[1], 312)}`;
+    kids.push(`${objects.length + 1} 0 R`);
+    objects.push(
+      `<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> /Contents ${objects.length + 2} 0 R >>`,
+    );
+    objects.push(`<< /Length ${content.length} >>\nstream\n${content}\nendstream`);
+  }
+  objects[1] = `<< /Type /Pages /Kids [${kids.join(" ")}] /Count ${pages.length} >>`;
+  return assemblePdf(objects);
+}

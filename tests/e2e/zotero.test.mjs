@@ -12,7 +12,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { answerOpenDialog, sleep, tempDir } from "./driver.mjs";
-import { askQuestion, launchWithTestModels, setControl } from "./helpers.mjs";
+import { askQuestion, assemblePdf, launchWithTestModels, setControl } from "./helpers.mjs";
 
 /** The sentence of the article's PDF; the question asks it word for word, so it ranks first. */
 const SENTENCE = "Reindeer herds were followed across the plateau by satellite telemetry collars.";
@@ -27,17 +27,7 @@ function labelledPdf(text, start) {
     `<< /Length ${content.length} >>\nstream\n${content}\nendstream`,
     "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
   ];
-  let out = "%PDF-1.4\n";
-  const offsets = [];
-  objects.forEach((object, i) => {
-    offsets.push(out.length);
-    out += `${i + 1} 0 obj\n${object}\nendobj\n`;
-  });
-  const xref = out.length;
-  out += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`;
-  for (const offset of offsets) out += `${String(offset).padStart(10, "0")} 00000 n \n`;
-  out += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`;
-  return out;
+  return assemblePdf(objects);
 }
 
 /** Writes the Zotero data directory with `pdf` and `text` as the article's files; what it holds. */

@@ -662,21 +662,7 @@ struct CheckOut {
 /// `selfrag library check`: the connection test, with no model loaded.
 async fn check(json: bool) -> Result<()> {
     let location = crate::engine_config()?.library_location();
-    let found = match &location {
-        selfrag_engine::LibraryLocation::Shared(uri) => selfrag_engine::check_store(uri).await?,
-        selfrag_engine::LibraryLocation::Folder(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot make the library folder {}", dir.display()))?;
-            let probe = dir.join(".selfrag-write-test");
-            std::fs::write(&probe, b"")
-                .with_context(|| format!("cannot write in the library folder {}", dir.display()))?;
-            let _ = std::fs::remove_file(&probe);
-            selfrag_engine::StoreCheck {
-                endpoint: "this computer".to_owned(),
-                library_exists: dir.join("library.json").exists(),
-            }
-        }
-    };
+    let found = selfrag_engine::check_location(&location).await?;
     let out = CheckOut {
         location: location.to_string(),
         shared: location.is_shared(),

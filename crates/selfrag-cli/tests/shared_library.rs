@@ -147,6 +147,25 @@ fn two_computers_share_one_library_on_the_store() {
     assert!(check.contains("\"library_exists\": true"), "{check}");
 }
 
+/// Each computer indexes its folder, all at the same moment; every run must succeed.
+fn index_at_once(server: &S3Server, writers: &[(&Computer, PathBuf)]) {
+    let running: Vec<_> = writers
+        .iter()
+        .map(|(computer, folder)| {
+            computer
+                .selfrag(server, &["index", folder.to_str().unwrap()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for writer in running {
+        let out = writer.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", describe(&out));
+    }
+}
+
 fn walk(dir: &Path, out: &mut Vec<String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -177,7 +196,7 @@ fn two_writers_at_once_both_commit_and_nothing_is_lost() {
     ok(alice.run(&server, &["index", first.to_str().unwrap()]));
 
     let mut expected = vec![first.to_str().unwrap().to_owned()];
-    let mut writers = Vec::new();
+    let mut writers: Vec<(&Computer, PathBuf)> = Vec::new();
     for (computer, name) in [(&alice, "alice"), (&bob, "bob")] {
         let folder = tmp.path().join(format!("{name}-notes"));
         for i in 0..6 {
@@ -188,19 +207,9 @@ fn two_writers_at_once_both_commit_and_nothing_is_lost() {
             );
             expected.push(path.to_str().unwrap().to_owned());
         }
-        writers.push(
-            computer
-                .selfrag(&server, &["index", folder.to_str().unwrap()])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
+        writers.push((computer, folder));
     }
-    for writer in writers {
-        let out = writer.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", describe(&out));
-    }
+    index_at_once(&server, &writers);
     expected.sort();
     assert_eq!(listed_paths(&bob, &server), expected);
     let stats = ok(alice.run(&server, &["library", "stats", "--json"]));
@@ -237,21 +246,7 @@ fn the_same_documents_indexed_at_once_are_stored_once() {
                 &format!("# Paper {i}\nPaper {i} as of round {round}, about topic{i}.\n"),
             );
         }
-        let writers: Vec<_> = [&alice, &bob]
-            .into_iter()
-            .map(|computer| {
-                computer
-                    .selfrag(&server, &["index", shared.to_str().unwrap()])
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        for writer in writers {
-            let out = writer.wait_with_output().unwrap();
-            assert!(out.status.success(), "round {round}: {}", describe(&out));
-        }
+        index_at_once(&server, &[(&alice, shared.clone()), (&bob, shared.clone())]);
         let stats = ok(alice.run(&server, &["library", "stats", "--json"]));
         let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
         assert_eq!(stats["documents"], 5, "round {round}: {stats}");

@@ -17,6 +17,7 @@ pub mod generator_server;
 mod history;
 mod indexing;
 mod jobs;
+pub mod library_location;
 mod lookup;
 mod model_thread;
 mod retriever;
@@ -42,7 +43,8 @@ pub use samples::SAMPLE_DOCUMENTS;
 pub use selfrag_core::{CachePrecision, DeviceChoice, DeviceKind, DummyPrefix, EmbedderPrecision};
 pub use selfrag_index::{
     ExtractedPage, LibraryLocation, LibraryStats, PassageSource, SearchFilter, SearchHit,
-    SearchMode, SourceView, StoreCheck, bench, check_store, chunk_text, extract_file,
+    SearchMode, SourceView, StoreCheck, bench, check_location, check_store, chunk_text,
+    extract_file,
 };
 pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};

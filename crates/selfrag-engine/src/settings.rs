@@ -63,6 +63,12 @@ pub struct AppSettings {
     #[cfg_attr(feature = "typescript", ts(optional))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator_model: Option<String>,
+    /// The library's location from the next start on: a folder, or a shared library's
+    /// `s3://`, `gs://` or `az://` location; `None`: the folder `library` in the data folder.
+    /// Its credentials are not here: they come from the store's own environment and files.
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_location: Option<String>,
     /// The export menu's last choices.
     pub export: ExportOptions,
     /// How the answer on screen cites its passages: numbers (`[1]`, the default) or
@@ -289,6 +295,7 @@ mod tests {
             dummy_prefix: DummyPrefix::EveryFragment,
             generator_url: Some("http://gpu-box:8080".into()),
             generator_model: Some("selfrag/selfrag_llama2_13b".into()),
+            library_location: Some("s3://lab/papers".into()),
             export: ExportOptions {
                 format: ExportFormat::Bib,
                 support_labels: true,

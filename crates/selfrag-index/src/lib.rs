@@ -49,8 +49,8 @@ pub use job::{JobEvent, JobProgress, JobStop, JobSummary, SLOW_STEP};
 pub use library::{
     CurrentStep, DocumentRecord, IndexOutcome, IndexStage, Library, LibraryLocation, LibraryStats,
     PartlySearchable, PassageSource, SHARED_READ_INTERVAL, SearchDepth, SearchFilter, SearchHit,
-    SearchMode, SearchRequest, SourceView, StoreCheck, StoreUri, VectorScan, check_store,
-    machine_state_dir,
+    SearchMode, SearchRequest, SourceView, StoreCheck, StoreUri, VectorScan, check_location,
+    check_store, machine_state_dir,
 };
 #[cfg(feature = "store")]
 pub use watch::{ChangeBatch, FolderWatcher};

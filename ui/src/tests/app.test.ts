@@ -7,7 +7,7 @@ import App from "../App.svelte";
 import * as ipc from "$lib/ipc";
 import type { AnswerRecord, IndexEvent, IndexFinished, Progress } from "$lib/ipc/types";
 import { defaultSettings } from "$lib/settings";
-import { deviceStatus, loadedSettings, record, reranked, status } from "./fixtures";
+import { deviceStatus, loadedSettings, localLibrary, record, reranked, status } from "./fixtures";
 
 vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
@@ -58,6 +58,7 @@ beforeEach(() => {
     fixedByEnv: false,
     hasApiKey: false,
   });
+  mocked.libraryLocationState.mockResolvedValue(localLibrary());
   mocked.listDocuments.mockResolvedValue([
     {
       id: "d1",

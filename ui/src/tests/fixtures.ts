@@ -7,6 +7,7 @@ import type {
   AppStatus,
   Candidate,
   DeviceStatus,
+  LibraryLocationState,
   LoadedSettings,
 } from "$lib/ipc/types";
 import { DEFAULT_APP_SETTINGS } from "$lib/ipc/bindings";
@@ -168,5 +169,17 @@ export function loadedSettings(overrides: Partial<AppSettings> = {}): LoadedSett
     settings: { ...structuredClone(DEFAULT_APP_SETTINGS), ...overrides },
     path: "/home/ada/.config/selfrag-desktop/settings.json",
     notice: null,
+  };
+}
+
+/** The library in its default folder on this computer, as the Library setting shows it. */
+export function localLibrary(overrides: Partial<LibraryLocationState> = {}): LibraryLocationState {
+  return {
+    location: "/data/library",
+    shared: false,
+    defaultFolder: "/data/library",
+    fixedByEnv: false,
+    nextStart: null,
+    ...overrides,
   };
 }

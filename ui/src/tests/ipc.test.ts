@@ -158,6 +158,14 @@ describe("ipc", () => {
     expect(last()).toEqual(["zotero_link", { documentPath: "/a.pdf", page: 3 }]);
     await ipc.openInZotero("/a.pdf", null);
     expect(last()).toEqual(["open_in_zotero", { documentPath: "/a.pdf", page: null }]);
+    await ipc.libraryLocationState();
+    expect(last()).toEqual(["library_location_state"]);
+    await ipc.testLibraryLocation("s3://lab/papers");
+    expect(last()).toEqual(["test_library_location", { location: "s3://lab/papers" }]);
+    await ipc.useLibraryLocation(null);
+    expect(last()).toEqual(["use_library_location", { location: null }]);
+    await ipc.restartApp();
+    expect(last()).toEqual(["restart_app"]);
     await ipc.generatorState();
     expect(last()).toEqual(["generator_state"]);
     await ipc.testGeneratorServer("http://gpu:8080", null, null);

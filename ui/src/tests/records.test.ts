@@ -12,7 +12,7 @@ import * as ipc from "$lib/ipc";
 import type { AppSettings, ExportOptions, HistoryEntry } from "$lib/ipc/types";
 import { debouncedSaver } from "$lib/persist";
 import { theme } from "$lib/theme";
-import { deviceStatus, loadedSettings, record, reranked, status } from "./fixtures";
+import { deviceStatus, loadedSettings, localLibrary, record, reranked, status } from "./fixtures";
 
 vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
@@ -43,6 +43,7 @@ beforeEach(() => {
     fixedByEnv: false,
     hasApiKey: false,
   });
+  mocked.libraryLocationState.mockResolvedValue(localLibrary());
   mocked.libraryStats.mockResolvedValue({
     documents: 0,
     passages: 0,

@@ -40,7 +40,7 @@ import {
   inCollection,
   printedPage,
 } from "$lib/works";
-import { answer, deviceStatus, loadedSettings, record, status } from "./fixtures";
+import { answer, deviceStatus, loadedSettings, localLibrary, record, status } from "./fixtures";
 import worksJson from "./golden/works.json";
 
 vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
@@ -542,6 +542,7 @@ describe("the app", () => {
       fixedByEnv: false,
       hasApiKey: false,
     });
+    mocked.libraryLocationState.mockResolvedValue(localLibrary());
     const base = answer();
     mocked.ask.mockResolvedValue(record({ answer: { ...base, passages: [passage()] } }));
     render(App);

@@ -325,7 +325,9 @@ fn unreachable_store(uri: &StoreUri, detail: &str) -> IndexError {
 }
 
 /// What the connection test found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub struct StoreCheck {
     /// The endpoint the requests went to, in words.
     pub endpoint: String,
@@ -333,11 +335,35 @@ pub struct StoreCheck {
     pub library_exists: bool,
 }
 
+/// The connection test of a library's location: for a folder, that it can be made and written
+/// in; for a shared library, as [`check_store`].
+///
 /// The connection test of a shared library's store: reads the library's commit pointer, writes
 /// a probe object with a conditional put, writes it again under the same condition (which the
 /// store must refuse), and removes it. Bounded in time; an error names the endpoint and what
 /// to set. A store that accepts the second write does not honour conditional writes and is
 /// refused.
+pub async fn check_location(location: &LibraryLocation) -> Result<StoreCheck, IndexError> {
+    match location {
+        LibraryLocation::Shared(uri) => check_store(uri).await,
+        LibraryLocation::Folder(dir) => {
+            let cannot = |source| IndexError::Write {
+                path: dir.clone(),
+                source,
+            };
+            std::fs::create_dir_all(dir).map_err(cannot)?;
+            let probe = dir.join(".selfrag-write-test");
+            std::fs::write(&probe, b"").map_err(cannot)?;
+            let _ = std::fs::remove_file(&probe);
+            Ok(StoreCheck {
+                endpoint: "this computer".to_owned(),
+                library_exists: super::meta::LibraryMeta::path(dir).exists(),
+            })
+        }
+    }
+}
+
+/// [`check_location`] of a shared library.
 pub async fn check_store(uri: &StoreUri) -> Result<StoreCheck, IndexError> {
     match tokio::time::timeout(CHECK_DEADLINE, check_store_within(uri)).await {
         Ok(result) => result,

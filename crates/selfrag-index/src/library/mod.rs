@@ -32,7 +32,9 @@ use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
 pub use ingest::{IndexOutcome, PartlySearchable};
 use location::SharedStore;
-pub use location::{LibraryLocation, StoreCheck, StoreUri, check_store, machine_state_dir};
+pub use location::{
+    LibraryLocation, StoreCheck, StoreUri, check_location, check_store, machine_state_dir,
+};
 use meta::{LibraryMeta, SCHEMA_VERSION};
 pub use schema::DocumentRecord;
 use schema::{column, documents_schema, passages_schema, sql_string, string_column, vector_dim};

@@ -792,6 +792,12 @@ generatorUrl?: string,
  */
 generatorModel?: string, 
 /**
+ * The library's location from the next start on: a folder, or a shared library's
+ * `s3://`, `gs://` or `az://` location; `None`: the folder `library` in the data folder.
+ * Its credentials are not here: they come from the store's own environment and files.
+ */
+libraryLocation?: string, 
+/**
  * The export menu's last choices.
  */
 export: ExportOptions, 
@@ -847,6 +853,39 @@ slots: number | null,
  * The first request's round trip, in milliseconds.
  */
 roundTripMs: number, };
+
+export type LibraryLocationState = { 
+/**
+ * The library open now: a folder's path, or a shared library's `s3://`, `gs://` or `az://`
+ * location.
+ */
+location: string, 
+/**
+ * Whether several computers may share it.
+ */
+shared: boolean, 
+/**
+ * The folder the library is in when no location is chosen.
+ */
+defaultFolder: string, 
+/**
+ * Set when `SELFRAG_LIBRARY` fixes the location for this run.
+ */
+fixedByEnv: boolean, 
+/**
+ * The location chosen for the next start, where it is not the one open now.
+ */
+nextStart: string | null, };
+
+export type StoreCheck = { 
+/**
+ * The endpoint the requests went to, in words.
+ */
+endpoint: string, 
+/**
+ * Whether a library is there already (its `library.json`).
+ */
+libraryExists: boolean, };
 
 export type LoadedSettings = { settings: AppSettings, 
 /**
@@ -1005,6 +1044,10 @@ export const COMMANDS = [
   "generator_state",
   "test_generator_server",
   "use_generator_server",
+  "library_location_state",
+  "test_library_location",
+  "use_library_location",
+  "restart_app",
   "open_source",
   "passage_source",
   "source_pdf",

@@ -20,6 +20,7 @@ import type {
   IndexFinished,
   JobKind,
   LibraryEvent,
+  LibraryLocationState,
   LibraryStats,
   LoadedSettings,
   PassageSource,
@@ -27,6 +28,7 @@ import type {
   ReferenceImport,
   ServerCheck,
   Settings,
+  StoreCheck,
   WatchResult,
   Work,
 } from "./types";
@@ -144,6 +146,33 @@ export function saveSettings(settings: AppSettings): Promise<DeviceStatus> {
 /** Where the model generates now: this computer, or a server (`url`, `model`). */
 export function generatorState(): Promise<GeneratorState> {
   return call<GeneratorState>("generator_state");
+}
+
+/** Where the library is, and the location chosen for the next start. */
+export function libraryLocationState(): Promise<LibraryLocationState> {
+  return call<LibraryLocationState>("library_location_state");
+}
+
+/**
+ * Tests a library location without opening it (null: the default folder): a shared one's store
+ * answers, takes this computer's credentials and honours conditional writes. A location other
+ * than the open one is tested only after a native confirmation.
+ */
+export function testLibraryLocation(location: string | null): Promise<StoreCheck> {
+  return call<StoreCheck>("test_library_location", { location });
+}
+
+/**
+ * Opens the library at `location` (null: the default folder) from the next start, after a
+ * native confirmation and the location's test; returns the state to show.
+ */
+export function useLibraryLocation(location: string | null): Promise<LibraryLocationState> {
+  return call<LibraryLocationState>("use_library_location", { location });
+}
+
+/** Restarts the app, which then opens the library chosen for the next start. */
+export function restartApp(): Promise<void> {
+  return call<void>("restart_app");
 }
 
 /**

@@ -3,16 +3,24 @@
 // app with its own data and config folders. The first chooses the shared library in its Library
 // setting (connection test and choice, each after a native confirmation), restarts into it and
 // adds a PDF; the second, pointed at the same library, lists the PDF, cites it in an answer and
-// opens the cited page in its viewer.
+// opens the cited page in its viewer, and sees a note a third computer (the command line) adds
+// while it is open.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { answerMessageDialog, tempDir } from "./driver.mjs";
-import { askQuestion, dropAndIndex, launchWithTestModels, setControl, twoColumnPdf } from "./helpers.mjs";
+import {
+  askQuestion,
+  dropAndIndex,
+  launchWithTestModels,
+  setControl,
+  twoColumnPdf,
+  writeDocs,
+} from "./helpers.mjs";
 
 const LIBRARY = "s3://lab/e2e";
 
@@ -128,6 +136,30 @@ test("two computers share one library on object storage: one adds a PDF, the oth
       assert.equal(await session.exec(`return arguments[0].dataset.page;`, session.ref(shown)), "2");
       await session.movePointer(600, 780);
       await session.screenshot("shared-library-cited");
+
+      // While Bob's app is open, a third computer (the command line, with folders of its own)
+      // adds a note: Bob's list shows it, and says where it came from.
+      const [note] = writeDocs({ "tides.md": "# Tides\n\nSpring tides flood the marsh twice a month.\n" });
+      execFileSync(process.env.SELFRAG_CLI, ["index", note, "--library", LIBRARY], {
+        env: {
+          ...process.env,
+          ...env,
+          SELFRAG_DATA_DIR: tempDir("carol-data"),
+          SELFRAG_CONFIG_DIR: tempDir("carol-config"),
+          SELFRAG_EMBEDDER: process.env.SELFRAG_TEST_EMBEDDER,
+          SELFRAG_GENERATOR: "",
+          SELFRAG_DEVICE: "cpu",
+        },
+        stdio: ["ignore", "ignore", "inherit"],
+      });
+      await session.waitFor('[data-testid="library-elsewhere"]', {
+        timeout: 30000,
+        text: (t) => t.includes("1 document added by other computers"),
+      });
+      await session.waitFor('[data-testid="library-list"]', { timeout: 30000, text: (t) => t.includes("tides") });
+      assert.equal((await session.findAll('[data-testid="document-item"]')).length, 2);
+      await session.waitFor('[data-testid="library-counts"]', { text: (t) => t.startsWith("2 documents") });
+      await session.screenshot("shared-library-elsewhere");
     } finally {
       await session.close();
     }

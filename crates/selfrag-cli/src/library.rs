@@ -203,6 +203,9 @@ pub async fn index(
             LibraryEvent::Failed { message, .. } => {
                 let _ = failure.send(message);
             }
+            LibraryEvent::ChangedElsewhere { added, removed } => eprintln_quiet(&format!(
+                "other computers have added {added} and removed {removed} documents since this one opened the library"
+            )),
         });
         tokio::select! {
             () = in_sync => return Ok(()),

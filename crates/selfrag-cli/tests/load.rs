@@ -181,7 +181,7 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
             .unwrap()
             .push(format!("{path}: {error}")),
         LibraryEvent::Failed { message, .. } => watch_errors.lock().unwrap().push(message),
-        LibraryEvent::Index { .. } => {}
+        LibraryEvent::Index { .. } | LibraryEvent::ChangedElsewhere { .. } => {}
     });
 
     let started = Instant::now();

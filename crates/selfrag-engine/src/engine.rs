@@ -174,6 +174,11 @@ impl Engine {
         self.device.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The library, where it was opened already.
+    pub(crate) fn library_if_open(&self) -> Option<Arc<Library>> {
+        self.library.get().cloned()
+    }
+
     /// The library, opened on first use (it needs the embedder to know the vector size).
     pub(crate) async fn library(&self) -> Result<Arc<Library>, EngineError> {
         self.library

@@ -54,7 +54,13 @@ pub enum LibraryEvent {
     /// The background work could not run, e.g. a watched folder is gone or the embedding model
     /// is missing; it starts again when the set of watched folders changes.
     Failed { source: JobSource, message: String },
+    /// Other computers added or removed documents of the shared library: the counts since the
+    /// library was opened here, sent each time they grow.
+    ChangedElsewhere { added: u32, removed: u32 },
 }
+
+/// How often the background work looks for other computers' changes to a shared library.
+const ELSEWHERE_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The registry of running jobs, the indexing lock and the watcher's restart signal.
 #[derive(Debug, Default)]
@@ -275,7 +281,40 @@ impl Engine {
                 }
             },
         );
-        tokio::join!(self.keep_folders_in_sync(&on_event), zotero);
+        tokio::join!(
+            self.keep_folders_in_sync(&on_event),
+            zotero,
+            self.keep_up_with_other_computers(&on_event)
+        );
+    }
+
+    /// In a shared library, looks for other computers' changes every [`ELSEWHERE_POLL`] once
+    /// the library is open, and reports them ([`LibraryEvent::ChangedElsewhere`]). A local
+    /// library has none: returns at once.
+    async fn keep_up_with_other_computers(&self, on_event: &impl Fn(LibraryEvent)) {
+        if !self.config().library_location().is_shared() {
+            return;
+        }
+        let mut reported = selfrag_index::ChangesElsewhere::default();
+        loop {
+            tokio::time::sleep(ELSEWHERE_POLL).await;
+            let Some(library) = self.library_if_open() else {
+                continue;
+            };
+            if let Err(e) = library.catch_up().await {
+                tracing::warn!(error = %e, "cannot read other computers' changes to the library");
+                continue;
+            }
+            let seen = library.changes_elsewhere();
+            if seen != reported {
+                reported = seen;
+                let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+                on_event(LibraryEvent::ChangedElsewhere {
+                    added: count(seen.added),
+                    removed: count(seen.removed),
+                });
+            }
+        }
     }
 
     async fn keep_folders_in_sync(&self, on_event: &impl Fn(LibraryEvent)) {

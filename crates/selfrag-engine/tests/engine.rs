@@ -545,6 +545,7 @@ async fn a_failing_batch_of_watched_changes_is_reported_and_tried_again() {
                 .keep_library_in_sync(move |e| match e {
                     LibraryEvent::Index { event, .. } => events.lock().unwrap().push(event),
                     LibraryEvent::Failed { message, .. } => panic!("watching stopped: {message}"),
+                    LibraryEvent::ChangedElsewhere { .. } => {}
                 })
                 .await
         })

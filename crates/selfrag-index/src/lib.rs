@@ -47,10 +47,10 @@ pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
 pub use job::{JobEvent, JobProgress, JobStop, JobSummary, SLOW_STEP};
 #[cfg(feature = "store")]
 pub use library::{
-    CurrentStep, DocumentRecord, IndexOutcome, IndexStage, Library, LibraryLocation, LibraryStats,
-    PartlySearchable, PassageSource, SHARED_READ_INTERVAL, SearchDepth, SearchFilter, SearchHit,
-    SearchMode, SearchRequest, SourceView, StoreCheck, StoreUri, VectorScan, check_location,
-    check_store, machine_state_dir,
+    ChangesElsewhere, CurrentStep, DocumentRecord, IndexOutcome, IndexStage, Library,
+    LibraryLocation, LibraryStats, PartlySearchable, PassageSource, SHARED_READ_INTERVAL,
+    SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, SourceView, StoreCheck,
+    StoreUri, VectorScan, check_location, check_store, machine_state_dir,
 };
 #[cfg(feature = "store")]
 pub use watch::{ChangeBatch, FolderWatcher};

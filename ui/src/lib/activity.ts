@@ -196,6 +196,17 @@ export function statsText(stats: LibraryStats): string {
   ].join(" · ");
 }
 
+/**
+ * What other computers changed in a shared library since it opened here: "2 documents added by
+ * other computers", "1 added, 3 removed by other computers"; null when nothing.
+ */
+export function elsewhereText(added: number, removed: number): string | null {
+  if (added === 0 && removed === 0) return null;
+  if (removed === 0) return `${plural(added, "document")} added by other computers`;
+  if (added === 0) return `${plural(removed, "document")} removed by other computers`;
+  return `${added} added, ${removed} removed by other computers`;
+}
+
 /** "3 of 10 files" for the progress bar's label. */
 export function progressLabel(done: number, total: number): string {
   return `${done} of ${plural(total, "file")}`;

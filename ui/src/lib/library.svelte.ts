@@ -61,6 +61,8 @@ const REFRESH_DELAY_MS = 250;
 export class LibraryController {
   documents = $state<DocumentInfo[]>([]);
   stats = $state<LibraryStats | null>(null);
+  /** What other computers added to and removed from a shared library since it opened here. */
+  elsewhere = $state<{ added: number; removed: number } | null>(null);
   watched = $state<string[]>([]);
   job = $state<IndexJob | null>(null);
   origin = $state<JobOrigin | null>(null);
@@ -313,6 +315,11 @@ export class LibraryController {
 
   /** One event of the background work. */
   background(event: LibraryEvent): void {
+    if (event.kind === "changedElsewhere") {
+      this.elsewhere = { added: event.added, removed: event.removed };
+      this.#refreshSoon();
+      return;
+    }
     if (event.kind === "failed") {
       this.#onerror({
         code: `library_${event.source}`,

@@ -9,7 +9,7 @@ import { tick } from "svelte";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 
 import LibraryPane from "$lib/components/LibraryPane.svelte";
-import { libraryRows, nextActivity, statsText, type Activity } from "$lib/activity";
+import { elsewhereText, libraryRows, nextActivity, statsText, type Activity } from "$lib/activity";
 import * as ipc from "$lib/ipc";
 import type {
   DocumentInfo,
@@ -550,6 +550,21 @@ describe("library pane", () => {
       code: "library_watch",
       message: "Watching folders stopped: gone",
     });
+
+    // Another computer added two documents to the shared library: listed, and said so.
+    expect(screen.queryByTestId("library-elsewhere")).toBeNull();
+    mocked.listDocuments.mockResolvedValue([PAPER, NOTES, { ...NOTES, path: "/lab/third.md" }]);
+    libraryEvent({ kind: "changedElsewhere", added: 2, removed: 0 });
+    await waitFor(() => expect(screen.getAllByTestId("document-item")).toHaveLength(3));
+    expect(screen.getByTestId("library-elsewhere")).toHaveTextContent(
+      "2 documents added by other computers",
+    );
+    libraryEvent({ kind: "changedElsewhere", added: 2, removed: 1 });
+    await waitFor(() =>
+      expect(screen.getByTestId("library-elsewhere")).toHaveTextContent(
+        "2 added, 1 removed by other computers",
+      ),
+    );
   });
 
   it("keeps Add files and Add folder off until the app's status has arrived", async () => {
@@ -622,6 +637,13 @@ describe("activity", () => {
         [cut.path]: { state: "indexed", reason: null, passages: 229, passagesExpected: null },
       }),
     ).toEqual(["indexed", 229, null]);
+  });
+
+  it("says what other computers changed in a shared library", () => {
+    expect(elsewhereText(0, 0)).toBeNull();
+    expect(elsewhereText(1, 0)).toBe("1 document added by other computers");
+    expect(elsewhereText(0, 3)).toBe("3 documents removed by other computers");
+    expect(elsewhereText(4, 1)).toBe("4 added, 1 removed by other computers");
   });
 
   it("writes the stats with the disk size", () => {

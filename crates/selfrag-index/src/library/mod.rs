@@ -216,6 +216,8 @@ pub struct Library {
     /// The `documents` table's version `committed` was read at: another machine's commit to a
     /// shared library moves the table past it ([`Library::catch_up`]).
     committed_version: AtomicU64,
+    /// What other computers changed in a shared library since it was opened, as this one saw it.
+    elsewhere: std::sync::Mutex<ChangesElsewhere>,
     /// One writer at a time inside the process (a job and the folder watcher may overlap).
     write: tokio::sync::Mutex<()>,
     /// Passages added whose document row does not count them yet; searches fetch this many more
@@ -248,6 +250,14 @@ impl std::fmt::Debug for Library {
             .field("location", &self.location)
             .finish()
     }
+}
+
+/// Documents other computers added to and removed from a shared library, counted since it was
+/// opened here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChangesElsewhere {
+    pub added: usize,
+    pub removed: usize,
 }
 
 /// How often a shared library looks for other machines' commits: a search sees a document
@@ -366,6 +376,7 @@ impl Library {
             passage_limit: Self::DEFAULT_PASSAGE_LIMIT,
             committed: RwLock::new(Committed::default()),
             committed_version: AtomicU64::new(0),
+            elsewhere: std::sync::Mutex::new(ChangesElsewhere::default()),
             write: tokio::sync::Mutex::new(()),
             uncommitted: AtomicUsize::new(0),
             unclean: std::sync::Mutex::new(HashSet::new()),
@@ -421,25 +432,44 @@ impl Library {
         &self.meta.embedder
     }
 
-    /// Reads the documents other machines committed to a shared library since this one last
-    /// looked (at most [`SHARED_READ_INTERVAL`] ago); returns how many documents are new. A
-    /// local library has no other writer: nothing to do.
-    pub async fn catch_up(&self) -> Result<usize, IndexError> {
+    /// Reads the documents other computers committed to a shared library since this one last
+    /// looked (at most [`SHARED_READ_INTERVAL`] ago), and counts what they added and removed
+    /// ([`Library::changes_elsewhere`]). A local library has no other writer: nothing to do.
+    pub async fn catch_up(&self) -> Result<(), IndexError> {
         if !self.location.is_shared() {
-            return Ok(0);
+            return Ok(());
         }
         let version = self.documents.version().await.map_err(self.store_err())?;
         if version == self.committed_version.load(Ordering::Acquire) {
-            return Ok(0);
+            return Ok(());
         }
         // While this process writes, its writer reads the table after its commit anyway; a
         // search does not wait for a file to be indexed to catch up.
         let Ok(_writer) = self.write.try_lock() else {
-            return Ok(0);
+            return Ok(());
         };
-        let before = self.committed().by_path.len();
+        let before: HashSet<String> = self.committed().by_path.keys().cloned().collect();
         self.reload_committed().await?;
-        Ok(self.committed().by_path.len().saturating_sub(before))
+        let committed = self.committed();
+        let added = committed
+            .by_path
+            .keys()
+            .filter(|p| !before.contains(*p))
+            .count();
+        let removed = before
+            .iter()
+            .filter(|p| !committed.by_path.contains_key(*p))
+            .count();
+        let mut tally = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
+        tally.added += added;
+        tally.removed += removed;
+        Ok(())
+    }
+
+    /// What other computers added to and removed from a shared library since it was opened, as
+    /// far as [`Library::catch_up`] has seen (every search catches up).
+    pub fn changes_elsewhere(&self) -> ChangesElsewhere {
+        *self.elsewhere.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes every write so far durable (see [`durable`]): the files LanceDB wrote are synced,

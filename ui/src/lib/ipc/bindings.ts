@@ -901,7 +901,7 @@ export type JobKind = { "kind": "answer" } | { "kind": "indexing" } | { "kind": 
 
 export type JobSource = "resume" | "watch" | "zotero";
 
-export type LibraryEvent = { "kind": "index", source: JobSource, event: IndexEvent, } | { "kind": "failed", source: JobSource, message: string, };
+export type LibraryEvent = { "kind": "index", source: JobSource, event: IndexEvent, } | { "kind": "failed", source: JobSource, message: string, } | { "kind": "changedElsewhere", added: number, removed: number, };
 
 export type WatchResult = { 
 /**

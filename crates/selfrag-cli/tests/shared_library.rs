@@ -276,6 +276,137 @@ fn the_same_documents_indexed_at_once_are_stored_once() {
     }
 }
 
+/// A computer's indexing killed (SIGKILL) mid-job, three times: each time the library opens
+/// with what was committed, listed once; `selfrag index` with no path then finishes the job,
+/// and every note is stored once, none of its passages twice.
+#[test]
+fn a_writer_killed_mid_commit_leaves_the_library_whole_and_its_job_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let alice = Computer::new(tmp.path(), "alice");
+    let bob = Computer::new(tmp.path(), "bob");
+    let folder = tmp.path().join("notes");
+    let notes = 30;
+    let mut expected: Vec<String> = (0..notes)
+        .map(|i| {
+            note(
+                &folder,
+                &format!("note-{i:02}.md"),
+                &format!("# Note {i}\nNote {i} holds the word marker{i} and little else.\n"),
+            )
+            .to_str()
+            .unwrap()
+            .to_owned()
+        })
+        .collect();
+    expected.sort();
+    for (kill, after_ms) in [(1, 700), (2, 1500), (3, 2500)] {
+        let mut child = alice
+            .selfrag(&server, &["index", folder.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(after_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        // Another computer opens the library: what is listed was committed whole.
+        let listed = listed_paths(&bob, &server);
+        assert!(
+            listed.iter().all(|p| expected.contains(p)),
+            "kill {kill}: {listed:?}"
+        );
+        if kill == 1 {
+            // About 0.3 s a note on the loopback store: the job was cut off.
+            assert!(listed.len() < notes, "the first kill came after the job");
+        }
+        let json = ok(bob.run(&server, &["library", "list", "--json"]));
+        let docs: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+        for d in &docs {
+            assert_eq!(d["passages"], 1, "kill {kill}: {d}");
+        }
+    }
+    // The killed computer finishes its job (no path: the interrupted one).
+    ok(alice.run(&server, &["index"]));
+    assert_eq!(listed_paths(&bob, &server), expected);
+    let stats = ok(bob.run(&server, &["library", "stats", "--json"]));
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["documents"], notes, "{stats}");
+    assert_eq!(stats["passages"], notes, "no passage twice: {stats}");
+    let hits = ok(bob.run(
+        &server,
+        &["search", "marker17", "--mode", "fts", "--json", "-k", "1"],
+    ));
+    assert!(hits.contains("note-17.md"), "{hits}");
+}
+
+/// The headless indexer of a lab's server: `selfrag index --watch FOLDER` keeps the shared
+/// library in step with a folder (a file added there is found by another computer), and
+/// started again with no path after a restart it watches the same folder.
+#[test]
+fn the_headless_indexer_keeps_a_folder_in_the_shared_library_across_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let indexer = Computer::new(tmp.path(), "lab-server");
+    let desk = Computer::new(tmp.path(), "desk");
+    let inbox = tmp.path().join("inbox");
+    note(
+        &inbox,
+        "herons.md",
+        "# Herons\nHerons wade in the shallows.\n",
+    );
+    let found_by_desk = |word: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let hits = ok(desk.run(
+                &server,
+                &["search", word, "--mode", "fts", "--json", "-k", "1"],
+            ));
+            if hits.contains(&format!("{word}.md")) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{word}.md not found within 60 s: {hits}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+    };
+    for (run, args, word) in [
+        (
+            1,
+            vec!["index", "--watch", inbox.to_str().unwrap()],
+            "egrets",
+        ),
+        // After a restart: no path, the folder it watched.
+        (2, vec!["index", "--watch"], "ibises"),
+    ] {
+        let mut service = indexer
+            .selfrag(&server, &args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        found_by_desk("herons");
+        note(
+            &inbox,
+            &format!("{word}.md"),
+            &format!("# {word}\nA note on {word}.\n"),
+        );
+        found_by_desk(word);
+        assert!(
+            service.try_wait().unwrap().is_none(),
+            "run {run}: the indexer stopped"
+        );
+        let _ = service.kill();
+        let _ = service.wait();
+    }
+}
+
 /// A store that overwrites an object a conditional write must leave alone is refused by the
 /// connection test and by every command that would write, and nothing is written.
 #[test]

@@ -69,11 +69,17 @@ pub async fn test_library_location(
 ) -> Result<selfrag_engine::StoreCheck> {
     let location = parse(location)?
         .unwrap_or_else(|| LibraryLocation::Folder(state.engine.config().data_dir.join("library")));
-    if location != state.engine.config().library_location() && location.is_shared() {
+    // A folder's test makes the folder and writes a file there: confirmed like a store's.
+    if location != state.engine.config().library_location() {
         let message = format!(
-            "Test this shared library?\n{}\n\nThe test writes and removes one small object \
+            "Test this library location?\n{}\n\nThe test writes and removes one small {} \
              there; none of your documents.",
-            describe(&location)
+            describe(&location),
+            if location.is_shared() {
+                "object"
+            } else {
+                "file"
+            }
         );
         if !confirm(&app, CONFIRM_TEST_TITLE, message, "Test this location").await {
             return Err(IpcError::new(
@@ -106,7 +112,8 @@ pub async fn use_library_location(
     let target = chosen
         .clone()
         .unwrap_or_else(|| LibraryLocation::Folder(state.engine.config().data_dir.join("library")));
-    let saved = parse(state.settings.get().library_location)?;
+    // A saved location this build cannot read is replaced by any choice.
+    let saved = parse(state.settings.get().library_location).ok().flatten();
     if chosen == saved {
         return Ok(current(&state));
     }

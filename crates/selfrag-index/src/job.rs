@@ -310,6 +310,11 @@ impl Library {
         if !summary.cancelled {
             let on_disk: HashSet<String> = files.iter().map(|f| path_key(f)).collect();
             for root in &all {
+                // A shared library's folder missing here (a share not mounted) says nothing of
+                // the documents other computers indexed from it.
+                if self.location().is_shared() && !Path::new(root).exists() {
+                    continue;
+                }
                 for gone in self.vanished_under(root, &on_disk) {
                     for path in self.remove(Path::new(&gone)).await? {
                         summary.removed += 1;

@@ -40,21 +40,22 @@ describe("the library location setting", () => {
     );
     expect(screen.queryByTestId("library-location-restart")).toBeNull();
     await user.click(screen.getByTestId("library-location-shared"));
-    await user.type(screen.getByTestId("library-location-uri"), "s3://lab/papers");
+    // Written with a trailing slash: the Rust side keeps it as s3://lab/papers.
+    await user.type(screen.getByTestId("library-location-uri"), "s3://lab/papers/");
     await user.click(screen.getByTestId("library-location-test"));
     await waitFor(() =>
       expect(screen.getByTestId("library-location-result")).toHaveTextContent(
         "http://minio.lab:9000: reachable, credentials accepted, conditional writes honoured; a library is there",
       ),
     );
-    expect(mocked.testLibraryLocation).toHaveBeenCalledWith("s3://lab/papers");
+    expect(mocked.testLibraryLocation).toHaveBeenCalledWith("s3://lab/papers/");
     await user.click(screen.getByTestId("library-location-use"));
     await waitFor(() =>
       expect(screen.getByTestId("library-location-result")).toHaveTextContent(
         "Chosen: it opens when Self-RAG Desktop starts next.",
       ),
     );
-    expect(mocked.useLibraryLocation).toHaveBeenCalledWith("s3://lab/papers");
+    expect(mocked.useLibraryLocation).toHaveBeenCalledWith("s3://lab/papers/");
     await user.click(screen.getByTestId("library-location-restart"));
     expect(mocked.restartApp).toHaveBeenCalled();
   });

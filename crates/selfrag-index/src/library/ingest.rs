@@ -124,6 +124,10 @@ impl Library {
             }
         };
         self.step.enter_file(super::IndexStage::Reading, path);
+        // A shared library's rows as they stand now: this file's row and its content's other
+        // paths are decided and rewritten from what other computers committed, not from what
+        // this one saw last.
+        self.reload_if_shared().await?;
         let outcome = self
             .index_file_locked(root, path, embedder, stop, &mut on_slice)
             .await;
@@ -370,12 +374,18 @@ impl Library {
         self.unclean.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Deletes the passages of content `doc_id` numbered `range`.
+    /// Deletes the passages of content `doc_id` numbered `range`. Not in a shared library:
+    /// another computer may hold the same content (passages are keyed by the content's hash),
+    /// and what it has written there is never this computer's to remove; rows that no document
+    /// counts are never returned by a search.
     async fn delete_passages(
         &self,
         doc_id: &str,
         range: std::ops::Range<u32>,
     ) -> Result<(), IndexError> {
+        if self.location.is_shared() {
+            return Ok(());
+        }
         let ids: Vec<String> = range
             .map(|i| sql_string(&passage_id(doc_id, i as usize)))
             .collect();

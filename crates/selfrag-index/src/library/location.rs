@@ -37,8 +37,11 @@ impl LibraryLocation {
     /// is an error that says what to write instead.
     pub fn parse(text: &str) -> Result<Self, IndexError> {
         let written = text.trim();
+        // What an error repeats of it: never a query (an Azure SAS token is one) nor what comes
+        // before an `@` (a user name and password).
+        let shown = redacted(written);
         let invalid = |problem: &str| IndexError::Location {
-            location: written.to_owned(),
+            location: shown.clone(),
             problem: problem.to_owned(),
         };
         if written.is_empty() {
@@ -46,8 +49,15 @@ impl LibraryLocation {
                 "it is empty; give a folder, or s3://bucket/prefix, gs://bucket/prefix or az://container/prefix",
             ));
         }
+        if written.chars().any(char::is_control) {
+            return Err(invalid(
+                "it holds a control character (a line break, a tab)",
+            ));
+        }
         let Some((scheme, _)) = written.split_once("://") else {
-            return Ok(Self::Folder(PathBuf::from(written)));
+            // Absolute now: a relative folder would name another one from another directory.
+            let folder = std::path::absolute(written).map_err(|e| invalid(&e.to_string()))?;
+            return Ok(Self::Folder(folder));
         };
         // A Windows path such as C:\x has no "://"; anything with one is a URI.
         let scheme = scheme.to_ascii_lowercase();
@@ -64,12 +74,6 @@ impl LibraryLocation {
         }
         let url = url::Url::parse(written).map_err(|e| invalid(&e.to_string()))?;
         if !url.username().is_empty() || url.password().is_some() {
-            // The error names the location without what was written before the `@`.
-            let shown = format!(
-                "{scheme}://…@{}{}",
-                url.host_str().unwrap_or_default(),
-                url.path()
-            );
             return Err(IndexError::Location {
                 location: shown,
                 problem: CREDENTIALS_IN_LOCATION.to_owned(),
@@ -114,6 +118,21 @@ impl std::fmt::Display for LibraryLocation {
     }
 }
 
+/// `text` as an error may show it: without a query or fragment, and with `…` for whatever
+/// comes before an `@` in its authority.
+fn redacted(text: &str) -> String {
+    let end = text.find(['?', '#']).unwrap_or(text.len());
+    let text = &text[..end];
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
+        None => text.to_owned(),
+    }
+}
+
 /// What a location with a user name or password gets told.
 const CREDENTIALS_IN_LOCATION: &str = "it holds credentials; remove them from the location and \
      set them where the store's tools read them (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or \
@@ -143,6 +162,7 @@ impl StoreUri {
                 .iter()
                 .find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()))
         };
+        let from_env = |names: &[&str]| from_env(names).map(|e| redacted(&e));
         match self.scheme.as_str() {
             "s3" => from_env(&["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"])
                 .unwrap_or_else(|| "Amazon S3 (no AWS_ENDPOINT_URL set)".to_owned()),
@@ -190,6 +210,13 @@ const CHECK_RETRIES: u32 = 1;
 const CHECK_RETRY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest the connection test may take.
 const CHECK_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Whether a conditional put wrote its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Created {
+    Yes,
+    AlreadyThere,
+}
 
 /// The library's files in its store (its commit pointer, the connection test's probe), through
 /// the same store and credentials Lance uses for its tables.
@@ -242,6 +269,14 @@ impl SharedStore {
     /// Writes `name` only if no object of that name exists; `false` where one does (another
     /// machine wrote it first).
     pub(crate) async fn create(&self, name: &str, bytes: Vec<u8>) -> Result<bool, IndexError> {
+        match self.try_create(name, bytes).await {
+            Ok(created) => Ok(created == Created::Yes),
+            Err(e) => Err(self.failed(&format!("writing {name}"), &e)),
+        }
+    }
+
+    /// [`SharedStore::create`] with the store's own error.
+    async fn try_create(&self, name: &str, bytes: Vec<u8>) -> Result<Created, object_store::Error> {
         let options = object_store::PutOptions {
             mode: object_store::PutMode::Create,
             ..Default::default()
@@ -252,12 +287,12 @@ impl SharedStore {
             .put_opts(&self.path(name), bytes.into(), options)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(_) => Ok(Created::Yes),
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
-            ) => Ok(false),
-            Err(e) => Err(self.failed(&format!("writing {name}"), &e)),
+            ) => Ok(Created::AlreadyThere),
+            Err(e) => Err(e),
         }
     }
 
@@ -391,17 +426,35 @@ async fn check_store_within(uri: &StoreUri) -> Result<StoreCheck, IndexError> {
             problem: format!("the probe object {probe} exists already; run the test again"),
         });
     }
-    let overwritten = store.create(&probe, b"second".to_vec()).await?;
-    store.delete(&probe).await?;
-    if overwritten {
-        return Err(IndexError::Location {
-            location: uri.as_str().to_owned(),
-            problem: format!(
-                "the store at {} overwrote an object that a conditional write (If-None-Match: *) must leave alone, so two computers' commits could replace each other; use a store with conditional writes (Amazon S3, MinIO, Cloudflare R2, Ceph RGW 19 or later), or a folder",
-                uri.endpoint()
-            ),
-        });
+    let second = store.try_create(&probe, b"second".to_vec()).await;
+    let removed = store.delete(&probe).await;
+    let no_conditional_writes = |what: &str| IndexError::Location {
+        location: uri.as_str().to_owned(),
+        problem: format!(
+            "the store at {} {what}, so two computers' commits could replace each other; use a store with conditional writes (Amazon S3, MinIO, Cloudflare R2, Ceph RGW 19 or later), or a folder",
+            uri.endpoint()
+        ),
+    };
+    match second {
+        Ok(Created::Yes) => {
+            return Err(no_conditional_writes(
+                "overwrote an object that a conditional write (If-None-Match: *) must leave alone",
+            ));
+        }
+        Ok(Created::AlreadyThere) => {}
+        Err(object_store::Error::NotImplemented { .. }) => {
+            return Err(no_conditional_writes(
+                "does not take conditional writes (If-None-Match: *)",
+            ));
+        }
+        Err(e) if e.to_string().contains("501") || e.to_string().contains("NotImplemented") => {
+            return Err(no_conditional_writes(
+                "refused a conditional write (If-None-Match: *) as not implemented",
+            ));
+        }
+        Err(e) => return Err(store.failed("writing the probe object again", &e)),
     }
+    removed?;
     Ok(StoreCheck {
         endpoint: uri.endpoint(),
         library_exists,
@@ -442,6 +495,37 @@ mod tests {
         assert_eq!(shared("gs://lab/a/b"), "gs://lab/a/b");
         assert_eq!(shared("az://container/x"), "az://container/x");
         assert_eq!(shared("s3://lab/a/../b"), "s3://lab/b");
+    }
+
+    #[test]
+    fn errors_repeat_no_secret_of_a_location() {
+        for (written, secret) in [
+            ("az://c/p?sv=2024&sig=SECRETSIG", "SECRETSIG"),
+            (
+                "https://acct.blob.core.windows.net/c?sig=SECRETSIG",
+                "SECRETSIG",
+            ),
+            ("s3://key:SECRETPW@lab/papers", "SECRETPW"),
+            ("s3://key:SECRETPW@[bad/papers", "SECRETPW"),
+            ("ftp://user:SECRETPW@host/x#frag", "SECRETPW"),
+        ] {
+            let error = refused(written);
+            assert!(!error.contains(secret), "{written}: {error}");
+        }
+        assert_eq!(redacted("s3://k:s@lab/p?x=1"), "s3://…@lab/p");
+        assert_eq!(redacted("http://minio:9000"), "http://minio:9000");
+        assert_eq!(redacted("/home/a@b/lib"), "/home/a@b/lib");
+    }
+
+    #[test]
+    fn a_folder_is_absolute_and_has_no_control_character() {
+        let LibraryLocation::Folder(dir) = LibraryLocation::parse("relative/library").unwrap()
+        else {
+            panic!("not a folder");
+        };
+        assert!(dir.is_absolute(), "{}", dir.display());
+        assert!(dir.ends_with("relative/library"));
+        assert!(refused("/tmp/a\nUse this library").contains("control character"));
     }
 
     #[test]

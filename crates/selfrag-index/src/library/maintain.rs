@@ -17,8 +17,12 @@ use super::search::ANN_THRESHOLD;
 use crate::IndexError;
 
 /// Seconds an old table version is kept after a newer one exists: long enough for a search
-/// that started on it to finish; only this process writes the library (`library.lock`).
+/// that started on it to finish; only this process writes a local library (`library.lock`).
 const KEEP_VERSIONS_FOR: i64 = 60;
+/// The same in a shared library, where other computers' searches, index builds (minutes on a
+/// large library) and commits that lost a race (which read the versions committed since they
+/// began) may still need a version: a day.
+const KEEP_SHARED_VERSIONS_FOR: i64 = 24 * 60 * 60;
 
 impl Library {
     /// Reads which search indexes exist.
@@ -53,11 +57,13 @@ impl Library {
         {
             return Ok(false);
         }
-        self.passages
-            .create_index(&["text"], Index::FTS(Default::default()))
-            .execute()
-            .await
-            .map_err(self.store_err())?;
+        self.upkeep(
+            "making the full-text index",
+            self.passages
+                .create_index(&["text"], Index::FTS(Default::default()))
+                .execute()
+                .await,
+        )?;
         self.text_indexed.store(true, Ordering::SeqCst);
         Ok(true)
     }
@@ -68,6 +74,11 @@ impl Library {
     pub(super) async fn text_index_for_search(&self) -> Result<bool, IndexError> {
         if self.text_indexed.load(Ordering::SeqCst) {
             return Ok(true);
+        }
+        // A search never writes a shared library: its index is made by a job's upkeep, here
+        // or on another computer (`catch_up` then sees it).
+        if self.location.is_shared() {
+            return Ok(false);
         }
         let Ok(_writer) = self.write.try_lock() else {
             return Ok(false);
@@ -82,6 +93,10 @@ impl Library {
     /// Run after each indexing job.
     pub async fn optimize(&self) -> Result<(), IndexError> {
         let _writer = self.write.lock().await;
+        // In a shared library another computer may have made the indexes since: build none twice.
+        if self.location.is_shared() {
+            self.refresh_index_flags().await?;
+        }
         let rows = self
             .passages
             .count_rows(None)
@@ -91,7 +106,7 @@ impl Library {
         if rows >= ANN_THRESHOLD && !self.vector_indexed.load(Ordering::SeqCst) {
             self.create_vector_index(rows).await?;
         }
-        self.compact_tables(Duration::try_seconds(KEEP_VERSIONS_FOR).unwrap_or_default())
+        self.compact_tables(Duration::try_seconds(self.keep_versions_for()).unwrap_or_default())
             .await?;
         // An index of an earlier version is replaced before Lance brings it up to date, which
         // could mean splitting its partitions for nothing.
@@ -149,7 +164,7 @@ impl Library {
     /// default keeps old versions for 7 days.
     pub async fn compact(&self) -> Result<(), IndexError> {
         let _writer = self.write.lock().await;
-        self.compact_tables(Duration::try_seconds(KEEP_VERSIONS_FOR).unwrap_or_default())
+        self.compact_tables(Duration::try_seconds(self.keep_versions_for()).unwrap_or_default())
             .await?;
         self.make_durable().await
     }
@@ -179,6 +194,15 @@ impl Library {
             )?;
         }
         Ok(())
+    }
+
+    /// Seconds an old version is kept ([`KEEP_VERSIONS_FOR`], [`KEEP_SHARED_VERSIONS_FOR`]).
+    fn keep_versions_for(&self) -> i64 {
+        if self.location.is_shared() {
+            KEEP_SHARED_VERSIONS_FOR
+        } else {
+            KEEP_VERSIONS_FOR
+        }
     }
 
     /// The outcome of one step of upkeep. In a shared library another machine may run the same
@@ -212,12 +236,13 @@ impl Library {
         let builder = IvfHnswSqIndexBuilder::default()
             .distance_type(DistanceType::Dot)
             .target_partition_size(PASSAGES_PER_PARTITION);
-        self.passages
-            .create_index(&["vector"], Index::IvfHnswSq(builder))
-            .execute()
-            .await
-            .map_err(self.store_err())?;
-        Ok(())
+        self.upkeep(
+            "building the vector index",
+            self.passages
+                .create_index(&["vector"], Index::IvfHnswSq(builder))
+                .execute()
+                .await,
+        )
     }
 
     /// The vector index's kind, partitions and segments (`None` without one): the benchmark

@@ -23,8 +23,9 @@ pub struct LibraryMeta {
     pub dim: usize,
     pub documents_table: String,
     pub passages_table: String,
-    /// The embedder's vectors of the probe sentences ([`super::fingerprint`]); absent in
-    /// libraries made before it was recorded, which record it the next time they open.
+    /// The embedder's vectors of the probe sentences ([`super::fingerprint`]), recorded when
+    /// a shared library is made; absent in local libraries, whose embedder is told by its name
+    /// (another one re-embeds them), and then compared by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<Vec<Vec<f32>>>,
 }

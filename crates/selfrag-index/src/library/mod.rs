@@ -443,13 +443,32 @@ impl Library {
         if version == self.committed_version.load(Ordering::Acquire) {
             return Ok(());
         }
-        // While this process writes, its writer reads the table after its commit anyway; a
-        // search does not wait for a file to be indexed to catch up.
+        // While this process writes, its writer reads the rows again before each file
+        // (`reload_if_shared`); a search does not wait for a file to be indexed.
         let Ok(_writer) = self.write.try_lock() else {
             return Ok(());
         };
         let before: HashSet<String> = self.committed().by_path.keys().cloned().collect();
         self.reload_committed().await?;
+        self.tally_elsewhere(&before);
+        // Another computer may have made the search indexes.
+        self.refresh_index_flags().await
+    }
+
+    /// In a shared library, reads the rows as other computers left them, before this one
+    /// writes (the caller holds the writer); a local library's are this process's own.
+    pub(crate) async fn reload_if_shared(&self) -> Result<(), IndexError> {
+        if !self.location.is_shared() {
+            return Ok(());
+        }
+        let before: HashSet<String> = self.committed().by_path.keys().cloned().collect();
+        self.reload_committed().await?;
+        self.tally_elsewhere(&before);
+        Ok(())
+    }
+
+    /// Counts what other computers added and removed, from the paths before a reload.
+    fn tally_elsewhere(&self, before: &HashSet<String>) {
         let committed = self.committed();
         let added = committed
             .by_path
@@ -463,7 +482,6 @@ impl Library {
         let mut tally = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
         tally.added += added;
         tally.removed += removed;
-        Ok(())
     }
 
     /// What other computers added to and removed from a shared library since it was opened, as
@@ -564,7 +582,12 @@ impl Library {
         Ok(())
     }
 
+    /// Deletes every passage of content `doc_id`; not in a shared library, where another
+    /// computer may hold the same content (see `delete_passages`).
     async fn delete_passages_of(&self, doc_id: &str) -> Result<(), IndexError> {
+        if self.location.is_shared() {
+            return Ok(());
+        }
         self.passages
             .delete(format!("doc_id = {}", sql_string(doc_id)).as_str())
             .await
@@ -594,6 +617,7 @@ impl Library {
     /// was one: the folder need not exist any more). Returns the paths removed.
     pub async fn remove(&self, path: &Path) -> Result<Vec<String>, IndexError> {
         let _writer = self.write.lock().await;
+        self.reload_if_shared().await?;
         let removed = self.remove_locked(&path_key(path)).await?;
         self.make_durable().await?;
         Ok(removed)

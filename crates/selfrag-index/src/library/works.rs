@@ -40,6 +40,7 @@ impl Library {
         works: Vec<(PathBuf, Work)>,
     ) -> Result<Vec<Work>, IndexError> {
         let _writer = self.write.lock().await;
+        self.reload_if_shared().await?;
         let mut rows = Vec::with_capacity(works.len());
         for (path, work) in works {
             let key = path_key(&path);

@@ -449,8 +449,8 @@ pub struct VisibilityReport {
 
 /// Opens the library at `location` twice, as two computers would (two state folders in
 /// `scratch`, two LanceDB connections), and for each of `rounds` notes: the writer indexes a
-/// note with a word of its own, and the reader searches for that word every 20 ms until the
-/// note is found (or 60 s pass).
+/// note with a word of its own, and the reader searches every 20 ms, for as many passages as
+/// there are notes, until one holds that word (or 60 s pass).
 pub async fn visibility_benchmark(
     location: &LibraryLocation,
     scratch: &Path,
@@ -481,9 +481,15 @@ pub async fn visibility_benchmark(
         writer.index_file(&path, &embedder).await?;
         let committed = Instant::now();
         indexing.push(committed.duration_since(started).as_secs_f64());
+        // A vector search over every note so far: a new shared library has no full-text index
+        // until a job's upkeep makes one, and a search never writes a shared library.
         let request = SearchRequest {
-            mode: SearchMode::Fts,
-            ..SearchRequest::hybrid(&word, embedder.embed(&[word.as_str()])?.remove(0), 1)
+            mode: SearchMode::Vector,
+            ..SearchRequest::hybrid(
+                &word,
+                embedder.embed(&[word.as_str()])?.remove(0),
+                rounds + 1,
+            )
         };
         loop {
             let found = reader

@@ -222,7 +222,7 @@ pub(super) fn shared(bench: &Bench) -> Result<String> {
     let _ = writeln!(
         md,
         "Another computer's view: one process opens the library twice (two state folders, two LanceDB connections); \
-         one indexes a note, the other searches for its word every 20 ms; the time from the writer's commit to the \
+         one indexes a note, the other searches every 20 ms; the time from the writer's commit to the \
          reader's first search that returns the note, {VISIBILITY_ROUNDS} notes. The reader looks for other computers' \
          commits at most every 2 s (`SHARED_READ_INTERVAL`).\n\n\
          | median s | max s | writer's index of one note, median s |\n|---|---|---|\n| {:.2} | {:.2} | {:.2} |",

@@ -244,6 +244,7 @@ mod tests {
             model: "facebook/contriever-msmarco@abc123".into(),
             precision,
             device: DeviceKind::Cpu,
+            server: None,
         };
         let mut generators = vec![None, Some(local(None, None)), Some(server)];
         for cache in CachePrecision::ALL {
@@ -255,6 +256,10 @@ mod tests {
             None,
             Some(embedder(EmbedderPrecision::Int8)),
             Some(embedder(EmbedderPrecision::F32)),
+            Some(EmbedderInfo {
+                server: Some("http://gpu-box:8081/v1".into()),
+                ..embedder(EmbedderPrecision::F32)
+            }),
         ];
         let mut rows = Vec::new();
         for generator in &generators {

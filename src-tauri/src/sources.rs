@@ -12,11 +12,12 @@ use selfrag_engine::PassageSource;
 use crate::AppState;
 use crate::commands::{IpcError, ShellErrorCode};
 
-/// Opens the file of passage `citation` (1-based, as in `[n]`) of answer `answer_id`, and
-/// returns the path opened. The platform opener (xdg-open, `open`, ShellExecute) takes a path
+/// Opens the file of passage `citation` (1-based, as in `[n]`) of answer `answer_id` (or the
+/// shared library's copy of it where it was indexed on another computer), and returns the path
+/// opened. The platform opener (xdg-open, `open`, ShellExecute) takes a path
 /// and no page: the UI shows the page next to the button.
 #[tauri::command]
-pub fn open_source(
+pub async fn open_source(
     app: tauri::AppHandle,
     state: tauri::State<'_, AppState>,
     answer_id: String,
@@ -32,7 +33,12 @@ pub fn open_source(
                 format!("answer `{answer_id}` has no source [{citation}]"),
             )
         })?;
-    let path = PathBuf::from(&passage.path);
+    // The file holding the content cited: its path here, or a shared library's copy of a file
+    // indexed on another computer. Where neither holds it (changed, gone), the path as cited.
+    let path = match state.engine.source_file(&passage.id).await {
+        Ok(path) => path,
+        Err(_) => PathBuf::from(&passage.path),
+    };
     if !path.is_file() {
         return Err(IpcError::new(
             ShellErrorCode::SourceMissing,

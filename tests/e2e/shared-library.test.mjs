@@ -3,14 +3,14 @@
 // app with its own data and config folders. The first chooses the shared library in its Library
 // setting (connection test and choice, each after a native confirmation), restarts into it and
 // adds a PDF; the second, pointed at the same library, lists the PDF, cites it in an answer and
-// opens the cited page in its viewer, and sees a note a third computer (the command line) adds
-// while it is open.
+// opens the cited page in its viewer (from the copy the store keeps: the PDF is on the first
+// computer only), and sees a note a third computer (the command line) adds while it is open.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { writeFileSync } from "node:fs";
+import { renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { answerMessageDialog, tempDir } from "./driver.mjs";
 import {
@@ -108,6 +108,8 @@ test("two computers share one library on object storage: one adds a PDF, the oth
     } finally {
       await session.close();
     }
+    // The PDF stays on Alice's computer: Bob has no file at its path.
+    renameSync(pdf, join(tempDir("alice-elsewhere"), "salt-marsh.pdf"));
 
     // Bob's computer: its own folders, the same library (here through SELFRAG_LIBRARY).
     session = await launchWithTestModels({
@@ -134,6 +136,8 @@ test("two computers share one library on object storage: one adds a PDF, the oth
       assert.equal(await session.exec(`return arguments[0].dataset.match;`, session.ref(status)), "exact");
       const shown = await session.find('[data-testid="pdf-page"]');
       assert.equal(await session.exec(`return arguments[0].dataset.page;`, session.ref(shown)), "2");
+      const copy = await session.find('[data-testid="source-stored-copy"]');
+      assert.match(await session.text(copy), /another computer/);
       await session.movePointer(600, 780);
       await session.screenshot("shared-library-cited");
 

@@ -28,6 +28,16 @@ pub enum LibraryCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A passage in its source, as the evidence viewer shows it: the file checked to hold the
+    /// content that was indexed (for a shared library, the store's copy where no file here
+    /// does), the passage's page, and for a format other than PDF the page's text with the
+    /// passage marked. PASSAGE: a passage id, as `search --json` and answers' traces give it.
+    Source {
+        passage: String,
+        /// The source as JSON (the app's evidence viewer receives the same).
+        #[arg(long)]
+        json: bool,
+    },
     /// Counts, disk use and search indexes.
     Stats {
         #[arg(long)]
@@ -382,6 +392,13 @@ pub async fn library(command: LibraryCommand) -> Result<()> {
             }
             Ok(())
         }
+        LibraryCommand::Source { passage, json } => {
+            let source = engine.passage_source(&passage).await?;
+            if json {
+                return print(&serde_json::to_string_pretty(&source)?);
+            }
+            print(&source_report(&source))
+        }
         LibraryCommand::Stats { json } => {
             let s = engine.library_stats().await?;
             let out = StatsOut {
@@ -413,6 +430,52 @@ pub async fn library(command: LibraryCommand) -> Result<()> {
             ))
         }
     }
+}
+
+/// A passage's source as text: where it is, and the passage within its page's text marked
+/// `>>>…<<<` (a PDF is named by its page: a terminal does not render it).
+fn source_report(source: &selfrag_engine::PassageSource) -> String {
+    let page = source
+        .page
+        .map(|p| match &source.page_label {
+            Some(label) => format!(", page {p} (printed {label})"),
+            None => format!(", page {p}"),
+        })
+        .unwrap_or_default();
+    let copy = if source.stored_copy {
+        " (the shared library's copy: no file on this computer holds it)"
+    } else {
+        ""
+    };
+    let mut out = format!(
+        "{}{page}{copy}
+{}
+",
+        source.path, source.title
+    );
+    match &source.view {
+        selfrag_engine::SourceView::Pdf => out.push_str(&format!("\n{}\n", source.text)),
+        selfrag_engine::SourceView::Text { text, span } => {
+            let marked = span.and_then(|(start, end)| {
+                let chars: Vec<char> = text.chars().collect();
+                let (start, end) = (usize::try_from(start).ok()?, usize::try_from(end).ok()?);
+                let take = |from: usize, to: usize| {
+                    chars.get(from..to).map(|c| c.iter().collect::<String>())
+                };
+                Some(format!(
+                    "{}>>>{}<<<{}",
+                    take(0, start)?,
+                    take(start, end)?,
+                    take(end, chars.len())?
+                ))
+            });
+            out.push('\n');
+            out.push_str(&marked.unwrap_or_else(|| {
+                format!("{text}\n\n(the passage is no longer in this text: index the file again)")
+            }));
+        }
+    }
+    out
 }
 
 /// `selfrag search QUERY [--mode] [-k N] [--folder DIR] [--collection NAME] [--json]`.

@@ -36,6 +36,16 @@ struct Cli {
     /// folder.
     #[arg(long, global = true, value_name = "LOCATION")]
     library: Option<String>,
+    /// Embed through this OpenAI-compatible embeddings server (llama-server --embedding,
+    /// text-embeddings-inference, vLLM, Ollama) instead of the local embedder: queries,
+    /// passages and the library's fingerprint. Its API key comes from SELFRAG_EMBEDDER_API_KEY.
+    /// Default: SELFRAG_EMBEDDER_URL.
+    #[arg(long, global = true, value_name = "URL")]
+    embedder_url: Option<String>,
+    /// The model to ask the embeddings server for (default: SELFRAG_EMBEDDER_MODEL, else the
+    /// one it serves).
+    #[arg(long, global = true, value_name = "NAME")]
+    embedder_model: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -43,13 +53,33 @@ struct Cli {
 /// `--library`, where given: read by [`engine_config`].
 pub(crate) static LIBRARY_OPTION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// The engine's configuration: the environment's, with `--library` over `SELFRAG_LIBRARY`.
+/// `--embedder-url` and `--embedder-model`, where given: read by [`engine_config`].
+static EMBEDDER_OPTIONS: std::sync::OnceLock<(Option<String>, Option<String>)> =
+    std::sync::OnceLock::new();
+
+/// The engine's configuration: the environment's, with `--library` over `SELFRAG_LIBRARY` and
+/// `--embedder-url`/`--embedder-model` over `SELFRAG_EMBEDDER_URL`/`SELFRAG_EMBEDDER_MODEL`.
 pub(crate) fn engine_config() -> Result<EngineConfig> {
     let mut config = EngineConfig::from_env()?;
     if let Some(location) = LIBRARY_OPTION.get() {
         let location = selfrag_engine::LibraryLocation::parse(location)
             .map_err(|e| selfrag_engine::set_by(e, "--library"))?;
         config.library = Some(location);
+    }
+    if let Some((url, model)) = EMBEDDER_OPTIONS.get() {
+        let env = |name| std::env::var(name).ok();
+        let url = url
+            .clone()
+            .or_else(|| config.embedder_server.as_ref().map(|s| s.url.clone()));
+        if let Some(url) = url {
+            config.embedder_server = Some(selfrag_engine::embedder_server_config(
+                &url,
+                model
+                    .clone()
+                    .or_else(|| env(selfrag_engine::EMBEDDER_MODEL_ENV)),
+                env(selfrag_engine::EMBEDDER_API_KEY_ENV),
+            ));
+        }
     }
     Ok(config)
 }
@@ -648,6 +678,9 @@ fn run_with_threads(threads: usize) -> std::process::ExitCode {
 fn run(cli: Cli) -> Result<()> {
     if let Some(location) = cli.library {
         let _ = LIBRARY_OPTION.set(location);
+    }
+    if cli.embedder_url.is_some() || cli.embedder_model.is_some() {
+        let _ = EMBEDDER_OPTIONS.set((cli.embedder_url, cli.embedder_model));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

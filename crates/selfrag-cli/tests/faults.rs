@@ -382,6 +382,8 @@ fn documents(data: &Path, models: &Path) -> Vec<String> {
             generator_numerics: Default::default(),
             extract_worker: None,
             generator_server: None,
+            embedder_server: None,
+            shared_source_limit: selfrag_engine::DEFAULT_SHARED_SOURCE_LIMIT,
         })
         .unwrap();
         let mut paths: Vec<String> = engine

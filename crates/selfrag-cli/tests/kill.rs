@@ -44,6 +44,8 @@ fn consistent_view(data: &Path, models: &Path, corpus: &Path) -> View {
             generator_numerics: Default::default(),
             extract_worker: None,
             generator_server: None,
+            embedder_server: None,
+            shared_source_limit: selfrag_engine::DEFAULT_SHARED_SOURCE_LIMIT,
         })
         .unwrap();
         let mut documents = BTreeMap::new();

@@ -147,6 +147,8 @@ async fn questions_while_a_big_folder_indexes_and_a_watched_folder_churns() {
         generator_numerics: Default::default(),
         extract_worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_selfrag"))),
         generator_server: None,
+        embedder_server: None,
+        shared_source_limit: selfrag_engine::DEFAULT_SHARED_SOURCE_LIMIT,
     })
     .unwrap();
 

@@ -552,3 +552,210 @@ fn another_embedder_is_refused_by_a_shared_library() {
         vec![first.to_str().unwrap().to_owned()]
     );
 }
+
+/// The lab's server embeds for Alice, who has no embedder of her own; Bob, with the same model
+/// on his computer, searches what it indexed. A folder library indexed through the server is
+/// searched with the local embedder too, its vectors kept (same fingerprint, another name).
+#[test]
+fn a_library_indexed_through_an_embeddings_server_is_searched_with_the_local_embedder() {
+    use selfrag_testkit::llama_server::{self, LlamaServer};
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(store) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let Some(llama) = llama_server::binary() else {
+        return;
+    };
+    let gguf = tmp.path().join("tiny-bert.gguf");
+    selfrag_fixtures::write_tiny_bert_gguf(&gguf).unwrap();
+    let args = [
+        "--embedding",
+        "--pooling",
+        "mean",
+        "-b",
+        "512",
+        "-ub",
+        "512",
+    ];
+    let embedder = LlamaServer::start(&llama, &gguf, tmp.path(), 1, 512, &args).unwrap();
+    let url = embedder.url.as_str();
+
+    let alice = Computer::new(tmp.path(), "alice");
+    std::fs::remove_dir_all(alice.models.join(common::EMBEDDER)).unwrap();
+    let papers = tmp.path().join("papers");
+    let mitochondria = note(
+        &papers,
+        "mitochondria.md",
+        "# Mitochondria\nThe mitochondrion makes ATP by oxidative phosphorylation.\n",
+    );
+    let westphalia = note(
+        &papers,
+        "westphalia.md",
+        "# Westphalia\nIn 1648 the Peace of Westphalia ended the Thirty Years' War.\n",
+    );
+    ok(alice.run(
+        &store,
+        &["index", papers.to_str().unwrap(), "--embedder-url", url],
+    ));
+    let meta: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(tmp.path().join("store/lab/papers/library.json")).unwrap(),
+    )
+    .unwrap();
+    let named = meta["embedder"].as_str().unwrap();
+    assert!(named.ends_with(&format!(" on {url}/v1")), "{meta}");
+
+    let first_hit = |out: String| -> String {
+        let hits: serde_json::Value = serde_json::from_str(&out).unwrap();
+        hits["hits"][0]["path"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let bob = Computer::new(tmp.path(), "bob");
+    let query = ["search", "oxidative phosphorylation", "--json", "-k", "1"];
+    assert_eq!(
+        first_hit(ok(bob.run(&store, &query))),
+        mitochondria.to_str().unwrap()
+    );
+    let query = ["search", "Thirty Years' War", "--json", "-k", "1"];
+    assert_eq!(
+        first_hit(ok(
+            alice.run(&store, &[&query[..], &["--embedder-url", url]].concat())
+        )),
+        westphalia.to_str().unwrap()
+    );
+    // Without the server Alice has no embedder, and is told so.
+    let out = alice.run(&store, &query);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("embedder model is not available"),
+        "{stderr}"
+    );
+
+    // A folder library: indexed through the server, searched locally, never re-embedded.
+    let carol = Computer::new(tmp.path(), "carol");
+    let carol_run = |args: &[&str]| {
+        common::selfrag_with_models(&carol.data, &carol.models)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    ok(carol_run(&[
+        "index",
+        papers.to_str().unwrap(),
+        "--embedder-url",
+        url,
+    ]));
+    let library_json = carol.data.join("library/library.json");
+    let read_meta = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&library_json).unwrap()).unwrap()
+    };
+    let through_server = read_meta();
+    assert!(through_server["fingerprint"].is_array(), "{through_server}");
+    let query = ["search", "oxidative phosphorylation", "--json", "-k", "1"];
+    assert_eq!(
+        first_hit(ok(carol_run(&query))),
+        mitochondria.to_str().unwrap()
+    );
+    let local = read_meta();
+    assert_eq!(
+        local["passages_table"], through_server["passages_table"],
+        "re-embedded: {local}"
+    );
+    assert_ne!(local["embedder"], through_server["embedder"]);
+}
+
+/// The passage id of the best hit for `query` on `computer`.
+fn best_passage(computer: &Computer, server: &S3Server, query: &str) -> String {
+    let hits = ok(computer.run(server, &["search", query, "--json", "-k", "1"]));
+    let hits: serde_json::Value = serde_json::from_str(&hits).unwrap();
+    hits["hits"][0]["passage_id"].as_str().unwrap().to_owned()
+}
+
+/// A source indexed on Alice's computer opens on Bob's, where no such file exists, from the
+/// copy the store keeps under its content id; a computer that keeps its sources to itself
+/// stores none, and a copy that does not hold its content is refused.
+#[test]
+fn a_source_indexed_on_one_computer_opens_on_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(server) = server(tmp.path(), Conditions::Honoured) else {
+        return;
+    };
+    let alice = Computer::new(tmp.path(), "alice");
+    let bob = Computer::new(tmp.path(), "bob");
+    let text = "# Mitochondria\n\nThe mitochondrion makes ATP by oxidative phosphorylation.\n";
+    let mitochondria = note(&tmp.path().join("alice-papers"), "mitochondria.md", text);
+    ok(alice.run(&server, &["index", mitochondria.to_str().unwrap()]));
+    let id = best_passage(&bob, &server, "oxidative phosphorylation");
+    // Alice's file is on her computer only.
+    std::fs::remove_file(&mitochondria).unwrap();
+
+    let source = ok(bob.run(&server, &["library", "source", &id, "--json"]));
+    let source: serde_json::Value = serde_json::from_str(&source).unwrap();
+    assert_eq!(source["storedCopy"], true, "{source}");
+    assert_eq!(source["path"], mitochondria.to_str().unwrap());
+    let page = source["view"]["text"].as_str().unwrap();
+    let span = &source["view"]["span"];
+    let (start, end) = (
+        span[0].as_u64().unwrap() as usize,
+        span[1].as_u64().unwrap() as usize,
+    );
+    let marked: String = page.chars().skip(start).take(end - start).collect();
+    assert!(marked.contains("oxidative phosphorylation"), "{source}");
+    let document_id = source["documentId"].as_str().unwrap();
+    let mut in_store = Vec::new();
+    walk(&tmp.path().join("store"), &mut in_store);
+    assert!(
+        tmp.path()
+            .join(format!("store/lab/papers/sources/{document_id}"))
+            .is_file(),
+        "{document_id} {in_store:?}"
+    );
+    let plain = ok(bob.run(&server, &["library", "source", &id]));
+    assert!(plain.contains(">>>"), "{plain}");
+    assert!(plain.contains("the shared library's copy"), "{plain}");
+
+    // Carol keeps her sources to herself: her note is searchable, its file is not in the store.
+    let carol = Computer::new(tmp.path(), "carol");
+    let private = note(
+        &tmp.path().join("carol-papers"),
+        "westphalia.md",
+        "# Westphalia\n\nIn 1648 the Peace of Westphalia ended the Thirty Years' War.\n",
+    );
+    let out = carol
+        .selfrag(&server, &["index", private.to_str().unwrap()])
+        .env("SELFRAG_SHARED_SOURCES_MAX_MB", "0")
+        .output()
+        .unwrap();
+    ok(out);
+    let id = best_passage(&bob, &server, "Thirty Years' War");
+    std::fs::remove_file(&private).unwrap();
+    let out = bob.run(&server, &["library", "source", &id]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is no longer there"),
+        "{}",
+        describe(&out)
+    );
+    let mut stored = Vec::new();
+    walk(&tmp.path().join("store/lab/papers/sources"), &mut stored);
+    assert_eq!(stored.len(), 1, "{stored:?}");
+
+    // A copy altered in the store is refused, never shown.
+    std::fs::write(
+        tmp.path()
+            .join(format!("store/lab/papers/sources/{document_id}")),
+        "# Mitochondria\n\nThe mitochondrion makes nothing.\n",
+    )
+    .unwrap();
+    let dave = Computer::new(tmp.path(), "dave");
+    let id = best_passage(&dave, &server, "oxidative phosphorylation");
+    let out = dave.run(&server, &["library", "source", &id]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not hold the content"),
+        "{}",
+        describe(&out)
+    );
+}

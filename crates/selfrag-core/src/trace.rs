@@ -278,6 +278,12 @@ pub struct EmbedderInfo {
     pub precision: EmbedderPrecision,
     /// The device it ran on.
     pub device: DeviceKind,
+    /// The embeddings server's API address, where the vectors came from one. A server does not
+    /// report its numerics: `precision` and `device` then say nothing (f32 and CPU are written)
+    /// and are not shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    pub server: Option<String>,
 }
 
 /// Where the time of an answer went, in seconds, each step summed over the answer (long form

@@ -39,6 +39,13 @@ pub struct EngineConfig {
     /// generator. The GGUF file (`generator`, or the default one found in the HF cache) still
     /// gives the tokenizer.
     pub generator_server: Option<selfrag_remote::ServerConfig>,
+    /// Embed through this server (OpenAI-compatible `/v1/embeddings`) instead of the local
+    /// embedder: queries, passages and the library's fingerprint (see `embedding.rs`).
+    pub embedder_server: Option<selfrag_remote::EmbedderServerConfig>,
+    /// The largest file this computer keeps in a shared library's store for the other
+    /// computers' evidence viewers (`SELFRAG_SHARED_SOURCES_MAX_MB`, default 100 MiB); 0 keeps
+    /// every source on this computer.
+    pub shared_source_limit: u64,
 }
 
 impl EngineConfig {
@@ -55,6 +62,8 @@ impl EngineConfig {
             generator_numerics: GeneratorNumerics::default(),
             extract_worker: None,
             generator_server: None,
+            embedder_server: None,
+            shared_source_limit: selfrag_index::DEFAULT_SHARED_SOURCE_LIMIT,
         }
     }
 }
@@ -83,6 +92,7 @@ impl EngineConfig {
                     .map(|d| d.data_dir().to_path_buf())
             })
             .unwrap_or_else(|| PathBuf::from(".selfrag"));
+        let shared_source_limit = shared_source_limit_from_env()?;
         let library = non_empty_var(LIBRARY_ENV)
             .map(|v| LibraryLocation::parse(&v.to_string_lossy()))
             .transpose()
@@ -108,6 +118,15 @@ impl EngineConfig {
                     text("SELFRAG_GENERATOR_API_KEY"),
                 )
             }),
+            embedder_server: non_empty_var(EMBEDDER_URL_ENV).map(|url| {
+                let text = |name| non_empty_var(name).map(|v| v.to_string_lossy().into_owned());
+                embedder_server_config(
+                    &url.to_string_lossy(),
+                    text(EMBEDDER_MODEL_ENV),
+                    text(EMBEDDER_API_KEY_ENV),
+                )
+            }),
+            shared_source_limit,
         })
     }
 
@@ -140,6 +159,27 @@ impl EngineConfig {
     }
 }
 
+/// The variable that sets the embeddings server's address.
+pub const EMBEDDER_URL_ENV: &str = "SELFRAG_EMBEDDER_URL";
+/// The variable that names the model to ask the embeddings server for.
+pub const EMBEDDER_MODEL_ENV: &str = "SELFRAG_EMBEDDER_MODEL";
+/// The variable that holds the embeddings server's API key (never a command-line argument,
+/// which other users of the computer can read).
+pub const EMBEDDER_API_KEY_ENV: &str = "SELFRAG_EMBEDDER_API_KEY";
+
+/// The embeddings server at `url` asking for `model`, with `api_key`; blank values are none.
+pub fn embedder_server_config(
+    url: &str,
+    model: Option<String>,
+    api_key: Option<String>,
+) -> selfrag_remote::EmbedderServerConfig {
+    let given = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    let mut config = selfrag_remote::EmbedderServerConfig::new(url.trim());
+    config.model = given(model);
+    config.api_key = given(api_key);
+    config
+}
+
 /// The variable that sets the library's location.
 pub const LIBRARY_ENV: &str = "SELFRAG_LIBRARY";
 
@@ -154,6 +194,30 @@ pub fn set_by(error: selfrag_index::IndexError, setting: &str) -> selfrag_index:
         }
         other => other,
     }
+}
+
+/// The variable that caps the files kept in a shared library's store, in MiB (0: none).
+pub const SHARED_SOURCES_ENV: &str = "SELFRAG_SHARED_SOURCES_MAX_MB";
+
+/// `SELFRAG_SHARED_SOURCES_MAX_MB` in bytes; unset or empty is the default.
+fn shared_source_limit_from_env() -> Result<u64, EngineError> {
+    let Some(value) = non_empty_var(SHARED_SOURCES_ENV) else {
+        return Ok(selfrag_index::DEFAULT_SHARED_SOURCE_LIMIT);
+    };
+    let value = value.to_string_lossy();
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|mib| mib.checked_mul(1 << 20))
+        .ok_or_else(|| EngineError::Device {
+            choice: format!("{SHARED_SOURCES_ENV}={}", value.trim()),
+            message: format!(
+                "{SHARED_SOURCES_ENV} is not a number of MiB: set it to the largest file to keep \
+                 in a shared library's store (e.g. 100), to 0 to keep every source on this \
+                 computer, or unset it"
+            ),
+        })
 }
 
 /// `SELFRAG_DEVICE` parsed; unset or empty is `auto`.

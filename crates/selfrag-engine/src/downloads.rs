@@ -156,7 +156,7 @@ impl Engine {
         let embedder = selfrag_hub::store::resolve_embedder(self.config().embedder.as_deref());
         let statuses = vec![
             crate::engine::model_status(ModelRole::Generator, &generator),
-            crate::engine::model_status(ModelRole::Embedder, &embedder),
+            crate::engine::embedder_status(self.config(), &embedder),
         ];
         if let Ok(mut current) = self.model_status.write() {
             *current = statuses;
@@ -164,7 +164,11 @@ impl Engine {
         if let Ok(mut path) = self.embedder_path.write() {
             path.clone_from(&embedder.found);
         }
-        let paths: (Option<PathBuf>, Option<PathBuf>) = (generator.found, embedder.found);
+        // With an embeddings server the local embedder is never loaded.
+        let local_embedder = embedder
+            .found
+            .filter(|_| self.config().embedder_server.is_none());
+        let paths: (Option<PathBuf>, Option<PathBuf>) = (generator.found, local_embedder);
         if let Err(e) = self.models.set_paths(paths.0, paths.1) {
             tracing::warn!(error = %e, "cannot point the model thread at the new models");
         }

@@ -25,6 +25,8 @@ use crate::{AnswerRecord, EngineConfig, EngineError, ExportOptions, HistoryEntry
 pub struct Engine {
     config: EngineConfig,
     pub(crate) models: ModelThread,
+    /// The embedder in use: the model thread's, or an embeddings server (see `embedding.rs`).
+    pub(crate) embeddings: crate::embedding::Embeddings,
     /// Replaced when the models are looked for again (see `downloads.rs`).
     pub(crate) model_status: std::sync::RwLock<Vec<ModelStatus>>,
     pub(crate) embedder_path: std::sync::RwLock<Option<PathBuf>>,
@@ -55,14 +57,20 @@ impl Engine {
         let embedder = selfrag_hub::store::resolve_embedder(config.embedder.as_deref());
         let model_status = vec![
             model_status(ModelRole::Generator, &generator),
-            model_status(ModelRole::Embedder, &embedder),
+            embedder_status(&config, &embedder),
         ];
         let models = ModelThread::spawn(ModelPaths {
             generator: generator.found.clone(),
-            embedder: embedder.found.clone(),
+            // With an embeddings server the local embedder is never loaded.
+            embedder: embedder
+                .found
+                .clone()
+                .filter(|_| config.embedder_server.is_none()),
             device: config.device,
             embedder_precision: config.embedder_precision,
         })?;
+        let embeddings =
+            crate::embedding::Embeddings::new(models.clone(), config.embedder_server.clone());
         Ok(Self {
             history: History::new(config.history_dir()),
             device: std::sync::Mutex::new(config.device),
@@ -73,6 +81,7 @@ impl Engine {
             )),
             config,
             models,
+            embeddings,
             model_status: std::sync::RwLock::new(model_status),
             embedder_path: std::sync::RwLock::new(embedder.found),
             library: OnceCell::new(),
@@ -194,24 +203,31 @@ impl Engine {
                     &embedder,
                 )
                 .await?
-                .with_extractor(extractor);
+                .with_extractor(extractor)
+                .with_shared_sources(self.config.shared_source_limit);
                 Ok::<_, EngineError>(Arc::new(lib))
             })
             .await
             .cloned()
     }
 
-    pub(crate) async fn passage_embedder(&self) -> Result<ThreadEmbedder, EngineError> {
-        let dim = self.models.embedder_dim().await?;
-        Ok(ThreadEmbedder {
-            models: self.models.clone(),
-            id: embedder_identity(
-                self.embedder_path
-                    .read()
-                    .ok()
-                    .and_then(|p| p.clone())
-                    .as_deref(),
+    pub(crate) async fn passage_embedder(&self) -> Result<EngineEmbedder, EngineError> {
+        let (id, dim) = match self.embeddings.server_identity().await {
+            Some(identity) => identity?,
+            None => (
+                embedder_identity(
+                    self.embedder_path
+                        .read()
+                        .ok()
+                        .and_then(|p| p.clone())
+                        .as_deref(),
+                ),
+                self.embeddings.local_dim().await?,
             ),
+        };
+        Ok(EngineEmbedder {
+            embeddings: self.embeddings.clone(),
+            id,
             dim,
         })
     }
@@ -344,7 +360,7 @@ impl Engine {
         let mut retriever: Box<dyn Retriever + Send> = match run.given {
             Some(passages) => Box::new(GivenPassages(passages)),
             None => Box::new(LibraryRetriever {
-                models: self.models.clone(),
+                embeddings: self.embeddings.clone(),
                 library: run.library,
                 runtime: tokio::runtime::Handle::current(),
                 embedded_with: None,
@@ -456,14 +472,14 @@ impl Engine {
     }
 }
 
-/// Embeds passages on the model thread for the indexer.
-pub(crate) struct ThreadEmbedder {
-    models: ModelThread,
+/// Embeds passages for the indexer, on the model thread or the embeddings server.
+pub(crate) struct EngineEmbedder {
+    embeddings: crate::embedding::Embeddings,
     id: String,
     dim: usize,
 }
 
-impl PassageEmbedder for ThreadEmbedder {
+impl PassageEmbedder for EngineEmbedder {
     fn model_id(&self) -> String {
         self.id.clone()
     }
@@ -472,7 +488,7 @@ impl PassageEmbedder for ThreadEmbedder {
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
         let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
-        self.models
+        self.embeddings
             .embed_blocking(texts, crate::model_thread::EmbedFor::Indexing)
             .map(|embedded| embedded.vectors)
             .map_err(|e| IndexError::Embedder(e.to_string()))
@@ -506,6 +522,17 @@ pub(crate) fn model_status(
             .collect(),
         fix: location.fix.clone(),
         download: crate::downloads::offer(location),
+    }
+}
+
+/// The embedder's status: the embeddings server's where one is set, else the local model's.
+pub(crate) fn embedder_status(
+    config: &EngineConfig,
+    local: &selfrag_hub::store::Resolved,
+) -> ModelStatus {
+    match &config.embedder_server {
+        Some(server) => ModelStatus::on_server(ModelRole::Embedder, &server.url),
+        None => model_status(ModelRole::Embedder, local),
     }
 }
 

@@ -28,6 +28,9 @@ pub enum EngineError {
     /// The generator server could not be used; the message names its URL and the fix.
     #[error(transparent)]
     GeneratorServer(#[from] selfrag_remote::RemoteError),
+    /// The embeddings server could not be used; the message names its URL and the fix.
+    #[error(transparent)]
+    EmbedderServer(#[from] selfrag_remote::EmbedderServerError),
     #[error("no answer with id `{0}` in this session's history")]
     UnknownAnswer(String),
     #[error("cannot write {path}: {source}{}", write_advice(source))]
@@ -112,6 +115,7 @@ pub enum ErrorCode {
     EmptyQuestion,
     Selfrag,
     GeneratorServer,
+    EmbedderServer,
     UnknownAnswer,
     Write,
     ReadTrace,
@@ -138,6 +142,7 @@ impl EngineError {
             Self::SelfRag(selfrag_core::SelfRagError::EmptyQuestion) => ErrorCode::EmptyQuestion,
             Self::SelfRag(_) => ErrorCode::Selfrag,
             Self::GeneratorServer(_) => ErrorCode::GeneratorServer,
+            Self::EmbedderServer(_) => ErrorCode::EmbedderServer,
             Self::UnknownAnswer(_) => ErrorCode::UnknownAnswer,
             Self::Write { .. } => ErrorCode::Write,
             Self::ReadTrace { .. } => ErrorCode::ReadTrace,

@@ -1,5 +1,5 @@
 //! The generator server: answering through it, its connection test, switching to it and back,
-//! and where its API key is kept.
+//! and where its API key is kept (and the embeddings server's, by the same rules: [`KeyFile`]).
 //!
 //! A server answer runs as a local one does (`Engine::run_self_rag`), with the server
 //! generator in place of the model thread's; the model thread only embeds the queries. The
@@ -93,8 +93,27 @@ pub fn server_config(url: &str, model: Option<String>, api_key: Option<String>) 
     }
 }
 
+/// The file an API key is kept in, in the data folder: one per kind of server, each created
+/// readable by the user only and bound to the origin it was saved for (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyFile {
+    /// `generator-api-key`.
+    Generator,
+    /// `embedder-api-key`, the embeddings server's (see `embedder_server.rs`).
+    Embedder,
+}
+
+impl KeyFile {
+    fn path(self, data_dir: &Path) -> PathBuf {
+        data_dir.join(match self {
+            Self::Generator => API_KEY_FILE,
+            Self::Embedder => "embedder-api-key",
+        })
+    }
+}
+
 fn key_path(data_dir: &Path) -> PathBuf {
-    data_dir.join(API_KEY_FILE)
+    KeyFile::Generator.path(data_dir)
 }
 
 /// The key file's contents: the origin the key belongs to (`None`: a file from before origins)
@@ -105,8 +124,8 @@ struct SavedApiKey {
     key: String,
 }
 
-fn read_saved_key(data_dir: &Path) -> Option<SavedApiKey> {
-    let text = std::fs::read_to_string(key_path(data_dir)).ok()?;
+fn read_saved_key(path: &Path) -> Option<SavedApiKey> {
+    let text = std::fs::read_to_string(path).ok()?;
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
@@ -130,17 +149,22 @@ fn origin_of(url: &str) -> Option<String> {
     ServerUrl::parse(url).ok().map(|u| u.origin())
 }
 
-/// The API key saved for the server at `url`: only where `url` has the origin the key was saved
-/// for.
+/// The generator server's API key saved for `url`: only where `url` has the origin the key was
+/// saved for.
 pub fn saved_api_key(data_dir: &Path, url: &str) -> Option<String> {
-    let saved = read_saved_key(data_dir)?;
+    saved_key(data_dir, KeyFile::Generator, url)
+}
+
+/// The API key of `file` saved for `url`: only where `url` has the origin it was saved for.
+pub fn saved_key(data_dir: &Path, file: KeyFile, url: &str) -> Option<String> {
+    let saved = read_saved_key(&file.path(data_dir))?;
     (saved.origin.is_some() && saved.origin == origin_of(url)).then_some(saved.key)
 }
 
 /// Binds a key file from before origins to `url`, the server the settings name (the key was
 /// saved with it), so the key keeps working there and is sent nowhere else.
 pub fn bind_unbound_api_key(data_dir: &Path, url: &str) -> Result<(), EngineError> {
-    match (read_saved_key(data_dir), origin_of(url)) {
+    match (read_saved_key(&key_path(data_dir)), origin_of(url)) {
         (Some(SavedApiKey { origin: None, key }), Some(origin)) => {
             save_api_key(data_dir, &origin, Some(&key))
         }
@@ -148,10 +172,20 @@ pub fn bind_unbound_api_key(data_dir: &Path, url: &str) -> Result<(), EngineErro
     }
 }
 
-/// Writes the API key for `origin` (or with `None` removes the key file), readable by the user
-/// only.
+/// Writes the generator server's API key for `origin` (or with `None` removes the key file).
 fn save_api_key(data_dir: &Path, origin: &str, key: Option<&str>) -> Result<(), EngineError> {
-    let path = key_path(data_dir);
+    save_key(data_dir, KeyFile::Generator, origin, key)
+}
+
+/// Writes `file`'s API key for `origin` (or with `None` or a blank key removes the file),
+/// readable by the user only.
+pub(crate) fn save_key(
+    data_dir: &Path,
+    file: KeyFile,
+    origin: &str,
+    key: Option<&str>,
+) -> Result<(), EngineError> {
+    let path = file.path(data_dir);
     let write_error = |source| EngineError::Write {
         path: path.clone(),
         source,

@@ -252,18 +252,25 @@ impl Engine {
         Ok(self.library().await?.passage_source(passage_id).await?)
     }
 
+    /// The file on this computer that holds the content passage `passage_id` was cut from:
+    /// one of its indexed paths, or the copy a shared library keeps in its store (for "Open in
+    /// default app").
+    pub async fn source_file(&self, passage_id: &str) -> Result<std::path::PathBuf, EngineError> {
+        Ok(self.library().await?.source_file(passage_id).await?)
+    }
+
     /// The bytes of the library's PDF with content id `document_id`, for the evidence viewer.
     pub async fn document_pdf(&self, document_id: &str) -> Result<Vec<u8>, EngineError> {
         Ok(self.library().await?.document_pdf(document_id).await?)
     }
 
-    /// Searches the library; the query is embedded by the model thread's embedder.
+    /// Searches the library; the query is embedded by the embedder in use.
     pub async fn search(&self, query: SearchQuery) -> Result<Vec<SearchHit>, EngineError> {
         let library = self.library().await?;
         let vector = match query.mode {
             SearchMode::Fts => None,
             SearchMode::Vector | SearchMode::Hybrid => {
-                let vectors = self.models.embed(vec![query.text.clone()]).await?;
+                let vectors = self.embeddings.embed(vec![query.text.clone()]).await?;
                 vectors.into_iter().next()
             }
         };
@@ -318,7 +325,7 @@ impl Engine {
             }
             first = end;
         }
-        let vectors = self.models.embed(texts.clone()).await?;
+        let vectors = self.embeddings.embed(texts.clone()).await?;
         let queries: Vec<BenchQuery> = texts
             .into_iter()
             .zip(vectors)

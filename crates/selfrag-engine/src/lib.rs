@@ -11,6 +11,8 @@
 
 mod config;
 mod downloads;
+pub mod embedder_server;
+mod embedding;
 mod engine;
 mod error;
 pub mod generator_server;
@@ -29,8 +31,12 @@ mod works;
 /// The export renderers (Markdown, HTML, JSON, BibTeX), from selfrag-export.
 pub use selfrag_export as export;
 
-pub use config::{EngineConfig, GeneratorNumerics, LIBRARY_ENV, set_by};
+pub use config::{
+    EMBEDDER_API_KEY_ENV, EMBEDDER_MODEL_ENV, EMBEDDER_URL_ENV, EngineConfig, GeneratorNumerics,
+    LIBRARY_ENV, SHARED_SOURCES_ENV, embedder_server_config, set_by,
+};
 pub use downloads::{DownloadStage, ModelDownloadProgress, ModelOffer};
+pub use embedder_server::{EmbedderServerCheck, EmbedderServerState};
 pub use engine::Engine;
 pub use error::{DownloadFailure, EngineError, ErrorCode};
 pub use export::{ExportFormat, ExportOptions, render, render_with};
@@ -42,9 +48,9 @@ pub use lookup::{LookedUpWork, LookupFailure, LookupReport};
 pub use samples::SAMPLE_DOCUMENTS;
 pub use selfrag_core::{CachePrecision, DeviceChoice, DeviceKind, DummyPrefix, EmbedderPrecision};
 pub use selfrag_index::{
-    ExtractedPage, LibraryLocation, LibraryStats, PassageSource, SearchFilter, SearchHit,
-    SearchMode, SourceView, StoreCheck, bench, check_location, check_store, chunk_text,
-    extract_file,
+    DEFAULT_SHARED_SOURCE_LIMIT, ExtractedPage, LibraryLocation, LibraryStats, PassageSource,
+    SearchFilter, SearchHit, SearchMode, SourceView, StoreCheck, bench, check_location,
+    check_store, chunk_text, extract_file,
 };
 pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};

@@ -344,6 +344,7 @@ impl LoadedModels {
             model,
             precision: embedder.precision(),
             device: selfrag_models::device_kind(&device),
+            server: None,
         };
         Ok(Embedded { vectors, by })
     }

@@ -1,5 +1,6 @@
 //! Bridges selfrag-core's synchronous `Retriever` to the library: the query is embedded on the
-//! model thread (served between the forward passes of a generation in progress) and searched
+//! model thread (served between the forward passes of a generation in progress), or by the
+//! embeddings server, and searched
 //! in LanceDB, hybrid (Contriever vectors and BM25, fused by reciprocal rank).
 //! [`GivenPassages`] serves passages that come with the question instead (evaluation data).
 
@@ -8,11 +9,12 @@ use std::sync::Arc;
 use selfrag_core::{BackendError, EmbedderInfo, Passage, Retriever};
 use selfrag_index::{Library, SearchRequest};
 
-use crate::model_thread::{EmbedFor, ModelThread};
+use crate::embedding::Embeddings;
+use crate::model_thread::EmbedFor;
 
 /// A `Retriever` over the library, for one Self-RAG run on a blocking thread.
 pub struct LibraryRetriever {
-    pub models: ModelThread,
+    pub embeddings: Embeddings,
     /// `None` where the library cannot open (no embedder): nothing is found.
     pub library: Option<Arc<Library>>,
     pub runtime: tokio::runtime::Handle,
@@ -26,7 +28,7 @@ impl Retriever for LibraryRetriever {
             return Ok(Vec::new());
         };
         let embedded = self
-            .models
+            .embeddings
             .embed_blocking(vec![query.to_owned()], EmbedFor::Answer)?;
         self.embedded_with = Some(embedded.by);
         let vector = embedded.vectors.into_iter().next().unwrap_or_default();

@@ -69,6 +69,15 @@ pub struct AppSettings {
     #[cfg_attr(feature = "typescript", ts(optional))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library_location: Option<String>,
+    /// The embeddings server (OpenAI-compatible `/v1/embeddings`) from the next start on;
+    /// `None`: the embedder on this computer. Its API key is not here (`embedder-api-key`).
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder_url: Option<String>,
+    /// The model to ask that server for, where it serves several; `None`: the one it serves.
+    #[cfg_attr(feature = "typescript", ts(optional))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder_model: Option<String>,
     /// The export menu's last choices.
     pub export: ExportOptions,
     /// How the answer on screen cites its passages: numbers (`[1]`, the default) or
@@ -296,6 +305,8 @@ mod tests {
             generator_url: Some("http://gpu-box:8080".into()),
             generator_model: Some("selfrag/selfrag_llama2_13b".into()),
             library_location: Some("s3://lab/papers".into()),
+            embedder_url: Some("http://gpu-box:8081".into()),
+            embedder_model: Some("contriever-msmarco".into()),
             export: ExportOptions {
                 format: ExportFormat::Bib,
                 support_labels: true,

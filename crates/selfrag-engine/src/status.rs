@@ -28,6 +28,21 @@ pub struct ModelStatus {
     pub download: Option<crate::downloads::ModelOffer>,
 }
 
+impl ModelStatus {
+    /// A model an inference server runs (`SELFRAG_EMBEDDER_URL`): found, there.
+    pub(crate) fn on_server(role: ModelRole, url: &str) -> Self {
+        Self {
+            role,
+            name: format!("the {role} server"),
+            found: true,
+            path: Some(url.to_owned()),
+            searched: Vec::new(),
+            fix: String::new(),
+            download: None,
+        }
+    }
+}
+
 /// Where the models run: the choice, what it resolved to, and what this build offers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

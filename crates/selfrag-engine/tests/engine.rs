@@ -209,6 +209,8 @@ async fn without_models_status_says_where_it_looked_and_ask_says_what_to_do() {
         generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
+        embedder_server: None,
+        shared_source_limit: selfrag_engine::DEFAULT_SHARED_SOURCE_LIMIT,
     };
     let engine = Engine::new(config).unwrap();
     let status = engine.status().await;

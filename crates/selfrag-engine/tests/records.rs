@@ -136,6 +136,8 @@ async fn an_answer_that_cannot_be_saved_is_returned_and_kept_with_why() {
         generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
+        embedder_server: None,
+        shared_source_limit: selfrag_engine::DEFAULT_SHARED_SOURCE_LIMIT,
     })
     .unwrap();
     let settings = Settings {
@@ -189,6 +191,8 @@ async fn the_sample_documents_are_written_into_the_data_folder_and_indexed() {
         generator_numerics: Default::default(),
         extract_worker: None,
         generator_server: None,
+        embedder_server: None,
+        shared_source_limit: selfrag_engine::DEFAULT_SHARED_SOURCE_LIMIT,
     })
     .unwrap();
 

@@ -759,6 +759,7 @@ mod tests {
             model: "facebook/contriever-msmarco@abc".into(),
             precision: selfrag_core::EmbedderPrecision::Int8,
             device: selfrag_core::DeviceKind::Cpu,
+            server: None,
         });
         let line = "Written on this computer (CPU) by selfrag_llama2_7b.q4_k_m.gguf · KV cache 8-bit · embedder int8";
         assert_eq!(provenance(&answer).as_deref(), Some(line));

@@ -54,8 +54,12 @@ fn generator_numerics(generator: &GeneratorInfo) -> Vec<String> {
     parts
 }
 
+/// The embedder's precision, or the server it ran on (which does not say its own).
 fn embedder_numerics(embedder: &EmbedderInfo) -> String {
-    format!("embedder {}", embedder.precision)
+    match &embedder.server {
+        Some(url) => format!("embedder on the server {url}"),
+        None => format!("embedder {}", embedder.precision),
+    }
 }
 
 /// The last component of a path, for either separator (a server names its model file by the
@@ -90,6 +94,7 @@ mod tests {
             model: "facebook/contriever-msmarco@abc123".into(),
             precision,
             device: DeviceKind::Cpu,
+            server: None,
         }
     }
 

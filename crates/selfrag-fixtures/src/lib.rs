@@ -3,7 +3,8 @@
 //! Tiny random-weight models with the file layouts of the real ones, written by code so tests
 //! need no downloads: a Llama GGUF with the metadata layout of `selfrag_llama2_7b` (including
 //! the 16 Self-RAG tokens as user-defined tokens at the end of the vocabulary) and a BERT
-//! directory laid out like `facebook/contriever-msmarco`.
+//! directory laid out like `facebook/contriever-msmarco` (and the same BERT as a GGUF for
+//! `llama-server --embedding`).
 //!
 //! Everything is deterministic: a splitmix64 generator with fixed seeds and normal samples from
 //! sums of uniforms (additions only, so the same bits on every platform). Writing twice gives
@@ -32,10 +33,12 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
 pub mod bench;
+mod bert_gguf;
 mod bpe_vocab;
 mod error;
 mod llama_family;
 
+pub use bert_gguf::write_tiny_bert_gguf;
 use bpe_vocab::FixtureTokenizer;
 pub use bpe_vocab::{
     LLAMA3_SPECIAL_TOKENS, ReflectionTokenType, write_tiny_bpe_llama_gguf, write_tiny_llama3_gguf,
@@ -645,7 +648,7 @@ fn write_llama(path: &Path, shape: &LlamaFixture) -> Result<(), FixtureError> {
 }
 
 /// The tiny BERT vocabulary, one entry per line of `vocab.txt`.
-fn bert_vocab() -> Vec<String> {
+pub(crate) fn bert_vocab() -> Vec<String> {
     let mut vocab: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
         .iter()
         .map(|s| (*s).to_owned())
@@ -669,14 +672,14 @@ fn bert_vocab() -> Vec<String> {
     vocab
 }
 
-const BERT_HIDDEN: usize = 32;
-const BERT_LAYERS: usize = 2;
-const BERT_HEADS: usize = 2;
-const BERT_INTERMEDIATE: usize = 64;
-const BERT_MAX_POSITIONS: usize = 512;
+pub(crate) const BERT_HIDDEN: usize = 32;
+pub(crate) const BERT_LAYERS: usize = 2;
+pub(crate) const BERT_HEADS: usize = 2;
+pub(crate) const BERT_INTERMEDIATE: usize = 64;
+pub(crate) const BERT_MAX_POSITIONS: usize = 512;
 
 /// The tiny BERT's tensors, by contriever-msmarco's names (no `bert.` prefix), with shapes.
-fn bert_tensors(n_vocab: usize) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
+pub(crate) fn bert_tensors(n_vocab: usize) -> BTreeMap<String, (Vec<usize>, Vec<f32>)> {
     let mut rng = SplitMix64(BERT_SEED);
     let mut tensors = BTreeMap::new();
     let h = BERT_HIDDEN;

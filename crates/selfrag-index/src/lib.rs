@@ -47,10 +47,12 @@ pub use extract::{ExtractedDocument, ExtractedPage, extract_file};
 pub use job::{JobEvent, JobProgress, JobStop, JobSummary, SLOW_STEP};
 #[cfg(feature = "store")]
 pub use library::{
-    ChangesElsewhere, CurrentStep, DocumentRecord, IndexOutcome, IndexStage, Library,
-    LibraryLocation, LibraryStats, PartlySearchable, PassageSource, SHARED_READ_INTERVAL,
-    SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, SourceView, StoreCheck,
-    StoreUri, VectorScan, check_location, check_store, machine_state_dir,
+    ChangesElsewhere, CurrentStep, DEFAULT_SHARED_SOURCE_LIMIT, DocumentRecord,
+    FINGERPRINT_SENTENCES, FingerprintAgreement, IndexOutcome, IndexStage, Library,
+    LibraryLocation, LibraryStats, PartlySearchable, PassageSource, SAME_MODEL_COSINE,
+    SAME_MODEL_LENGTH_RATIO, SHARED_READ_INTERVAL, SearchDepth, SearchFilter, SearchHit,
+    SearchMode, SearchRequest, SourceView, StoreCheck, StoreUri, VectorScan, check_location,
+    check_store, fingerprint_agreement, machine_state_dir,
 };
 #[cfg(feature = "store")]
 pub use watch::{ChangeBatch, FolderWatcher};

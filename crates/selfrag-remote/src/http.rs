@@ -66,7 +66,7 @@ impl Http {
                     &mut start,
                 );
                 let body: String = String::from_utf8_lossy(&start).chars().take(400).collect();
-                tracing::warn!(%url, status, %body, "generator server failed");
+                tracing::warn!(%url, status, %body, "server failed");
                 RemoteError::Failed { url, status }
             }
             ureq::Error::Transport(t) => RemoteError::Unreachable {

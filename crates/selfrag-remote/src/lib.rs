@@ -32,6 +32,9 @@
 //!
 //! Which API a URL speaks: one ending in `/v1` is OpenAI-compatible; any other is asked for
 //! llama.cpp's `/props`, and without it for `/v1/models`.
+//!
+//! The embedder may run on a server too: [`ServerEmbedder`] speaks OpenAI's `/v1/embeddings`
+//! (see `embeddings`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,6 +47,7 @@ use selfrag_core::{
 };
 use selfrag_models::{GgufTokenizer, TokenType};
 
+mod embeddings;
 mod error;
 mod http;
 mod llama_server;
@@ -52,6 +56,10 @@ mod reply;
 mod server_url;
 mod stream;
 
+pub use embeddings::{
+    EmbedderServerConfig, EmbedderServerError, EmbedderServerInfo, ServerEmbedder,
+    TEXTS_PER_REQUEST,
+};
 pub use error::RemoteError;
 use http::Http;
 use openai::ExactRead;

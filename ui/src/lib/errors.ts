@@ -26,6 +26,7 @@ export const ERROR_TITLES: Record<AppErrorCode, string> = {
   empty_question: "Empty question",
   selfrag: "Answer failed",
   generator_server: "Generator server",
+  embedder_server: "Embedder server",
   unknown_answer: "Answer not found",
   write: "Not saved",
   read_trace: "Answer file unreadable",

@@ -75,7 +75,8 @@ export function provenanceLine(answer: Pick<Answer, "generator" | "embedder">): 
     if (generator.dummy_prefix === "every-fragment")
       parts.push("space prefix after special tokens (as the reference code)");
   }
-  if (answer.embedder) parts.push(`embedder ${answer.embedder.precision}`);
+  if (answer.embedder?.server) parts.push(`embedder on the server ${answer.embedder.server}`);
+  else if (answer.embedder) parts.push(`embedder ${answer.embedder.precision}`);
   return parts.length > 0 ? parts.join(" · ") : null;
 }
 

@@ -281,6 +281,7 @@ describe("evidence panel", () => {
       ocrConfidence: null,
       pages: 1,
       text: cited,
+      storedCopy: false,
       view: {
         kind: "text" as const,
         text,
@@ -295,7 +296,17 @@ describe("evidence panel", () => {
     expect(mocked.sourcePdf).not.toHaveBeenCalled();
     // The cited text is the library's: nothing says otherwise.
     expect(screen.queryByTestId("source-changed")).toBeNull();
+    expect(screen.queryByTestId("source-stored-copy")).toBeNull();
     unmount();
+
+    // Indexed on another computer of a shared library: shown from the store's copy, and said so.
+    mocked.passageSource.mockResolvedValue({ ...source, storedCopy: true });
+    const stored = render(PassagePanel, props);
+    await waitFor(() =>
+      expect(screen.getByTestId("source-stored-copy")).toHaveTextContent("another computer"),
+    );
+    expect(screen.getByTestId("text-mark")).toHaveTextContent(cited);
+    stored.unmount();
 
     // A re-index since the answer gave the same passage id other text: said so.
     mocked.passageSource.mockResolvedValue({ ...source, text: "Other text now." });

@@ -294,6 +294,7 @@ fn numerics_recorded_later_are_absent_from_older_traces_and_read_back_when_prese
         model: "facebook/contriever-msmarco@abc".into(),
         precision: selfrag_core::EmbedderPrecision::Int8,
         device: selfrag_core::DeviceKind::Cpu,
+        server: None,
     });
     let json = serde_json::to_value(&new).unwrap();
     assert_eq!(json["generator"]["cache_precision"], "q8");
@@ -327,6 +328,7 @@ fn the_embedder_the_retriever_names_is_recorded_in_the_trace() {
                 model: "bert".into(),
                 precision: selfrag_core::EmbedderPrecision::F32,
                 device: selfrag_core::DeviceKind::Cpu,
+                server: None,
             });
             selfrag_core::Retriever::search(&mut self.library, query, k)
         }

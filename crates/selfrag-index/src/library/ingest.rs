@@ -207,10 +207,17 @@ impl Library {
                 modified_ns,
             },
         )?;
-        let document_id = tokio::task::spawn_blocking(move || hash_file(file))
-            .await
-            .map_err(|e| read_err(std::io::Error::other(e)))?
-            .map_err(read_err)?;
+        let keep = self.shares_source_of(size);
+        let (document_id, kept) =
+            tokio::task::spawn_blocking(move || hash_file_keeping(file, keep))
+                .await
+                .map_err(|e| read_err(std::io::Error::other(e)))?
+                .map_err(read_err)?;
+        if let Some(bytes) = kept {
+            // Before any of it is committed: a document of a shared library that another
+            // computer can cite has its source in the store.
+            self.store_source(&document_id, bytes).await?;
+        }
         let stamp = FileStamp {
             key,
             size,
@@ -614,19 +621,34 @@ pub(super) fn content_hash(path: &Path) -> std::io::Result<String> {
 }
 
 /// SHA-256 of what is left to read of `file`, a block at a time.
-fn hash_file(mut file: std::fs::File) -> std::io::Result<String> {
+fn hash_file(file: std::fs::File) -> std::io::Result<String> {
+    hash_file_keeping(file, false).map(|(hash, _)| hash)
+}
+
+/// [`hash_file`], and the bytes read when `keep` (for the store of a shared library: the very
+/// bytes hashed, so the stored copy is the content its name says).
+fn hash_file_keeping(
+    mut file: std::fs::File,
+    keep: bool,
+) -> std::io::Result<(String, Option<Vec<u8>>)> {
     use std::io::Read;
     let mut hasher = Sha256::new();
     let mut block = vec![0u8; 1 << 20];
+    let mut kept = keep.then(Vec::new);
     loop {
         match file.read(&mut block) {
             Ok(0) => break,
-            Ok(n) => hasher.update(&block[..n]),
+            Ok(n) => {
+                hasher.update(&block[..n]);
+                if let Some(kept) = &mut kept {
+                    kept.extend_from_slice(&block[..n]);
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(hex(&hasher.finalize()))
+    Ok((hex(&hasher.finalize()), kept))
 }
 
 pub(super) fn hex(bytes: &[u8]) -> String {
@@ -732,6 +754,8 @@ mod tests {
         let lib = Library::open(&tmp.path().join("lib"), &embedder)
             .await
             .unwrap();
+        // Only passages count: not the probe sentences of the library's fingerprint.
+        embedder.embedded.store(0, Ordering::SeqCst);
         let cut = lib
             .index_file_stoppable(&file, &embedder, &embedder.stop)
             .await;

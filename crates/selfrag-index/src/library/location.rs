@@ -249,8 +249,10 @@ impl SharedStore {
         })
     }
 
+    /// The object `name` (parts separated by `/`) under the library's prefix.
     fn path(&self, name: &str) -> object_store::path::Path {
-        self.base.clone().join(name)
+        name.split('/')
+            .fold(self.base.clone(), |path, part| path.join(part))
     }
 
     /// The object `name` under the library, or `None` where there is none.
@@ -263,6 +265,15 @@ impl SharedStore {
                 .map_err(|e| self.failed(&format!("reading {name}"), &e)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(self.failed(&format!("reading {name}"), &e)),
+        }
+    }
+
+    /// Whether the object `name` exists under the library.
+    pub(crate) async fn exists(&self, name: &str) -> Result<bool, IndexError> {
+        match self.store.inner.head(&self.path(name)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.failed(&format!("looking for {name}"), &e)),
         }
     }
 

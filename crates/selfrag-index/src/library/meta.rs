@@ -24,8 +24,10 @@ pub struct LibraryMeta {
     pub documents_table: String,
     pub passages_table: String,
     /// The embedder's vectors of the probe sentences ([`super::fingerprint`]), recorded when
-    /// a shared library is made; absent in local libraries, whose embedder is told by its name
-    /// (another one re-embeds them), and then compared by name.
+    /// a library is made or re-embedded. A shared library refuses an embedder whose
+    /// fingerprint disagrees; a local one keeps its vectors for the same model under another
+    /// name (moved, or on an embeddings server) and re-embeds for another model. Absent in
+    /// local libraries made before it was recorded, which compare embedders by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<Vec<Vec<f32>>>,
 }

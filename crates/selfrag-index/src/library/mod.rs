@@ -12,6 +12,10 @@
 
 mod durable;
 mod fingerprint;
+pub use fingerprint::{
+    Agreement as FingerprintAgreement, PROBES as FINGERPRINT_SENTENCES, SAME_MODEL_COSINE,
+    SAME_MODEL_LENGTH_RATIO, agreement as fingerprint_agreement,
+};
 mod ingest;
 pub(crate) mod location;
 mod maintain;
@@ -19,6 +23,7 @@ pub(crate) mod meta;
 mod schema;
 mod search;
 mod source;
+mod stored_sources;
 mod works;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -41,6 +46,7 @@ use schema::{column, documents_schema, passages_schema, sql_string, string_colum
 pub(crate) use search::reciprocal_rank_fusion;
 pub use search::{SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, VectorScan};
 pub use source::{PassageSource, SourceView};
+pub use stored_sources::DEFAULT_SHARED_SOURCE_LIMIT;
 
 use crate::{Extractor, IndexError, PassageEmbedder};
 
@@ -235,6 +241,9 @@ pub struct Library {
     durability: Option<Arc<durable::Durability>>,
     /// A shared library's store, for what lives beside its tables.
     shared: Option<SharedStore>,
+    /// The largest file this computer keeps in a shared library's store; 0: none (see
+    /// `stored_sources`).
+    shared_source_limit: u64,
     /// Where the file being indexed is and since when ([`Library::current_step`]).
     pub(crate) step: Arc<StepClock>,
     /// Held while `job.json` is read and written again (a job's end, forgetting a paused job).
@@ -311,11 +320,15 @@ impl Library {
                     Some(meta) => meta,
                     None => create_or_migrate(&db, dir, embedder, &durability).await?,
                 };
-                // A local library has one user: another embedder re-embeds it.
-                let meta = if meta.embedder != embedder.model_id() || meta.dim != embedder.dim() {
-                    reembed(&db, dir, &meta, embedder, &durability).await?
-                } else {
+                // A local library has one user: another embedder re-embeds it. The same model
+                // under another name (moved, or served by an embeddings server) keeps its
+                // vectors where the library recorded a fingerprint to tell.
+                let meta = if meta.embedder == embedder.model_id() && meta.dim == embedder.dim() {
                     meta
+                } else if meta.fingerprint.is_some() && other_embedder(&meta, embedder)?.is_none() {
+                    renamed_embedder(dir, meta, embedder)?
+                } else {
+                    reembed(&db, dir, &meta, embedder, &durability).await?
                 };
                 drop_stray_tables(&db, dir, &meta).await?;
                 (db, meta, Some(durability), None)
@@ -384,6 +397,7 @@ impl Library {
             text_indexed: AtomicBool::new(false),
             durability,
             shared,
+            shared_source_limit: stored_sources::DEFAULT_SHARED_SOURCE_LIMIT,
             step: Arc::new(StepClock::new()),
             job_record: std::sync::Mutex::new(()),
             _lock: lock,
@@ -404,6 +418,14 @@ impl Library {
     /// passes a worker process).
     pub fn with_extractor(mut self, extractor: Extractor) -> Self {
         self.extractor = extractor;
+        self
+    }
+
+    /// Keeps the files this computer indexes into a shared library, up to `limit` bytes each,
+    /// in its store for every computer's evidence viewer; 0 keeps them on this computer only.
+    /// The default is [`DEFAULT_SHARED_SOURCE_LIMIT`]; a local library keeps none.
+    pub fn with_shared_sources(mut self, limit: u64) -> Self {
+        self.shared_source_limit = limit;
         self
     }
 
@@ -890,7 +912,7 @@ async fn create_or_migrate(
         dim: embedder.dim(),
         documents_table,
         passages_table: "passages".into(),
-        fingerprint: None,
+        fingerprint: Some(fingerprint::fingerprint(embedder)?),
     };
     let mut rows = Vec::new();
     if names.contains("documents") && names.contains("passages") {
@@ -1018,6 +1040,7 @@ async fn reembed(
         embedder: embedder.model_id(),
         dim: embedder.dim(),
         passages_table: new_name,
+        fingerprint: Some(fingerprint::fingerprint(embedder)?),
         ..meta.clone()
     };
     durability.sync_new_files()?;
@@ -1025,7 +1048,27 @@ async fn reembed(
     Ok(updated)
 }
 
-/// Why `embedder` is not the model whose vectors a shared library's `meta` records, or `None`
+/// `meta` naming `embedder`, whose fingerprint agrees with the recorded one: the same model
+/// under another name keeps the library's vectors.
+fn renamed_embedder(
+    dir: &Path,
+    meta: LibraryMeta,
+    embedder: &dyn PassageEmbedder,
+) -> Result<LibraryMeta, IndexError> {
+    tracing::info!(
+        from = %meta.embedder,
+        to = %embedder.model_id(),
+        "the embedder has another name and the same vectors: the library keeps its own"
+    );
+    let updated = LibraryMeta {
+        embedder: embedder.model_id(),
+        ..meta
+    };
+    updated.store(dir)?;
+    Ok(updated)
+}
+
+/// Why `embedder` is not the model whose vectors a library's `meta` records, or `None`
 /// where it is: compared by dimension, then by fingerprint (by name alone where none is
 /// recorded). Fingerprints are always compared: two computers may give different models one
 /// name, and one model different names (its path on each).
@@ -1050,10 +1093,14 @@ fn other_embedder(
     };
     let this = fingerprint::fingerprint(embedder)?;
     Ok(match fingerprint::agreement(recorded, &this) {
-        Some(cosine) if cosine >= fingerprint::SAME_MODEL_COSINE => None,
-        Some(cosine) => Some(format!(
-            "their vectors of the same sentences agree to a cosine of {cosine:.4}, below {}",
-            fingerprint::SAME_MODEL_COSINE
+        Some(agreement) if agreement.same_model() => None,
+        Some(agreement) => Some(format!(
+            "their vectors of the same sentences agree to a cosine of {:.4} and a length ratio of \
+             {:.4}; one model agrees to at least {} and {}",
+            agreement.cosine,
+            agreement.length_ratio,
+            fingerprint::SAME_MODEL_COSINE,
+            fingerprint::SAME_MODEL_LENGTH_RATIO
         )),
         None => Some("their fingerprints cannot be compared".to_owned()),
     })

@@ -5,7 +5,8 @@
 //!
 //! Only documents the library holds are served: a passage id names a content (`{doc_id}:{n}`),
 //! and the content's committed documents name the paths. A file that is gone or changed since it
-//! was indexed is an error that says so, never a view of other text.
+//! was indexed is an error that says so, never a view of other text. A shared library's content
+//! that no path on this computer holds is served from the store's copy (`stored_sources`).
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +42,10 @@ pub struct PassageSource {
     /// The passage text as stored and cited.
     pub text: String,
     pub view: SourceView,
+    /// Shown from the copy a shared library keeps in its store: no file on this computer holds
+    /// the content (it was indexed on another).
+    #[serde(default)]
+    pub stored_copy: bool,
 }
 
 /// How the viewer shows the source.
@@ -66,13 +71,13 @@ impl Library {
     /// The source of passage `passage_id` as the evidence viewer shows it.
     pub async fn passage_source(&self, passage_id: &str) -> Result<PassageSource, IndexError> {
         let hit = self.passage(passage_id).await?;
-        let (document, bytes) = self.indexed_file(&hit.document_id, false).await?;
+        let (document, held_at, bytes) = self.indexed_file(&hit.document_id, false).await?;
         let path = PathBuf::from(&document.path);
         let view = if supported_extension(&path)? == "pdf" {
             SourceView::Pdf
         } else {
             drop(bytes);
-            let extracted = self.extractor.extract(&path).await?;
+            let extracted = self.extractor.extract(&held_at).await?;
             let page = extracted.pages.into_iter().find(|p| p.number == hit.page);
             let text = page.map(|p| p.text).unwrap_or_default();
             let span = locate(&text, hit.span, &hit.text);
@@ -89,13 +94,21 @@ impl Library {
             pages: document.pages,
             text: hit.text,
             view,
+            stored_copy: held_at != path,
         })
+    }
+
+    /// The file on this computer holding the content passage `passage_id` was cut from: a path
+    /// it was indexed from that still holds it, else a shared library's copy from its store.
+    pub async fn source_file(&self, passage_id: &str) -> Result<PathBuf, IndexError> {
+        let hit = self.passage(passage_id).await?;
+        Ok(self.indexed_file(&hit.document_id, false).await?.1)
     }
 
     /// The bytes of the library's PDF with content id `document_id`, checked to be the content
     /// that was indexed.
     pub async fn document_pdf(&self, document_id: &str) -> Result<Vec<u8>, IndexError> {
-        let (document, bytes) = self.indexed_file(document_id, true).await?;
+        let (document, _, bytes) = self.indexed_file(document_id, true).await?;
         let path = Path::new(&document.path);
         if supported_extension(path)? != "pdf" {
             return Err(IndexError::Unsupported {
@@ -129,14 +142,15 @@ impl Library {
         hits.pop().ok_or_else(unknown)
     }
 
-    /// A document with content `document_id` whose file still holds that content, with the
-    /// file's bytes when `keep_bytes`. Several paths may share a content: the first one that
-    /// still holds it is used.
+    /// A document with content `document_id`, the file on this computer that holds that
+    /// content, and its bytes when `keep_bytes`. Several paths may share a content: the first
+    /// one that still holds it is used; where none does here, a shared library's copy in its
+    /// store (see `stored_sources`).
     async fn indexed_file(
         &self,
         document_id: &str,
         keep_bytes: bool,
-    ) -> Result<(DocumentRecord, Option<Vec<u8>>), IndexError> {
+    ) -> Result<(DocumentRecord, PathBuf, Option<Vec<u8>>), IndexError> {
         let documents: Vec<DocumentRecord> = self
             .documents()
             .into_iter()
@@ -158,10 +172,31 @@ impl Library {
                     source: std::io::Error::other(e.to_string()),
                 })??;
             match check {
-                FileCheck::Same(bytes) => return Ok((document.clone(), bytes)),
+                FileCheck::Same(bytes) => {
+                    return Ok((document.clone(), PathBuf::from(&document.path), bytes));
+                }
                 FileCheck::Changed => changed = Some(PathBuf::from(&document.path)),
                 FileCheck::Missing => {}
             }
+        }
+        let extension = supported_extension(Path::new(&first.path))?;
+        if let Some(copy) = self.stored_source(document_id, &extension).await? {
+            let bytes = if keep_bytes {
+                let read = copy.clone();
+                Some(
+                    tokio::task::spawn_blocking(move || std::fs::read(&read))
+                        .await
+                        .map_err(|e| std::io::Error::other(e.to_string()))
+                        .and_then(|r| r)
+                        .map_err(|source| IndexError::Read {
+                            path: copy.clone(),
+                            source,
+                        })?,
+                )
+            } else {
+                None
+            };
+            return Ok((first.clone(), copy, bytes));
         }
         // A changed file says more than a missing one.
         Err(match changed {

@@ -378,7 +378,13 @@ precision: EmbedderPrecision,
 /**
  * The device it ran on.
  */
-device: DeviceKind, };
+device: DeviceKind, 
+/**
+ * The embeddings server's API address, where the vectors came from one. A server does not
+ * report its numerics: `precision` and `device` then say nothing (f32 and CPU are written)
+ * and are not shown.
+ */
+server?: string, };
 
 export type AnswerTimings = { 
 /**
@@ -605,7 +611,12 @@ pages: number,
 /**
  * The passage text as stored and cited.
  */
-text: string, view: SourceView, };
+text: string, view: SourceView, 
+/**
+ * Shown from the copy a shared library keeps in its store: no file on this computer holds
+ * the content (it was indexed on another).
+ */
+storedCopy: boolean, };
 
 export type SourceView = { "kind": "pdf" } | { "kind": "text", text: string, 
 /**
@@ -932,7 +943,7 @@ skipped: Array<string>,
  */
 indexing: IndexEvent | null, };
 
-export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download_busy" | "download" | "not_in_library" | "nothing_paused" | "references";
+export type ErrorCode = "model_missing" | "model_load" | "device" | "index" | "cancelled" | "empty_question" | "selfrag" | "generator_server" | "embedder_server" | "unknown_answer" | "write" | "read_trace" | "model_thread" | "download_cancelled" | "offline" | "unknown_model" | "download_busy" | "download" | "not_in_library" | "nothing_paused" | "references";
 
 export type ShellErrorCode = "path_not_granted" | "unknown_source" | "source_missing" | "open_failed" | "not_confirmed";
 

@@ -1,0 +1,122 @@
+//! Where text becomes vectors: the local embedder on the model thread, or an embeddings server
+//! (`SELFRAG_EMBEDDER_URL`, with `SELFRAG_EMBEDDER_MODEL` and `SELFRAG_EMBEDDER_API_KEY`; the
+//! CLI's `--embedder-url` and `--embedder-model`). With a server, nothing is embedded on this
+//! computer: queries, passages and the library's fingerprint all go to it, so a library's
+//! vectors come from one model, and the model thread stays free for the generator.
+//!
+//! The server is connected (its model found, its vectors' length learnt) on first use, and again
+//! after a failure, so a server started after the app is used once it answers.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use selfrag_core::{DeviceKind, EmbedderInfo, EmbedderPrecision};
+use selfrag_remote::{EmbedderServerConfig, ServerEmbedder};
+
+use crate::EngineError;
+use crate::model_thread::{EmbedFor, Embedded, ModelThread};
+
+/// The embedder in use, for queries and passages alike.
+#[derive(Debug, Clone)]
+pub(crate) struct Embeddings {
+    models: ModelThread,
+    server: Option<Arc<ServerSlot>>,
+}
+
+/// The embeddings server: its configuration, and the connection once made.
+#[derive(Debug)]
+struct ServerSlot {
+    config: EmbedderServerConfig,
+    connected: Mutex<Option<Arc<ServerEmbedder>>>,
+}
+
+impl Embeddings {
+    pub fn new(models: ModelThread, server: Option<EmbedderServerConfig>) -> Self {
+        Self {
+            models,
+            server: server.map(|config| {
+                Arc::new(ServerSlot {
+                    config,
+                    connected: Mutex::new(None),
+                })
+            }),
+        }
+    }
+
+    /// The connected server, connecting first where needed; `None` for the local embedder.
+    /// Blocks: call from a blocking thread.
+    fn connected_server(&self) -> Option<Result<Arc<ServerEmbedder>, EngineError>> {
+        let slot = self.server.as_ref()?;
+        let mut connected = slot
+            .connected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(server) = connected.as_ref() {
+            return Some(Ok(server.clone()));
+        }
+        Some(match ServerEmbedder::connect(&slot.config) {
+            Ok(server) => {
+                let server = Arc::new(server);
+                *connected = Some(server.clone());
+                Ok(server)
+            }
+            Err(e) => Err(e.into()),
+        })
+    }
+
+    /// Embeds `texts` for `purpose`, blocking the calling thread (which must not be a runtime
+    /// worker).
+    pub fn embed_blocking(
+        &self,
+        texts: Vec<String>,
+        purpose: EmbedFor,
+    ) -> Result<Embedded, EngineError> {
+        let Some(server) = self.connected_server() else {
+            return self.models.embed_blocking(texts, purpose);
+        };
+        let server = server?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = server.embed(&refs)?;
+        Ok(Embedded {
+            vectors,
+            by: EmbedderInfo {
+                model: server.info().model.clone(),
+                precision: EmbedderPrecision::F32,
+                device: DeviceKind::Cpu,
+                server: Some(server.info().url.clone()),
+            },
+        })
+    }
+
+    /// Embeds `texts` for a search, at once.
+    pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EngineError> {
+        if self.server.is_none() {
+            return self.models.embed(texts).await;
+        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.embed_blocking(texts, EmbedFor::Answer))
+            .await
+            .map_err(|_| EngineError::ModelThreadGone)?
+            .map(|embedded| embedded.vectors)
+    }
+
+    /// The server's model and address, and its vectors' length (`None` for the local embedder,
+    /// whose name is its folder and whose length the model thread knows).
+    pub async fn server_identity(&self) -> Option<Result<(String, usize), EngineError>> {
+        self.server.as_ref()?;
+        let this = self.clone();
+        Some(
+            tokio::task::spawn_blocking(move || {
+                this.connected_server()
+                    .unwrap_or(Err(EngineError::ModelThreadGone))
+                    .map(|server| (server.model_id(), server.dim()))
+            })
+            .await
+            .unwrap_or(Err(EngineError::ModelThreadGone)),
+        )
+    }
+
+    /// The local embedder's vector length, loading it if needed.
+    pub async fn local_dim(&self) -> Result<usize, EngineError> {
+        self.models.embedder_dim().await
+    }
+}

@@ -55,11 +55,14 @@ pub fn save_settings(
     mut settings: AppSettings,
 ) -> Result<DeviceStatus> {
     // The generator server is chosen through `use_generator_server` alone, and the library's
-    // location through `use_library_location`: each after a native confirmation.
+    // location through `use_library_location`, the embeddings server through
+    // `use_embedder_server`: each after a native confirmation.
     let saved = state.settings.get();
     settings.generator_url = saved.generator_url;
     settings.generator_model = saved.generator_model;
     settings.library_location = saved.library_location;
+    settings.embedder_url = saved.embedder_url;
+    settings.embedder_model = saved.embedder_model;
     let (device, precision) = (settings.device, settings.embedder_precision);
     let numerics = selfrag_engine::GeneratorNumerics {
         cache_precision: settings.cache_precision,

@@ -30,6 +30,7 @@ mod tests {
         DownloadStage, JobKind, JobSource, LibraryEvent, ModelDownloadProgress, ModelOffer,
         ReferenceImport,
     };
+    use selfrag_engine::{EmbedderServerCheck, EmbedderServerState};
     use selfrag_works::{Author, FieldSource, Sourced, Work, WorkDate, WorkType, ZoteroLink};
     use ts_rs::{Config, TS};
 
@@ -112,6 +113,8 @@ mod tests {
             decl::<GeneratorState>(&cfg),
             decl::<ServerCheck>(&cfg),
             decl::<LibraryLocationState>(&cfg),
+            decl::<EmbedderServerState>(&cfg),
+            decl::<EmbedderServerCheck>(&cfg),
             decl::<StoreCheck>(&cfg),
             decl::<LoadedSettings>(&cfg),
             decl::<JobKind>(&cfg),

@@ -80,7 +80,7 @@ fn origin_in_use(state: &AppState) -> Option<String> {
 
 /// How a dialog names a server: its origin on a line of its own, the path below it if any, and
 /// a warning where what is sent would cross a network unencrypted.
-fn describe(server: &ServerUrl) -> String {
+pub(crate) fn describe(server: &ServerUrl) -> String {
     let mut text = format!("\n{}\n", server.origin());
     if !server.path().is_empty() {
         text.push_str(&format!("(path {})\n", server.path()));

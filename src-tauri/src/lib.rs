@@ -9,6 +9,7 @@ mod app_data;
 mod bindings;
 mod commands;
 mod downloads;
+mod embedder_server;
 mod generator;
 mod grants;
 mod library;
@@ -85,6 +86,15 @@ pub fn run() -> anyhow::Result<()> {
             let key = selfrag_engine::generator_server::saved_api_key(&config.data_dir, &url);
             selfrag_engine::generator_server::server_config(&url, saved.generator_model, key)
         });
+    }
+    // The saved embeddings server, unless SELFRAG_EMBEDDER_URL fixes the embedder for this run.
+    if !selfrag_engine::embedder_server::embedder_fixed_by_env() {
+        let saved = settings.get();
+        config.embedder_server = selfrag_engine::embedder_server::saved_embedder_server(
+            &config.data_dir,
+            saved.embedder_url,
+            saved.embedder_model,
+        );
     }
     init_logging(&config.data_dir);
     // The saved library location, unless SELFRAG_LIBRARY fixes it for this run. One that cannot

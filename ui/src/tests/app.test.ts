@@ -7,7 +7,15 @@ import App from "../App.svelte";
 import * as ipc from "$lib/ipc";
 import type { AnswerRecord, IndexEvent, IndexFinished, Progress } from "$lib/ipc/types";
 import { defaultSettings } from "$lib/settings";
-import { deviceStatus, loadedSettings, localLibrary, record, reranked, status } from "./fixtures";
+import {
+  deviceStatus,
+  loadedSettings,
+  localEmbedder,
+  localLibrary,
+  record,
+  reranked,
+  status,
+} from "./fixtures";
 
 vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
@@ -59,6 +67,7 @@ beforeEach(() => {
     hasApiKey: false,
   });
   mocked.libraryLocationState.mockResolvedValue(localLibrary());
+  mocked.embedderServerState.mockResolvedValue(localEmbedder());
   mocked.listDocuments.mockResolvedValue([
     {
       id: "d1",

@@ -1,6 +1,7 @@
 // Answer traces and engine replies shaped exactly as the Rust side serializes them.
 
 import type {
+  EmbedderServerState,
   Answer,
   AnswerRecord,
   AppSettings,
@@ -173,6 +174,19 @@ export function loadedSettings(overrides: Partial<AppSettings> = {}): LoadedSett
 }
 
 /** The library in its default folder on this computer, as the Library setting shows it. */
+/** The embedder on this computer, no server saved. */
+export function localEmbedder(overrides: Partial<EmbedderServerState> = {}): EmbedderServerState {
+  return {
+    url: null,
+    model: null,
+    fixedByEnv: false,
+    nextStart: null,
+    nextModel: null,
+    hasApiKey: false,
+    ...overrides,
+  };
+}
+
 export function localLibrary(overrides: Partial<LibraryLocationState> = {}): LibraryLocationState {
   return {
     location: "/data/library",

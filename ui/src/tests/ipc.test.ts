@@ -166,6 +166,15 @@ describe("ipc", () => {
     expect(last()).toEqual(["use_library_location", { location: null }]);
     await ipc.restartApp();
     expect(last()).toEqual(["restart_app"]);
+    await ipc.embedderServerState();
+    expect(last()).toEqual(["embedder_server_state"]);
+    await ipc.testEmbedderServer("http://gpu:8081", "bge", "k");
+    expect(last()).toEqual([
+      "test_embedder_server",
+      { url: "http://gpu:8081", model: "bge", apiKey: "k" },
+    ]);
+    await ipc.useEmbedderServer(null, null, "");
+    expect(last()).toEqual(["use_embedder_server", { url: null, model: null, apiKey: "" }]);
     await ipc.generatorState();
     expect(last()).toEqual(["generator_state"]);
     await ipc.testGeneratorServer("http://gpu:8080", null, null);

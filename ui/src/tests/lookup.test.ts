@@ -9,7 +9,7 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import App from "../App.svelte";
 import { nextJob, startJob } from "$lib/indexing";
 import * as ipc from "$lib/ipc";
-import { deviceStatus, loadedSettings, localLibrary, status } from "./fixtures";
+import { deviceStatus, loadedSettings, localEmbedder, localLibrary, status } from "./fixtures";
 
 vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
@@ -34,6 +34,7 @@ beforeEach(() => {
     hasApiKey: false,
   });
   mocked.libraryLocationState.mockResolvedValue(localLibrary());
+  mocked.embedderServerState.mockResolvedValue(localEmbedder());
 });
 
 describe("the look-up setting", () => {

@@ -12,7 +12,15 @@ import * as ipc from "$lib/ipc";
 import type { AppSettings, ExportOptions, HistoryEntry } from "$lib/ipc/types";
 import { debouncedSaver } from "$lib/persist";
 import { theme } from "$lib/theme";
-import { deviceStatus, loadedSettings, localLibrary, record, reranked, status } from "./fixtures";
+import {
+  deviceStatus,
+  loadedSettings,
+  localEmbedder,
+  localLibrary,
+  record,
+  reranked,
+  status,
+} from "./fixtures";
 
 vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
 
@@ -44,6 +52,7 @@ beforeEach(() => {
     hasApiKey: false,
   });
   mocked.libraryLocationState.mockResolvedValue(localLibrary());
+  mocked.embedderServerState.mockResolvedValue(localEmbedder());
   mocked.libraryStats.mockResolvedValue({
     documents: 0,
     passages: 0,

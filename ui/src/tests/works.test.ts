@@ -40,7 +40,15 @@ import {
   inCollection,
   printedPage,
 } from "$lib/works";
-import { answer, deviceStatus, loadedSettings, localLibrary, record, status } from "./fixtures";
+import {
+  answer,
+  deviceStatus,
+  loadedSettings,
+  localEmbedder,
+  localLibrary,
+  record,
+  status,
+} from "./fixtures";
 import worksJson from "./golden/works.json";
 
 vi.mock("$lib/ipc", (real) => import("./mock-ipc").then((m) => m.mockIpc(real)));
@@ -543,6 +551,7 @@ describe("the app", () => {
       hasApiKey: false,
     });
     mocked.libraryLocationState.mockResolvedValue(localLibrary());
+    mocked.embedderServerState.mockResolvedValue(localEmbedder());
     const base = answer();
     mocked.ask.mockResolvedValue(record({ answer: { ...base, passages: [passage()] } }));
     render(App);

@@ -809,6 +809,15 @@ generatorModel?: string,
  */
 libraryLocation?: string, 
 /**
+ * The embeddings server (OpenAI-compatible `/v1/embeddings`) from the next start on;
+ * `None`: the embedder on this computer. Its API key is not here (`embedder-api-key`).
+ */
+embedderUrl?: string, 
+/**
+ * The model to ask that server for, where it serves several; `None`: the one it serves.
+ */
+embedderModel?: string, 
+/**
  * The export menu's last choices.
  */
 export: ExportOptions, 
@@ -887,6 +896,52 @@ fixedByEnv: boolean,
  * The location chosen for the next start, where it is not the one open now.
  */
 nextStart: string | null, };
+
+export type EmbedderServerState = { 
+/**
+ * The server embedding now; `None`: this computer.
+ */
+url: string | null, 
+/**
+ * The model asked of it; `None`: the one it serves.
+ */
+model: string | null, 
+/**
+ * Set when `SELFRAG_EMBEDDER_URL` fixes the choice for this run.
+ */
+fixedByEnv: boolean, 
+/**
+ * The choice saved for the next start, where it is not the one in use: a server's address,
+ * or `""` for this computer.
+ */
+nextStart: string | null, 
+/**
+ * The model saved with that choice.
+ */
+nextModel: string | null, 
+/**
+ * Whether an API key is saved for the server of the saved choice (the key itself never
+ * leaves the Rust side).
+ */
+hasApiKey: boolean, };
+
+export type EmbedderServerCheck = { 
+/**
+ * The API's address requests go to (ending in `/v1`).
+ */
+url: string, 
+/**
+ * The model the server names in its replies.
+ */
+model: string, 
+/**
+ * The length of its vectors.
+ */
+dimensions: number, 
+/**
+ * The test's round trip (finding the model and embedding one sentence), in milliseconds.
+ */
+roundTripMs: number, };
 
 export type StoreCheck = { 
 /**
@@ -1059,6 +1114,9 @@ export const COMMANDS = [
   "test_library_location",
   "use_library_location",
   "restart_app",
+  "embedder_server_state",
+  "test_embedder_server",
+  "use_embedder_server",
   "open_source",
   "passage_source",
   "source_pdf",

@@ -13,6 +13,8 @@ import type {
   AppSettings,
   DeviceStatus,
   DocumentInfo,
+  EmbedderServerCheck,
+  EmbedderServerState,
   ExportOptions,
   GeneratorState,
   HistoryEntry,
@@ -168,6 +170,37 @@ export function testLibraryLocation(location: string | null): Promise<StoreCheck
  */
 export function useLibraryLocation(location: string | null): Promise<LibraryLocationState> {
   return call<LibraryLocationState>("use_library_location", { location });
+}
+
+/** The embedder in use (this computer's, or a server's), and the choice for the next start. */
+export function embedderServerState(): Promise<EmbedderServerState> {
+  return call<EmbedderServerState>("embedder_server_state");
+}
+
+/**
+ * Tests the embeddings server at `url` for `model` (null: the one it serves), changing nothing;
+ * `apiKey` null or empty uses the key saved for its origin. A server not in use is tested only
+ * after a native confirmation.
+ */
+export function testEmbedderServer(
+  url: string,
+  model: string | null,
+  apiKey: string | null,
+): Promise<EmbedderServerCheck> {
+  return call<EmbedderServerCheck>("test_embedder_server", { url, model, apiKey });
+}
+
+/**
+ * Embeds on the server at `url` (null: this computer) from the next start, after a native
+ * confirmation and its connection test; `apiKey` replaces the saved key (empty removes it), null
+ * keeps it. Returns the state to show.
+ */
+export function useEmbedderServer(
+  url: string | null,
+  model: string | null,
+  apiKey: string | null,
+): Promise<EmbedderServerState> {
+  return call<EmbedderServerState>("use_embedder_server", { url, model, apiKey });
 }
 
 /** Restarts the app, which then opens the library chosen for the next start. */

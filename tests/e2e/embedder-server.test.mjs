@@ -7,40 +7,21 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { openSync } from "node:fs";
-import { join } from "node:path";
-import { answerMessageDialog, freePort, sleep, tempDir } from "./driver.mjs";
-import { askQuestion, dropAndIndex, launchWithTestModels, setControl, writeDocs } from "./helpers.mjs";
+import { answerMessageDialog, tempDir } from "./driver.mjs";
+import {
+  askQuestion,
+  dropAndIndex,
+  launchWithTestModels,
+  setControl,
+  startLlamaServer,
+  writeDocs,
+} from "./helpers.mjs";
 
-/** llama-server embedding with the test BERT; resolves once it is healthy. */
-async function startEmbeddingServer() {
-  const binary = process.env.SELFRAG_LLAMA_SERVER;
-  assert.ok(binary, "SELFRAG_LLAMA_SERVER names no llama-server (cargo xtask test builds one)");
-  const port = await freePort();
-  const logs = tempDir("llama-server-embedding");
-  const server = spawn(
-    binary,
-    [
-      "-m", `${process.env.SELFRAG_TEST_EMBEDDER}.gguf`,
-      "--embedding", "--pooling", "mean",
-      "--host", "127.0.0.1", "--port", String(port),
-      "-c", "512", "-b", "512", "-ub", "512", "-np", "1", "-t", "2", "-ngl", "0",
-    ],
-    { stdio: ["ignore", openSync(join(logs, "out.log"), "w"), openSync(join(logs, "err.log"), "w")] },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600; i++) {
-    if (server.exitCode !== null) throw new Error(`llama-server exited (${server.exitCode}); logs in ${logs}`);
-    try {
-      if ((await fetch(`${url}/health`)).ok) return { server, url };
-    } catch {
-      // Not listening yet.
-    }
-    await sleep(100);
-  }
-  server.kill();
-  throw new Error(`llama-server did not answer within 60 s; logs in ${logs}`);
+/** llama-server embedding with the test BERT converted to GGUF. */
+function startEmbeddingServer() {
+  return startLlamaServer(`${process.env.SELFRAG_TEST_EMBEDDER}.gguf`, [
+    "--embedding", "--pooling", "mean", "-c", "512", "-b", "512", "-ub", "512", "-np", "1",
+  ]);
 }
 
 test("the embedder setting chooses an embeddings server for the next start, and the app embeds there", async () => {

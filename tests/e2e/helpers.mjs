@@ -1,9 +1,11 @@
 // What the end-to-end tests of answers share: the app with the tiny test models, documents on
 // disk, and the few UI moves every test makes (drop, pick a mode, ask, move a slider).
 
-import { writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import assert from "node:assert/strict";
+import { openSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { launch, tempDir } from "./driver.mjs";
+import { freePort, launch, sleep, tempDir } from "./driver.mjs";
 
 /** The app on a fresh data folder with the tiny test generator and embedder, plus `env`. */
 export function launchWithTestModels(env = {}) {
@@ -14,6 +16,34 @@ export function launchWithTestModels(env = {}) {
     HF_HOME: tempDir("hf"),
     ...env,
   });
+}
+
+/**
+ * Starts llama-server (built by `cargo xtask test`) on `model` with `args` on a free loopback
+ * port, its output in files of a new folder; resolves with it and its URL once it is healthy.
+ */
+export async function startLlamaServer(model, args) {
+  const binary = process.env.SELFRAG_LLAMA_SERVER;
+  assert.ok(binary, "SELFRAG_LLAMA_SERVER names no llama-server (cargo xtask test builds one)");
+  const port = await freePort();
+  const logs = tempDir("llama-server");
+  const server = spawn(
+    binary,
+    ["-m", model, "--host", "127.0.0.1", "--port", String(port), "-t", "2", "-ngl", "0", ...args],
+    { stdio: ["ignore", openSync(join(logs, "out.log"), "w"), openSync(join(logs, "err.log"), "w")] },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 600; i++) {
+    if (server.exitCode !== null) throw new Error(`llama-server exited (${server.exitCode}); logs in ${logs}`);
+    try {
+      if ((await fetch(`${url}/health`)).ok) return { server, url };
+    } catch {
+      // Not listening yet.
+    }
+    await sleep(100);
+  }
+  server.kill();
+  throw new Error(`llama-server did not answer within 60 s; logs in ${logs}`);
 }
 
 /** Writes `files` ({name: text}) into a new folder; returns their paths in the same order. */

@@ -6,45 +6,26 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { createServer } from "node:http";
-import { openSync } from "node:fs";
-import { join } from "node:path";
-import { answerMessageDialog, freePort, sleep, tempDir } from "./driver.mjs";
-import { askQuestion, dropAndIndex, launchWithTestModels, setControl, writeDocs } from "./helpers.mjs";
+import { answerMessageDialog, sleep } from "./driver.mjs";
+import {
+  askQuestion,
+  dropAndIndex,
+  launchWithTestModels,
+  setControl,
+  startLlamaServer,
+  writeDocs,
+} from "./helpers.mjs";
 
-/** Starts llama-server on the test GGUF, as the Rust tests do; resolves once it is healthy. */
-async function startLlamaServer() {
-  const binary = process.env.SELFRAG_LLAMA_SERVER;
-  assert.ok(binary, "SELFRAG_LLAMA_SERVER names no llama-server (cargo xtask test builds one)");
-  const port = await freePort();
-  const logs = tempDir("llama-server");
-  const server = spawn(
-    binary,
-    [
-      "-m", process.env.SELFRAG_TEST_GENERATOR,
-      "--host", "127.0.0.1", "--port", String(port),
-      "-c", "1024", "-np", "2", "-t", "2", "-ngl", "0",
-      "-ctk", "f32", "-ctv", "f32", "-fa", "off",
-    ],
-    { stdio: ["ignore", openSync(join(logs, "out.log"), "w"), openSync(join(logs, "err.log"), "w")] },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 600; i++) {
-    if (server.exitCode !== null) throw new Error(`llama-server exited (${server.exitCode}); logs in ${logs}`);
-    try {
-      if ((await fetch(`${url}/health`)).ok) return { server, url };
-    } catch {
-      // Not listening yet.
-    }
-    await sleep(100);
-  }
-  server.kill();
-  throw new Error(`llama-server did not answer within 60 s; logs in ${logs}`);
+/** llama-server on the test GGUF, as the Rust tests start it. */
+function startGeneratorServer() {
+  return startLlamaServer(process.env.SELFRAG_TEST_GENERATOR, [
+    "-c", "1024", "-np", "2", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
+  ]);
 }
 
 test("the app answers through a llama.cpp server and says so", async () => {
-  const { server, url } = await startLlamaServer();
+  const { server, url } = await startGeneratorServer();
   const session = await launchWithTestModels({ SELFRAG_GENERATOR_URL: url });
   try {
     await session.waitFor('[data-testid="question-input"]');
@@ -70,7 +51,7 @@ test("the app answers through a llama.cpp server and says so", async () => {
 });
 
 test("the generator setting tests an OpenAI-compatible server, switches after the native confirmation, and the answer comes from it", async () => {
-  const { server, url: root } = await startLlamaServer();
+  const { server, url: root } = await startGeneratorServer();
   const url = `${root}/v1`;
   const session = await launchWithTestModels();
   try {

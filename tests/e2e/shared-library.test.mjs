@@ -10,9 +10,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { answerMessageDialog, tempDir } from "./driver.mjs";
+import { answerMessageDialog, freePort, tempDir } from "./driver.mjs";
 import {
   askQuestion,
   dropAndIndex,
@@ -169,5 +169,52 @@ test("two computers share one library on object storage: one adds a PDF, the oth
     }
   } finally {
     server.kill();
+  }
+});
+
+test("a shared library whose store cannot be reached: the app opens, says what to do, and history and settings work", async () => {
+  const nowhere = `http://127.0.0.1:${await freePort()}`;
+  const config = tempDir("unreachable-config");
+  const session = await launchWithTestModels({
+    SELFRAG_CONFIG_DIR: config,
+    SELFRAG_LIBRARY: LIBRARY,
+    AWS_ENDPOINT_URL: nowhere,
+    AWS_ALLOW_HTTP: "true",
+    AWS_ACCESS_KEY_ID: "e2e",
+    AWS_SECRET_ACCESS_KEY: "e2e-secret",
+    AWS_REGION: "us-east-1",
+  });
+  try {
+    await session.waitFor('[data-testid="question-input"]');
+    const banner = await session.waitFor('[data-testid="error-banner"]', {
+      timeout: 60000,
+      text: (t) => t.includes(nowhere),
+    });
+    const said = await session.text(banner);
+    assert.ok(said.includes(LIBRARY) && said.includes("AWS_ENDPOINT_URL"), `the banner: ${said}`);
+    // No job was interrupted here: the message is the library's, not a resumed job's.
+    assert.ok(!said.includes("interrupted indexing job"), `the banner: ${said}`);
+    await session.waitFor('[data-testid="library-unreadable"]');
+    await session.movePointer(600, 780);
+    await session.screenshot("shared-library-unreachable");
+    // History is this computer's: it opens.
+    await session.click(await session.find('[data-testid="history-toggle"]'));
+    await session.waitFor('[data-testid="history-empty"]');
+    await session.click(await session.find('[data-testid="history-close"]'));
+    // Settings are this computer's: a change is saved.
+    await setControl(session, "theme-select", "dark");
+    const settings = join(config, "settings.json");
+    let saved = "";
+    for (let i = 0; i < 50 && !/"theme":\s*"dark"/.test(saved); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      try {
+        saved = readFileSync(settings, "utf8");
+      } catch {
+        // Not written yet.
+      }
+    }
+    assert.match(saved, /"theme":\s*"dark"/, saved);
+  } finally {
+    await session.close();
   }
 });

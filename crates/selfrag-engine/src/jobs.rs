@@ -355,6 +355,11 @@ impl Engine {
     }
 
     async fn resume_interrupted_job(&self, on_event: &impl Fn(LibraryEvent)) {
+        // No job recorded on this computer: nothing to resume, and no reason to open the
+        // library (a shared one's store may be out of reach; the library list says so).
+        if !selfrag_index::job::has_job_record(&self.config().library_state_dir()) {
+            return;
+        }
         let resumed = match self.pending_indexing().await {
             Ok(pending) if pending.is_empty() => return,
             Ok(pending) => {

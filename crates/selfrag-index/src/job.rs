@@ -143,9 +143,21 @@ fn covers(root: &str, path: &str) -> bool {
     Path::new(path).starts_with(root)
 }
 
+/// Whether this computer has a job record for the library whose state folder is `state_dir`
+/// (`job.json`: an interrupted, paused or ended job): where it has none, nothing needs the
+/// library opened to find a job to resume.
+pub fn has_job_record(state_dir: &Path) -> bool {
+    job_file_in(state_dir).is_file()
+}
+
+/// `job.json` in `state_dir`.
+fn job_file_in(state_dir: &Path) -> PathBuf {
+    state_dir.join("job.json")
+}
+
 impl Library {
     fn job_file(&self) -> PathBuf {
-        self.state_dir().join("job.json")
+        job_file_in(self.state_dir())
     }
 
     fn read_job_record(&self) -> PendingJob {

@@ -60,6 +60,9 @@ const REFRESH_DELAY_MS = 250;
 
 export class LibraryController {
   documents = $state<DocumentInfo[]>([]);
+  /** Set while the documents cannot be read (a shared library's store out of reach): the pane
+   * says so rather than that the library is empty. */
+  unreadable = $state(false);
   stats = $state<LibraryStats | null>(null);
   /** What other computers added to and removed from a shared library since it opened here. */
   elsewhere = $state<{ added: number; removed: number } | null>(null);
@@ -98,7 +101,13 @@ export class LibraryController {
 
   /** Reads the documents (rejects when that fails), then the statistics and watched folders. */
   async refresh(): Promise<void> {
-    this.documents = await listDocuments();
+    try {
+      this.documents = await listDocuments();
+      this.unreadable = false;
+    } catch (e) {
+      this.unreadable = true;
+      throw e;
+    }
     try {
       const [stats, watched, paused] = await Promise.all([
         libraryStats(),

@@ -139,6 +139,24 @@ describe("library pane", () => {
     expect(errors).toEqual([]);
   });
 
+  it("says the library could not be read, not that it is empty, until it can be", async () => {
+    errors = [];
+    const library = new LibraryController((e) => errors.push(e));
+    mocked.listDocuments.mockRejectedValue({
+      code: "index",
+      message:
+        "the library location s3://lab/papers cannot be used: the store at http://minio:9000 could not be used",
+    });
+    await expect(library.refresh()).rejects.toMatchObject({ code: "index" });
+    render(LibraryPane, { library, dropActive: false, missingEmbedder: null, ready: true });
+    expect(screen.getByTestId("library-unreadable")).toHaveTextContent("could not be read");
+    expect(screen.queryByTestId("add-samples")).toBeNull();
+    mocked.listDocuments.mockResolvedValue([]);
+    await library.refresh();
+    expect(await screen.findByTestId("add-samples")).toBeInTheDocument();
+    expect(screen.queryByTestId("library-unreadable")).toBeNull();
+  });
+
   it("keeps the samples button disabled until the app can index", async () => {
     await setup([], false);
     expect(screen.getByTestId("add-samples")).toBeDisabled();

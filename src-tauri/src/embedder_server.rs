@@ -112,12 +112,13 @@ pub async fn use_embedder_server(
         if !confirm(&app, CONFIRM_TITLE, message, "Use this server").await {
             return Ok(current(&state));
         }
-        let key = api_key.clone().filter(|k| !k.trim().is_empty());
+        // With the key it will be used with: the one typed, none where it is being removed
+        // (blank), else the one saved for the address.
         selfrag_engine::embedder_server::test_embedder_server(
             &data_dir,
             url.clone(),
             model.clone(),
-            key,
+            api_key.clone(),
         )
         .await?;
     }

@@ -37,7 +37,16 @@ pub async fn open_source(
     // indexed on another computer. Where neither holds it (changed, gone), the path as cited.
     let path = match state.engine.source_file(&passage.id).await {
         Ok(path) => path,
-        Err(_) => PathBuf::from(&passage.path),
+        // Where nothing here holds the content, the path as cited: the message below says it
+        // is gone, and a changed file opens as it is now. A store's failure (its copy altered,
+        // the store out of reach) is said as it is.
+        Err(selfrag_engine::EngineError::Index(
+            selfrag_engine::IndexError::SourceMissing { .. }
+            | selfrag_engine::IndexError::SourceChanged { .. }
+            | selfrag_engine::IndexError::UnknownPassage { .. }
+            | selfrag_engine::IndexError::UnknownDocument { .. },
+        )) => PathBuf::from(&passage.path),
+        Err(e) => return Err(e.into()),
     };
     if !path.is_file() {
         return Err(IpcError::new(

@@ -71,6 +71,11 @@ pub(crate) fn engine_config() -> Result<EngineConfig> {
         let url = url
             .clone()
             .or_else(|| config.embedder_server.as_ref().map(|s| s.url.clone()));
+        if url.is_none() {
+            anyhow::bail!(
+                "--embedder-model names a model of an embeddings server, and no server is given: add --embedder-url URL (or set SELFRAG_EMBEDDER_URL)"
+            );
+        }
         if let Some(url) = url {
             config.embedder_server = Some(selfrag_engine::embedder_server_config(
                 &url,

@@ -632,6 +632,14 @@ fn a_library_indexed_through_an_embeddings_server_is_searched_with_the_local_emb
         stderr.contains("embedder model is not available"),
         "{stderr}"
     );
+    // A model of no server is a mistake, not a quiet fall back to the local embedder.
+    let out = bob.run(&store, &["search", "x", "--embedder-model", "contriever"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("add --embedder-url"),
+        "{}",
+        describe(&out)
+    );
 
     // A folder library: indexed through the server, searched locally, never re-embedded.
     let carol = Computer::new(tmp.path(), "carol");

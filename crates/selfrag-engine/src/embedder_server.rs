@@ -102,14 +102,17 @@ pub fn saved_embedder_server(
 }
 
 /// Tests the server at `url` for `model` (`None`: the one it serves) as the embedder would use
-/// it, changing nothing; `api_key` `None` or blank uses the key saved for `url`'s origin.
+/// it, changing nothing; `api_key` `None` uses the key saved for `url`'s origin, blank none.
 pub async fn test_embedder_server(
     data_dir: &Path,
     url: String,
     model: Option<String>,
     api_key: Option<String>,
 ) -> Result<EmbedderServerCheck, EngineError> {
-    let key = given(api_key).or_else(|| saved_key(data_dir, KeyFile::Embedder, &url));
+    let key = match api_key {
+        None => saved_key(data_dir, KeyFile::Embedder, &url),
+        typed => given(typed),
+    };
     let config = crate::embedder_server_config(&url, model, key);
     let started = Instant::now();
     let server = tokio::task::spawn_blocking(move || ServerEmbedder::connect(&config))

@@ -5,12 +5,15 @@
 //! vectors come from one model, and the model thread stays free for the generator.
 //!
 //! The server is connected (its model found, its vectors' length learnt) on first use, and again
-//! after a failure, so a server started after the app is used once it answers.
+//! after a failure, so a server started after the app is used once it answers. A failed
+//! connection is remembered for [`RETRY_AFTER`]: the callers meanwhile (the status, the library
+//! list, a search) get its error at once rather than each waiting on the server again.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use selfrag_core::{DeviceKind, EmbedderInfo, EmbedderPrecision};
-use selfrag_remote::{EmbedderServerConfig, ServerEmbedder};
+use selfrag_remote::{EmbedderServerConfig, EmbedderServerError, ServerEmbedder};
 
 use crate::EngineError;
 use crate::model_thread::{EmbedFor, Embedded, ModelThread};
@@ -22,11 +25,20 @@ pub(crate) struct Embeddings {
     server: Option<Arc<ServerSlot>>,
 }
 
-/// The embeddings server: its configuration, and the connection once made.
+/// How long a failed connection's error stands before the server is asked again.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+/// The embeddings server: its configuration, and the connection once made (or the last failure).
 #[derive(Debug)]
 struct ServerSlot {
     config: EmbedderServerConfig,
-    connected: Mutex<Option<Arc<ServerEmbedder>>>,
+    state: Mutex<Connection>,
+}
+
+#[derive(Debug, Default)]
+struct Connection {
+    connected: Option<Arc<ServerEmbedder>>,
+    failed: Option<(Instant, EmbedderServerError)>,
 }
 
 impl Embeddings {
@@ -36,31 +48,50 @@ impl Embeddings {
             server: server.map(|config| {
                 Arc::new(ServerSlot {
                     config,
-                    connected: Mutex::new(None),
+                    state: Mutex::new(Connection::default()),
                 })
             }),
         }
     }
 
     /// The connected server, connecting first where needed; `None` for the local embedder.
-    /// Blocks: call from a blocking thread.
+    /// Blocks: call from a blocking thread. The lock is not held while connecting.
     fn connected_server(&self) -> Option<Result<Arc<ServerEmbedder>, EngineError>> {
         let slot = self.server.as_ref()?;
-        let mut connected = slot
-            .connected
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(server) = connected.as_ref() {
-            return Some(Ok(server.clone()));
-        }
-        Some(match ServerEmbedder::connect(&slot.config) {
-            Ok(server) => {
-                let server = Arc::new(server);
-                *connected = Some(server.clone());
-                Ok(server)
+        {
+            let state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(server) = &state.connected {
+                return Some(Ok(server.clone()));
             }
-            Err(e) => Err(e.into()),
+            if let Some((at, error)) = &state.failed
+                && at.elapsed() < RETRY_AFTER
+            {
+                return Some(Err(error.clone().into()));
+            }
+        }
+        let connected = ServerEmbedder::connect(&slot.config).map(Arc::new);
+        let mut state = slot.state.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(match connected {
+            Ok(server) => {
+                state.failed = None;
+                Ok(state.connected.get_or_insert(server).clone())
+            }
+            Err(e) => {
+                state.failed = Some((Instant::now(), e.clone()));
+                Err(e.into())
+            }
         })
+    }
+
+    /// Forgets the connection after a failed request: the next one connects afresh (the server
+    /// restarted, or serves another model now).
+    fn disconnect(&self) {
+        if let Some(slot) = &self.server {
+            slot.state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .connected = None;
+        }
     }
 
     /// Embeds `texts` for `purpose`, blocking the calling thread (which must not be a runtime
@@ -75,7 +106,7 @@ impl Embeddings {
         };
         let server = server?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let vectors = server.embed(&refs)?;
+        let vectors = server.embed(&refs).inspect_err(|_| self.disconnect())?;
         Ok(Embedded {
             vectors,
             by: EmbedderInfo {

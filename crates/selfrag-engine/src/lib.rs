@@ -48,9 +48,9 @@ pub use lookup::{LookedUpWork, LookupFailure, LookupReport};
 pub use samples::SAMPLE_DOCUMENTS;
 pub use selfrag_core::{CachePrecision, DeviceChoice, DeviceKind, DummyPrefix, EmbedderPrecision};
 pub use selfrag_index::{
-    DEFAULT_SHARED_SOURCE_LIMIT, ExtractedPage, LibraryLocation, LibraryStats, PassageSource,
-    SearchFilter, SearchHit, SearchMode, SourceView, StoreCheck, bench, check_location,
-    check_store, chunk_text, extract_file,
+    DEFAULT_SHARED_SOURCE_LIMIT, ExtractedPage, IndexError, LibraryLocation, LibraryStats,
+    PassageSource, SearchFilter, SearchHit, SearchMode, SourceView, StoreCheck, bench,
+    check_location, check_store, chunk_text, extract_file,
 };
 pub use settings::{AppSettings, LoadedSettings, SettingsStore, Theme};
 pub use status::{AppStatus, DeviceStatus, DocumentInfo, IndexEvent, ModelRole, ModelStatus};

@@ -65,17 +65,18 @@ impl std::fmt::Debug for EmbedderServerConfig {
 }
 
 /// What can go wrong with an embeddings server, each case naming it and what to do.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbedderServerError {
     #[error(
         "could not reach the embedder server at {url}, or it did not answer in time: {message}. \
-         Start the server, or check the embedder URL (SELFRAG_EMBEDDER_URL, --embedder-url)"
+         Start the server, or check the embedder's address (the Embedder setting, \
+         SELFRAG_EMBEDDER_URL or --embedder-url)"
     )]
     Unreachable { url: String, message: String },
 
     #[error(
-        "the embedder server at {url} refused the request ({status}): check its API key \
-         (SELFRAG_EMBEDDER_API_KEY)"
+        "the embedder server at {url} refused the request ({status}): check its API key (the \
+         Embedder setting, or SELFRAG_EMBEDDER_API_KEY)"
     )]
     Unauthorized { url: String, status: u16 },
 
@@ -94,7 +95,7 @@ pub enum EmbedderServerError {
 
     #[error(
         "the embedder server at {url} does not serve {}: it serves {}. Set the embedder's model \
-         name (SELFRAG_EMBEDDER_MODEL, --embedder-model) to one of them",
+         name (the Embedder setting, SELFRAG_EMBEDDER_MODEL or --embedder-model) to one of them",
         wanted.as_deref().map_or("one model only".to_owned(), |w| format!("the model {w:?}")),
         if served.is_empty() { "none".to_owned() } else { format!("{served:?}") }
     )]
@@ -110,6 +111,18 @@ pub enum EmbedderServerError {
          be. Nothing of that reply was used; check the server and the model it serves"
     )]
     ImpossibleValue { url: String, what: String },
+
+    /// The server's model changed under a running app: its vectors would not be the library's.
+    #[error(
+        "the embedder server at {url} now answers with the model {now:?}, not {was:?} as when it \
+         was connected; nothing it sent since was used. Serve {was:?} there again, or restart the \
+         app to connect afresh (a library opens only with the model that made its vectors)"
+    )]
+    ModelChanged {
+        url: String,
+        was: String,
+        now: String,
+    },
 
     #[error(
         "the embedder server at {url} sent a reply larger than {limit_mib} MiB; nothing of it \
@@ -175,8 +188,14 @@ pub struct ServerEmbedder {
     api: Http,
     /// The model every request names; `None` where the server lists none (it serves one).
     requested: Option<String>,
+    /// The model the connection's reply named, which every later reply that names one must name.
+    named: Option<String>,
     info: EmbedderServerInfo,
 }
+
+/// How long the connection test's requests may stay silent: one sentence, on a server that is
+/// up, takes milliseconds; a stalled one is not waited on for the embedding timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for ServerEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -211,13 +230,18 @@ impl ServerEmbedder {
         } else {
             format!("{}/v1", url.as_str())
         };
-        let api = Http::new(&base, config.api_key.clone(), config.timeout);
-        let requested = served_model(&api, config.model.as_deref())?;
+        let probe = Http::new(
+            &base,
+            config.api_key.clone(),
+            config.timeout.min(CONNECT_TIMEOUT),
+        );
+        let requested = served_model(&probe, config.model.as_deref())?;
         let mut embedder = Self {
-            api,
+            api: probe,
             requested,
+            named: None,
             info: EmbedderServerInfo {
-                url: base,
+                url: base.clone(),
                 model: String::new(),
                 dim: 0,
                 round_trip_ms: 0.0,
@@ -227,9 +251,11 @@ impl ServerEmbedder {
         let (vectors, model) = embedder.request(&["Is this server an embedder?"], None)?;
         embedder.info.round_trip_ms = start.elapsed().as_secs_f64() * 1e3;
         embedder.info.dim = vectors.first().map_or(0, Vec::len);
+        embedder.named.clone_from(&model);
         embedder.info.model = model
             .or_else(|| embedder.requested.clone())
             .unwrap_or_else(|| "the served model".to_owned());
+        embedder.api = Http::new(&base, config.api_key.clone(), config.timeout);
         tracing::info!(url = %embedder.info.url, model = %embedder.info.model, dim = embedder.info.dim, "embedder server connected");
         Ok(embedder)
     }
@@ -288,9 +314,16 @@ impl ServerEmbedder {
                 what,
             }
         })?;
-        let model = reply
-            .model
-            .map(|m| m.chars().filter(|c| !c.is_control()).take(128).collect());
+        let model = reply.model.map(|m| crate::server_url::shown(&m, 128));
+        if let (Some(was), Some(now)) = (&self.named, &model)
+            && was != now
+        {
+            return Err(EmbedderServerError::ModelChanged {
+                url: self.api.url().to_owned(),
+                was: was.clone(),
+                now: now.clone(),
+            });
+        }
         Ok((vectors, model))
     }
 }
@@ -325,7 +358,7 @@ fn served_model(api: &Http, wanted: Option<&str>) -> Result<Option<String>, Embe
             served: names
                 .iter()
                 .take(8)
-                .map(|name| name.chars().filter(|c| !c.is_control()).take(64).collect())
+                .map(|name| crate::server_url::shown(name, 64))
                 .collect(),
         }),
     }

@@ -94,6 +94,15 @@ pub fn check_url(url: &str) -> Result<(), RemoteError> {
     ServerUrl::parse(url).map(|_| ())
 }
 
+/// `text` (a name a server gave) as it may be shown: without control, format and
+/// bidirectional characters, at most `limit` characters.
+pub(crate) fn shown(text: &str, limit: usize) -> String {
+    text.chars()
+        .filter(|&c| !hides_text(c))
+        .take(limit)
+        .collect()
+}
+
 /// Control characters, and Unicode's format characters (general category Cf: bidirectional
 /// overrides and isolates, zero-width joiners and spaces, the byte-order mark, invisible
 /// operators, tag characters), which change how a string displays without showing.

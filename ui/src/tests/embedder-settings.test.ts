@@ -85,6 +85,23 @@ describe("the embedder setting", () => {
     );
   });
 
+  it("says a new key for the server in use is saved for the next start", async () => {
+    const user = userEvent.setup();
+    const inUse = localEmbedder({ url: "http://gpu-box:8081", hasApiKey: true });
+    mocked.embedderServerState.mockResolvedValue(inUse);
+    mocked.useEmbedderServer.mockResolvedValue(inUse);
+    render(EmbedderSettings);
+    await waitFor(() =>
+      expect(screen.getByTestId("embedder-url")).toHaveValue("http://gpu-box:8081"),
+    );
+    await user.type(screen.getByTestId("embedder-api-key"), "new-key");
+    await user.click(screen.getByTestId("embedder-use"));
+    await waitFor(() =>
+      expect(screen.getByTestId("embedder-result")).toHaveTextContent("The key is saved"),
+    );
+    expect(mocked.useEmbedderServer).toHaveBeenCalledWith("http://gpu-box:8081", null, "new-key");
+  });
+
   it("shows the server in use, and a choice the environment fixes", async () => {
     mocked.embedderServerState.mockResolvedValue(
       localEmbedder({ url: "http://gpu-box:8081", fixedByEnv: true }),

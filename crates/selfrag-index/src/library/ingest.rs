@@ -207,7 +207,9 @@ impl Library {
                 modified_ns,
             },
         )?;
-        let keep = self.shares_source_of(size);
+        let keep = self
+            .shares_source_of(size)
+            .then_some(self.shared_source_limit);
         let (document_id, kept) =
             tokio::task::spawn_blocking(move || hash_file_keeping(file, keep))
                 .await
@@ -622,26 +624,30 @@ pub(super) fn content_hash(path: &Path) -> std::io::Result<String> {
 
 /// SHA-256 of what is left to read of `file`, a block at a time.
 fn hash_file(file: std::fs::File) -> std::io::Result<String> {
-    hash_file_keeping(file, false).map(|(hash, _)| hash)
+    hash_file_keeping(file, None).map(|(hash, _)| hash)
 }
 
-/// [`hash_file`], and the bytes read when `keep` (for the store of a shared library: the very
-/// bytes hashed, so the stored copy is the content its name says).
+/// [`hash_file`], and the bytes read where `keep_up_to` says how many may be kept (for the store
+/// of a shared library: the very bytes hashed, so the stored copy is the content its name
+/// says); none where the file holds more (it grew since its size was read).
 fn hash_file_keeping(
     mut file: std::fs::File,
-    keep: bool,
+    keep_up_to: Option<u64>,
 ) -> std::io::Result<(String, Option<Vec<u8>>)> {
     use std::io::Read;
     let mut hasher = Sha256::new();
     let mut block = vec![0u8; 1 << 20];
-    let mut kept = keep.then(Vec::new);
+    let mut kept = keep_up_to.map(|_| Vec::new());
     loop {
         match file.read(&mut block) {
             Ok(0) => break,
             Ok(n) => {
                 hasher.update(&block[..n]);
-                if let Some(kept) = &mut kept {
-                    kept.extend_from_slice(&block[..n]);
+                if let Some(bytes) = &mut kept {
+                    bytes.extend_from_slice(&block[..n]);
+                    if keep_up_to.is_some_and(|limit| bytes.len() as u64 > limit) {
+                        kept = None;
+                    }
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

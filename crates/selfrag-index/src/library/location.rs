@@ -270,9 +270,14 @@ impl SharedStore {
 
     /// Whether the object `name` exists under the library.
     pub(crate) async fn exists(&self, name: &str) -> Result<bool, IndexError> {
+        Ok(self.size_of(name).await?.is_some())
+    }
+
+    /// The size of the object `name` under the library, or `None` where there is none.
+    pub(crate) async fn size_of(&self, name: &str) -> Result<Option<u64>, IndexError> {
         match self.store.inner.head(&self.path(name)).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(self.failed(&format!("looking for {name}"), &e)),
         }
     }

@@ -976,6 +976,11 @@ async fn create_or_migrate(
             .await
             .map_err(&store_err)?;
     }
+    // Migrated vectors are the old rows' embedder's: the fingerprint of the embedder here is
+    // not theirs, so none is recorded and a change of name re-embeds them, as before.
+    if meta.embedder != embedder.model_id() {
+        meta.fingerprint = None;
+    }
     // The new tables reach the disk before library.json names them.
     durability.sync_new_files()?;
     meta.store(dir)?;

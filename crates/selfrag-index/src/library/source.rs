@@ -162,6 +162,7 @@ impl Library {
             });
         };
         let mut changed = None;
+        let mut unreadable = None;
         for document in &documents {
             let path = PathBuf::from(&document.path);
             let id = document.id.clone();
@@ -170,38 +171,38 @@ impl Library {
                 .map_err(|e| IndexError::Read {
                     path: PathBuf::from(&document.path),
                     source: std::io::Error::other(e.to_string()),
-                })??;
+                })?;
             match check {
-                FileCheck::Same(bytes) => {
+                Ok(FileCheck::Same(bytes)) => {
                     return Ok((document.clone(), PathBuf::from(&document.path), bytes));
                 }
-                FileCheck::Changed => changed = Some(PathBuf::from(&document.path)),
-                FileCheck::Missing => {}
+                Ok(FileCheck::Changed) => changed = Some(PathBuf::from(&document.path)),
+                Ok(FileCheck::Missing) => {}
+                // Another computer's path (a home folder this user may not read) holds no file
+                // of this one's: the store's copy may still serve it.
+                Err(e) => {
+                    unreadable.get_or_insert(e);
+                }
             }
         }
         let extension = supported_extension(Path::new(&first.path))?;
-        if let Some(copy) = self.stored_source(document_id, &extension).await? {
-            let bytes = if keep_bytes {
-                let read = copy.clone();
-                Some(
-                    tokio::task::spawn_blocking(move || std::fs::read(&read))
-                        .await
-                        .map_err(|e| std::io::Error::other(e.to_string()))
-                        .and_then(|r| r)
-                        .map_err(|source| IndexError::Read {
-                            path: copy.clone(),
-                            source,
-                        })?,
-                )
-            } else {
-                None
-            };
-            return Ok((first.clone(), copy, bytes));
+        match self
+            .stored_source(document_id, &extension, keep_bytes)
+            .await
+        {
+            Ok(Some((copy, bytes))) => return Ok((first.clone(), copy, bytes)),
+            Ok(None) => {}
+            // What this computer's files say is the more useful news; the store's is logged.
+            Err(e) if changed.is_some() || unreadable.is_some() => {
+                tracing::warn!(error = %e, "the shared library's copy of a source could not be read");
+            }
+            Err(e) => return Err(e),
         }
-        // A changed file says more than a missing one.
-        Err(match changed {
-            Some(path) => IndexError::SourceChanged { path },
-            None => IndexError::SourceMissing {
+        // A changed file says more than an unreadable one, and that more than a missing one.
+        Err(match (changed, unreadable) {
+            (Some(path), _) => IndexError::SourceChanged { path },
+            (None, Some(error)) => error,
+            (None, None) => IndexError::SourceMissing {
                 path: PathBuf::from(&first.path),
             },
         })

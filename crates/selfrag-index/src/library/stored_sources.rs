@@ -22,6 +22,7 @@ use sha2::{Digest, Sha256};
 use super::Library;
 use super::ingest::{content_hash, hex};
 use crate::IndexError;
+use crate::extract::check_size;
 
 /// The largest file a computer keeps in a shared library's store by default: 100 MiB, past
 /// nearly every paper and book (the 747 PDFs of the papers benchmark are all under 40 MiB).
@@ -67,13 +68,16 @@ impl Library {
     }
 
     /// A file on this computer holding content `document_id`, fetched from the store into the
-    /// state folder (named with `extension`, by which the parser knows its format) where needed;
-    /// `None` where this is not a shared library or its store has no copy.
+    /// state folder (named with `extension`, by which the parser knows its format) where needed,
+    /// and its bytes when `keep_bytes` (the very bytes checked against the id); `None` where this
+    /// is not a shared library or its store has no copy. A copy larger than the format's
+    /// indexing limit is refused before it is read.
     pub(super) async fn stored_source(
         &self,
         document_id: &str,
         extension: &str,
-    ) -> Result<Option<PathBuf>, IndexError> {
+        keep_bytes: bool,
+    ) -> Result<Option<(PathBuf, Option<Vec<u8>>)>, IndexError> {
         let Some(store) = &self.shared else {
             return Ok(None);
         };
@@ -82,37 +86,53 @@ impl Library {
         }
         let folder = self.state_dir.join("sources");
         let cached = folder.join(format!("{document_id}.{extension}"));
-        let id = document_id.to_owned();
-        let check = cached.clone();
-        let already =
-            tokio::task::spawn_blocking(move || content_hash(&check).is_ok_and(|hash| hash == id))
-                .await
-                .unwrap_or(false);
-        if already {
-            return Ok(Some(cached));
+        let (id, check) = (document_id.to_owned(), cached.clone());
+        let already = tokio::task::spawn_blocking(move || cached_copy(&check, &id, keep_bytes))
+            .await
+            .unwrap_or(None);
+        if let Some(bytes) = already {
+            return Ok(Some((cached, bytes)));
         }
-        let Some(bytes) = store.read(&object_name(document_id)).await? else {
+        let name = object_name(document_id);
+        let Some(size) = store.size_of(&name).await? else {
+            return Ok(None);
+        };
+        check_size(&cached, extension, size)?;
+        let Some(bytes) = store.read(&name).await? else {
             return Ok(None);
         };
         if hex(&Sha256::digest(&bytes)) != document_id {
             return Err(IndexError::Location {
                 location: store.uri.as_str().to_owned(),
                 problem: format!(
-                    "its copy of a source ({}) does not hold the content it is named for; remove that object, and index the file again on a computer that has it",
-                    object_name(document_id)
+                    "its copy of a source ({name}) does not hold the content it is named for; remove that object, and index the file again on a computer that has it"
                 ),
             });
         }
-        let write = |path: &Path, bytes: &[u8]| -> Result<(), IndexError> {
+        let path = cached.clone();
+        let bytes = tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&folder)
-                .and_then(|()| crate::atomic::write(path, bytes))
-                .map_err(|source| IndexError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })
-        };
-        write(&cached, &bytes)?;
-        Ok(Some(cached))
+                .and_then(|()| crate::atomic::write(&path, &bytes))
+                .map(|()| bytes)
+                .map_err(|source| IndexError::Read { path, source })
+        })
+        .await
+        .map_err(|e| IndexError::Read {
+            path: cached.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })??;
+        Ok(Some((cached, keep_bytes.then_some(bytes))))
+    }
+}
+
+/// The copy at `path` where it holds content `id`: `Some` with its bytes when `keep_bytes` (read
+/// once, hashed, returned), `None` where there is none or it holds other content.
+fn cached_copy(path: &Path, id: &str, keep_bytes: bool) -> Option<Option<Vec<u8>>> {
+    if keep_bytes {
+        let bytes = std::fs::read(path).ok()?;
+        (hex(&Sha256::digest(&bytes)) == id).then_some(Some(bytes))
+    } else {
+        (content_hash(path).ok()? == id).then_some(None)
     }
 }
 

@@ -162,9 +162,16 @@ impl From<RemoteError> for EmbedderServerError {
             RemoteError::NotAServer { url, what } | RemoteError::NoProbabilities { url, what } => {
                 Self::NotEmbeddings { url, what }
             }
-            other => Self::NotEmbeddings {
-                url: String::new(),
-                what: other.to_string(),
+            // The generator's checks; the embeddings client makes none of them.
+            RemoteError::MissingReflectionToken { url, .. }
+            | RemoteError::VocabularyMismatch { url, .. }
+            | RemoteError::ContextOverflow { url, .. } => Self::NotEmbeddings {
+                url,
+                what: "a generator's check failed".into(),
+            },
+            RemoteError::Tokenizer { path, message } => Self::NotEmbeddings {
+                url: path,
+                what: message,
             },
         }
     }

@@ -568,15 +568,7 @@ fn a_library_indexed_through_an_embeddings_server_is_searched_with_the_local_emb
     };
     let gguf = tmp.path().join("tiny-bert.gguf");
     selfrag_fixtures::write_tiny_bert_gguf(&gguf).unwrap();
-    let args = [
-        "--embedding",
-        "--pooling",
-        "mean",
-        "-b",
-        "512",
-        "-ub",
-        "512",
-    ];
+    let args = llama_server::EMBEDDING_ARGS;
     let embedder = LlamaServer::start(&llama, &gguf, tmp.path(), 1, 512, &args).unwrap();
     let url = embedder.url.as_str();
 

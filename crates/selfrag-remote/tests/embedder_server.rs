@@ -34,15 +34,7 @@ fn serving(extra: &[&str]) -> Option<Fixture> {
     selfrag_fixtures::write_tiny_bert(&dir.path().join("bert")).unwrap();
     let gguf = dir.path().join("tiny-bert.gguf");
     selfrag_fixtures::write_tiny_bert_gguf(&gguf).unwrap();
-    let mut args = vec![
-        "--embedding",
-        "--pooling",
-        "mean",
-        "-b",
-        "512",
-        "-ub",
-        "512",
-    ];
+    let mut args = llama_server::EMBEDDING_ARGS.to_vec();
     args.extend_from_slice(extra);
     let server = LlamaServer::start(&binary, &gguf, dir.path(), 1, 512, &args).unwrap();
     Some(Fixture {

@@ -24,6 +24,19 @@ impl Drop for LlamaServer {
     }
 }
 
+/// The arguments that make llama-server embed with a BERT GGUF as the local embedder does: mean
+/// pooling (Contriever's), every text in one batch; for [`LlamaServer::start`] with one slot of
+/// 512 tokens.
+pub const EMBEDDING_ARGS: [&str; 7] = [
+    "--embedding",
+    "--pooling",
+    "mean",
+    "-b",
+    "512",
+    "-ub",
+    "512",
+];
+
 /// The llama-server binary, or `None` after [`skip`] (a failure under CI).
 pub fn binary() -> Option<PathBuf> {
     let path = std::env::var_os("SELFRAG_LLAMA_SERVER").map(PathBuf::from);

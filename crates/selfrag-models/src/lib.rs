@@ -49,6 +49,7 @@
 //! ```
 
 mod bert;
+mod block_products;
 mod cache_lines;
 mod cache_rows;
 mod cpu_attention;

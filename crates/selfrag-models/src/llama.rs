@@ -31,7 +31,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use candle_core::quantized::k_quants::{self, BlockQ8_0};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Result, Tensor};
 
@@ -482,19 +481,15 @@ fn check_weight_types(
 /// On CPUs with AVX-512 VNNI, Q4_K and Q6_K matrices (all of a Q4_K_M model's) are packed at
 /// load into this crate's compact tiles ([`PackedMatrix`]): 4.6 and 6.6 bits per weight, where
 /// candle's own tiles take 6 and 10, and decoding is the time it takes to read the weights;
-/// unless candle's kernels timed faster on this CPU ([`KernelChoice`]). Q8_0 matrices on the
-/// CPU go through candle's plain kernel ([`QLinear::Q8_0`]); everything else through candle's
-/// quantized matmul.
+/// unless candle's kernels timed faster on this CPU ([`KernelChoice`]). Q8_0, Q4_1 and Q5_1
+/// matrices on the CPU are multiplied from their blocks with llama.cpp's activation
+/// quantization ([`QLinear::Blocks`]); everything else through candle's quantized matmul.
 #[derive(Debug, Clone)]
 enum QLinear {
     Packed(Arc<PackedMatrix>),
-    /// Q8_0 weights on the CPU, multiplied by candle's plain kernel (`k_quants::matmul`), which
-    /// quantizes the activations to Q8_0 blocks of 32 as llama.cpp does. Through `QMatMul`,
-    /// candle 0.11 repacks Q8_0 matrices whose inputs are a multiple of 256 on AVX-512 CPUs and
-    /// quantizes the activations to Q8_K superblocks of 256 instead: one scale for 8 times the
-    /// values, 4e-3 from llama.cpp's product on a 256-input matrix and more on wider ones, which
-    /// moved a 128-d model's probabilities by 5e-3 from llama-server's.
-    Q8_0(Arc<QTensor>),
+    /// Q8_0, Q4_1 or Q5_1 weights on the CPU, multiplied from the file's blocks with the
+    /// activations quantized as llama.cpp quantizes them ([`crate::block_products`]).
+    Blocks(Arc<QTensor>),
     Candle {
         matmul: QMatMul,
         /// Whether a single row is multiplied as two, see [`QLinear::candle`].
@@ -512,12 +507,8 @@ impl QLinear {
         {
             return Ok(Self::Packed(Arc::new(packed)));
         }
-        if device.is_cpu()
-            && weights.dtype() == GgmlDType::Q8_0
-            && weights.shape().dims().len() == 2
-            && crate::mapped::as_blocks::<BlockQ8_0>(&weights.data()?).is_some()
-        {
-            return Ok(Self::Q8_0(weights));
+        if device.is_cpu() && crate::block_products::multiplies(&weights)? {
+            return Ok(Self::Blocks(weights));
         }
         Ok(Self::candle(QMatMul::from_arc(weights)?, device))
     }
@@ -547,7 +538,7 @@ impl QLinear {
             .iter()
             .filter_map(|linear| match linear {
                 Self::Packed(packed) => Some(packed.as_ref()),
-                Self::Q8_0(_) | Self::Candle { .. } => None,
+                Self::Blocks(_) | Self::Candle { .. } => None,
             })
             .collect();
         if let Ok(packed) = <[&PackedMatrix; N]>::try_from(packed) {
@@ -566,7 +557,7 @@ impl Module for QLinear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (matmul, pad_single_row) = match self {
             Self::Packed(packed) => return packed.forward(x),
-            Self::Q8_0(weights) => return q8_0_forward(weights, x),
+            Self::Blocks(weights) => return crate::block_products::forward(weights, x),
             Self::Candle {
                 matmul,
                 pad_single_row,
@@ -587,28 +578,6 @@ impl Module for QLinear {
         }
         y.reshape(out)
     }
-}
-
-/// `x · Wᵀ` for Q8_0 weights `W` (`[n, k]`) by candle's plain kernel: `x` quantized to Q8_0
-/// blocks row by row, integer dot products per block, as llama.cpp's `ggml_vec_dot_q8_0_q8_0`.
-fn q8_0_forward(weights: &QTensor, x: &Tensor) -> Result<Tensor> {
-    let (n, k) = weights.shape().dims2()?;
-    let dims = x.dims();
-    if dims.last() != Some(&k) {
-        candle_core::bail!("a product with a [{n}, {k}] matrix got inputs of shape {dims:?}");
-    }
-    let m = x.elem_count() / k;
-    let lhs = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-    let bytes = weights.data()?;
-    let blocks = crate::mapped::as_blocks::<BlockQ8_0>(&bytes)
-        .ok_or_else(|| candle_core::Error::Msg("Q8_0 weights not laid out as blocks".into()))?;
-    let mut out = vec![0f32; m * n];
-    k_quants::matmul((m, k, n), &lhs, blocks, &mut out)?;
-    let mut shape = dims.to_vec();
-    if let Some(last) = shape.last_mut() {
-        *last = n;
-    }
-    Tensor::from_vec(out, shape, x.device())
 }
 
 /// Self-attention of one block, with grouped-query attention when `head_count_kv < head_count`.
@@ -1052,7 +1021,7 @@ impl<R: Read + Seek> WeightSource<'_, R> {
                     matmul.forward(&Tensor::zeros((2, *k), DType::F32, self.device)?)?;
                 }
                 // Multiplied from the map's blocks on every product: nothing to release.
-                QLinear::Q8_0(_) => return Ok(linear),
+                QLinear::Blocks(_) => return Ok(linear),
                 QLinear::Packed(_) => {}
             }
             map.release(info);
@@ -1814,7 +1783,7 @@ mod tests {
                 .to_vec1()
                 .unwrap();
             let linear = QLinear::new(q, &device, CpuKernels::Packed).unwrap();
-            assert!(matches!(linear, QLinear::Q8_0(_)));
+            assert!(matches!(linear, QLinear::Blocks(_)));
             for rows in [1, 3] {
                 let x: Vec<f32> = (0..rows * k)
                     .map(|i| ((i * 104_729 % 997) as f32 / 997.0 - 0.5) * 3.0)

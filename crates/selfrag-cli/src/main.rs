@@ -288,6 +288,9 @@ struct ModelListing {
     license_terms: String,
     license_sources: Vec<String>,
     size_bytes: u64,
+    /// Whether `selfrag models pull` can download it; `false` for a checkpoint to convert.
+    downloadable: bool,
+    note: Option<String>,
     found: Option<PathBuf>,
     searched: Vec<PathBuf>,
 }
@@ -880,6 +883,8 @@ fn models(command: ModelsCommand) -> Result<()> {
                         license_terms: spec.license_terms,
                         license_sources: spec.license_sources,
                         size_bytes: spec.size_bytes,
+                        downloadable: spec.downloadable,
+                        note: spec.note,
                     }
                 })
                 .collect();
@@ -887,13 +892,15 @@ fn models(command: ModelsCommand) -> Result<()> {
                 return write_stdout(&format!("{}\n", serde_json::to_string_pretty(&listings)?));
             }
             let mut text = String::new();
+            let width = listings.iter().map(|m| m.id.len()).max().unwrap_or(0);
             for m in &listings {
                 let place = match &m.found {
                     Some(path) => format!("found at {}", path.display()),
-                    None => "not downloaded".to_string(),
+                    None if m.downloadable => "not downloaded".to_string(),
+                    None => "no GGUF published: convert it, see docs/MODELS.md".to_string(),
                 };
                 text.push_str(&format!(
-                    "{:<22} {:<9} {:>6.2} GB  {}  ({}; {})\n",
+                    "{:<width$} {:<9} {:>6.2} GB  {}  ({}; {})\n",
                     m.id,
                     m.role,
                     m.size_bytes as f64 / 1e9,
@@ -903,7 +910,7 @@ fn models(command: ModelsCommand) -> Result<()> {
                 ));
                 if !m.license_terms.is_empty() {
                     text.push_str(&format!(
-                        "{:<22} licence: {} ({})\n",
+                        "{:<width$} licence: {} ({})\n",
                         "",
                         m.license_terms,
                         m.license_sources.join(", ")
@@ -921,6 +928,13 @@ fn models(command: ModelsCommand) -> Result<()> {
             let location = selfrag_hub::locate(&spec);
             match location.found {
                 Some(path) => write_stdout(&format!("{}\n", path.display())),
+                None if !spec.downloadable => {
+                    let file = spec.primary_file().map(|f| f.name.as_str()).unwrap_or("");
+                    anyhow::bail!(
+                        "{id} has no published GGUF: convert {} with llama.cpp (docs/MODELS.md, \"Checkpoints of other families\") into {file} and point SELFRAG_GENERATOR at it",
+                        spec.repo
+                    )
+                }
                 None => anyhow::bail!(
                     "{id} is not in the Hugging Face cache (looked in {}); download it with `selfrag models pull {id}` or `huggingface-cli download {}`",
                     location

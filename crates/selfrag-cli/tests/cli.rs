@@ -268,6 +268,33 @@ fn models_list_and_path_read_the_hugging_face_cache_layout() {
             && under("selfrag-7b-q4km").contains("https://ai.meta.com/llama/license/"),
         "{text}"
     );
+    // The Self-RAG checkpoints of other families, with their licences; the one to convert says
+    // so instead of "not downloaded", and refuses a pull with the conversion.
+    assert_eq!(
+        by_id("sciphi-selfrag-mistral-7b-q4km")["downloadable"],
+        true
+    );
+    assert_eq!(
+        by_id("raglab-selfrag-llama3-8b-q4km")["downloadable"],
+        false
+    );
+    assert!(
+        under("sciphi-selfrag-mistral-7b-q4km").contains("Apache-2.0")
+            && under("raglab-selfrag-llama3-8b-q4km").contains("Meta Llama 3 Community License"),
+        "{text}"
+    );
+    let raglab = text
+        .lines()
+        .find(|l| l.starts_with("raglab-selfrag-llama3-8b-q4km"))
+        .unwrap();
+    assert!(raglab.contains("no GGUF published: convert it"), "{raglab}");
+    let pull = run(&["models", "pull", "raglab-selfrag-llama3-8b-q4km"]);
+    assert!(!pull.status.success());
+    let said = String::from_utf8_lossy(&pull.stderr);
+    assert!(
+        said.contains("publishes no GGUF") && said.contains("convert_hf_to_gguf.py"),
+        "{said}"
+    );
 
     assert_eq!(
         ok(run(&["models", "path", "selfrag-7b-q4km"])).trim(),

@@ -194,6 +194,15 @@ pub enum DownloadError {
     NoCache,
 
     #[error(
+        "{id}: {repo} publishes no GGUF file, so there is nothing to download; convert the checkpoint with llama.cpp (convert_hf_to_gguf.py, then llama-quantize Q4_K_M; the commands are in docs/MODELS.md, \"Checkpoints of other families\") and start with SELFRAG_GENERATOR=/path/to/{file}"
+    )]
+    NotPublished {
+        id: String,
+        repo: String,
+        file: String,
+    },
+
+    #[error(
         "offline mode (HF_HUB_OFFLINE or --offline) and {repo}/{file} is not in the Hugging Face cache at {}; connect to the internet and run `selfrag models pull {id}` (or unset HF_HUB_OFFLINE), or copy the model there from a machine that has it",
         cache.display()
     )]
@@ -353,6 +362,16 @@ pub fn download_model(
     on_progress: &mut dyn FnMut(&DownloadProgress),
     cancel: &AtomicBool,
 ) -> Result<DownloadReport, DownloadError> {
+    if !spec.downloadable {
+        return Err(DownloadError::NotPublished {
+            id: spec.id.clone(),
+            repo: spec.repo.clone(),
+            file: spec
+                .primary_file()
+                .map(|f| f.name.clone())
+                .unwrap_or_default(),
+        });
+    }
     let cache = options.cache()?;
     if options.offline {
         return offline(spec, cache);

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::error::StoreError;
 
 /// The manifests shipped with the app, `(file name, contents)`.
-const MANIFESTS: [(&str, &str); 4] = [
+const MANIFESTS: [(&str, &str); 6] = [
     (
         "selfrag-7b-q4km.toml",
         include_str!("../../../models/selfrag-7b-q4km.toml"),
@@ -18,6 +18,14 @@ const MANIFESTS: [(&str, &str); 4] = [
     (
         "selfrag-13b-q4km.toml",
         include_str!("../../../models/selfrag-13b-q4km.toml"),
+    ),
+    (
+        "sciphi-selfrag-mistral-7b-q4km.toml",
+        include_str!("../../../models/sciphi-selfrag-mistral-7b-q4km.toml"),
+    ),
+    (
+        "raglab-selfrag-llama3-8b-q4km.toml",
+        include_str!("../../../models/raglab-selfrag-llama3-8b-q4km.toml"),
     ),
     (
         "contriever-msmarco.toml",
@@ -87,6 +95,12 @@ pub struct ModelSpec {
     /// Caveats, e.g. that no public conversion exists.
     #[serde(default)]
     pub note: Option<String>,
+    /// Whether `repo` holds `files` to download. `false` for a checkpoint published only as
+    /// PyTorch or safetensors weights: `files` then names the GGUF a llama.cpp conversion is
+    /// expected to write, and a download is refused saying how to convert it
+    /// (docs/MODELS.md).
+    #[serde(default = "default_true")]
+    pub downloadable: bool,
 }
 
 impl ModelSpec {

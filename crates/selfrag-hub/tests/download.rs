@@ -976,6 +976,38 @@ fn offline_mode_uses_only_the_cache_and_says_what_to_do_when_it_is_empty() {
 }
 
 #[test]
+fn a_checkpoint_with_no_published_gguf_is_refused_with_the_conversion_before_any_request() {
+    // The endpoint is a port nothing listens on: a request would fail as `Network`.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cache = tempfile::tempdir().unwrap();
+    let spec = selfrag_hub::ModelSpec::by_id("raglab-selfrag-llama3-8b-q4km").unwrap();
+    for offline in [false, true] {
+        let mut options = HubOptions::from_vars(|_| None, Some(cache.path().to_path_buf()));
+        options.endpoint = format!("http://127.0.0.1:{port}");
+        options.offline = offline;
+        let (result, events) = run(&spec, &options);
+        let err = result.unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(err, DownloadError::NotPublished { .. }),
+            "{message}"
+        );
+        assert!(
+            message.contains("RAGLAB/selfrag_llama3-8B")
+                && message.contains("convert_hf_to_gguf.py")
+                && message.contains("docs/MODELS.md")
+                && message.contains("SELFRAG_GENERATOR=/path/to/selfrag_llama3-8B.q4_k_m.gguf"),
+            "{message}"
+        );
+        assert!(events.is_empty(), "nothing was checked or fetched");
+    }
+}
+
+#[test]
 fn no_network_is_an_error_naming_the_file_and_the_fix() {
     // A port nothing listens on: bind one, then let it go.
     let port = TcpListener::bind("127.0.0.1:0")

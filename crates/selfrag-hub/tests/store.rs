@@ -83,11 +83,45 @@ fn every_shipped_manifest_has_a_license_and_files() {
             );
         }
         if spec.role == ModelRole::Generator {
+            // Every generator is fine-tuned from a base model whose licence also governs it.
             assert!(
-                spec.license_terms.contains("Llama 2 Community License"),
+                [
+                    "Llama 2 Community License",
+                    "Meta Llama 3 Community License",
+                    "Apache-2.0",
+                ]
+                .iter()
+                .any(|base| spec.license_terms.contains(base)),
                 "{}",
                 spec.id
             );
         }
     }
+}
+
+#[test]
+fn the_self_rag_checkpoints_of_other_families_are_listed_with_their_licences() {
+    let sciphi = ModelSpec::by_id("sciphi-selfrag-mistral-7b-q4km").unwrap();
+    assert_eq!(sciphi.role, ModelRole::Generator);
+    assert!(sciphi.downloadable);
+    assert!(sciphi.license_terms.contains("Apache-2.0"));
+    let file = sciphi.primary_file().unwrap();
+    assert!(file.name.ends_with(".Q4_K_M.gguf"));
+    // The hub's own hash of the file: a download is checked against it.
+    assert_eq!(file.sha256.as_deref().map(str::len), Some(64));
+
+    let raglab = ModelSpec::by_id("raglab-selfrag-llama3-8b-q4km").unwrap();
+    assert_eq!(raglab.repo, "RAGLAB/selfrag_llama3-8B");
+    assert!(!raglab.downloadable, "only safetensors are published");
+    assert!(
+        raglab
+            .license_terms
+            .contains("Meta Llama 3 Community License")
+    );
+    assert!(
+        !ModelSpec::by_id("selfrag-13b-q4km").unwrap().downloadable,
+        "the 13B is published as PyTorch shards only"
+    );
+    assert!(ModelSpec::default_generator().unwrap().downloadable);
+    assert!(ModelSpec::default_embedder().unwrap().downloadable);
 }

@@ -308,11 +308,14 @@ async fn an_indexing_job_dropped_half_way_leaves_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_job_survives_a_restart_and_resume_finishes_it() {
     let f = fixture();
+    // Each note longer than the small files a job commits together (16 passages), so that
+    // the job writes them one by one and a pause falls between two of them.
+    let body: String = (0..1_500).map(|w| format!("stream{} ", w % 89)).collect();
     for i in 0..30 {
         write(
             &f.docs,
             &format!("note-{i}.md"),
-            &format!("# Note {i}\nBeavers number {i} build dams across streams."),
+            &format!("# Note {i}\nBeavers number {i} build dams across streams.\n\n{body}"),
         );
     }
     let engine = Engine::new(f.config.clone()).unwrap();

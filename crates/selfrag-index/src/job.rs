@@ -15,7 +15,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::library::meta::{read_state, write_atomically};
-use crate::library::path_key;
+use crate::library::{Prepared, SmallFile, path_key};
 use crate::{IndexError, IndexOutcome, Library, PassageEmbedder};
 
 mod crash_guard;
@@ -24,6 +24,56 @@ pub(crate) use crash_guard::FileVersion;
 /// Files between two compactions of a job's tables, at least (the interval grows to a quarter
 /// of the files done, so a large job compacts a logarithmic number of times).
 const COMPACT_EVERY: usize = 256;
+
+/// Small new files wait to be committed together until this many passages wait (two of the
+/// embedder's batches), this many files, or the first has waited [`BATCH_WAIT`]: a commit per
+/// 64 one-passage notes rather than per note, and a file searchable a second or two after it
+/// was read.
+const BATCH_PASSAGES: usize = 64;
+const BATCH_FILES: usize = 64;
+const BATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Small new files read, waiting to be embedded and committed together.
+#[derive(Default)]
+struct SmallBatch {
+    files: Vec<SmallFile>,
+    passages: usize,
+    since: Option<Instant>,
+}
+
+impl SmallBatch {
+    /// Whether a file of content `document_id` waits (its passages' ids would be the same).
+    fn holds(&self, document_id: &str) -> bool {
+        self.files.iter().any(|f| f.document_id() == document_id)
+    }
+
+    fn push(&mut self, file: SmallFile) {
+        self.passages += file.passages();
+        self.since.get_or_insert_with(Instant::now);
+        self.files.push(file);
+    }
+
+    /// Whether the files should be committed now.
+    fn is_due(&self) -> bool {
+        self.passages >= BATCH_PASSAGES
+            || self.files.len() >= BATCH_FILES
+            || self.since.is_some_and(|t| t.elapsed() >= BATCH_WAIT)
+    }
+
+    fn take(&mut self) -> Vec<SmallFile> {
+        self.passages = 0;
+        self.since = None;
+        std::mem::take(&mut self.files)
+    }
+}
+
+/// A running job's counts.
+struct JobRun {
+    summary: JobSummary,
+    progress: JobProgress,
+    since_compaction: usize,
+    started: Instant,
+}
 
 /// What a job reports as it goes.
 #[derive(Debug)]
@@ -255,70 +305,78 @@ impl Library {
                 target: target.display().to_string(),
             });
         }
-        let mut progress = JobProgress {
-            total,
-            ..JobProgress::default()
+        let mut run = JobRun {
+            summary,
+            progress: JobProgress {
+                total,
+                ..JobProgress::default()
+            },
+            since_compaction: 0,
+            started,
         };
-        let mut since_compaction = 0;
+        let mut batch = SmallBatch::default();
         for file in &files {
             if cancel.load(Ordering::SeqCst) {
-                summary.cancelled = true;
+                run.summary.cancelled = true;
                 break;
             }
             let path = file.display().to_string();
             on_event(JobEvent::FileStarted { path: path.clone() });
+            let root = widest_holding(&granted, file);
             let watchdog = tokio::spawn(log_slow_file(path.clone(), self.step.clone()));
-            let result = self
-                .index_file_under(
-                    widest_holding(&granted, file),
-                    file,
-                    embedder,
-                    cancel,
-                    |part| {
-                        on_event(JobEvent::FileSearchable {
-                            path: path.clone(),
-                            passages: part.passages,
-                            of: part.of,
-                        })
-                    },
-                )
+            let prepared = self
+                .prepare_file_under(root, file, embedder, cancel, |part| {
+                    on_event(JobEvent::FileSearchable {
+                        path: path.clone(),
+                        passages: part.passages,
+                        of: part.of,
+                    })
+                })
                 .await;
             watchdog.abort();
-            if let Err(IndexError::Stopped { .. }) = result {
-                summary.cancelled = true;
+            let result = match prepared {
+                Ok(Prepared::Done(outcome)) => Ok(outcome),
+                Err(e) => Err(e),
+                Ok(Prepared::Small(small)) if !batch.holds(small.document_id()) => {
+                    batch.push(*small);
+                    if batch.is_due()
+                        && self
+                            .commit_batch(&mut batch, &mut run, embedder, cancel, &mut on_event)
+                            .await?
+                    {
+                        break;
+                    }
+                    continue;
+                }
+                Ok(Prepared::Small(_)) => {
+                    // The same content as a file of the batch: the batch first, then this file
+                    // again, which then reuses the other's passages.
+                    if self
+                        .commit_batch(&mut batch, &mut run, embedder, cancel, &mut on_event)
+                        .await?
+                    {
+                        break;
+                    }
+                    self.index_file_under(root, file, embedder, cancel, |_| {})
+                        .await
+                }
+            };
+            if self
+                .finish_file(&mut run, &mut on_event, path, result)
+                .await?
+            {
                 break;
             }
-            summary.count(&result, &mut progress);
-            // A full disk fails every file after this one too, each after its parsing and
-            // embedding: stop now and keep `job.json`, so the job resumes once there is room.
-            if let Err(e) = &result
-                && is_disk_full(e)
-            {
-                let error = IndexError::DiskFull {
-                    path: self.state_dir().to_path_buf(),
-                    reason: e.to_string(),
-                };
-                on_event(JobEvent::FileDone { path, result });
-                return Err(error);
-            }
-            on_event(JobEvent::FileDone { path, result });
-            progress.done += 1;
-            // Every commit's manifest lists every fragment: compact now and then, at a growing
-            // interval, so neither the manifests nor the rewriting grow quadratically.
-            since_compaction += 1;
-            if since_compaction >= COMPACT_EVERY.max(progress.done / 4) {
-                since_compaction = 0;
-                self.step.enter(crate::library::IndexStage::Compacting);
-                if let Err(e) = self.compact().await {
-                    tracing::warn!("compacting the library during the job: {e}");
-                }
-                self.step.enter(crate::library::IndexStage::Idle);
-            }
-            let seconds = started.elapsed().as_secs_f64().max(1e-6);
-            progress.files_per_second = progress.done as f64 / seconds;
-            progress.eta_seconds = Some((total - progress.done) as f64 / progress.files_per_second);
-            on_event(JobEvent::Progress(progress));
         }
+        if !run.summary.cancelled {
+            self.commit_batch(&mut batch, &mut run, embedder, cancel, &mut on_event)
+                .await?;
+        }
+        let JobRun {
+            mut summary,
+            progress,
+            ..
+        } = run;
         if !summary.cancelled {
             let on_disk: HashSet<String> = files.iter().map(|f| path_key(f)).collect();
             for root in &all {
@@ -370,6 +428,99 @@ impl Library {
         Ok(summary)
     }
 
+    /// Commits the small files waiting in `batch` ([`Library::commit_small_files`]) and
+    /// reports each; a batch that fails is committed again file by file, so that one file's
+    /// trouble fails that file alone. `Ok(true)` when the job is to stop (Stop or Pause).
+    async fn commit_batch(
+        &self,
+        batch: &mut SmallBatch,
+        run: &mut JobRun,
+        embedder: &dyn PassageEmbedder,
+        cancel: &AtomicBool,
+        on_event: &mut impl FnMut(JobEvent),
+    ) -> Result<bool, IndexError> {
+        let files = batch.take();
+        if files.is_empty() {
+            return Ok(false);
+        }
+        let results: Vec<(PathBuf, Result<IndexOutcome, IndexError>)> = match self
+            .commit_small_files(&files, embedder, cancel)
+            .await
+        {
+            Ok(done) => done
+                .into_iter()
+                .map(|(path, outcome)| (path, Ok(outcome)))
+                .collect(),
+            Err(e @ IndexError::Stopped { .. }) => vec![(files[0].path.clone(), Err(e))],
+            Err(e) if is_disk_full(&e) => vec![(files[0].path.clone(), Err(e))],
+            Err(e) if files.len() == 1 => vec![(files[0].path.clone(), Err(e))],
+            Err(e) => {
+                tracing::warn!(files = files.len(), error = %e, "a batch of small files failed; committing them one by one");
+                let mut one_by_one = Vec::with_capacity(files.len());
+                for file in &files {
+                    let result = self.commit_small_file(file, embedder, cancel).await;
+                    one_by_one.push((file.path.clone(), result));
+                }
+                one_by_one
+            }
+        };
+        for (path, result) in results {
+            let path = path.display().to_string();
+            if self.finish_file(run, on_event, path, result).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Counts and reports one file's result, then compacts now and then. `Ok(true)` when the
+    /// job is to stop (the file was stopped midway); a full disk ends the job with an error.
+    async fn finish_file(
+        &self,
+        run: &mut JobRun,
+        on_event: &mut impl FnMut(JobEvent),
+        path: String,
+        result: Result<IndexOutcome, IndexError>,
+    ) -> Result<bool, IndexError> {
+        if let Err(IndexError::Stopped { .. }) = result {
+            run.summary.cancelled = true;
+            return Ok(true);
+        }
+        run.summary.count(&result, &mut run.progress);
+        // A full disk fails every file after this one too, each after its parsing and
+        // embedding: stop now and keep `job.json`, so the job resumes once there is room.
+        if let Err(e) = &result
+            && is_disk_full(e)
+        {
+            let error = IndexError::DiskFull {
+                path: self.state_dir().to_path_buf(),
+                reason: e.to_string(),
+            };
+            on_event(JobEvent::FileDone { path, result });
+            return Err(error);
+        }
+        on_event(JobEvent::FileDone { path, result });
+        let progress = &mut run.progress;
+        progress.done += 1;
+        // Every commit's manifest lists every fragment: compact now and then, at a growing
+        // interval, so neither the manifests nor the rewriting grow quadratically.
+        run.since_compaction += 1;
+        if run.since_compaction >= COMPACT_EVERY.max(progress.done / 4) {
+            run.since_compaction = 0;
+            self.step.enter(crate::library::IndexStage::Compacting);
+            if let Err(e) = self.compact().await {
+                tracing::warn!("compacting the library during the job: {e}");
+            }
+            self.step.enter(crate::library::IndexStage::Idle);
+        }
+        let seconds = run.started.elapsed().as_secs_f64().max(1e-6);
+        progress.files_per_second = progress.done as f64 / seconds;
+        progress.eta_seconds =
+            Some((progress.total - progress.done) as f64 / progress.files_per_second);
+        on_event(JobEvent::Progress(*progress));
+        Ok(false)
+    }
+
     /// Writes `job.json` with `roots` and the roots of an unfinished earlier job, so that a job
     /// cut short resumes at the next start (the paused list stays as it is). The file another
     /// run of the app ended on, if any, is counted (`crash_guard`), and the files `roots` names
@@ -380,7 +531,7 @@ impl Library {
         let mut recorded = (BTreeSet::new(), Vec::new());
         let left = self.left_by_another_run();
         self.update_job_record(|record| {
-            crash_guard::retry_named(record, left.as_ref(), &keys);
+            crash_guard::retry_named(record, &left, &keys);
             let resumed: Vec<String> = record
                 .roots
                 .drain(..)
@@ -390,7 +541,7 @@ impl Library {
             record.roots = all.iter().cloned().collect();
             recorded = (all, resumed);
         })?;
-        self.forget_marker(left.as_ref());
+        self.forget_marker(&left);
         Ok(recorded)
     }
 

@@ -638,12 +638,22 @@ async fn a_job_reports_progress_removes_vanished_files_and_resumes_an_interrupte
     assert_eq!(lib.documents().len(), 5);
 }
 
+/// A document of about 25 passages on `topic`: more than a file committed with others
+/// (16 passages), so a job writes it on its own.
+fn own_commit_text(topic: &str) -> String {
+    (0..2_000).map(|w| format!("{topic}{} ", w % 97)).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_job_stops_between_files_and_keeps_what_it_did() {
     let tmp = tempfile::tempdir().unwrap();
     let docs = tmp.path().join("docs");
     for i in 0..4 {
-        write(&docs, &format!("d{i}.txt"), &format!("Document {i}."));
+        write(
+            &docs,
+            &format!("d{i}.txt"),
+            &own_commit_text(&format!("document{i}x")),
+        );
     }
     let lib = Library::open(&tmp.path().join("lib"), &EMBEDDER)
         .await
@@ -662,6 +672,71 @@ async fn a_cancelled_job_stops_between_files_and_keeps_what_it_did() {
     assert_eq!(lib.documents().len(), 2);
 }
 
+/// Small new files are embedded and committed together: one embedding call for the passages of
+/// several files, every file reported once stored. A Stop while some are read but not stored
+/// keeps none of those (nothing of them is in the library, nothing is reported done), and the
+/// next job reads them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_files_are_committed_together_and_a_stop_before_their_commit_keeps_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    for i in 0..5 {
+        write(
+            &docs,
+            &format!("n{i}.txt"),
+            &format!("Note {i} on heron {i}."),
+        );
+    }
+    let embedder = Counting::new(BAG_OF_WORDS);
+    let lib = Library::open(&tmp.path().join("lib"), &embedder)
+        .await
+        .unwrap();
+    let cancel = AtomicBool::new(false);
+    let (mut started, mut done) = (0, Vec::new());
+    let summary = lib
+        .run_job(
+            std::slice::from_ref(&docs),
+            &embedder,
+            &cancel,
+            |e| match e {
+                JobEvent::FileStarted { .. } => {
+                    started += 1;
+                    if started == 4 {
+                        cancel.store(true, Ordering::SeqCst);
+                    }
+                }
+                JobEvent::FileDone { path, .. } => done.push(path),
+                _ => {}
+            },
+        )
+        .await
+        .unwrap();
+    assert!(summary.cancelled, "{summary:?}");
+    assert_eq!((summary.indexed, done.len()), (0, 0), "{done:?}");
+    assert!(lib.documents().is_empty());
+    assert_eq!(embedder.embedded(), 0, "nothing was embedded");
+
+    let never = AtomicBool::new(false);
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &embedder, &never, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(summary.indexed, 5, "{summary:?}");
+    assert_eq!(lib.documents().len(), 5);
+    assert_eq!(
+        (embedder.embedded(), embedder.calls()),
+        (5, 1),
+        "the five notes' passages in one call"
+    );
+    for i in 0..5 {
+        let found = texts_found(&lib, &format!("heron {i}")).await;
+        assert!(
+            found.iter().any(|t| t.contains(&format!("Note {i} "))),
+            "{found:?}"
+        );
+    }
+}
+
 /// Pausing stops a job as Stop does, but keeps its folders apart in `job.json`: the next job
 /// (what the next start runs) does not take them up, a job given them resumes where the pause
 /// left off, embedding only the files not done, and forgetting drops them with what was done
@@ -674,7 +749,7 @@ async fn a_paused_job_waits_apart_until_resumed_and_embeds_only_what_it_had_not_
         write(
             &docs,
             &format!("d{i}.txt"),
-            &format!("Document {i} on otter {i}."),
+            &own_commit_text(&format!("otter{i}x")),
         );
     }
     let other = tmp.path().join("other");
@@ -703,6 +778,8 @@ async fn a_paused_job_waits_apart_until_resumed_and_embeds_only_what_it_had_not_
         .unwrap();
     assert!(summary.paused && summary.cancelled, "{summary:?}");
     assert_eq!(summary.indexed, 2);
+    // The passages of one of the (equally long) files.
+    let per_file = embedder.embedded() / 2;
     assert!(
         lib.pending_job().is_empty(),
         "a paused job is not resumed at the next start"
@@ -756,7 +833,7 @@ async fn a_paused_job_waits_apart_until_resumed_and_embeds_only_what_it_had_not_
     assert_eq!((summary.indexed, summary.skipped), (2, 2));
     assert_eq!(
         embedder.embedded() - embedded,
-        2,
+        2 * per_file,
         "only the two files not done are embedded"
     );
     assert!(lib.paused_job().is_empty() && lib.pending_job().is_empty());

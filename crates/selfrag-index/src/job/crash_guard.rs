@@ -9,6 +9,11 @@
 //! Without this an interrupted job resumes at every start and a watched folder catches up, so
 //! a file that kills the app would kill it at every launch.
 //!
+//! Small files committed together ([`Library::begin_committing`]) are all in progress while
+//! they are embedded and written: an end then counts on each of them, and a file with an end
+//! counted is read and committed on its own from then on, so that a second end falls on the
+//! file that caused it alone.
+//!
 //! `indexing.json` is written without a sync: it must outlive the process, not a power cut, and
 //! a file costs one small write and one removal.
 
@@ -50,6 +55,9 @@ struct InProgress {
     file: FileVersion,
     /// [`this_run`] of the process reading it.
     run: String,
+    /// The other files being committed with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    with: Vec<FileVersion>,
 }
 
 /// Tells this process apart from every other run of the app, a dead one with the same process
@@ -72,6 +80,14 @@ pub(crate) struct Reading<'a> {
     library: &'a Library,
     /// The file's path key where the job record counts ends on it.
     counted: Option<String>,
+}
+
+impl Reading<'_> {
+    /// Whether a run of the app ended while reading this file before: it is then committed on
+    /// its own, not with other files.
+    pub(crate) fn after_an_end(&self) -> bool {
+        self.counted.is_some()
+    }
 }
 
 impl Drop for Reading<'_> {
@@ -97,19 +113,62 @@ impl Library {
         self.state_dir().join("indexing.json")
     }
 
-    /// The file another run of the app was reading when it ended, if it left one.
-    pub(super) fn left_by_another_run(&self) -> Option<FileVersion> {
-        let left = read_state::<InProgress>(&self.in_progress_file())?;
-        (left.run != this_run()).then_some(left.file)
+    /// The files another run of the app was reading when it ended, if it left any.
+    pub(super) fn left_by_another_run(&self) -> Vec<FileVersion> {
+        match read_state::<InProgress>(&self.in_progress_file()) {
+            Some(left) if left.run != this_run() => {
+                std::iter::once(left.file).chain(left.with).collect()
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// After the job record that counts `left` (read by [`Library::left_by_another_run`]) was
     /// written: removes the marker it came from.
-    pub(super) fn forget_marker(&self, left: Option<&FileVersion>) {
+    pub(super) fn forget_marker(&self, left: &[FileVersion]) {
         // Read again: a file this process began since (a watched change) is not forgotten.
-        if left.is_some() && self.left_by_another_run().is_some() {
+        if !left.is_empty() && !self.left_by_another_run().is_empty() {
             let _ = std::fs::remove_file(self.in_progress_file());
         }
+    }
+
+    /// Before small files are embedded and written together: all of them are marked in
+    /// progress until the guard returned is dropped (their reading was checked by
+    /// [`Library::begin_reading`] and none has an end counted). Called with the library's
+    /// writer lock held.
+    pub(crate) fn begin_committing(
+        &self,
+        files: &[FileVersion],
+    ) -> Result<Reading<'_>, IndexError> {
+        let Some((first, with)) = files.split_first() else {
+            return Ok(Reading {
+                library: self,
+                counted: None,
+            });
+        };
+        self.mark_in_progress(first.clone(), with.to_vec())?;
+        Ok(Reading {
+            library: self,
+            counted: None,
+        })
+    }
+
+    fn mark_in_progress(
+        &self,
+        file: FileVersion,
+        with: Vec<FileVersion>,
+    ) -> Result<(), IndexError> {
+        let marker = self.in_progress_file();
+        let text = serde_json::to_string(&InProgress {
+            file,
+            run: this_run().to_owned(),
+            with,
+        })
+        .map_err(|e| IndexError::Schema(format!("cannot encode indexing.json: {e}")))?;
+        std::fs::write(&marker, text).map_err(|source| IndexError::Write {
+            path: marker,
+            source,
+        })
     }
 
     /// Before `path`, as `file`, is read: [`IndexError::CrashedBefore`] when runs of the app
@@ -128,9 +187,9 @@ impl Library {
             .iter()
             .any(|f| f.file.path == file.path);
         let mut ends = 0;
-        if left.is_some() || listed {
+        if !left.is_empty() || listed {
             self.update_job_record(|record| {
-                count_end(record, left.as_ref());
+                count_end(record, &left);
                 if let Some(at) = record
                     .ended_on
                     .iter()
@@ -143,7 +202,7 @@ impl Library {
                     }
                 }
             })?;
-            self.forget_marker(left.as_ref());
+            self.forget_marker(&left);
         }
         if ends >= ENDS_BEFORE_SKIPPING {
             return Err(IndexError::CrashedBefore {
@@ -152,16 +211,7 @@ impl Library {
             });
         }
         let counted = (ends > 0).then(|| file.path.clone());
-        let marker = self.in_progress_file();
-        let text = serde_json::to_string(&InProgress {
-            file,
-            run: this_run().to_owned(),
-        })
-        .map_err(|e| IndexError::Schema(format!("cannot encode indexing.json: {e}")))?;
-        std::fs::write(&marker, text).map_err(|source| IndexError::Write {
-            path: marker,
-            source,
-        })?;
+        self.mark_in_progress(file, Vec::new())?;
         Ok(Reading {
             library: self,
             counted,
@@ -172,15 +222,20 @@ impl Library {
 /// Starting a job, in its update of the job record: an end on `left`, the file another run was
 /// reading, is counted, and the files the user named (`named`, path keys) are cleared of theirs,
 /// to be tried again.
-pub(super) fn retry_named(record: &mut PendingJob, left: Option<&FileVersion>, named: &[String]) {
+pub(super) fn retry_named(record: &mut PendingJob, left: &[FileVersion], named: &[String]) {
     count_end(record, left);
     record.ended_on.retain(|f| !named.contains(&f.file.path));
 }
 
-/// Counts one more end on `left`, the file another run was reading (the first if it was
-/// another version of it).
-fn count_end(record: &mut PendingJob, left: Option<&FileVersion>) {
-    let Some(left) = left else { return };
+/// Counts one more end on each of `left`, the files another run was reading (the first if it
+/// was another version of it).
+fn count_end(record: &mut PendingJob, left: &[FileVersion]) {
+    for left in left {
+        count_one_end(record, left);
+    }
+}
+
+fn count_one_end(record: &mut PendingJob, left: &FileVersion) {
     match record
         .ended_on
         .iter_mut()

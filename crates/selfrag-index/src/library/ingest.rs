@@ -10,6 +10,12 @@
 //! ([`DocumentRecord::passages_expected`]); a file cut off midway (Stop, Pause, a crash) is
 //! taken up where it stopped the next time it is indexed, and is listed meanwhile with the
 //! passages it has.
+//!
+//! A new file of at most [`FIRST_SLICE`] passages (a note, a web page, a short paper) is
+//! written whole in one step, and an indexing job writes many such files together
+//! ([`SmallFile`], [`Library::commit_small_files`]): their passages embedded in full batches and
+//! stored in one commit, their rows in another, made durable once. Per-file commits and syncs
+//! had made a job of one-passage notes several times slower than the embedder.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,6 +61,37 @@ pub struct PartlySearchable {
     pub passages: u32,
     /// Passages the document has.
     pub of: u32,
+}
+
+/// What reading a file came to: done (committed, or nothing to write), or a small new file read
+/// and chunked, to be embedded and committed by [`Library::commit_small_files`], alone or with
+/// others.
+pub(crate) enum Prepared {
+    Done(IndexOutcome),
+    Small(Box<SmallFile>),
+}
+
+/// A new file of at most [`FIRST_SLICE`] passages, read, parsed and chunked: its row and its
+/// passages, not embedded or stored yet. Nothing of it is in the library until
+/// [`Library::commit_small_files`] has stored it; dropped, it is read again by the next job.
+pub(crate) struct SmallFile {
+    /// The file as the job named it.
+    pub(crate) path: std::path::PathBuf,
+    record: DocumentRecord,
+    rows: PassageRows,
+    notes: Vec<String>,
+}
+
+impl SmallFile {
+    /// Passages to embed.
+    pub(crate) fn passages(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The content's id (its SHA-256): two files of one content are never committed together.
+    pub(crate) fn document_id(&self) -> &str {
+        &self.record.id
+    }
 }
 
 /// Where the slice that follows `written` of `total` passages ends.
@@ -114,7 +151,61 @@ impl Library {
         stop: &AtomicBool,
         mut on_slice: impl FnMut(PartlySearchable),
     ) -> Result<IndexOutcome, IndexError> {
-        let _writer = match self.write.try_lock() {
+        let _writer = self.writer(path).await;
+        self.step.enter_file(super::IndexStage::Reading, path);
+        // A shared library's rows as they stand now: this file's row and its content's other
+        // paths are decided and rewritten from what other computers committed, not from what
+        // this one saw last.
+        self.reload_if_shared().await?;
+        let prepared = self
+            .index_file_locked(root, path, embedder, stop, &mut on_slice)
+            .await;
+        self.set_stage(super::IndexStage::Idle);
+        drop(_writer);
+        match prepared? {
+            Prepared::Done(outcome) => Ok(outcome),
+            Prepared::Small(file) => self.commit_small_file(&file, embedder, stop).await,
+        }
+    }
+
+    /// [`Library::commit_small_files`] of one file.
+    pub(crate) async fn commit_small_file(
+        &self,
+        file: &SmallFile,
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+    ) -> Result<IndexOutcome, IndexError> {
+        let mut done = self
+            .commit_small_files(std::slice::from_ref(file), embedder, stop)
+            .await?;
+        done.pop().map(|(_, outcome)| outcome).ok_or_else(|| {
+            IndexError::Schema("a committed file came back without its outcome".into())
+        })
+    }
+
+    /// [`Library::index_file_under`] that leaves a small new file ([`SmallFile`]) read but not
+    /// stored, for the caller to commit with others by [`Library::commit_small_files`].
+    pub(crate) async fn prepare_file_under(
+        &self,
+        root: &Path,
+        path: &Path,
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+        mut on_slice: impl FnMut(PartlySearchable),
+    ) -> Result<Prepared, IndexError> {
+        let _writer = self.writer(path).await;
+        self.step.enter_file(super::IndexStage::Reading, path);
+        self.reload_if_shared().await?;
+        let prepared = self
+            .index_file_locked(root, path, embedder, stop, &mut on_slice)
+            .await;
+        self.set_stage(super::IndexStage::Idle);
+        prepared
+    }
+
+    /// The writer's lock, waited for with the step saying so.
+    async fn writer(&self, path: &Path) -> tokio::sync::MutexGuard<'_, ()> {
+        match self.write.try_lock() {
             Ok(writer) => writer,
             Err(_) => {
                 // The writer's own step stays on the clock: it is what this call waits for.
@@ -122,17 +213,125 @@ impl Library {
                     .enter_file_if_idle(super::IndexStage::WaitingForWriter, path);
                 self.write.lock().await
             }
+        }
+    }
+
+    /// Embeds and stores `files` (new small files read by [`Library::prepare_file_under`], of
+    /// distinct contents): their passages embedded in batches of [`EMBED_BATCH`] across files,
+    /// added in one commit, their rows in one more, then made durable. Returns each file's
+    /// path and outcome, in order. On an error nothing of them counts as indexed: passages
+    /// stored without their rows are removed again (or when the library next opens).
+    pub(crate) async fn commit_small_files(
+        &self,
+        files: &[SmallFile],
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+    ) -> Result<Vec<(std::path::PathBuf, IndexOutcome)>, IndexError> {
+        let Some(first) = files.first() else {
+            return Ok(Vec::new());
         };
-        self.step.enter_file(super::IndexStage::Reading, path);
-        // A shared library's rows as they stand now: this file's row and its content's other
-        // paths are decided and rewritten from what other computers committed, not from what
-        // this one saw last.
-        self.reload_if_shared().await?;
-        let outcome = self
-            .index_file_locked(root, path, embedder, stop, &mut on_slice)
-            .await;
+        let _writer = self.writer(&first.path).await;
+        let written = self.commit_small_files_locked(files, embedder, stop).await;
+        self.set_stage(super::IndexStage::Syncing);
+        let durable = self.make_durable().await;
         self.set_stage(super::IndexStage::Idle);
-        outcome
+        let written = written?;
+        durable?;
+        Ok(written)
+    }
+
+    async fn commit_small_files_locked(
+        &self,
+        files: &[SmallFile],
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+    ) -> Result<Vec<(std::path::PathBuf, IndexOutcome)>, IndexError> {
+        let versions: Vec<crate::job::FileVersion> = files
+            .iter()
+            .map(|file| crate::job::FileVersion {
+                path: file.record.path.clone(),
+                size: file.record.size,
+                modified_ns: file.record.modified_ns,
+            })
+            .collect();
+        // In progress until written, all of them: an end of the app meanwhile counts on each.
+        let _committing = self.begin_committing(&versions)?;
+        let mut rows = PassageRows::default();
+        for file in files {
+            rows.append(file.rows.clone());
+        }
+        let first = &files[0].path;
+        self.step.enter_file(super::IndexStage::Embedding, first);
+        let vectors = embed_stoppable(embedder, &rows, stop, first)?;
+        self.set_stage(super::IndexStage::Writing);
+        let batch = rows.into_batch(vectors, embedder.dim())?;
+        // Passages first, the rows after: the rows commit them.
+        let _pending = Uncommitted::new(&self.uncommitted, batch.num_rows());
+        self.add_passages(batch).await?;
+        let records: Vec<DocumentRecord> = files
+            .iter()
+            .map(|file| DocumentRecord {
+                passages: file.rows.len() as u32,
+                passages_expected: None,
+                indexed_at_ms: now_ms(),
+                ..file.record.clone()
+            })
+            .collect();
+        if let Err(e) = self.commit_new_rows(records).await {
+            for file in files {
+                // Not committed: the passages must not turn up under a later run's row.
+                let all = 0..file.rows.len() as u32;
+                if let Err(cleanup) = self.delete_passages(&file.record.id, all).await {
+                    tracing::warn!(error = %cleanup, "removing passages whose row was not written");
+                    self.unclean_mut().insert(file.record.id.clone());
+                }
+            }
+            return Err(e);
+        }
+        Ok(files
+            .iter()
+            .map(|file| {
+                (
+                    file.path.clone(),
+                    IndexOutcome::Indexed {
+                        document_id: file.record.id.clone(),
+                        passages: file.rows.len() as u32,
+                        notes: file.notes.clone(),
+                    },
+                )
+            })
+            .collect())
+    }
+
+    /// Writes the rows of new paths in one commit: an append in a local library, a merge on
+    /// the path in a shared one (another computer may have written one of them meanwhile).
+    async fn commit_new_rows(&self, rows: Vec<DocumentRecord>) -> Result<(), IndexError> {
+        let batch = documents_batch(&rows)?;
+        let known = {
+            let committed = self.committed();
+            rows.iter().any(|r| committed.by_path.contains_key(&r.path))
+        };
+        if self.location.is_shared() || known {
+            let mut merge = self.documents.merge_insert(&["path"]);
+            merge
+                .when_matched_update_all(None)
+                .when_not_matched_insert_all();
+            merge
+                .execute(one_batch(batch))
+                .await
+                .map_err(self.store_err())?;
+        } else {
+            self.documents
+                .add(batch)
+                .execute()
+                .await
+                .map_err(self.store_err())?;
+        }
+        let mut committed = self.committed_mut();
+        for row in rows {
+            committed.by_path.insert(row.path.clone(), row);
+        }
+        Ok(())
     }
 
     fn set_stage(&self, stage: super::IndexStage) {
@@ -153,7 +352,7 @@ impl Library {
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
         on_slice: &mut impl FnMut(PartlySearchable),
-    ) -> Result<IndexOutcome, IndexError> {
+    ) -> Result<Prepared, IndexError> {
         // Durable whatever happened: a failure after a write leaves that write recorded too.
         let outcome = self
             .index_file_unsynced(root, path, embedder, stop, on_slice)
@@ -172,7 +371,7 @@ impl Library {
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
         on_slice: &mut impl FnMut(PartlySearchable),
-    ) -> Result<IndexOutcome, IndexError> {
+    ) -> Result<Prepared, IndexError> {
         let read_err = |source| IndexError::Read {
             path: path.to_path_buf(),
             source,
@@ -193,13 +392,13 @@ impl Library {
             // Indexed before works existed: read again for its work.
             && prev.works.is_some()
         {
-            return Ok(IndexOutcome::Unchanged {
+            return Ok(Prepared::Done(IndexOutcome::Unchanged {
                 document_id: prev.id.clone(),
-            });
+            }));
         }
         // From here the file is read: one that ended the app twice in a row is refused, and
         // this one is marked in progress until the end of this call, whatever ends it.
-        let _reading = self.begin_reading(
+        let reading = self.begin_reading(
             path,
             crate::job::FileVersion {
                 path: key.clone(),
@@ -229,7 +428,7 @@ impl Library {
             .reuse_indexed(previous.as_ref(), &document_id, &stamp)
             .await?
         {
-            return Ok(outcome);
+            return Ok(Prepared::Done(outcome));
         }
 
         self.set_stage(super::IndexStage::Parsing);
@@ -248,7 +447,7 @@ impl Library {
                 ..prev.clone()
             })
             .await?;
-            return Ok(IndexOutcome::Unchanged { document_id });
+            return Ok(Prepared::Done(IndexOutcome::Unchanged { document_id }));
         }
         let mut rows = self.passage_rows(path, &document_id, &stamp.key, &extracted)?;
         let total = rows.len() as u32;
@@ -276,6 +475,29 @@ impl Library {
                 Some(works)
             },
         };
+        if previous.is_none() && written == 0 && total <= FIRST_SLICE {
+            // A new small file: written whole, with others, or now and alone where a run of
+            // the app ended while reading it (so that another end falls on it alone).
+            let small = SmallFile {
+                path: path.to_path_buf(),
+                record,
+                rows,
+                notes: extracted.notes,
+            };
+            if !reading.after_an_end() {
+                return Ok(Prepared::Small(Box::new(small)));
+            }
+            let mut done = self
+                .commit_small_files_locked(std::slice::from_ref(&small), embedder, stop)
+                .await?;
+            drop(reading);
+            return match done.pop() {
+                Some((_, outcome)) => Ok(Prepared::Done(outcome)),
+                None => Err(IndexError::Schema(
+                    "a committed file came back without its outcome".into(),
+                )),
+            };
+        }
         // A changed file's old content stays searchable until the new one replaces it whole.
         let in_one_step = previous.as_ref().is_some_and(DocumentRecord::is_complete);
         let mut old_content = previous.filter(|p| p.id != document_id);
@@ -314,11 +536,11 @@ impl Library {
                 });
             }
         }
-        Ok(IndexOutcome::Indexed {
+        Ok(Prepared::Done(IndexOutcome::Indexed {
             document_id,
             passages: total,
             notes: extracted.notes,
-        })
+        }))
     }
 
     /// The passage at which writing content `doc_id` of `total` passages begins: where the

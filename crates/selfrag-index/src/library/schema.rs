@@ -256,7 +256,7 @@ impl DocumentRecord {
 }
 
 /// Passage columns gathered before they become one Arrow batch.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct PassageRows {
     pub ids: Vec<String>,
     pub doc_ids: Vec<String>,
@@ -364,6 +364,21 @@ impl PassageRows {
 
     pub fn is_empty(&self) -> bool {
         self.texts.is_empty()
+    }
+
+    /// Moves `other`'s rows to the end of these.
+    pub fn append(&mut self, mut other: Self) {
+        self.ids.append(&mut other.ids);
+        self.doc_ids.append(&mut other.doc_ids);
+        self.paths.append(&mut other.paths);
+        self.titles.append(&mut other.titles);
+        self.pages.append(&mut other.pages);
+        self.page_labels.append(&mut other.page_labels);
+        self.ocr_confidences.append(&mut other.ocr_confidences);
+        self.sections.append(&mut other.sections);
+        self.starts.append(&mut other.starts);
+        self.ends.append(&mut other.ends);
+        self.texts.append(&mut other.texts);
     }
 
     /// Contriever embeds `title + " " + text` (SELFRAG.md).

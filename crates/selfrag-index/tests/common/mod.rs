@@ -48,6 +48,8 @@ impl PassageEmbedder for BagOfWords {
 pub struct Counting {
     pub inner: BagOfWords,
     pub texts: std::sync::atomic::AtomicUsize,
+    /// Calls that embedded passages.
+    pub calls: std::sync::atomic::AtomicUsize,
 }
 
 #[allow(dead_code)]
@@ -56,7 +58,12 @@ impl Counting {
         Self {
             inner,
             texts: std::sync::atomic::AtomicUsize::new(0),
+            calls: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    pub fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn embedded(&self) -> usize {
@@ -76,6 +83,7 @@ impl PassageEmbedder for Counting {
         if texts != selfrag_index::FINGERPRINT_SENTENCES {
             self.texts
                 .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         self.inner.embed(texts)
     }

@@ -297,6 +297,7 @@ impl Library {
             resumed: resumed.clone(),
         });
         let started = Instant::now();
+        let spent_before = self.step.spent();
         let mut summary = JobSummary::default();
         for (link, target) in links_outside {
             summary.skipped += 1;
@@ -417,12 +418,28 @@ impl Library {
             Err(e) => tracing::warn!("recording the end of the job: {e}"),
             Ok(()) => {}
         }
+        // Where the job's time went, step by step (the writer's steps; parsing runs in a worker
+        // process while the writer waits on it).
+        let by_step = self
+            .step
+            .spent()
+            .into_iter()
+            .zip(spent_before)
+            .map(|((stage, now), (_, before))| {
+                format!(
+                    "{stage:?} {:.1} s",
+                    now.saturating_sub(before).as_secs_f64()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         tracing::info!(
             files = total,
             done = progress.done,
             cancelled = summary.cancelled,
             paused = summary.paused,
             seconds = started.elapsed().as_secs_f64(),
+            by_step = %by_step,
             "indexing job ended"
         );
         Ok(summary)

@@ -104,7 +104,7 @@ impl Committed {
 
 /// Where the file being indexed is: what the job's log and the engine's slow-step notice name
 /// when a file takes long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IndexStage {
     Idle,
     WaitingForWriter,
@@ -118,6 +118,22 @@ pub enum IndexStage {
 }
 
 impl IndexStage {
+    /// Every stage, in the order of a file's steps.
+    pub const ALL: [IndexStage; 8] = [
+        IndexStage::Idle,
+        IndexStage::WaitingForWriter,
+        IndexStage::Reading,
+        IndexStage::Parsing,
+        IndexStage::Embedding,
+        IndexStage::Writing,
+        IndexStage::Syncing,
+        IndexStage::Compacting,
+    ];
+
+    fn position(self) -> usize {
+        Self::ALL.iter().position(|s| *s == self).unwrap_or(0)
+    }
+
     /// The step in words, as a person reads it after "still …".
     pub fn describe(self) -> &'static str {
         match self {
@@ -139,8 +155,9 @@ impl IndexStage {
 /// the job's own thread is busy embedding. One writer works at a time (the job, or a watched
 /// folder's batch beside it), and only the writer moves the clock: a caller waiting for the
 /// writer leaves the writer's step on it, so a wait that lasts shows what the writer does.
+/// It also sums the time spent in each stage ([`StepClock::spent`]): where a job's time goes.
 #[derive(Debug)]
-pub(crate) struct StepClock(std::sync::Mutex<CurrentStep>);
+pub(crate) struct StepClock(std::sync::Mutex<(CurrentStep, [std::time::Duration; 8])>);
 
 /// What [`Library::current_step`] says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,56 +171,82 @@ pub struct CurrentStep {
 
 impl StepClock {
     fn new() -> Self {
-        Self(std::sync::Mutex::new(CurrentStep {
-            stage: IndexStage::Idle,
-            began: std::time::Instant::now(),
-            file: None,
-        }))
+        Self(std::sync::Mutex::new((
+            CurrentStep {
+                stage: IndexStage::Idle,
+                began: std::time::Instant::now(),
+                file: None,
+            },
+            [std::time::Duration::ZERO; 8],
+        )))
+    }
+
+    /// Moves the clock to `next`, adding the time of the step that ends to its stage's sum.
+    fn step(&self, next: impl FnOnce(&CurrentStep) -> Option<CurrentStep>) {
+        if let Ok(mut clock) = self.0.lock() {
+            let (step, spent) = &mut *clock;
+            if let Some(next) = next(step) {
+                spent[step.stage.position()] += next.began.saturating_duration_since(step.began);
+                *step = next;
+            }
+        }
     }
 
     /// Enters `stage` of the same file, even the same stage again (a long file's next slice is
     /// progress too).
     pub(crate) fn enter(&self, stage: IndexStage) {
-        if let Ok(mut step) = self.0.lock() {
-            step.stage = stage;
-            step.began = std::time::Instant::now();
-            if stage == IndexStage::Idle || stage == IndexStage::Compacting {
-                step.file = None;
-            }
-        }
+        self.step(|step| {
+            let keeps_file = stage != IndexStage::Idle && stage != IndexStage::Compacting;
+            Some(CurrentStep {
+                stage,
+                began: std::time::Instant::now(),
+                file: step.file.clone().filter(|_| keeps_file),
+            })
+        });
     }
 
     /// Enters `stage` of `file`.
     pub(crate) fn enter_file(&self, stage: IndexStage, file: &Path) {
-        if let Ok(mut step) = self.0.lock() {
-            *step = CurrentStep {
+        self.step(|_| {
+            Some(CurrentStep {
                 stage,
                 began: std::time::Instant::now(),
                 file: Some(file.display().to_string()),
-            };
-        }
+            })
+        });
     }
 
     /// Enters `stage` of `file` only when no step is under way (the writer is idle).
     pub(crate) fn enter_file_if_idle(&self, stage: IndexStage, file: &Path) {
-        let idle = self
-            .0
-            .lock()
-            .is_ok_and(|step| step.stage == IndexStage::Idle);
-        if idle {
-            self.enter_file(stage, file);
-        }
+        self.step(|step| {
+            (step.stage == IndexStage::Idle).then(|| CurrentStep {
+                stage,
+                began: std::time::Instant::now(),
+                file: Some(file.display().to_string()),
+            })
+        });
     }
 
     pub(crate) fn now(&self) -> CurrentStep {
         match self.0.lock() {
-            Ok(step) => step.clone(),
+            Ok(clock) => clock.0.clone(),
             Err(_) => CurrentStep {
                 stage: IndexStage::Idle,
                 began: std::time::Instant::now(),
                 file: None,
             },
         }
+    }
+
+    /// The time spent so far in each stage, the current step's included.
+    pub(crate) fn spent(&self) -> Vec<(IndexStage, std::time::Duration)> {
+        let Ok(clock) = self.0.lock() else {
+            return Vec::new();
+        };
+        let (step, spent) = &*clock;
+        let mut spent = *spent;
+        spent[step.stage.position()] += step.began.elapsed();
+        IndexStage::ALL.into_iter().zip(spent).collect()
     }
 }
 
@@ -1285,6 +1328,24 @@ mod tests {
     use std::path::Path;
 
     use super::{IndexStage, StepClock};
+
+    /// Each step's time goes to its stage's sum, the current one's included.
+    #[test]
+    fn the_clock_sums_the_time_of_each_stage() {
+        let clock = StepClock::new();
+        let pause = std::time::Duration::from_millis(20);
+        clock.enter_file(IndexStage::Reading, Path::new("/docs/a.md"));
+        std::thread::sleep(pause);
+        clock.enter(IndexStage::Embedding);
+        std::thread::sleep(pause);
+        clock.enter(IndexStage::Embedding);
+        std::thread::sleep(pause);
+        let spent: std::collections::HashMap<_, _> = clock.spent().into_iter().collect();
+        assert!(spent[&IndexStage::Reading] >= pause);
+        assert!(spent[&IndexStage::Embedding] >= 2 * pause, "{spent:?}");
+        assert!(spent[&IndexStage::Writing].is_zero());
+        assert_eq!(spent.len(), IndexStage::ALL.len());
+    }
 
     /// Issue 50 review: a watched folder's batch waiting for the writer reset the step of the
     /// job that held it, so the job's stuck parse was reported as "waiting for the library's

@@ -222,49 +222,91 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn q4_1_and_q5_1_matrices_multiply_with_llama_cpps_q8_1_activations() {
+    /// llama.cpp's Q8_0 product (`ggml_vec_dot_q8_0_q8_0`) of weights given dequantized:
+    /// each input row quantized to blocks of 32 (scale `max|x| / 127` stored as f16, values
+    /// rounded), integer products per block.
+    fn llama_cpp_q8_0_product(weights: &[f32], x: &[f32], n: usize, k: usize) -> Vec<f32> {
+        let blocks: Vec<(f32, Vec<f32>)> = x
+            .chunks(32)
+            .map(|block| {
+                let d = block.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+                let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+                let q = block.iter().map(|v| (v * id).round()).collect();
+                (half::f16::from_f32(d).to_f32(), q)
+            })
+            .collect();
+        (0..n)
+            .map(|row| {
+                let w = &weights[row * k..(row + 1) * k];
+                blocks
+                    .iter()
+                    .zip(w.chunks(32))
+                    .map(|((d, q), w)| d * w.iter().zip(q).map(|(a, b)| a * b).sum::<f32>())
+                    .sum()
+            })
+            .collect()
+    }
+
+    /// `dtype` weights of three shapes, times one and three input rows, against `theirs` (the
+    /// quantized tensor, its dequantized weights, an input row) to 1e-5.
+    fn products_match(
+        dtype: GgmlDType,
+        theirs: impl Fn(&QTensor, &[f32], &[f32], usize, usize) -> Vec<f32>,
+    ) {
         let device = Device::Cpu;
-        for (dtype, levels) in [(GgmlDType::Q4_1, 16.0), (GgmlDType::Q5_1, 32.0)] {
-            for (n, k) in [(48, 64), (64, 256)] {
-                let w: Vec<f32> = (0..n * k)
-                    .map(|i| ((i * 7919 % 1000) as f32 / 1000.0 - 0.3) * 0.1)
+        for (n, k) in [(48, 64), (64, 256), (32, 1024)] {
+            let w: Vec<f32> = (0..n * k)
+                .map(|i| ((i * 7919 % 1000) as f32 / 1000.0 - 0.3) * 0.1)
+                .collect();
+            let w = Tensor::from_vec(w, (n, k), &device).unwrap();
+            let q = QTensor::quantize(&w, dtype).unwrap();
+            assert!(multiplies(&q).unwrap());
+            let dequantized: Vec<f32> = q
+                .dequantize(&device)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            for rows in [1, 3] {
+                let x: Vec<f32> = (0..rows * k)
+                    .map(|i| ((i * 104_729 % 997) as f32 / 997.0 - 0.4) * 3.0)
                     .collect();
-                let w = Tensor::from_vec(w, (n, k), &device).unwrap();
-                let q = QTensor::quantize(&w, dtype).unwrap();
-                assert!(multiplies(&q).unwrap());
-                let dequantized: Vec<f32> = q
-                    .dequantize(&device)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1()
-                    .unwrap();
-                let quantized = blocks_of(&q, &dequantized, levels);
-                for rows in [1, 3] {
-                    let x: Vec<f32> = (0..rows * k)
-                        .map(|i| ((i * 104_729 % 997) as f32 / 997.0 - 0.4) * 3.0)
-                        .collect();
-                    let ours: Vec<f32> = forward(
-                        &q,
-                        &Tensor::from_vec(x.clone(), (rows, 1, k), &device).unwrap(),
-                    )
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1()
-                    .unwrap();
-                    for (row, x) in x.chunks(k).enumerate() {
-                        let theirs = llama_cpp_q8_1_product(&quantized, x, n, k);
-                        for (a, b) in ours[row * n..(row + 1) * n].iter().zip(&theirs) {
-                            assert!(
-                                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-                                "{dtype:?} {n}x{k}: {a} vs {b}"
-                            );
-                        }
+                let ours: Vec<f32> = forward(
+                    &q,
+                    &Tensor::from_vec(x.clone(), (rows, 1, k), &device).unwrap(),
+                )
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+                for (row, x) in x.chunks(k).enumerate() {
+                    let theirs = theirs(&q, &dequantized, x, n, k);
+                    for (a, b) in ours[row * n..(row + 1) * n].iter().zip(&theirs) {
+                        assert!(
+                            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                            "{dtype:?} {n}x{k}: {a} vs {b}"
+                        );
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn q8_0_matrices_multiply_with_llama_cpps_blocks_of_32() {
+        products_match(GgmlDType::Q8_0, |_, w, x, n, k| {
+            llama_cpp_q8_0_product(w, x, n, k)
+        });
+    }
+
+    #[test]
+    fn q4_1_and_q5_1_matrices_multiply_with_llama_cpps_q8_1_activations() {
+        for (dtype, levels) in [(GgmlDType::Q4_1, 16.0), (GgmlDType::Q5_1, 32.0)] {
+            products_match(dtype, |q, w, x, n, k| {
+                llama_cpp_q8_1_product(&blocks_of(q, w, levels), x, n, k)
+            });
         }
     }
 

@@ -1742,69 +1742,30 @@ mod tests {
         assert_eq!(values, [inf, 0.0, 0.0, inf, 0.0, 0.0]);
     }
 
-    /// llama.cpp's Q8_0 product (`ggml_vec_dot_q8_0_q8_0`): each input row quantized to blocks
-    /// of 32 (scale `max|x| / 127` stored as f16, values rounded), integer products per block.
-    fn llama_cpp_q8_0_product(weights: &[f32], x: &[f32], n: usize, k: usize) -> Vec<f32> {
-        let blocks: Vec<(f32, Vec<f32>)> = x
-            .chunks(32)
-            .map(|block| {
-                let d = block.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
-                let id = if d == 0.0 { 0.0 } else { 1.0 / d };
-                let q = block.iter().map(|v| (v * id).round()).collect();
-                (half::f16::from_f32(d).to_f32(), q)
-            })
-            .collect();
-        (0..n)
-            .map(|row| {
-                let w = &weights[row * k..(row + 1) * k];
-                blocks
-                    .iter()
-                    .zip(w.chunks(32))
-                    .map(|((d, q), w)| d * w.iter().zip(q).map(|(a, b)| a * b).sum::<f32>())
-                    .sum()
-            })
-            .collect()
-    }
-
+    /// Q8_0, Q4_1 and Q5_1 matrices on the CPU are multiplied from their blocks with
+    /// llama.cpp's activation quantization (the products: `block_products`' tests); the other
+    /// types by candle.
     #[test]
-    fn q8_0_matrices_multiply_with_llama_cpps_blocks_of_32() {
+    fn legacy_8_and_5_bit_matrices_multiply_from_their_blocks() {
         let device = Device::Cpu;
-        for (n, k) in [(48, 64), (64, 256), (32, 1024)] {
-            let w: Vec<f32> = (0..n * k)
-                .map(|i| ((i * 7919 % 1000) as f32 / 1000.0 - 0.5) * 0.1)
-                .collect();
-            let w = Tensor::from_vec(w, (n, k), &device).unwrap();
-            let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap());
-            let dequantized: Vec<f32> = q
-                .dequantize(&device)
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .to_vec1()
-                .unwrap();
-            let linear = QLinear::new(q, &device, CpuKernels::Packed).unwrap();
-            assert!(matches!(linear, QLinear::Blocks(_)));
-            for rows in [1, 3] {
-                let x: Vec<f32> = (0..rows * k)
-                    .map(|i| ((i * 104_729 % 997) as f32 / 997.0 - 0.5) * 3.0)
-                    .collect();
-                let ours: Vec<f32> = linear
-                    .forward(&Tensor::from_vec(x.clone(), (rows, 1, k), &device).unwrap())
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1()
-                    .unwrap();
-                for (row, x) in x.chunks(k).enumerate() {
-                    let theirs = llama_cpp_q8_0_product(&dequantized, x, n, k);
-                    for (a, b) in ours[row * n..(row + 1) * n].iter().zip(&theirs) {
-                        assert!(
-                            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-                            "{n}x{k}: {a} vs {b}"
-                        );
-                    }
-                }
-            }
+        let w = Tensor::from_vec(
+            (0..64 * 256)
+                .map(|i| (i % 13) as f32 * 0.01)
+                .collect::<Vec<f32>>(),
+            (64, 256),
+            &device,
+        )
+        .unwrap();
+        for (dtype, blocks) in [
+            (GgmlDType::Q8_0, true),
+            (GgmlDType::Q4_1, true),
+            (GgmlDType::Q5_1, true),
+            (GgmlDType::Q4_0, false),
+            (GgmlDType::Q5_0, false),
+        ] {
+            let q = Arc::new(QTensor::quantize(&w, dtype).unwrap());
+            let linear = QLinear::new(q, &device, CpuKernels::Candle).unwrap();
+            assert_eq!(matches!(linear, QLinear::Blocks(_)), blocks, "{dtype:?}");
         }
     }
 

@@ -149,20 +149,12 @@ impl Library {
         path: &Path,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
-        mut on_slice: impl FnMut(PartlySearchable),
+        on_slice: impl FnMut(PartlySearchable),
     ) -> Result<IndexOutcome, IndexError> {
-        let _writer = self.writer(path).await;
-        self.step.enter_file(super::IndexStage::Reading, path);
-        // A shared library's rows as they stand now: this file's row and its content's other
-        // paths are decided and rewritten from what other computers committed, not from what
-        // this one saw last.
-        self.reload_if_shared().await?;
-        let prepared = self
-            .index_file_locked(root, path, embedder, stop, &mut on_slice)
-            .await;
-        self.set_stage(super::IndexStage::Idle);
-        drop(_writer);
-        match prepared? {
+        match self
+            .prepare_file_under(root, path, embedder, stop, on_slice)
+            .await?
+        {
             Prepared::Done(outcome) => Ok(outcome),
             Prepared::Small(file) => self.commit_small_file(&file, embedder, stop).await,
         }
@@ -175,12 +167,10 @@ impl Library {
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
     ) -> Result<IndexOutcome, IndexError> {
-        let mut done = self
+        let done = self
             .commit_small_files(std::slice::from_ref(file), embedder, stop)
             .await?;
-        done.pop().map(|(_, outcome)| outcome).ok_or_else(|| {
-            IndexError::Schema("a committed file came back without its outcome".into())
-        })
+        only_outcome(done)
     }
 
     /// [`Library::index_file_under`] that leaves a small new file ([`SmallFile`]) read but not
@@ -195,6 +185,9 @@ impl Library {
     ) -> Result<Prepared, IndexError> {
         let _writer = self.writer(path).await;
         self.step.enter_file(super::IndexStage::Reading, path);
+        // A shared library's rows as they stand now: this file's row and its content's other
+        // paths are decided and rewritten from what other computers committed, not from what
+        // this one saw last.
         self.reload_if_shared().await?;
         let prepared = self
             .index_file_locked(root, path, embedder, stop, &mut on_slice)
@@ -277,7 +270,7 @@ impl Library {
                 ..file.record.clone()
             })
             .collect();
-        if let Err(e) = self.commit_new_rows(records).await {
+        if let Err(e) = self.commit_rows(records).await {
             for file in files {
                 // Not committed: the passages must not turn up under a later run's row.
                 let all = 0..file.rows.len() as u32;
@@ -301,37 +294,6 @@ impl Library {
                 )
             })
             .collect())
-    }
-
-    /// Writes the rows of new paths in one commit: an append in a local library, a merge on
-    /// the path in a shared one (another computer may have written one of them meanwhile).
-    async fn commit_new_rows(&self, rows: Vec<DocumentRecord>) -> Result<(), IndexError> {
-        let batch = documents_batch(&rows)?;
-        let known = {
-            let committed = self.committed();
-            rows.iter().any(|r| committed.by_path.contains_key(&r.path))
-        };
-        if self.location.is_shared() || known {
-            let mut merge = self.documents.merge_insert(&["path"]);
-            merge
-                .when_matched_update_all(None)
-                .when_not_matched_insert_all();
-            merge
-                .execute(one_batch(batch))
-                .await
-                .map_err(self.store_err())?;
-        } else {
-            self.documents
-                .add(batch)
-                .execute()
-                .await
-                .map_err(self.store_err())?;
-        }
-        let mut committed = self.committed_mut();
-        for row in rows {
-            committed.by_path.insert(row.path.clone(), row);
-        }
-        Ok(())
     }
 
     fn set_stage(&self, stage: super::IndexStage) {
@@ -487,16 +449,11 @@ impl Library {
             if !reading.after_an_end() {
                 return Ok(Prepared::Small(Box::new(small)));
             }
-            let mut done = self
+            let done = self
                 .commit_small_files_locked(std::slice::from_ref(&small), embedder, stop)
                 .await?;
             drop(reading);
-            return match done.pop() {
-                Some((_, outcome)) => Ok(Prepared::Done(outcome)),
-                None => Err(IndexError::Schema(
-                    "a committed file came back without its outcome".into(),
-                )),
-            };
+            return only_outcome(done).map(Prepared::Done);
         }
         // A changed file's old content stays searchable until the new one replaces it whole.
         let in_one_step = previous.as_ref().is_some_and(DocumentRecord::is_complete);
@@ -797,10 +754,19 @@ impl Library {
 
     /// Writes the document row for `doc.path` (insert or replace, one LanceDB commit).
     async fn commit(&self, doc: DocumentRecord) -> Result<(), IndexError> {
-        let batch = documents_batch(std::slice::from_ref(&doc))?;
+        self.commit_rows(vec![doc]).await
+    }
+
+    /// Writes `rows` (each inserting or replacing its path's row) in one LanceDB commit.
+    async fn commit_rows(&self, rows: Vec<DocumentRecord>) -> Result<(), IndexError> {
+        let batch = documents_batch(&rows)?;
+        let replacing = {
+            let committed = self.committed();
+            rows.iter().any(|r| committed.by_path.contains_key(&r.path))
+        };
         // In a shared library another computer may be writing the same path's row: a merge on
         // the path lets Lance see that and keep one row.
-        if self.location.is_shared() || self.committed().by_path.contains_key(&doc.path) {
+        if self.location.is_shared() || replacing {
             // Replacing: one merge commit swaps the row, so searches see old or new content.
             let mut merge = self.documents.merge_insert(&["path"]);
             merge
@@ -811,14 +777,17 @@ impl Library {
                 .await
                 .map_err(self.store_err())?;
         } else {
-            // A new path: a plain append is as atomic as a merge and much cheaper.
+            // New paths: a plain append is as atomic as a merge and much cheaper.
             self.documents
                 .add(batch)
                 .execute()
                 .await
                 .map_err(self.store_err())?;
         }
-        self.committed_mut().by_path.insert(doc.path.clone(), doc);
+        let mut committed = self.committed_mut();
+        for row in rows {
+            committed.by_path.insert(row.path.clone(), row);
+        }
         Ok(())
     }
 
@@ -828,6 +797,18 @@ impl Library {
             Some(prev) => self.collect_garbage(&prev.id).await,
             None => Ok(()),
         }
+    }
+}
+
+/// The outcome of the one file committed.
+fn only_outcome(
+    mut done: Vec<(std::path::PathBuf, IndexOutcome)>,
+) -> Result<IndexOutcome, IndexError> {
+    match (done.pop(), done.is_empty()) {
+        (Some((_, outcome)), true) => Ok(outcome),
+        _ => Err(IndexError::Schema(
+            "one file committed did not come back with one outcome".into(),
+        )),
     }
 }
 

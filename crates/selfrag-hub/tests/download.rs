@@ -975,14 +975,19 @@ fn offline_mode_uses_only_the_cache_and_says_what_to_do_when_it_is_empty() {
     assert_eq!(hub.log().len(), requests, "offline mode made requests");
 }
 
-#[test]
-fn a_checkpoint_with_no_published_gguf_is_refused_with_the_conversion_before_any_request() {
-    // The endpoint is a port nothing listens on: a request would fail as `Network`.
-    let port = TcpListener::bind("127.0.0.1:0")
+/// A port nothing listens on: one bound, then let go.
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+#[test]
+fn a_checkpoint_with_no_published_gguf_is_refused_with_the_conversion_before_any_request() {
+    // The endpoint is a port nothing listens on: a request would fail as `Network`.
+    let port = closed_port();
     let cache = tempfile::tempdir().unwrap();
     let spec = selfrag_hub::ModelSpec::by_id("raglab-selfrag-llama3-8b-q4km").unwrap();
     for offline in [false, true] {
@@ -1009,12 +1014,7 @@ fn a_checkpoint_with_no_published_gguf_is_refused_with_the_conversion_before_any
 
 #[test]
 fn no_network_is_an_error_naming_the_file_and_the_fix() {
-    // A port nothing listens on: bind one, then let it go.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let cache = tempfile::tempdir().unwrap();
     let mut options = HubOptions::from_vars(|_| None, Some(cache.path().to_path_buf()));
     options.endpoint = format!("http://127.0.0.1:{port}");

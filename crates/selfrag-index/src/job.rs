@@ -321,6 +321,15 @@ impl Library {
                 run.summary.cancelled = true;
                 break;
             }
+            // Files read before a long one (or a run of unchanged ones) wait no longer than
+            // their due.
+            if batch.is_due()
+                && self
+                    .commit_batch(&mut batch, &mut run, embedder, cancel, &mut on_event)
+                    .await?
+            {
+                break;
+            }
             let path = file.display().to_string();
             on_event(JobEvent::FileStarted { path: path.clone() });
             let root = widest_holding(&granted, file);
@@ -446,8 +455,9 @@ impl Library {
     }
 
     /// Commits the small files waiting in `batch` ([`Library::commit_small_files`]) and
-    /// reports each; a batch that fails is committed again file by file, so that one file's
-    /// trouble fails that file alone. `Ok(true)` when the job is to stop (Stop or Pause).
+    /// reports each; a file another writer stored meanwhile is read again on its own. A batch
+    /// that fails fails each of its files (none is stored; the next job reads them again).
+    /// `Ok(true)` when the job is to stop (Stop or Pause).
     async fn commit_batch(
         &self,
         batch: &mut SmallBatch,
@@ -457,28 +467,43 @@ impl Library {
         on_event: &mut impl FnMut(JobEvent),
     ) -> Result<bool, IndexError> {
         let files = batch.take();
-        if files.is_empty() {
+        let Some(first) = files.first().map(|f| f.path.clone()) else {
             return Ok(false);
-        }
+        };
+        let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
         let results: Vec<(PathBuf, Result<IndexOutcome, IndexError>)> = match self
-            .commit_small_files(&files, embedder, cancel)
+            .commit_small_files(files, embedder, cancel)
             .await
         {
-            Ok(done) => done
-                .into_iter()
-                .map(|(path, outcome)| (path, Ok(outcome)))
-                .collect(),
-            Err(e @ IndexError::Stopped { .. }) => vec![(files[0].path.clone(), Err(e))],
-            Err(e) if is_disk_full(&e) => vec![(files[0].path.clone(), Err(e))],
-            Err(e) if files.len() == 1 => vec![(files[0].path.clone(), Err(e))],
-            Err(e) => {
-                tracing::warn!(files = files.len(), error = %e, "a batch of small files failed; committing them one by one");
-                let mut one_by_one = Vec::with_capacity(files.len());
-                for file in &files {
-                    let result = self.commit_small_file(file, embedder, cancel).await;
-                    one_by_one.push((file.path.clone(), result));
+            Ok(committed) => {
+                let mut results: Vec<_> = committed
+                    .stored
+                    .into_iter()
+                    .map(|(path, outcome)| (path, Ok(outcome)))
+                    .collect();
+                for (root, path) in committed.stale {
+                    let again = self
+                        .index_file_under(&root, &path, embedder, cancel, |_| {})
+                        .await;
+                    results.push((path, again));
                 }
-                one_by_one
+                results
+            }
+            Err(e @ IndexError::Stopped { .. }) => vec![(first, Err(e))],
+            Err(e) if is_disk_full(&e) => vec![(first, Err(e))],
+            Err(e) => {
+                tracing::warn!(files = paths.len(), error = %e, "a batch of small files was not stored");
+                let reason = e.to_string();
+                paths
+                    .into_iter()
+                    .map(|path| {
+                        let error = IndexError::Write {
+                            path: path.clone(),
+                            source: std::io::Error::other(reason.clone()),
+                        };
+                        (path, Err(error))
+                    })
+                    .collect()
             }
         };
         for (path, result) in results {

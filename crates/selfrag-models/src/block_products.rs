@@ -14,7 +14,10 @@
 //!   next-token probabilities by up to 3.5e-4 from llama-server's where a last-bit change of
 //!   the model's own arithmetic moved them by nothing. Here the activations are quantized as
 //!   llama.cpp's x86 code does (scale `max/127`, multiplier `127/max`, rounding half to even)
-//!   and multiplied by candle's integer dot products (`GgmlType::vec_dot`).
+//!   and multiplied by candle's integer dot products (`GgmlType::vec_dot`). llama.cpp's scalar
+//!   and NEON quantizers multiply by `1/d` instead of `127/max`, which can round a value a
+//!   step apart where the two differ in the last bit: the x86 code is the reference here, as
+//!   the parity tests run it.
 
 use candle_core::quantized::k_quants::{self, BlockQ4_1, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use candle_core::quantized::{GgmlDType, GgmlType, QTensor};
@@ -26,12 +29,15 @@ use rayon::prelude::*;
 const Q8_1_VALUES: usize = 32;
 /// Bytes of a Q8_1 block: the f16 scale, the f16 `s`, the 32 values.
 const Q8_1_BYTES: usize = 36;
+const _: () = assert!(std::mem::size_of::<BlockQ8_1>() == Q8_1_BYTES);
+const _: () = assert!(std::mem::align_of::<BlockQ8_1>() <= 2);
 
 /// Whether weights of `dtype` are multiplied here on the CPU rather than by candle's
 /// `QMatMul`, and their blocks can be read in place (a whole number of aligned blocks).
 pub(crate) fn multiplies(weights: &QTensor) -> Result<bool> {
-    if weights.shape().dims().len() != 2 {
-        return Ok(false);
+    match weights.shape().dims() {
+        [_, k] if *k > 0 => {}
+        _ => return Ok(false),
     }
     let bytes = weights.data()?;
     Ok(match weights.dtype() {
@@ -97,7 +103,10 @@ fn q8_1_matmul<T: GgmlType<VecDotType = BlockQ8_1>>(
     // One byte of slack, so that the blocks can start at an f16's alignment (2) whatever the
     // allocation's; the capacity is never exceeded, so the start stays where it is.
     let mut bytes: Vec<u8> = Vec::with_capacity(m * blocks_per_row * Q8_1_BYTES + 1);
-    let start = (bytes.as_ptr() as usize) % std::mem::align_of::<BlockQ8_1>();
+    let start = bytes
+        .as_ptr()
+        .align_offset(std::mem::align_of::<BlockQ8_1>())
+        .min(1);
     bytes.resize(start, 0);
     for row in lhs.chunks_exact(k) {
         quantize_row_q8_1(row, &mut bytes);

@@ -75,11 +75,22 @@ pub(crate) enum Prepared {
 /// passages, not embedded or stored yet. Nothing of it is in the library until
 /// [`Library::commit_small_files`] has stored it; dropped, it is read again by the next job.
 pub(crate) struct SmallFile {
+    /// The file or folder the user gave that holds it ([`Library::index_file_under`]).
+    root: std::path::PathBuf,
     /// The file as the job named it.
     pub(crate) path: std::path::PathBuf,
     record: DocumentRecord,
     rows: PassageRows,
     notes: Vec<String>,
+}
+
+/// What [`Library::commit_small_files`] did: the files stored, with their outcomes, and those
+/// left out because another writer stored their path or content since they were read, each with
+/// its root, to be read again.
+#[derive(Default)]
+pub(crate) struct SmallCommit {
+    pub(crate) stored: Vec<(std::path::PathBuf, IndexOutcome)>,
+    pub(crate) stale: Vec<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl SmallFile {
@@ -151,26 +162,21 @@ impl Library {
         stop: &AtomicBool,
         on_slice: impl FnMut(PartlySearchable),
     ) -> Result<IndexOutcome, IndexError> {
+        // One hold of the writer from the reading to the commit: what was decided of the file
+        // (new, its content not stored) still holds when it is written.
+        let _writer = self.writer(path).await;
         match self
-            .prepare_file_under(root, path, embedder, stop, on_slice)
+            .prepare_file_locked(root, path, embedder, stop, on_slice)
             .await?
         {
             Prepared::Done(outcome) => Ok(outcome),
-            Prepared::Small(file) => self.commit_small_file(&file, embedder, stop).await,
+            Prepared::Small(file) => {
+                let mut committed = self
+                    .commit_and_sync_locked(vec![*file], embedder, stop)
+                    .await?;
+                only_outcome(std::mem::take(&mut committed.stored))
+            }
         }
-    }
-
-    /// [`Library::commit_small_files`] of one file.
-    pub(crate) async fn commit_small_file(
-        &self,
-        file: &SmallFile,
-        embedder: &dyn PassageEmbedder,
-        stop: &AtomicBool,
-    ) -> Result<IndexOutcome, IndexError> {
-        let done = self
-            .commit_small_files(std::slice::from_ref(file), embedder, stop)
-            .await?;
-        only_outcome(done)
     }
 
     /// [`Library::index_file_under`] that leaves a small new file ([`SmallFile`]) read but not
@@ -181,9 +187,22 @@ impl Library {
         path: &Path,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
-        mut on_slice: impl FnMut(PartlySearchable),
+        on_slice: impl FnMut(PartlySearchable),
     ) -> Result<Prepared, IndexError> {
         let _writer = self.writer(path).await;
+        self.prepare_file_locked(root, path, embedder, stop, on_slice)
+            .await
+    }
+
+    /// [`Library::prepare_file_under`] with the writer lock held.
+    async fn prepare_file_locked(
+        &self,
+        root: &Path,
+        path: &Path,
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+        mut on_slice: impl FnMut(PartlySearchable),
+    ) -> Result<Prepared, IndexError> {
         self.step.enter_file(super::IndexStage::Reading, path);
         // A shared library's rows as they stand now: this file's row and its content's other
         // paths are decided and rewritten from what other computers committed, not from what
@@ -211,26 +230,58 @@ impl Library {
 
     /// Embeds and stores `files` (new small files read by [`Library::prepare_file_under`], of
     /// distinct contents): their passages embedded in batches of [`EMBED_BATCH`] across files,
-    /// added in one commit, their rows in one more, then made durable. Returns each file's
-    /// path and outcome, in order. On an error nothing of them counts as indexed: passages
-    /// stored without their rows are removed again (or when the library next opens).
+    /// added in one commit, their rows in one more, then made durable. A file whose path or
+    /// content another writer stored since it was read (a watched folder's change, another
+    /// computer) is left out, for the caller to read again ([`SmallCommit::stale`]). On an
+    /// error nothing of the batch counts as indexed: passages stored without their rows are
+    /// removed again (or when the library next opens).
     pub(crate) async fn commit_small_files(
         &self,
-        files: &[SmallFile],
+        files: Vec<SmallFile>,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
-    ) -> Result<Vec<(std::path::PathBuf, IndexOutcome)>, IndexError> {
+    ) -> Result<SmallCommit, IndexError> {
         let Some(first) = files.first() else {
-            return Ok(Vec::new());
+            return Ok(SmallCommit::default());
         };
         let _writer = self.writer(&first.path).await;
-        let written = self.commit_small_files_locked(files, embedder, stop).await;
+        self.reload_if_shared().await?;
+        let (fresh, stale): (Vec<SmallFile>, Vec<SmallFile>) =
+            files.into_iter().partition(|file| self.still_new(file));
+        let mut committed = self.commit_and_sync_locked(fresh, embedder, stop).await?;
+        committed.stale = stale.into_iter().map(|f| (f.root, f.path)).collect();
+        Ok(committed)
+    }
+
+    /// Whether `file` is still what it was when read: its path has no row, and its content
+    /// none anywhere and nothing left unclean.
+    fn still_new(&self, file: &SmallFile) -> bool {
+        let committed = self.committed();
+        !committed.by_path.contains_key(&file.record.path)
+            && !committed.by_path.values().any(|d| d.id == file.record.id)
+            && !self.unclean_mut().contains(&file.record.id)
+    }
+
+    /// [`Library::commit_small_files_locked`], then durable: with the writer lock held.
+    async fn commit_and_sync_locked(
+        &self,
+        files: Vec<SmallFile>,
+        embedder: &dyn PassageEmbedder,
+        stop: &AtomicBool,
+    ) -> Result<SmallCommit, IndexError> {
+        if files.is_empty() {
+            return Ok(SmallCommit::default());
+        }
+        let written = self.commit_small_files_locked(&files, embedder, stop).await;
         self.set_stage(super::IndexStage::Syncing);
         let durable = self.make_durable().await;
         self.set_stage(super::IndexStage::Idle);
-        let written = written?;
+        let stored = written?;
         durable?;
-        Ok(written)
+        Ok(SmallCommit {
+            stored,
+            stale: Vec::new(),
+        })
     }
 
     async fn commit_small_files_locked(
@@ -437,10 +488,16 @@ impl Library {
                 Some(works)
             },
         };
-        if previous.is_none() && written == 0 && total <= FIRST_SLICE {
+        let content_has_rows = self
+            .committed()
+            .by_path
+            .values()
+            .any(|d| d.id == document_id);
+        if previous.is_none() && written == 0 && total <= FIRST_SLICE && !content_has_rows {
             // A new small file: written whole, with others, or now and alone where a run of
             // the app ended while reading it (so that another end falls on it alone).
             let small = SmallFile {
+                root: root.to_path_buf(),
                 path: path.to_path_buf(),
                 record,
                 rows,
@@ -970,6 +1027,45 @@ mod tests {
             .await;
         assert!(matches!(cut, Err(IndexError::Stopped { .. })), "{cut:?}");
         (tmp, file, embedder, lib)
+    }
+
+    /// A small file read for a batch whose content another writer stored before the batch's
+    /// commit (a watched folder's copy of it) is left out of the commit and read again: its
+    /// passages are stored once, and the copy then reuses them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_file_whose_content_was_stored_meanwhile_is_read_again_not_stored_twice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = tmp.path().join("note.txt");
+        let copy = tmp.path().join("copy.txt");
+        std::fs::write(&first, "A note on herons and the river they fish in.").unwrap();
+        std::fs::copy(&first, &copy).unwrap();
+        let embedder = Lengths {
+            stop: AtomicBool::new(false),
+            embedded: 0.into(),
+            stop_after: usize::MAX,
+        };
+        let lib = Library::open(&tmp.path().join("lib"), &embedder)
+            .await
+            .unwrap();
+        let never = AtomicBool::new(false);
+        let Prepared::Small(read) = lib
+            .prepare_file_under(&copy, &copy, &embedder, &never, |_| {})
+            .await
+            .unwrap()
+        else {
+            panic!("a one-passage note is a small file");
+        };
+        // Meanwhile another writer stores the same content under the other path.
+        lib.index_file(&first, &embedder).await.unwrap();
+        let committed = lib
+            .commit_small_files(vec![*read], &embedder, &never)
+            .await
+            .unwrap();
+        assert!(committed.stored.is_empty());
+        assert_eq!(committed.stale, vec![(copy.clone(), copy.clone())]);
+        let again = lib.index_file(&copy, &embedder).await.unwrap();
+        assert!(matches!(again, IndexOutcome::Reused { .. }), "{again:?}");
+        assert_eq!(lib.passages.count_rows(None).await.unwrap(), 1);
     }
 
     /// A slice stored whose row was not (its row's commit failed) is deleted before the

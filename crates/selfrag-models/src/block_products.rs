@@ -39,11 +39,11 @@ pub(crate) fn multiplies(weights: &QTensor) -> Result<bool> {
         [_, k] if *k > 0 => {}
         _ => return Ok(false),
     }
-    let bytes = weights.data()?;
+    // The type first: the bytes are looked at only for the types multiplied here.
     Ok(match weights.dtype() {
-        GgmlDType::Q8_0 => crate::mapped::as_blocks::<BlockQ8_0>(&bytes).is_some(),
-        GgmlDType::Q4_1 => crate::mapped::as_blocks::<BlockQ4_1>(&bytes).is_some(),
-        GgmlDType::Q5_1 => crate::mapped::as_blocks::<BlockQ5_1>(&bytes).is_some(),
+        GgmlDType::Q8_0 => crate::mapped::as_blocks::<BlockQ8_0>(&weights.data()?).is_some(),
+        GgmlDType::Q4_1 => crate::mapped::as_blocks::<BlockQ4_1>(&weights.data()?).is_some(),
+        GgmlDType::Q5_1 => crate::mapped::as_blocks::<BlockQ5_1>(&weights.data()?).is_some(),
         _ => false,
     })
 }

@@ -171,10 +171,10 @@ impl Library {
         {
             Prepared::Done(outcome) => Ok(outcome),
             Prepared::Small(file) => {
-                let mut committed = self
+                let committed = self
                     .commit_and_sync_locked(vec![*file], embedder, stop)
                     .await?;
-                only_outcome(std::mem::take(&mut committed.stored))
+                only_outcome(committed.stored)
             }
         }
     }
@@ -272,7 +272,7 @@ impl Library {
         if files.is_empty() {
             return Ok(SmallCommit::default());
         }
-        let written = self.commit_small_files_locked(&files, embedder, stop).await;
+        let written = self.commit_small_files_locked(files, embedder, stop).await;
         self.set_stage(super::IndexStage::Syncing);
         let durable = self.make_durable().await;
         self.set_stage(super::IndexStage::Idle);
@@ -286,10 +286,13 @@ impl Library {
 
     async fn commit_small_files_locked(
         &self,
-        files: &[SmallFile],
+        files: Vec<SmallFile>,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
     ) -> Result<Vec<(std::path::PathBuf, IndexOutcome)>, IndexError> {
+        let Some(first) = files.first().map(|f| f.path.clone()) else {
+            return Ok(Vec::new());
+        };
         let versions: Vec<crate::job::FileVersion> = files
             .iter()
             .map(|file| crate::job::FileVersion {
@@ -300,49 +303,46 @@ impl Library {
             .collect();
         // In progress until written, all of them: an end of the app meanwhile counts on each.
         let _committing = self.begin_committing(&versions)?;
+        // The passages of all of them, and each one's row as it will be once they are stored.
         let mut rows = PassageRows::default();
+        let mut stored = Vec::with_capacity(files.len());
         for file in files {
-            rows.append(file.rows.clone());
+            let record = DocumentRecord {
+                passages: file.rows.len() as u32,
+                passages_expected: None,
+                indexed_at_ms: now_ms(),
+                ..file.record
+            };
+            rows.append(file.rows);
+            stored.push((file.path, record, file.notes));
         }
-        let first = &files[0].path;
-        self.step.enter_file(super::IndexStage::Embedding, first);
-        let vectors = embed_stoppable(embedder, &rows, stop, first)?;
+        self.step.enter_file(super::IndexStage::Embedding, &first);
+        let vectors = embed_stoppable(embedder, &rows, stop, &first)?;
         self.set_stage(super::IndexStage::Writing);
         let batch = rows.into_batch(vectors, embedder.dim())?;
         // Passages first, the rows after: the rows commit them.
         let _pending = Uncommitted::new(&self.uncommitted, batch.num_rows());
         self.add_passages(batch).await?;
-        let records: Vec<DocumentRecord> = files
-            .iter()
-            .map(|file| DocumentRecord {
-                passages: file.rows.len() as u32,
-                passages_expected: None,
-                indexed_at_ms: now_ms(),
-                ..file.record.clone()
-            })
-            .collect();
+        let records = stored.iter().map(|(_, record, _)| record.clone()).collect();
         if let Err(e) = self.commit_rows(records).await {
-            for file in files {
+            for (_, record, _) in &stored {
                 // Not committed: the passages must not turn up under a later run's row.
-                let all = 0..file.rows.len() as u32;
-                if let Err(cleanup) = self.delete_passages(&file.record.id, all).await {
+                if let Err(cleanup) = self.delete_passages(&record.id, 0..record.passages).await {
                     tracing::warn!(error = %cleanup, "removing passages whose row was not written");
-                    self.unclean_mut().insert(file.record.id.clone());
+                    self.unclean_mut().insert(record.id.clone());
                 }
             }
             return Err(e);
         }
-        Ok(files
-            .iter()
-            .map(|file| {
-                (
-                    file.path.clone(),
-                    IndexOutcome::Indexed {
-                        document_id: file.record.id.clone(),
-                        passages: file.rows.len() as u32,
-                        notes: file.notes.clone(),
-                    },
-                )
+        Ok(stored
+            .into_iter()
+            .map(|(path, record, notes)| {
+                let outcome = IndexOutcome::Indexed {
+                    document_id: record.id,
+                    passages: record.passages,
+                    notes,
+                };
+                (path, outcome)
             })
             .collect())
     }
@@ -507,7 +507,7 @@ impl Library {
                 return Ok(Prepared::Small(Box::new(small)));
             }
             let done = self
-                .commit_small_files_locked(std::slice::from_ref(&small), embedder, stop)
+                .commit_small_files_locked(vec![small], embedder, stop)
                 .await?;
             drop(reading);
             return only_outcome(done).map(Prepared::Done);

@@ -589,7 +589,8 @@ impl JobRecord {
 /// Issue 44: an interrupted job resumes at every start and a watched folder catches up, so a
 /// file that kills the app killed it at every launch. A run that ends on a file (killed, quit)
 /// costs it nothing: the next start reads it again. A second in a row, and the file is skipped
-/// and named, until the user names that file itself.
+/// and named, until the user names that file itself. An end while small files are committed
+/// together counts on none of them (it is no one file's): they are read alone after it.
 #[test]
 fn a_file_the_app_keeps_dying_on_is_skipped_and_named() {
     let tmp = tempfile::tempdir().unwrap();
@@ -604,8 +605,10 @@ fn a_file_the_app_keeps_dying_on_is_skipped_and_named() {
         std::fs::write(docs.join(name), text).unwrap();
     }
     let killer = docs.join("b.md");
-    // Dies on b.md; resumed, reads it again and dies again.
+    // Dies while a.md, b.md and c.md are embedded together; resumed, reads them alone and
+    // dies on b.md; resumed, reads it again and dies again.
     crash_child(&library, &[&docs]);
+    crash_child(&library, &[]);
     crash_child(&library, &[]);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -12,8 +12,8 @@ there (no download: every model is random weights built here). It reads:
 and times, on the GPU:
 
 - a random BERT-base (`BertModel(BertConfig())`, no pooler) embedding those passages with mean
-  pooling over the real tokens, batched as ours batches them (sorted by length, at most 32 rows
-  and 2,048 padded tokens a batch), in f32 (TF32 off, as ours) and in fp16: passages/s, ids to
+  pooling over the real tokens, batched as ours batches them on the GPU (sorted by length, at
+  most the rows and padded tokens a batch that the ids file names), in f32 (TF32 off, as ours) and in fp16: passages/s, ids to
   vectors on the host (our figure also includes tokenizing the text);
 - a random Llama-2-7B-shaped `LlamaForCausalLM` (32 blocks, vocabulary 32,016 as Self-RAG's) in
   fp16: the 128-token prompt in one pass, then 64 greedy steps with its KV cache, each step's
@@ -33,22 +33,24 @@ import sys
 import time
 import traceback
 
-# Our batching (selfrag-models' embedder.rs: TOKENS_PER_BATCH, MAX_ROWS).
+# Our batching on the CPU (selfrag-models' embedder.rs: TOKENS_PER_BATCH, MAX_ROWS); the ids
+# file says our batching on the device measured (`batch_rows`, `batch_tokens`).
 TOKENS_PER_BATCH = 2048
 MAX_ROWS = 32
 LLAMA_VOCAB = 32016
 
 
-def batches_like_ours(rows):
+def batches_like_ours(rows, max_rows=MAX_ROWS, tokens_per_batch=TOKENS_PER_BATCH):
     """Indices of `rows` in our embedder's batches: sorted by length, a batch closed when it has
-    MAX_ROWS rows or the next (longer) row would take it past TOKENS_PER_BATCH padded tokens."""
+    `max_rows` rows or the next (longer) row would take it past `tokens_per_batch` padded
+    tokens."""
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
     out, batch = [], []
     for position, i in enumerate(order):
         batch.append(i)
         following = order[position + 1] if position + 1 < len(order) else None
-        full = len(batch) == MAX_ROWS or following is None or (
-            (len(batch) + 1) * max(len(rows[following]), 1) > TOKENS_PER_BATCH
+        full = len(batch) == max_rows or following is None or (
+            (len(batch) + 1) * max(len(rows[following]), 1) > tokens_per_batch
         )
         if full:
             out.append(batch)
@@ -69,14 +71,14 @@ def read_ours(path):
     return figures
 
 
-def time_embedder(torch, transformers, passages, dtype, rounds):
+def time_embedder(torch, transformers, passages, batching, dtype, rounds):
     config = transformers.BertConfig()  # BERT-base: 12 layers, 768, 12 heads, 3072
     config.vocab_size = max(config.vocab_size, 1 + max(max(p) for p in passages))
     with torch.device("cuda"):
         model = transformers.BertModel(config, add_pooling_layer=False)
     model = model.to(dtype).eval()
     batches = []
-    for batch in batches_like_ours(passages):
+    for batch in batches_like_ours(passages, *batching):
         width = max(len(passages[i]) for i in batch)
         ids = torch.zeros((len(batch), width), dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -238,10 +240,12 @@ def main():
     with open(args.ids) as f:
         ids = json.load(f)
     passages, prompt = ids["passages"], ids["prompt"]
+    batching = (ids.get("batch_rows", MAX_ROWS), ids.get("batch_tokens", TOKENS_PER_BATCH))
     lengths = [len(p) for p in passages]
     print(
         f"peer: {len(passages)} passages of {min(lengths)}–{max(lengths)} tokens in "
-        f"{len(batches_like_ours(passages))} batches; a prompt of {len(prompt)} tokens; "
+        f"{len(batches_like_ours(passages, *batching))} batches (at most {batching[0]} rows, "
+        f"{batching[1]} padded tokens); a prompt of {len(prompt)} tokens; "
         f"our figures: {', '.join(f'{k} {v:.4g}' for k, v in ours.items()) or 'none'}"
     )
 
@@ -268,8 +272,8 @@ def main():
             torch = transformers = None
         if torch is not None:
             steps = [
-                ("bert_f32", lambda: time_embedder(torch, transformers, passages, torch.float32, args.rounds)),
-                ("bert_f16", lambda: time_embedder(torch, transformers, passages, torch.float16, args.rounds)),
+                ("bert_f32", lambda: time_embedder(torch, transformers, passages, batching, torch.float32, args.rounds)),
+                ("bert_f16", lambda: time_embedder(torch, transformers, passages, batching, torch.float16, args.rounds)),
                 ("llama", lambda: time_llama(torch, transformers, prompt, args.steps, args.rounds)),
             ]
             for name, step in steps:

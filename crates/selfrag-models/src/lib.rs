@@ -75,7 +75,7 @@ pub use cpu_kernels::{
     KernelChoice, KernelPolicy, PACKED_PREFILL_PASSES, ProductTimes,
 };
 pub use device::{compiled_devices, device_kind, pick_device};
-pub use embedder::BertEmbedder;
+pub use embedder::{BertEmbedder, EmbedBatching};
 pub use error::ModelError;
 pub use generator::{BatchDecode, LlamaGenerator, TimedGeneration, probe_result};
 pub use gguf_tokenizer::{GgufTokenizer, TokenType, TokenizerKind};

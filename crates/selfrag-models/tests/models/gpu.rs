@@ -679,7 +679,7 @@ impl Bench {
 }
 
 /// The ids the peer reads: each passage's as the embedder reads it (`[CLS]` … `[SEP]`, at most
-/// 512), and the generator's bench prompt, as JSON.
+/// 512), how the embedder batches them on its device, and the generator's bench prompt, as JSON.
 fn write_ids(path: &Path, embedder: &BertEmbedder, passages: &[&str]) {
     let join = |ids: &[u32]| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     let rows: Vec<String> = passages
@@ -689,9 +689,12 @@ fn write_ids(path: &Path, embedder: &BertEmbedder, passages: &[&str]) {
             format!("[{}]", join(&ids[..ids.len().min(512)]))
         })
         .collect();
+    let batching = embedder.batching();
     let json = format!(
-        "{{\"passages\": [{}],\n\"prompt\": [{}]}}\n",
+        "{{\"passages\": [{}],\n\"batch_rows\": {}, \"batch_tokens\": {},\n\"prompt\": [{}]}}\n",
         rows.join(",\n"),
+        batching.rows,
+        batching.tokens,
         join(&bench_prompt())
     );
     std::fs::write(path, json).unwrap();

@@ -279,10 +279,18 @@ fn the_same_documents_indexed_at_once_are_stored_once() {
     }
 }
 
-/// The file a run of `selfrag index` on the computer whose data folder is `data` is reading, by
-/// the crash guard's `indexing.json` (a dead run's stays until the next run reads it), and
-/// whether it reads it alone (not committing a batch of small files, which it names first).
-fn reading_now(data: &Path) -> Option<(String, bool)> {
+/// What a run of `selfrag index` is reading, by the crash guard's `indexing.json`.
+struct Reading {
+    /// The file, or the first of a batch of small files being committed.
+    path: String,
+    /// Whether it reads that file alone (not a batch).
+    alone: bool,
+    /// Which run of the app wrote it: a dead run's stays until the next run reads it.
+    run: String,
+}
+
+/// What a run of `selfrag index` on the computer whose data folder is `data` is reading.
+fn reading_now(data: &Path) -> Option<Reading> {
     fn find(dir: &Path) -> Option<PathBuf> {
         for entry in std::fs::read_dir(dir).ok()?.flatten() {
             let path = entry.path();
@@ -299,8 +307,11 @@ fn reading_now(data: &Path) -> Option<(String, bool)> {
     }
     let marker: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(find(data)?).ok()?).ok()?;
-    let alone = marker["with"].as_array().is_none_or(Vec::is_empty);
-    Some((marker["path"].as_str()?.to_owned(), alone))
+    Some(Reading {
+        path: marker["path"].as_str()?.to_owned(),
+        alone: marker["with"].as_array().is_none_or(Vec::is_empty),
+        run: marker["run"].as_str()?.to_owned(),
+    })
 }
 
 /// A computer's indexing killed (SIGKILL) mid-job, three times: each time the library opens
@@ -329,8 +340,9 @@ fn a_writer_killed_mid_commit_leaves_the_library_whole_and_its_job_resumes() {
         })
         .collect();
     expected.sort();
-    // The file the last kill ended a run on while it read that file alone.
+    // The file the last kill ended a run on while it read that file alone, and that run.
     let mut ended_alone: Option<String> = None;
+    let mut killed_run: Option<String> = None;
     for kill in 1..=3 {
         let mut child = alice
             .selfrag(&server, &["index", folder.to_str().unwrap()])
@@ -345,8 +357,10 @@ fn a_writer_killed_mid_commit_leaves_the_library_whole_and_its_job_resumes() {
         let patience = std::time::Instant::now() + std::time::Duration::from_secs(120);
         loop {
             let due = match reading_now(&alice.data) {
-                Some((_, alone)) if kill == 1 => !alone,
-                Some((path, _)) => ended_alone.as_ref() != Some(&path),
+                // The killed run's marker, until this run has read it: not this run's work.
+                Some(reading) if killed_run.as_ref() == Some(&reading.run) => false,
+                Some(reading) if kill == 1 => !reading.alone,
+                Some(reading) => ended_alone.as_ref() != Some(&reading.path),
                 None => false,
             };
             if due {
@@ -364,7 +378,9 @@ fn a_writer_killed_mid_commit_leaves_the_library_whole_and_its_job_resumes() {
         }
         let _ = child.kill();
         let _ = child.wait();
-        ended_alone = reading_now(&alice.data).and_then(|(path, alone)| alone.then_some(path));
+        let left = reading_now(&alice.data);
+        ended_alone = left.as_ref().and_then(|r| r.alone.then(|| r.path.clone()));
+        killed_run = left.map(|r| r.run);
         // Another computer opens the library: what is listed was committed whole.
         let listed = listed_paths(&bob, &server);
         assert!(

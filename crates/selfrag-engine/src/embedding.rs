@@ -147,7 +147,7 @@ impl Embeddings {
     }
 
     /// The local embedder's vector length, loading it if needed.
-    pub async fn local_dim(&self) -> Result<usize, EngineError> {
-        self.models.embedder_dim().await
+    pub async fn local_shape(&self) -> Result<crate::model_thread::EmbedderShape, EngineError> {
+        self.models.embedder_shape().await
     }
 }

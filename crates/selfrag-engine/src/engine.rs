@@ -212,23 +212,28 @@ impl Engine {
     }
 
     pub(crate) async fn passage_embedder(&self) -> Result<EngineEmbedder, EngineError> {
-        let (id, dim) = match self.embeddings.server_identity().await {
-            Some(identity) => identity?,
-            None => (
-                embedder_identity(
+        let (id, dim, texts_per_call) = match self.embeddings.server_identity().await {
+            Some(identity) => {
+                let (id, dim) = identity?;
+                (id, dim, selfrag_index::DEFAULT_TEXTS_PER_CALL)
+            }
+            None => {
+                let shape = self.embeddings.local_shape().await?;
+                let id = embedder_identity(
                     self.embedder_path
                         .read()
                         .ok()
                         .and_then(|p| p.clone())
                         .as_deref(),
-                ),
-                self.embeddings.local_dim().await?,
-            ),
+                );
+                (id, shape.dim, shape.texts_per_call)
+            }
         };
         Ok(EngineEmbedder {
             embeddings: self.embeddings.clone(),
             id,
             dim,
+            texts_per_call,
         })
     }
 
@@ -477,6 +482,8 @@ pub(crate) struct EngineEmbedder {
     embeddings: crate::embedding::Embeddings,
     id: String,
     dim: usize,
+    /// The local embedder's pass on its device; the library's default for a server.
+    texts_per_call: usize,
 }
 
 impl PassageEmbedder for EngineEmbedder {
@@ -485,6 +492,9 @@ impl PassageEmbedder for EngineEmbedder {
     }
     fn dim(&self) -> usize {
         self.dim
+    }
+    fn texts_per_call(&self) -> usize {
+        self.texts_per_call
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
         let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();

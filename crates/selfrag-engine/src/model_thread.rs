@@ -72,6 +72,16 @@ pub struct Embedded {
 }
 
 /// What the model thread is asked to do.
+/// What the indexer needs to know of the local embedder.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EmbedderShape {
+    /// Length of every vector.
+    pub dim: usize,
+    /// Texts per call while indexing: the rows of one of its passes on its device (32 on a
+    /// CPU, 256 on a GPU).
+    pub texts_per_call: usize,
+}
+
 enum Command {
     /// Embeds texts with the embedder.
     Embed {
@@ -79,9 +89,9 @@ enum Command {
         purpose: EmbedFor,
         reply: EmbedReply,
     },
-    /// The embedder's vector size, loading it if needed.
-    EmbedderDim {
-        reply: oneshot::Sender<Result<usize, EngineError>>,
+    /// The embedder's vector size and texts per call, loading it if needed.
+    EmbedderShape {
+        reply: oneshot::Sender<Result<EmbedderShape, EngineError>>,
     },
     /// Loads the generator if needed; replies with what a client needs to know about it, and
     /// the seconds the load took (0 when it was loaded).
@@ -371,8 +381,11 @@ impl LoadedModels {
                 purpose: EmbedFor::Indexing,
                 reply,
             } => background.waiting.push_back((texts, reply)),
-            Command::EmbedderDim { reply } => {
-                let _ = reply.send(self.embedder().map(BertEmbedder::dim));
+            Command::EmbedderShape { reply } => {
+                let _ = reply.send(self.embedder().map(|embedder| EmbedderShape {
+                    dim: embedder.dim(),
+                    texts_per_call: embedder.batching().rows,
+                }));
             }
             Command::OpenGenerator { numerics, reply } => {
                 let (loading, loaded) = (Instant::now(), self.generator.is_some());
@@ -772,10 +785,10 @@ impl ModelThread {
         Ok(rx.await.map_err(|_| EngineError::ModelThreadGone)??.vectors)
     }
 
-    /// The embedder's vector size, loading it if needed.
-    pub async fn embedder_dim(&self) -> Result<usize, EngineError> {
+    /// The embedder's vector size and texts per call, loading it if needed.
+    pub async fn embedder_shape(&self) -> Result<EmbedderShape, EngineError> {
         let (reply, rx) = oneshot::channel();
-        self.send(Command::EmbedderDim { reply })?;
+        self.send(Command::EmbedderShape { reply })?;
         rx.await.map_err(|_| EngineError::ModelThreadGone)?
     }
 
@@ -990,7 +1003,7 @@ mod tests {
         assert!(thread.generator_loaded().await);
         assert!(thread.embedder_loaded().await, "loaded with the generator");
         let vectors = thread.embed(vec!["a query".into()]).await.unwrap();
-        assert_eq!(vectors[0].len(), thread.embedder_dim().await.unwrap());
+        assert_eq!(vectors[0].len(), thread.embedder_shape().await.unwrap().dim);
     }
 
     /// An embedder that cannot load beside the generator does not fail the generator's open;

@@ -58,6 +58,10 @@ pub use library::{
 pub use watch::{ChangeBatch, FolderWatcher};
 pub use worker::Extractor;
 
+/// Texts the library hands [`PassageEmbedder::embed`] in one call where the embedder does not
+/// say otherwise: bounds memory on large documents, and a stop is seen between calls.
+pub const DEFAULT_TEXTS_PER_CALL: usize = 32;
+
 /// Turns passage text into vectors. Implemented by the engine over the BERT/Contriever model.
 pub trait PassageEmbedder: Send + Sync {
     /// Identifies the model whose vectors these are; stored with every vector so that a change
@@ -67,4 +71,9 @@ pub trait PassageEmbedder: Send + Sync {
     fn dim(&self) -> usize;
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError>;
+    /// Texts per call of [`PassageEmbedder::embed`] while indexing: as many as the model
+    /// embeds well in one go (a GPU's embedder takes many more than a CPU's).
+    fn texts_per_call(&self) -> usize {
+        DEFAULT_TEXTS_PER_CALL
+    }
 }

@@ -259,14 +259,24 @@ fn index_against_embedder(
     // Exit status 1: files it could not index, named in the log (a corpus of real files may
     // hold one the library refuses); the run's figures stand.
     if !out.status.success() && out.status.code() != Some(1) {
-        let tail: Vec<&str> = log_text.lines().rev().take(20).collect();
-        bail!("selfrag index failed ({}): {}", out.status, tail.join("\n"));
+        bail!(
+            "selfrag index failed ({}): {}",
+            out.status,
+            last_lines(&log_text)
+        );
     }
-    let ended = log_text
+    // The CLI exits 1 on any error: without the job's summary line the run did not happen.
+    let Some(ended) = log_text
         .lines()
         .rfind(|l| l.starts_with("done:"))
-        .unwrap_or("no summary line")
-        .to_owned();
+        .map(str::to_owned)
+    else {
+        bail!(
+            "selfrag index ended ({}) with no summary: {}",
+            out.status,
+            last_lines(&log_text)
+        );
+    };
     let (embedder_after, _) = embed_alone()?;
     let peak_mb = super::peak_rss_mb(&String::from_utf8_lossy(&out.stdout))?;
     let stats = bench.output(
@@ -340,6 +350,12 @@ fn papers_indexing(bench: &Bench, scratch: &std::path::Path) -> Result<String> {
         }
     }
     sample.truncate(EMBED_SAMPLE);
+    if sample.is_empty() {
+        bail!(
+            "pdftotext read no 100-word passage from the papers corpus in {}",
+            corpus.dir.display()
+        );
+    }
     let run = index_against_embedder(
         bench,
         &corpus.dir,
@@ -359,6 +375,12 @@ fn papers_indexing(bench: &Bench, scratch: &std::path::Path) -> Result<String> {
         run.summary(),
         verdict(run.peak_mb <= 1500.0),
     ))
+}
+
+/// The last 20 lines of `text`, in order.
+fn last_lines(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 /// The PDFs under `dir`, at any depth.

@@ -15,7 +15,8 @@
 //! fall on the file that causes them alone. Counting it on all of them would skip a file for a
 //! quit during a batch and a second one while that file was read alone: two ends, only one of
 //! them its own. A file that kills the app while it is embedded with others is therefore read
-//! once more than one that kills it alone before it is skipped.
+//! once more than one that kills it alone before it is skipped. A batch of one file is that
+//! file read alone: an end then counts on it.
 //!
 //! `indexing.json` is written without a sync: it must outlive the process, not a power cut, and
 //! a file costs one small write and one removal.

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sha2::{Digest, Sha256};
 
 use super::schema::{DocumentRecord, PassageRows, documents_batch, passage_id, sql_string};
-use super::{EMBED_BATCH, Library, Uncommitted, embed_blocking, now_ms, one_batch, path_key};
+use super::{Library, Uncommitted, embed_blocking, now_ms, one_batch, path_key};
 use crate::chunk::chunks;
 use crate::{IndexError, PassageEmbedder};
 
@@ -229,7 +229,8 @@ impl Library {
     }
 
     /// Embeds and stores `files` (new small files read by [`Library::prepare_file_under`], of
-    /// distinct contents): their passages embedded in batches of [`EMBED_BATCH`] across files,
+    /// distinct contents): their passages embedded across files, as many a call as the
+    /// embedder takes ([`crate::PassageEmbedder::texts_per_call`]),
     /// added in one commit, their rows in one more, then made durable. A file whose path or
     /// content another writer stored since it was read (a watched folder's change, another
     /// computer) is left out, for the caller to read again ([`SmallCommit::stale`]). On an
@@ -301,7 +302,8 @@ impl Library {
                 modified_ns: file.record.modified_ns,
             })
             .collect();
-        // In progress until written, all of them: an end of the app meanwhile counts on each.
+        // In progress until written, all of them: an end of the app meanwhile lists each, to be
+        // read alone (one file alone: the end counts on it, see `crash_guard`).
         let _committing = self.begin_committing(&versions)?;
         // The passages of all of them, and each one's row as it will be once they are stored.
         let mut rows = PassageRows::default();
@@ -963,7 +965,10 @@ fn embed_stoppable(
     path: &Path,
 ) -> Result<Vec<Vec<f32>>, IndexError> {
     let mut vectors = Vec::with_capacity(rows.len());
-    for batch in rows.embedding_inputs().chunks(EMBED_BATCH) {
+    for batch in rows
+        .embedding_inputs()
+        .chunks(embedder.texts_per_call().max(1))
+    {
         if stop.load(Ordering::SeqCst) {
             return Err(IndexError::Stopped {
                 path: path.to_path_buf(),
@@ -980,11 +985,25 @@ mod tests {
     use super::*;
 
     /// Two-dimensional vectors from a text's length; stops the run once it has embedded
-    /// `stop_after` texts.
+    /// `stop_after` texts; takes `per_call` texts a call and keeps the largest call it got.
     struct Lengths {
         stop: AtomicBool,
         embedded: std::sync::atomic::AtomicUsize,
         stop_after: usize,
+        per_call: usize,
+        largest_call: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Lengths {
+        fn stopping_after(stop_after: usize) -> Self {
+            Self {
+                stop: AtomicBool::new(false),
+                embedded: 0.into(),
+                stop_after,
+                per_call: crate::DEFAULT_TEXTS_PER_CALL,
+                largest_call: 0.into(),
+            }
+        }
     }
 
     impl crate::PassageEmbedder for Lengths {
@@ -994,7 +1013,11 @@ mod tests {
         fn dim(&self) -> usize {
             2
         }
+        fn texts_per_call(&self) -> usize {
+            self.per_call
+        }
         fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
+            self.largest_call.fetch_max(texts.len(), Ordering::SeqCst);
             let done = self.embedded.fetch_add(texts.len(), Ordering::SeqCst) + texts.len();
             if done >= self.stop_after {
                 self.stop.store(true, Ordering::SeqCst);
@@ -1012,11 +1035,7 @@ mod tests {
             .collect();
         let file = tmp.path().join("long.txt");
         std::fs::write(&file, text).unwrap();
-        let embedder = Lengths {
-            stop: AtomicBool::new(false),
-            embedded: 0.into(),
-            stop_after: FIRST_SLICE as usize,
-        };
+        let embedder = Lengths::stopping_after(FIRST_SLICE as usize);
         let lib = Library::open(&tmp.path().join("lib"), &embedder)
             .await
             .unwrap();
@@ -1039,11 +1058,7 @@ mod tests {
         let copy = tmp.path().join("copy.txt");
         std::fs::write(&first, "A note on herons and the river they fish in.").unwrap();
         std::fs::copy(&first, &copy).unwrap();
-        let embedder = Lengths {
-            stop: AtomicBool::new(false),
-            embedded: 0.into(),
-            stop_after: usize::MAX,
-        };
+        let embedder = Lengths::stopping_after(usize::MAX);
         let lib = Library::open(&tmp.path().join("lib"), &embedder)
             .await
             .unwrap();
@@ -1066,6 +1081,62 @@ mod tests {
         let again = lib.index_file(&copy, &embedder).await.unwrap();
         assert!(matches!(again, IndexOutcome::Reused { .. }), "{again:?}");
         assert_eq!(lib.passages.count_rows(None).await.unwrap(), 1);
+    }
+
+    /// The library hands the embedder as many texts a call as it asks for (a GPU's embedder
+    /// asks for 256, a CPU's for 32), a large file's and a batch of small files' alike.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_embedder_gets_as_many_texts_a_call_as_it_asks_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text: String = (0..2000)
+            .map(|i| format!("Paragraph {i} tells of river {i} in detail.\n\n"))
+            .collect();
+        let long = tmp.path().join("long.txt");
+        std::fs::write(&long, text).unwrap();
+        let notes: Vec<std::path::PathBuf> = (0..12)
+            .map(|i| {
+                let note = tmp.path().join(format!("note{i}.txt"));
+                std::fs::write(&note, format!("Note {i} on herons and river {i}.")).unwrap();
+                note
+            })
+            .collect();
+        for per_call in [5, 64] {
+            let embedder = Lengths {
+                per_call,
+                ..Lengths::stopping_after(usize::MAX)
+            };
+            let lib = Library::open(&tmp.path().join(format!("lib-{per_call}")), &embedder)
+                .await
+                .unwrap();
+            embedder.largest_call.store(0, Ordering::SeqCst);
+            lib.index_file(&long, &embedder).await.unwrap();
+            let passages = lib.documents()[0].passages as usize;
+            assert!(passages > 64, "{passages} passages");
+            // The first slice is FIRST_SLICE passages; the rest is cut by the embedder's calls.
+            assert_eq!(embedder.largest_call.load(Ordering::SeqCst), per_call);
+            embedder.largest_call.store(0, Ordering::SeqCst);
+            let never = AtomicBool::new(false);
+            let mut small = Vec::new();
+            for note in &notes {
+                let Prepared::Small(read) = lib
+                    .prepare_file_under(note, note, &embedder, &never, |_| {})
+                    .await
+                    .unwrap()
+                else {
+                    panic!("a one-passage note is a small file");
+                };
+                small.push(*read);
+            }
+            let committed = lib
+                .commit_small_files(small, &embedder, &never)
+                .await
+                .unwrap();
+            assert_eq!(committed.stored.len(), 12);
+            assert_eq!(
+                embedder.largest_call.load(Ordering::SeqCst),
+                per_call.min(12)
+            );
+        }
     }
 
     /// A slice stored whose row was not (its row's commit failed) is deleted before the

@@ -51,8 +51,6 @@ pub use stored_sources::DEFAULT_SHARED_SOURCE_LIMIT;
 
 use crate::{Extractor, IndexError, PassageEmbedder};
 
-/// Texts embedded per call; bounds memory on large documents.
-pub(crate) const EMBED_BATCH: usize = 32;
 /// The most LanceDB keeps of search indexes in memory: the 8-bit codes of a million 768-d
 /// passages (about 0.8 GB), their HNSW graph (about 0.2 GB at 20 edges a passage; not
 /// measured) and the full-text index still fit.
@@ -1074,7 +1072,7 @@ async fn reembed(
         let rows = schema::PassageRows::from_batch(&batch)?;
         let inputs = rows.embedding_inputs();
         let mut vectors = Vec::with_capacity(inputs.len());
-        for chunk in inputs.chunks(EMBED_BATCH) {
+        for chunk in inputs.chunks(embedder.texts_per_call().max(1)) {
             let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
             vectors.extend(embed_blocking(embedder, &refs)?);
         }

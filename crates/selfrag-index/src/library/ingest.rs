@@ -259,7 +259,7 @@ impl Library {
     fn still_new(&self, file: &SmallFile) -> bool {
         let committed = self.committed();
         !committed.by_path.contains_key(&file.record.path)
-            && !committed.by_path.values().any(|d| d.id == file.record.id)
+            && !committed.referenced(&file.record.id)
             && !self.unclean_mut().contains(&file.record.id)
     }
 
@@ -490,11 +490,7 @@ impl Library {
                 Some(works)
             },
         };
-        let content_has_rows = self
-            .committed()
-            .by_path
-            .values()
-            .any(|d| d.id == document_id);
+        let content_has_rows = self.committed().referenced(&document_id);
         if previous.is_none() && written == 0 && total <= FIRST_SLICE && !content_has_rows {
             // A new small file: written whole, with others, or now and alone where a run of
             // the app ended while reading it (so that another end falls on it alone).

@@ -34,8 +34,8 @@
 //!
 //! The Python side lives in a private virtual environment (`~/.cache/selfrag-desktop/
 //! bench-python`) with `torch`, `transformers`, `llama-cpp-python` and SelfRAGPack from PyPI; the peers'
-//! scripts are in `scripts/bench/`. This crate depends on anyhow (and the tests' server starter, selfrag-testkit), so JSON from the children
-//! is read with two small field readers rather than a parser.
+//! scripts are in `scripts/bench/`. Numbers in the children's JSON are read with two small field
+//! readers; passages (real text, with escapes) with serde_json.
 
 mod answer;
 mod index;

@@ -592,6 +592,15 @@ pub async fn search_depths(queries: usize) -> Result<()> {
     print(&serde_json::to_string(&report)?)
 }
 
+/// `selfrag debug passages`: what the embedder read for `count` of the library's passages, as
+/// a JSON list of strings.
+pub async fn sample_passages(count: usize) -> Result<()> {
+    let engine = Engine::new(crate::engine_config()?)?;
+    print(&serde_json::to_string(
+        &engine.sample_embedding_inputs(count).await?,
+    )?)
+}
+
 /// `selfrag debug bench-search`: one synthetic search benchmark, as JSON. The library is built
 /// in `dir`, or at `--library` (a shared library's new prefix) with `dir` as this computer's
 /// state of it.

@@ -378,6 +378,13 @@ enum DebugCommand {
         #[arg(long, default_value_t = 100, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         queries: usize,
     },
+    /// What the embedder read for COUNT of the library's passages, taken at an even stride
+    /// through it (title, then text), as a JSON list: the same passages an indexing job
+    /// embedded, for timing `selfrag debug embed` against it (`cargo xtask bench index`).
+    Passages {
+        #[arg(long, default_value_t = 256)]
+        count: usize,
+    },
     /// Time how long a document one computer indexes into the shared library `--library`
     /// takes to turn up in another's searches (for `cargo xtask bench shared`).
     SharedVisibility {
@@ -808,6 +815,9 @@ fn run(cli: Cli) -> Result<()> {
                 command: DebugCommand::SearchDepths { queries },
             } => library::search_depths(queries).await,
             Command::Debug {
+                command: DebugCommand::Passages { count },
+            } => library::sample_passages(count).await,
+            Command::Debug {
                 command: DebugCommand::Extract { files, pages_to },
             } => library::extract(files, pages_to).await,
             Command::Debug {
@@ -960,6 +970,7 @@ fn debug(command: DebugCommand) -> Result<()> {
         DebugCommand::BenchSearch { .. }
         | DebugCommand::SharedVisibility { .. }
         | DebugCommand::SearchDepths { .. }
+        | DebugCommand::Passages { .. }
         | DebugCommand::Extract { .. }
         | DebugCommand::RerankLatency { .. }
         | DebugCommand::IndexWhileAnswering { .. } => {

@@ -732,3 +732,21 @@ fn the_reference_dummy_prefix_changes_the_passage_prompt_ids() {
     assert!(!after_paragraph(&trained[2]).starts_with('\u{2581}'));
     assert!(after_paragraph(&reference[2]).starts_with('\u{2581}'));
 }
+
+/// `selfrag debug passages` prints what the embedder read for the library's passages, title
+/// then text: the sample `cargo xtask bench index` times the embedder alone on.
+#[test]
+fn debug_passages_prints_what_the_embedder_read_for_the_library() {
+    let (_tmp, data, models) = indexed_library();
+    let out = ok(selfrag(
+        &data,
+        &models,
+        &["debug", "passages", "--count", "5"],
+    ));
+    let texts: Vec<String> = serde_json::from_str(&out).unwrap();
+    assert_eq!(texts.len(), 1, "the note's one passage: {texts:?}");
+    assert!(
+        texts[0].starts_with("Notes ") && texts[0].contains("reflection tokens"),
+        "{texts:?}"
+    );
+}

@@ -294,36 +294,21 @@ impl Engine {
         &self,
         queries: usize,
     ) -> Result<selfrag_index::bench::DepthsReport, EngineError> {
-        use selfrag_index::bench::{BenchQuery, measure_depths, sweep_depths};
+        use selfrag_index::bench::{BenchQuery, measure_depths, passages_at_stride, sweep_depths};
         let library = self.library().await?;
-        let mut documents = library.documents();
-        documents.sort_by(|a, b| a.id.cmp(&b.id));
-        documents.dedup_by(|a, b| a.id == b.id);
-        let total: usize = documents.iter().map(|d| d.passages as usize).sum();
-        if total == 0 {
+        let texts: Vec<String> = passages_at_stride(&library, queries)
+            .await?
+            .iter()
+            .map(|passage| {
+                let words: Vec<&str> = passage.text.split_whitespace().take(QUERY_WORDS).collect();
+                words.join(" ")
+            })
+            .collect();
+        if texts.is_empty() {
             return Err(EngineError::Index(IndexError::Schema(
                 "the library has no passages to make queries from: index some documents first"
                     .into(),
             )));
-        }
-        let wanted: Vec<usize> = (0..queries.min(total))
-            .map(|i| i * total / queries.min(total))
-            .collect();
-        let mut texts = Vec::with_capacity(wanted.len());
-        let (mut first, mut next) = (0, wanted.iter().peekable());
-        for document in &documents {
-            let end = first + document.passages as usize;
-            if next.peek().is_some_and(|&&i| i < end) {
-                let passages = library.passages_of(&document.id).await?;
-                while let Some(&i) = next.next_if(|&&i| i < end) {
-                    if let Some(passage) = passages.get(i - first) {
-                        let words: Vec<&str> =
-                            passage.text.split_whitespace().take(QUERY_WORDS).collect();
-                        texts.push(words.join(" "));
-                    }
-                }
-            }
-            first = end;
         }
         let vectors = self.embeddings.embed(texts.clone()).await?;
         let queries: Vec<BenchQuery> = texts
@@ -334,6 +319,18 @@ impl Engine {
         let mut depths = vec![selfrag_index::SearchDepth::DEFAULT];
         depths.extend(sweep_depths());
         Ok(measure_depths(&library, &queries, &depths).await?)
+    }
+
+    /// `selfrag debug passages`: what the embedder read for `count` of the library's passages,
+    /// taken at an even stride through it ([`selfrag_index::bench::passages_at_stride`]): the
+    /// texts to time the embedder alone on, against the indexing job that embedded them.
+    pub async fn sample_embedding_inputs(&self, count: usize) -> Result<Vec<String>, EngineError> {
+        let library = self.library().await?;
+        Ok(selfrag_index::bench::passages_at_stride(&library, count)
+            .await?
+            .iter()
+            .map(|passage| selfrag_index::embedding_input(&passage.title, &passage.text))
+            .collect())
     }
 
     /// The folders kept in sync with the library.

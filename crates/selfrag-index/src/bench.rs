@@ -326,6 +326,37 @@ pub struct DepthsReport {
     pub depths: Vec<DepthReport>,
 }
 
+/// `count` of the library's stored passages (all of them if it holds fewer), taken at an even
+/// stride through its documents in id order: a sample of what it holds, for queries made of its
+/// own text and for timing the embedder on the passages an indexing job embedded.
+pub async fn passages_at_stride(
+    library: &Library,
+    count: usize,
+) -> Result<Vec<SearchHit>, IndexError> {
+    let mut documents = library.documents();
+    documents.sort_by(|a, b| a.id.cmp(&b.id));
+    // Copies of one content share its passages: each is taken once.
+    documents.dedup_by(|a, b| a.id == b.id);
+    let total: usize = documents.iter().map(|d| d.passages as usize).sum();
+    let count = count.min(total);
+    let mut wanted = (0..count).map(|i| i * total / count).peekable();
+    let mut hits = Vec::with_capacity(count);
+    let mut first = 0;
+    for document in &documents {
+        let end = first + document.passages as usize;
+        if wanted.peek().is_some_and(|&i| i < end) {
+            let passages = library.passages_of(&document.id).await?;
+            while let Some(i) = wanted.next_if(|&i| i < end) {
+                if let Some(passage) = passages.get(i - first) {
+                    hits.push(passage.clone());
+                }
+            }
+        }
+        first = end;
+    }
+    Ok(hits)
+}
+
 /// Runs every query at every one of `depths` on `library`, with the exact searches that say
 /// what each depth found of the truth. The library must have no passages waiting for their
 /// document (no indexing job in this process): the references assume each half of a hybrid

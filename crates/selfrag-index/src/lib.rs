@@ -52,7 +52,7 @@ pub use library::{
     LibraryLocation, LibraryStats, PartlySearchable, PassageSource, SAME_MODEL_COSINE,
     SAME_MODEL_LENGTH_RATIO, SHARED_READ_INTERVAL, SearchDepth, SearchFilter, SearchHit,
     SearchMode, SearchRequest, SourceView, StoreCheck, StoreUri, VectorScan, check_location,
-    check_store, fingerprint_agreement, machine_state_dir,
+    check_store, embedding_input, fingerprint_agreement, machine_state_dir,
 };
 #[cfg(feature = "store")]
 pub use watch::{ChangeBatch, FolderWatcher};

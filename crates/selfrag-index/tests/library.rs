@@ -1145,3 +1145,82 @@ async fn a_copy_of_a_cut_off_file_finishes_it_for_both_paths() {
     }
     assert_eq!(lib.stats().await.unwrap().passages, passages as usize);
 }
+
+/// Keeps every text it is given, fingerprint sentences left out.
+struct Recording {
+    inner: BagOfWords,
+    texts: std::sync::Mutex<Vec<String>>,
+}
+
+impl selfrag_index::PassageEmbedder for Recording {
+    fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, selfrag_index::IndexError> {
+        if texts != selfrag_index::FINGERPRINT_SENTENCES {
+            self.texts
+                .lock()
+                .unwrap()
+                .extend(texts.iter().map(|t| (*t).to_owned()));
+        }
+        self.inner.embed(texts)
+    }
+}
+
+/// The sample `cargo xtask bench index` times the embedder alone on is what the indexing job
+/// gave the embedder: passages taken at an even stride through the whole library (not the
+/// first document's), each written as the job wrote it for the embedder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sample_of_the_library_is_what_its_job_embedded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    // Three files of the same length, each many passages long.
+    for part in 0..3 {
+        let text: String = (0..300)
+            .map(|i| format!("Part {part} paragraph {i} tells of river {i} and of lake {i}.\n\n"))
+            .collect();
+        write(&docs, &format!("part{part}.txt"), &text);
+    }
+    let embedder = Recording {
+        inner: BAG_OF_WORDS,
+        texts: Default::default(),
+    };
+    let lib = Library::open(&tmp.path().join("lib"), &embedder)
+        .await
+        .unwrap();
+    let never = AtomicBool::new(false);
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &embedder, &never, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(summary.indexed, 3, "{summary:?}");
+    let total = lib.stats().await.unwrap().passages;
+    assert!(total >= 24, "{total} passages: too few for a stride");
+    let embedded = embedder.texts.lock().unwrap().clone();
+    assert_eq!(embedded.len(), total, "each passage embedded once");
+
+    let sample = selfrag_index::bench::passages_at_stride(&lib, 8)
+        .await
+        .unwrap();
+    assert_eq!(sample.len(), 8);
+    let ids: std::collections::BTreeSet<&str> =
+        sample.iter().map(|h| h.passage_id.as_str()).collect();
+    assert_eq!(ids.len(), 8, "no passage twice");
+    let documents: std::collections::BTreeSet<&str> =
+        sample.iter().map(|h| h.document_id.as_str()).collect();
+    assert_eq!(documents.len(), 3, "the stride goes through every document");
+    for hit in &sample {
+        let input = selfrag_index::embedding_input(&hit.title, &hit.text);
+        assert!(
+            embedded.contains(&input),
+            "{input:?} is not what the job embedded"
+        );
+    }
+    let everything = selfrag_index::bench::passages_at_stride(&lib, total + 10)
+        .await
+        .unwrap();
+    assert_eq!(everything.len(), total, "at most what the library holds");
+}

@@ -42,7 +42,7 @@ pub use location::{
     LibraryLocation, StoreCheck, StoreUri, check_location, check_store, machine_state_dir,
 };
 use meta::{LibraryMeta, SCHEMA_VERSION};
-pub use schema::DocumentRecord;
+pub use schema::{DocumentRecord, embedding_input};
 use schema::{column, documents_schema, passages_schema, sql_string, string_column, vector_dim};
 pub(crate) use search::reciprocal_rank_fusion;
 pub use search::{SearchDepth, SearchFilter, SearchHit, SearchMode, SearchRequest, VectorScan};

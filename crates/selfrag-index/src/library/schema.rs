@@ -255,6 +255,12 @@ impl DocumentRecord {
     }
 }
 
+/// What the embedder reads for a passage of a document titled `title`: Contriever embeds
+/// `title + " " + text` (SELFRAG.md).
+pub fn embedding_input(title: &str, text: &str) -> String {
+    format!("{title} {text}")
+}
+
 /// Passage columns gathered before they become one Arrow batch.
 #[derive(Default, Clone)]
 pub(crate) struct PassageRows {
@@ -381,12 +387,12 @@ impl PassageRows {
         self.texts.append(&mut other.texts);
     }
 
-    /// Contriever embeds `title + " " + text` (SELFRAG.md).
+    /// What the embedder reads for each passage: [`embedding_input`].
     pub fn embedding_inputs(&self) -> Vec<String> {
         self.texts
             .iter()
             .zip(&self.titles)
-            .map(|(t, title)| format!("{title} {t}"))
+            .map(|(text, title)| embedding_input(title, text))
             .collect()
     }
 

@@ -750,3 +750,57 @@ fn debug_passages_prints_what_the_embedder_read_for_the_library() {
         "{texts:?}"
     );
 }
+
+/// The app times the CPU kernels at the first load on a CPU model and remembers the choice in
+/// its data folder; the next start takes it from there instead of timing again (issue 48,
+/// goal 1).
+#[test]
+fn ask_times_the_cpu_kernels_once_and_remembers_them_in_the_data_folder() {
+    let (tmp, data, models) = indexed_library();
+    let generator = tmp.path().join("tiny.q4_k_m.gguf");
+    selfrag_fixtures::write_tiny_q4_k_m_llama_gguf(&generator).unwrap();
+    let ask = || {
+        let out = common::selfrag_with_models(&data, &models)
+            .env("SELFRAG_GENERATOR", &generator)
+            .env("SELFRAG_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove("SELFRAG_CPU_KERNELS")
+            .args(ASK_JSON)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        ok(out);
+        log
+    };
+    let chosen = |log: &str| -> String {
+        log.lines()
+            .find(|l| l.contains("CPU kernels chosen"))
+            .unwrap_or_else(|| panic!("no kernel choice in the log: {log}"))
+            .to_owned()
+    };
+    let memory = data.join(selfrag_models::KERNEL_MEMORY_FILE);
+    let first = chosen(&ask());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let has = |flag: &str| cpu.split_whitespace().any(|f| f == flag);
+    if !["avx512f", "avx512bw", "avx512_vnni", "f16c"]
+        .iter()
+        .all(|f| has(f))
+    {
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
+            "only candle's kernels run on this CPU: nothing is timed or remembered",
+        );
+        assert!(!memory.exists(), "{first}");
+        return;
+    }
+    assert!(
+        first.contains("timed on blk.0.ffn_up.weight:"),
+        "the first start times the kernels: {first}"
+    );
+    assert!(memory.is_file(), "{first}");
+    let second = chosen(&ask());
+    assert!(
+        second.contains("timed on blk.0.ffn_up.weight at an earlier load on this CPU model"),
+        "the second start recalls the timing: {second}"
+    );
+}

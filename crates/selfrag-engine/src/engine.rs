@@ -68,6 +68,9 @@ impl Engine {
                 .filter(|_| config.embedder_server.is_none()),
             device: config.device,
             embedder_precision: config.embedder_precision,
+            kernel_memory: Some(selfrag_models::KernelMemory::in_data_folder(
+                &config.data_dir,
+            )),
         })?;
         let embeddings =
             crate::embedding::Embeddings::new(models.clone(), config.embedder_server.clone());

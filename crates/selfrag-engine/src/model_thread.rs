@@ -208,6 +208,9 @@ pub struct ModelPaths {
     pub embedder: Option<PathBuf>,
     pub device: DeviceChoice,
     pub embedder_precision: EmbedderPrecision,
+    /// Where the CPU kernels' timing is remembered (the data folder's); `None`: timed at
+    /// every load.
+    pub kernel_memory: Option<selfrag_models::KernelMemory>,
 }
 
 /// The models, loaded lazily on the model thread.
@@ -298,12 +301,18 @@ impl LoadedModels {
                     let device = &device;
                     scope.spawn(move || load_embedder(Some(path), device, precision))
                 });
+                let kernel_memory = self.paths.kernel_memory.clone();
                 let generator = load_model(
                     ModelRole::Generator,
                     self.paths.generator.clone(),
                     "no Self-RAG GGUF file was found; see the start screen",
                     &device,
-                    LlamaGenerator::load,
+                    |path, device| match kernel_memory {
+                        Some(memory) => {
+                            LlamaGenerator::load_remembering_kernels(path, device, memory)
+                        }
+                        None => LlamaGenerator::load(path, device),
+                    },
                 );
                 (generator, embedder.map(|thread| thread.join()))
             });
@@ -951,6 +960,7 @@ mod tests {
             embedder: Some(bert),
             device: DeviceChoice::Cpu,
             embedder_precision: EmbedderPrecision::default(),
+            kernel_memory: None,
         }
     }
 

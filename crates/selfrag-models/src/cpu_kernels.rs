@@ -23,6 +23,9 @@
 //! model does not, so the timing sees each kernel's arithmetic more than its reading of
 //! memory, which favours candle's larger tiles a little; the margin covers that too.
 //!
+//! The app remembers a choice in its data folder ([`crate::kernel_memory`]): the timing runs at
+//! the first load on a CPU model, not at every start.
+//!
 //! `SELFRAG_CPU_KERNELS` sets the choice instead: `measure` (the default), `packed` or
 //! `candle`. With `candle` and candle's own `MISTRALRS_FORCE_AVX2=1`, a machine with AVX-512
 //! runs exactly what an AVX2-only CPU (AMD Zen 3, Intel client CPUs) runs; the CLI's tests do
@@ -34,6 +37,7 @@ use std::time::Instant;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Result, Tensor};
 
+use crate::kernel_memory::{CpuModel, KernelMemory, RememberedChoice, choice_key};
 use crate::packed::PackedMatrix;
 
 /// The setting that overrides the choice.
@@ -110,12 +114,14 @@ pub enum CandleOnly {
 /// Which kernels a model runs on, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KernelChoice {
-    /// Both timed on the model's matrix `matrix`.
+    /// Both timed on the model's matrix `matrix`: at this load, or (`remembered`) at an
+    /// earlier load on this CPU model, as [`KernelMemory`] kept it.
     Measured {
         kernels: CpuKernels,
         matrix: String,
         packed: ProductTimes,
         candle: ProductTimes,
+        remembered: bool,
     },
     /// Set by [`KERNELS_ENV`].
     Set(CpuKernels),
@@ -140,10 +146,16 @@ impl std::fmt::Display for KernelChoice {
                 matrix,
                 packed,
                 candle,
+                remembered,
             } => write!(
                 f,
-                "{kernels}, timed on {matrix}: a default answer's products take {:.1} ms on \
+                "{kernels}, timed on {matrix}{}: a default answer's products take {:.1} ms on \
                  the packed tiles and {:.1} ms on candle's kernels",
+                if *remembered {
+                    " at an earlier load on this CPU model"
+                } else {
+                    ""
+                },
                 packed.answer_seconds() * 1e3,
                 candle.answer_seconds() * 1e3
             ),
@@ -162,13 +174,29 @@ impl std::fmt::Display for KernelChoice {
 }
 
 /// How the kernels are to be chosen: by timing them, or as [`KERNELS_ENV`] says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KernelPolicy {
+    /// Timed at this load.
     Measure,
+    /// Timed at the first load on this CPU model, then taken from `memory`.
+    Remember(KernelMemory),
     Use(CpuKernels),
 }
 
 impl KernelPolicy {
+    /// Whether the kernels are to be timed (or a timing recalled) rather than set.
+    pub fn measures(&self) -> bool {
+        !matches!(self, Self::Use(_))
+    }
+
+    /// This policy, with a timing remembered in `memory` where it times the kernels.
+    pub fn remembering(self, memory: KernelMemory) -> Self {
+        match self {
+            Self::Measure | Self::Remember(_) => Self::Remember(memory),
+            set @ Self::Use(_) => set,
+        }
+    }
+
     /// The policy [`KERNELS_ENV`] sets; `Measure` when it is unset.
     pub fn from_env() -> std::result::Result<Self, String> {
         match std::env::var(KERNELS_ENV) {
@@ -205,7 +233,7 @@ pub(crate) fn faster(packed: &ProductTimes, candle: &ProductTimes) -> CpuKernels
 /// Chooses the kernels for a model whose `blk.0.ffn_up` is `sample` (`None` when the file has
 /// none), on `device`, as `policy` says.
 pub(crate) fn choose(
-    policy: KernelPolicy,
+    policy: &KernelPolicy,
     sample: Option<(&str, Arc<QTensor>)>,
     device: &Device,
 ) -> Result<KernelChoice> {
@@ -216,21 +244,56 @@ pub(crate) fn choose(
         return Ok(KernelChoice::CandleOnly(CandleOnly::CpuLacksVnni));
     }
     if let KernelPolicy::Use(kernels) = policy {
-        return Ok(KernelChoice::Set(kernels));
+        return Ok(KernelChoice::Set(*kernels));
     }
     let Some((name, weights)) =
         sample.filter(|(_, w)| matches!(w.dtype(), GgmlDType::Q4K | GgmlDType::Q6K))
     else {
         return Ok(KernelChoice::CandleOnly(CandleOnly::NothingToTime));
     };
+    // Where the choice is remembered: the file, and this CPU's key in it.
+    let memory = match policy {
+        KernelPolicy::Remember(memory) => CpuModel::of_this_machine().map(|cpu| {
+            let key = choice_key(
+                &cpu,
+                rayon::current_num_threads(),
+                name,
+                weights.dtype(),
+                weights.shape().dims(),
+            );
+            (memory, key)
+        }),
+        _ => None,
+    };
+    if let Some(remembered) = memory.as_ref().and_then(|(memory, key)| memory.recall(key)) {
+        return Ok(KernelChoice::Measured {
+            kernels: remembered.kernels,
+            matrix: name.to_owned(),
+            packed: remembered.packed,
+            candle: remembered.candle,
+            remembered: true,
+        });
+    }
     let Some((packed, candle)) = time_both(&weights)? else {
         return Ok(KernelChoice::CandleOnly(CandleOnly::NothingToTime));
     };
+    let kernels = faster(&packed, &candle);
+    if let Some((memory, key)) = &memory {
+        memory.remember(
+            key,
+            &RememberedChoice {
+                kernels,
+                packed,
+                candle,
+            },
+        );
+    }
     Ok(KernelChoice::Measured {
-        kernels: faster(&packed, &candle),
+        kernels,
         matrix: name.to_owned(),
         packed,
         candle,
+        remembered: false,
     })
 }
 
@@ -359,7 +422,7 @@ mod tests {
         let w = Tensor::from_vec(values, (n, k), &device).unwrap();
         let q4k = Arc::new(QTensor::quantize(&w, GgmlDType::Q4K).unwrap());
         let q8 = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap());
-        let choice = choose(KernelPolicy::Measure, Some(("m", q4k.clone())), &device).unwrap();
+        let choice = choose(&KernelPolicy::Measure, Some(("m", q4k.clone())), &device).unwrap();
         if !crate::packed::cpu_supported() {
             selfrag_testkit::skip(
                 selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
@@ -383,17 +446,93 @@ mod tests {
         }
         assert_eq!(kernels, faster(&packed, &candle));
         assert_eq!(
-            choose(KernelPolicy::Measure, Some(("m", q8)), &device).unwrap(),
+            choose(&KernelPolicy::Measure, Some(("m", q8)), &device).unwrap(),
             KernelChoice::CandleOnly(CandleOnly::NothingToTime)
         );
         assert_eq!(
             choose(
-                KernelPolicy::Use(CpuKernels::Candle),
-                Some(("m", q4k)),
+                &KernelPolicy::Use(CpuKernels::Candle),
+                Some(("m", q4k.clone())),
                 &device
             )
             .unwrap(),
             KernelChoice::Set(CpuKernels::Candle)
+        );
+    }
+
+    /// Remembering, the first load times the kernels and keeps the choice; the next takes it
+    /// from the file without timing (what the file says wins, even a choice no timing here
+    /// would make), and a matrix of another shape is timed on its own.
+    #[test]
+    fn a_choice_timed_once_is_taken_from_the_data_folder_after() {
+        if !crate::packed::cpu_supported() {
+            selfrag_testkit::skip(
+                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
+                "this CPU lacks AVX-512 F/BW/VNNI or F16C: nothing is timed or remembered",
+            );
+            return;
+        }
+        let device = Device::Cpu;
+        let matrix = |n: usize, k: usize| {
+            let values: Vec<f32> = (0..n * k)
+                .map(|i| ((i % 89) as f32 - 44.0) / 40.0)
+                .collect();
+            let w = Tensor::from_vec(values, (n, k), &device).unwrap();
+            Arc::new(QTensor::quantize(&w, GgmlDType::Q4K).unwrap())
+        };
+        let (first, other) = (matrix(256, 1024), matrix(512, 1024));
+        let dir = tempfile::tempdir().unwrap();
+        let memory = crate::kernel_memory::KernelMemory::in_data_folder(dir.path());
+        let policy = KernelPolicy::Measure.remembering(memory.clone());
+        let KernelChoice::Measured {
+            kernels,
+            packed,
+            candle,
+            remembered: false,
+            ..
+        } = choose(&policy, Some(("m", first.clone())), &device).unwrap()
+        else {
+            panic!("the first load did not time the kernels");
+        };
+        assert_eq!(
+            choose(&policy, Some(("m", first.clone())), &device).unwrap(),
+            KernelChoice::Measured {
+                kernels,
+                matrix: "m".into(),
+                packed,
+                candle,
+                remembered: true,
+            },
+            "the second load recalls the first's timing"
+        );
+        // A file that says candle's kernels, with times no product here takes: recalled as
+        // it stands, so nothing was timed.
+        let text = std::fs::read_to_string(memory.file()).unwrap();
+        let planted = text.replace("\"packed\",", "\"candle\",").replacen(
+            &format!("{}", packed.prefill_pass_seconds),
+            "123.5",
+            1,
+        );
+        assert_ne!(planted, text);
+        std::fs::write(memory.file(), planted).unwrap();
+        let KernelChoice::Measured {
+            kernels: CpuKernels::Candle,
+            remembered: true,
+            ..
+        } = choose(&policy, Some(("m", first)), &device).unwrap()
+        else {
+            panic!("the planted choice was not taken");
+        };
+        let KernelChoice::Measured {
+            remembered: false, ..
+        } = choose(&policy, Some(("m", other)), &device).unwrap()
+        else {
+            panic!("a matrix of another shape was not timed");
+        };
+        assert_eq!(
+            KernelPolicy::Use(CpuKernels::Packed).remembering(memory),
+            KernelPolicy::Use(CpuKernels::Packed),
+            "a set choice stays set"
         );
     }
 }

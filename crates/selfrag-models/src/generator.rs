@@ -187,6 +187,23 @@ impl LlamaGenerator {
     /// see [`KernelChoice`]).
     pub fn load(path: &Path, device: &Device) -> Result<Self, ModelError> {
         let policy = KernelPolicy::from_env().map_err(ModelError::InvalidSetting)?;
+        Self::load_as_set(path, device, policy)
+    }
+
+    /// [`LlamaGenerator::load`], the kernels' timing remembered in `memory` (the app's data
+    /// folder): timed at the first load on this CPU model, recalled after (see
+    /// [`crate::KernelMemory`]).
+    pub fn load_remembering_kernels(
+        path: &Path,
+        device: &Device,
+        memory: crate::KernelMemory,
+    ) -> Result<Self, ModelError> {
+        let policy = KernelPolicy::from_env().map_err(ModelError::InvalidSetting)?;
+        Self::load_as_set(path, device, policy.remembering(memory))
+    }
+
+    /// The load with `policy`, the cache precision as `SELFRAG_KV_CACHE` sets it.
+    fn load_as_set(path: &Path, device: &Device, policy: KernelPolicy) -> Result<Self, ModelError> {
         let precision =
             crate::llama::cache_precision_from_env(device).map_err(ModelError::InvalidSetting)?;
         let mut generator = Self::load_with_kernels(path, device, policy)?;

@@ -61,6 +61,7 @@ mod generator;
 mod gguf_header;
 mod gguf_tokenizer;
 mod int8;
+mod kernel_memory;
 mod llama;
 mod mapped;
 mod packed;
@@ -80,6 +81,7 @@ pub use error::ModelError;
 pub use generator::{BatchDecode, LlamaGenerator, TimedGeneration, probe_result};
 pub use gguf_tokenizer::{GgufTokenizer, TokenType, TokenizerKind};
 pub use int8::cpu_supported as int8_embedder_available;
+pub use kernel_memory::{CpuModel, KERNEL_MEMORY_FILE, KernelMemory};
 pub use llama::{
     KV_CACHE_ENV, LlamaConfig, QuantizedLlama, cache_precision_from_env, default_cache_precision,
 };

@@ -1067,9 +1067,7 @@ impl QuantizedLlama {
         let kernel_choice = {
             let name = "blk.0.ffn_up.weight";
             // Read only where both kernels can run and the choice is to be timed.
-            let timed = device.is_cpu()
-                && policy == KernelPolicy::Measure
-                && crate::packed::cpu_supported();
+            let timed = device.is_cpu() && policy.measures() && crate::packed::cpu_supported();
             let sample = match (timed, source.content.tensor_infos.get(name)) {
                 (true, Some(_)) => Some((
                     name,
@@ -1077,7 +1075,14 @@ impl QuantizedLlama {
                 )),
                 _ => None,
             };
-            crate::cpu_kernels::choose(policy, sample, device)?
+            let started = std::time::Instant::now();
+            let choice = crate::cpu_kernels::choose(&policy, sample, device)?;
+            tracing::info!(
+                seconds = started.elapsed().as_secs_f64(),
+                kernels = %choice,
+                "CPU kernels chosen"
+            );
+            choice
         };
         source.kernels = kernel_choice.kernels();
         let embd = c.embedding_length;

@@ -104,9 +104,10 @@ fn run_generator(
     device: &Device,
     policy: KernelPolicy,
 ) -> Option<GeneratorRun> {
+    let packed_asked = policy == KernelPolicy::Use(CpuKernels::Packed);
     let mut model = LlamaGenerator::load_with_kernels(path, device, policy).unwrap();
     if device.is_cpu()
-        && policy == KernelPolicy::Use(CpuKernels::Packed)
+        && packed_asked
         && (model.kernel_choice().kernels() != CpuKernels::Packed || model.packed_matrices() == 0)
     {
         if model.packed_matrices() == 0 {
@@ -417,8 +418,8 @@ fn assert_generator_parity(
         &cpu,
         KernelPolicy::Use(CpuKernels::Packed),
     );
-    let cpu_candle = run_generator("CPU candle", &path, &cpu, candle).unwrap();
-    let cpu_f32 = run_generator("CPU f32", &f32_path, &cpu, candle).unwrap();
+    let cpu_candle = run_generator("CPU candle", &path, &cpu, candle.clone()).unwrap();
+    let cpu_f32 = run_generator("CPU f32", &f32_path, &cpu, candle.clone()).unwrap();
 
     let mut failures = Vec::new();
     let cpu_runs: Vec<&GeneratorRun> = packed.iter().chain([&cpu_candle]).collect();
@@ -436,7 +437,7 @@ fn assert_generator_parity(
     let cpu_from_f32 = first_gap(&cpu_candle.first, &cpu_f32.first).0;
 
     if let Some(gpu) = &cuda() {
-        let on_gpu = run_generator("GPU", &path, gpu, candle).unwrap();
+        let on_gpu = run_generator("GPU", &path, gpu, candle.clone()).unwrap();
         let gpu_f32 = run_generator("GPU f32", &f32_path, gpu, candle).unwrap();
         failures.extend(Comparison::new(name, &gpu_f32, &cpu_f32).failures(F32_TOLERANCES));
         let gpu_from_f32 = Comparison::new(name, &on_gpu, &gpu_f32);

@@ -519,6 +519,8 @@ struct EmbedOutput {
 struct GenerateOutput {
     /// Which CPU kernels multiplied the Q4_K and Q6_K matrices, and why.
     kernels: String,
+    /// How far ahead the packed tiles' decode kernel read, and why.
+    prefetch: String,
     prompt_tokens: usize,
     prompt_seconds: f64,
     decode_tokens: usize,
@@ -1084,6 +1086,7 @@ fn debug(command: DebugCommand) -> Result<()> {
                 .context("generating")?;
             serde_json::to_string(&GenerateOutput {
                 kernels: generator.kernel_choice().to_string(),
+                prefetch: generator.prefetch_choice().to_string(),
                 prompt_tokens: timed.prompt_tokens,
                 prompt_seconds: timed.prompt_seconds,
                 decode_tokens: timed.decode_tokens,

@@ -309,3 +309,55 @@ fn embed_prints_one_unnormalised_mean_pooled_vector_per_text() {
         "vectors are not normalised (norm {norm})"
     );
 }
+
+/// `debug generate` reports the decode kernel's prefetch distance and why: set by
+/// `SELFRAG_CPU_PREFETCH`, or not timed on the tiny model, whose packed weights stay in any
+/// cache; a bad setting is refused, naming itself, on any CPU.
+#[test]
+fn generate_reports_the_decode_prefetch_distance_and_obeys_its_setting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("tiny.q4_k_m.gguf");
+    selfrag_fixtures::write_tiny_q4_k_m_llama_gguf(&model).unwrap();
+    let model = model.to_str().unwrap();
+    let generate = |prefetch: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_selfrag"));
+        cmd.args(["debug", "generate", "--model", model, "--ids", "1,450,368"])
+            .args(["--max-tokens", "3", "--ignore-eos"])
+            .env_remove("SELFRAG_CPU_KERNELS")
+            .env_remove("SELFRAG_CPU_PREFETCH");
+        if let Some(value) = prefetch {
+            cmd.env("SELFRAG_CPU_PREFETCH", value);
+        }
+        cmd.output().unwrap()
+    };
+    let out = generate(Some("far"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(
+            "SELFRAG_CPU_PREFETCH is `far`; set it to measure or a number of tiles from 1 to 64"
+        ),
+        "{stderr}"
+    );
+    let report = |prefetch: Option<&str>| -> String {
+        let json: Value = serde_json::from_str(&common::ok(generate(prefetch))).unwrap();
+        json["prefetch"].as_str().unwrap().to_owned()
+    };
+    let packed = selfrag_models::packed_kernels_available();
+    let measured = report(None);
+    let set = report(Some("6"));
+    if !packed {
+        selfrag_testkit::skip(
+            selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
+            "this CPU lacks AVX-512 F/BW/VNNI or F16C: nothing is packed, nothing prefetched",
+        );
+        assert_eq!(measured, "2 tiles ahead (no matrix on the packed tiles)");
+        return;
+    }
+    assert!(
+        measured.starts_with("2 tiles ahead, not timed: the packed weights (")
+            && measured.contains("are fewer than a timing reads"),
+        "{measured}"
+    );
+    assert_eq!(set, "6 tiles ahead, set by SELFRAG_CPU_PREFETCH");
+}

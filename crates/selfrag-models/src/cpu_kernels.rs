@@ -297,6 +297,15 @@ pub(crate) fn choose(
     })
 }
 
+/// `rows × k` activations to time products with: of both signs and a spread of sizes, as a
+/// layer's are; the values do not change the time.
+pub(crate) fn timing_activations(rows: usize, k: usize) -> Result<Tensor> {
+    let values: Vec<f32> = (0..rows * k)
+        .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (i % 5) as f32))
+        .collect();
+    Tensor::from_vec(values, (rows, k), &Device::Cpu)
+}
+
 /// Times a prompt pass and a decode step with `weights` on both kernels, taking turns; `None`
 /// when the packed tiles cannot hold this matrix (its shape).
 fn time_both(weights: &Arc<QTensor>) -> Result<Option<(ProductTimes, ProductTimes)>> {
@@ -305,14 +314,7 @@ fn time_both(weights: &Arc<QTensor>) -> Result<Option<(ProductTimes, ProductTime
     };
     let candle = QMatMul::from_arc(weights.clone())?;
     let k = weights.shape().dims2()?.1;
-    // Activations of both signs and a spread of sizes, as a layer's are; the values do not
-    // change the time.
-    let input = |rows: usize| {
-        let values: Vec<f32> = (0..rows * k)
-            .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (i % 5) as f32))
-            .collect();
-        Tensor::from_vec(values, (rows, k), &Device::Cpu)
-    };
+    let input = |rows: usize| timing_activations(rows, k);
     let passes = [input(PACKED_PASS_ROWS)?, input(CANDLE_PASS_ROWS)?];
     let step = input(DECODE_ROWS)?;
     // Candle packs its tiles on its first product: not part of the time.

@@ -29,6 +29,7 @@ use selfrag_core::{
 };
 
 use crate::cpu_kernels::{KernelChoice, KernelPolicy};
+use crate::decode_prefetch::{PrefetchChoice, PrefetchPolicy};
 use crate::error::ModelError;
 use crate::gguf_tokenizer::GgufTokenizer;
 use crate::llama::QuantizedLlama;
@@ -202,12 +203,26 @@ impl LlamaGenerator {
         Self::load_as_set(path, device, policy.remembering(memory))
     }
 
-    /// The load with `policy`, the cache precision as `SELFRAG_KV_CACHE` sets it.
+    /// The load with `policy`, the cache precision as `SELFRAG_KV_CACHE` sets it and the
+    /// decode kernel's prefetch distance as `SELFRAG_CPU_PREFETCH` does (calibrated unless it
+    /// says otherwise, remembered where `policy` remembers the kernels' timing).
     fn load_as_set(path: &Path, device: &Device, policy: KernelPolicy) -> Result<Self, ModelError> {
         let precision =
             crate::llama::cache_precision_from_env(device).map_err(ModelError::InvalidSetting)?;
+        let prefetch = PrefetchPolicy::from_env().map_err(ModelError::InvalidSetting)?;
+        let memory = match &policy {
+            KernelPolicy::Remember(memory) => Some(memory.clone()),
+            KernelPolicy::Measure | KernelPolicy::Use(_) => None,
+        };
         let mut generator = Self::load_with_kernels(path, device, policy)?;
         generator.model.set_cache_precision(precision);
+        generator
+            .model
+            .choose_prefetch(prefetch, memory.as_ref())
+            .map_err(|e| ModelError::InvalidGguf {
+                path: path.to_owned(),
+                reason: format!("timing the decode kernel's prefetch distance failed: {e}"),
+            })?;
         Ok(generator)
     }
 
@@ -318,6 +333,11 @@ impl LlamaGenerator {
     /// Which CPU kernels multiply the Q4_K and Q6_K matrices, and why.
     pub fn kernel_choice(&self) -> &KernelChoice {
         self.model.kernel_choice()
+    }
+
+    /// How far ahead the packed tiles' decode kernel reads, and why.
+    pub fn prefetch_choice(&self) -> &PrefetchChoice {
+        self.model.prefetch_choice()
     }
 
     /// The tokenizer read from the GGUF metadata.

@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cpu_kernels::{CpuKernels, ProductTimes};
+use crate::decode_prefetch::PrefetchTimings;
 
 /// The file's name in the data folder.
 pub const KERNEL_MEMORY_FILE: &str = "cpu-kernels.json";
@@ -138,11 +139,8 @@ impl KernelMemory {
         })
     }
 
-    /// Keeps `choice` under `key` beside the other choices, replacing the file whole (a write
-    /// to a new file, then a rename): a load that reads it meanwhile sees the old file or the
-    /// new one. A failure is logged; the choice then stands for this load only.
+    /// Keeps `choice` under `key` beside the other choices (see [`KernelMemory::store`]).
     pub(crate) fn remember(&self, key: &str, choice: &RememberedChoice) {
-        let mut choices = self.read().unwrap_or_default();
         let times = |t: &ProductTimes| {
             serde_json::json!({
                 "prefill_pass_seconds": t.prefill_pass_seconds,
@@ -150,8 +148,8 @@ impl KernelMemory {
                 "prefill_passes": t.prefill_passes,
             })
         };
-        choices.insert(
-            key.to_owned(),
+        self.store(
+            key,
             serde_json::json!({
                 "kernels": match choice.kernels {
                     CpuKernels::Packed => "packed",
@@ -161,6 +159,54 @@ impl KernelMemory {
                 "candle": times(&choice.candle),
             }),
         );
+    }
+
+    /// The decode kernel's prefetch distance remembered under `key`, if the file holds a
+    /// readable one there.
+    pub(crate) fn recall_prefetch(&self, key: &str) -> Option<PrefetchTimings> {
+        let choices = self.read()?;
+        let entry = choices.get(key)?;
+        let tiles = usize::try_from(entry.get("prefetch_tiles")?.as_u64()?).ok()?;
+        let timed = entry
+            .get("step_seconds")?
+            .as_object()?
+            .iter()
+            .map(|(tiles, seconds)| Some((tiles.parse().ok()?, seconds.as_f64()?)))
+            .collect::<Option<Vec<(usize, f64)>>>()?;
+        let bytes = usize::try_from(entry.get("bytes")?.as_u64()?).ok()?;
+        timed
+            .iter()
+            .any(|&(t, _)| t == tiles)
+            .then_some(PrefetchTimings {
+                tiles,
+                timed,
+                bytes,
+            })
+    }
+
+    /// Keeps a calibration of the decode kernel's prefetch distance under `key`.
+    pub(crate) fn remember_prefetch(&self, key: &str, timings: &PrefetchTimings) {
+        let steps: serde_json::Map<String, serde_json::Value> = timings
+            .timed
+            .iter()
+            .map(|&(tiles, seconds)| (tiles.to_string(), seconds.into()))
+            .collect();
+        self.store(
+            key,
+            serde_json::json!({
+                "prefetch_tiles": timings.tiles,
+                "step_seconds": steps,
+                "bytes": timings.bytes,
+            }),
+        );
+    }
+
+    /// Keeps `entry` under `key` beside the other entries, replacing the file whole (a write
+    /// to a new file, then a rename): a load that reads it meanwhile sees the old file or the
+    /// new one. A failure is logged; the choice then stands for this load only.
+    fn store(&self, key: &str, entry: serde_json::Value) {
+        let mut choices = self.read().unwrap_or_default();
+        choices.insert(key.to_owned(), entry);
         let document = serde_json::json!({ "format": FORMAT, "choices": choices });
         if let Err(e) = self.write(&document) {
             tracing::warn!(
@@ -217,6 +263,13 @@ pub(crate) fn choice_key(
         "{cpu}; {threads} threads; {matrix} {dtype:?} {}; kernels {KERNELS_REVISION}",
         shape.join("x")
     )
+}
+
+/// The key a prefetch distance is remembered under: the CPU model, the threads that read the
+/// weights and the kernels' revision. It does not depend on the model: the distance is how
+/// far ahead of the cores the memory must be asked, whatever it holds.
+pub(crate) fn prefetch_key(cpu: &CpuModel, threads: usize) -> String {
+    format!("{cpu}; {threads} threads; decode prefetch; kernels {KERNELS_REVISION}")
 }
 
 #[cfg(test)]

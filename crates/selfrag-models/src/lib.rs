@@ -54,6 +54,7 @@ mod cache_lines;
 mod cache_rows;
 mod cpu_attention;
 mod cpu_kernels;
+mod decode_prefetch;
 mod device;
 mod embedder;
 mod error;
@@ -74,6 +75,9 @@ pub use candle_core::Device;
 pub use cpu_kernels::{
     CANDLE_MARGIN, CANDLE_PREFILL_PASSES, CandleOnly, CpuKernels, DECODE_STEPS, KERNELS_ENV,
     KernelChoice, KernelPolicy, PACKED_PREFILL_PASSES, ProductTimes,
+};
+pub use decode_prefetch::{
+    PREFETCH_ENV, PrefetchChoice, PrefetchDefault, PrefetchPolicy, PrefetchTimings,
 };
 pub use device::{compiled_devices, device_kind, pick_device};
 pub use embedder::{BertEmbedder, EmbedBatching};

@@ -40,7 +40,9 @@ use candle_transformers::quantized_nn::RmsNorm;
 use crate::cache_lines::{CacheSimd, line_elements};
 use crate::cpu_attention::{AttentionShape, candle_attention, cpu_attention, cpu_prompt_attention};
 use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
+use crate::decode_prefetch::{PrefetchChoice, PrefetchDefault, PrefetchPolicy};
 use crate::error::ModelError;
+use crate::kernel_memory::KernelMemory;
 use crate::mapped::MappedGguf;
 use crate::packed::PackedMatrix;
 use selfrag_core::CachePrecision;
@@ -952,6 +954,8 @@ pub struct QuantizedLlama {
     device: Device,
     /// Which CPU kernels the Q4_K and Q6_K matrices were made for.
     kernel_choice: KernelChoice,
+    /// How far ahead the packed tiles' decode kernel reads (set by [`Self::choose_prefetch`]).
+    prefetch_choice: PrefetchChoice,
     /// When set, a forward pass stops before its next block (see [`Self::set_interrupt`]).
     interrupt: Option<Arc<AtomicBool>>,
 }
@@ -1151,6 +1155,7 @@ impl QuantizedLlama {
             reserved_columns: 0,
             device: device.clone(),
             kernel_choice,
+            prefetch_choice: PrefetchChoice::Default(PrefetchDefault::NothingPacked),
             interrupt: None,
         })
     }
@@ -1184,6 +1189,39 @@ impl QuantizedLlama {
     /// Every weight matrix: the output layer's and the blocks'.
     fn matrices(&self) -> impl Iterator<Item = &QLinear> {
         std::iter::once(&self.output).chain(self.block_matrices())
+    }
+
+    /// Chooses the packed tiles' decode prefetch distance as `policy` says, timed over this
+    /// model's packed matrices in the order a step reads them (the blocks', then the output
+    /// layer's), recalled from and kept in `memory` where there is one (see
+    /// [`crate::decode_prefetch`]), and sets it for the process.
+    pub(crate) fn choose_prefetch(
+        &mut self,
+        policy: PrefetchPolicy,
+        memory: Option<&KernelMemory>,
+    ) -> Result<&PrefetchChoice> {
+        let packed: Vec<&PackedMatrix> = self
+            .block_matrices()
+            .chain(std::iter::once(&self.output))
+            .filter_map(|linear| match linear {
+                QLinear::Packed(packed) => Some(packed.as_ref()),
+                QLinear::Blocks(_) | QLinear::Candle { .. } => None,
+            })
+            .collect();
+        let started = std::time::Instant::now();
+        let choice = crate::decode_prefetch::choose(policy, &packed, memory)?;
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            prefetch = %choice,
+            "decode prefetch chosen"
+        );
+        self.prefetch_choice = choice;
+        Ok(&self.prefetch_choice)
+    }
+
+    /// How far ahead the packed tiles' decode kernel reads, and why.
+    pub fn prefetch_choice(&self) -> &PrefetchChoice {
+        &self.prefetch_choice
     }
 
     /// Each block's seven weight matrices.
@@ -1710,6 +1748,7 @@ mod tests {
             reserved_columns: 0,
             device: device.clone(),
             kernel_choice: KernelChoice::Set(CpuKernels::Candle),
+            prefetch_choice: PrefetchChoice::Default(PrefetchDefault::NothingPacked),
             interrupt: None,
         };
         // Row 0: two real tokens; row 1: a pad, then one real token.

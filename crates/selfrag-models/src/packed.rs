@@ -58,6 +58,33 @@ const QK_K: usize = 256;
 /// on the prompt kernel and 76–77 as 4 rows then 1; K = 6 at 88–93 against 78–79; K = 8 at
 /// 108–110 against 94–95).
 const MAX_ACTIVATION_ROWS: usize = 8;
+
+/// How many tiles ahead of the one being multiplied the decode kernel asks into the cache,
+/// until a load calibrates it for this CPU ([`crate::decode_prefetch`]). Tiles are read front
+/// to back, strip after strip; with one activation row a tile is multiplied in about the time
+/// memory takes to deliver it, so without asking early each tile waits (decode at 0.64×
+/// without it, on the AMD EPYC of family 26).
+///
+/// Two tiles, 4.7 KB of Q4_K. On that EPYC (two threads, alternating runs, 5 rounds each),
+/// decode ran 1.087× as fast with 2 as with 8 (every round 1.06–1.09×), 1.081× with 1, 1.026×
+/// with 3; 16 was 0.94×; K = 5 decode steps 1.114×. On the Xeon of the first rounds 8 had
+/// measured best, within its runs' ±3% (2: 3% slower, single runs): why it is calibrated.
+pub(crate) const DEFAULT_PREFETCH_TILES: usize = 2;
+
+/// The decode kernel's prefetch distance in tiles, for the whole process: it is the CPU's
+/// (its memory's latency against its cores' speed), the same for every model loaded. Any value
+/// computes the same products; only their speed differs.
+static PREFETCH_TILES: AtomicUsize = AtomicUsize::new(DEFAULT_PREFETCH_TILES);
+
+/// The decode kernel's prefetch distance now.
+pub(crate) fn prefetch_tiles() -> usize {
+    PREFETCH_TILES.load(Ordering::Relaxed)
+}
+
+/// Sets the decode kernel's prefetch distance for every later product.
+pub(crate) fn set_prefetch_tiles(tiles: usize) {
+    PREFETCH_TILES.store(tiles, Ordering::Relaxed);
+}
 /// Activation rows from which a product runs on the prompt kernel (a prompt pass).
 const PROMPT_MIN_ROWS: usize = MAX_ACTIVATION_ROWS + 1;
 /// Strips the prompt kernel unpacks and multiplies together: 64 output rows.
@@ -294,6 +321,19 @@ impl PackedMatrix {
             })?)
         };
         Ok(Some(Self { tiles, n, k }))
+    }
+
+    /// The bytes of its tiles: what a decode step reads of this matrix.
+    pub(crate) fn bytes(&self) -> usize {
+        match &self.tiles {
+            Tiles::Q4K(tiles) => std::mem::size_of_val(tiles.as_slice()),
+            Tiles::Q6K(tiles) => std::mem::size_of_val(tiles.as_slice()),
+        }
+    }
+
+    /// The inputs it takes: `x`'s last dimension.
+    pub(crate) fn k(&self) -> usize {
+        self.k
     }
 
     /// `x · Wᵀ` for `x` of shape `[..., k]`; the result has shape `[..., n]`.
@@ -1191,19 +1231,6 @@ mod avx512 {
         }
     }
 
-    /// How many tiles ahead of the one being multiplied are asked into the cache. Tiles are
-    /// read front to back, strip after strip; with one activation row a tile is multiplied in
-    /// about the time memory takes to deliver it, so without asking early each tile waits
-    /// (decode at 0.64× without it, on the AMD EPYC of family 26).
-    ///
-    /// Two tiles, 4.7 KB of Q4_K. Asked further ahead, the lines most likely arrive too early
-    /// and are pushed out again before their turn (not measured; the times below are). On that
-    /// EPYC (two threads, alternating runs, 5 rounds each), decode ran 1.087× as fast with 2 as
-    /// with 8 (every round 1.06–1.09×), 1.081× with 1, 1.026× with 3; 16 was 0.94×; K = 5
-    /// decode steps 1.114×. On the Xeon of the first rounds 8 had measured best, within its
-    /// runs' ±3% (2: 3% slower, single runs).
-    const PREFETCH_TILES: usize = 2;
-
     /// Asks for every cache line of `tiles[index]` (when there is one) without waiting for it.
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -1265,18 +1292,19 @@ mod avx512 {
         out: &mut [f32],
     ) {
         let mut acc = [_mm512_setzero_ps(); M];
+        let ahead = super::prefetch_tiles();
         let blocks =
             |b: usize| -> [&BlockQ8K; M] { std::array::from_fn(|i| &acts[i * blocks_per_row + b]) };
         match tiles {
             Tiles::Q4K(tiles) => {
                 for b in 0..blocks_per_row {
-                    prefetch(tiles, first + b + PREFETCH_TILES);
+                    prefetch(tiles, first + b + ahead);
                     q4k_tile(&tiles[first + b], &blocks(b), &mut acc);
                 }
             }
             Tiles::Q6K(tiles) => {
                 for b in 0..blocks_per_row {
-                    prefetch(tiles, first + b + PREFETCH_TILES);
+                    prefetch(tiles, first + b + ahead);
                     q6k_tile(&tiles[first + b], &blocks(b), &mut acc);
                 }
             }

@@ -476,6 +476,12 @@ fn install_self_rag_pack(python: &Path) -> Result<()> {
 /// llama.cpp's CPU options for this machine: every SIMD level the CPU has (not `-march=native`,
 /// which would also turn on AMX), and AMX off: AMX tiles fault in some VMs that report them.
 fn cmake_args() -> String {
+    peer_cmake_flags().join(" ")
+}
+
+/// The CMake options of llama.cpp's build for the peer: this CPU's SIMD levels, AMX off (it
+/// faults on the virtual machines this project runs on).
+pub(crate) fn peer_cmake_flags() -> Vec<String> {
     let flags = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|info| {
@@ -503,7 +509,7 @@ fn cmake_args() -> String {
         args.push(format!("-D{option}={on}"));
     }
     args.extend(["GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"].map(|o| format!("-D{o}=OFF")));
-    args.join(" ")
+    args
 }
 
 /// The value of the first `"key": number` in `json`.
@@ -1220,6 +1226,31 @@ mod tests {
         assert!(args.contains("-DGGML_NATIVE=OFF"));
         assert!(args.contains("-DGGML_AMX_INT8=OFF"));
         assert!(!args.contains("AMX_TILE=ON"));
+    }
+
+    #[test]
+    fn the_prefetch_table_has_a_row_per_distance_against_the_best_and_the_calibrated_ones() {
+        let runs = vec![
+            vec![19.0, 19.4, 19.2],
+            vec![20.0, 19.8, 20.2],
+            vec![19.5],
+            vec![18.0, 18.2],
+        ];
+        let reports = [
+            "2 tiles ahead, timed over 564 MB".to_owned(),
+            "2 tiles ahead, timed over 564 MB".to_owned(),
+            "4 tiles ahead, timed over 564 MB: last".to_owned(),
+        ];
+        let md = prefetch_table(&runs, &reports, 18.0);
+        assert!(
+            md.contains("| 2 | 20.00 [20.0, 19.8, 20.2] | 1.000× | 1.11× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 8 | 18.10 [18.0, 18.2] | 0.905× | 1.01× |"),
+            "{md}"
+        );
+        assert!(md.contains("[2, 2, 4] tiles ahead; the last one's report: 4 tiles ahead, timed over 564 MB: last."), "{md}");
     }
 
     #[test]

@@ -292,7 +292,7 @@ fn build_tests(cuda: &Path) -> Result<PathBuf> {
 
 /// The string value of `"key":"…"` in one line of cargo's JSON (paths on Linux need no
 /// unescaping but of `\\` and `\"`).
-fn json_field(line: &str, key: &str) -> Option<String> {
+pub(crate) fn json_field(line: &str, key: &str) -> Option<String> {
     let needle = format!("\"{key}\":\"");
     let start = line.find(&needle)? + needle.len();
     let mut value = String::new();
@@ -339,9 +339,10 @@ fn lay_out(root: &Path, cuda: &Path, stub: &Path, binary: &Path) -> Result<()> {
     let peer = bundle.join("peer.py");
     std::fs::write(&peer, include_str!("gpu_peer.py"))
         .with_context(|| format!("writing {}", peer.display()))?;
-    std::fs::write(bundle.join("BUILD"), build_info(root, binary))
+    let cuda_info = format!("CUDA 13.0 from PyPI, compute capability {}", compute_cap());
+    std::fs::write(bundle.join("BUILD"), build_info(root, binary, &cuda_info))
         .with_context(|| format!("writing {}/BUILD", bundle.display()))?;
-    exclude_from_git(root)?;
+    exclude_from_git(root, BUNDLE)?;
 
     let bytes = folder_bytes(&bundle)?;
     #[allow(clippy::cast_precision_loss)]
@@ -359,8 +360,9 @@ fn lay_out(root: &Path, cuda: &Path, stub: &Path, binary: &Path) -> Result<()> {
     Ok(())
 }
 
-/// What the bundle was built from, for the report's header.
-fn build_info(root: &Path, binary: &Path) -> String {
+/// What a bundle was built from, for the report's header: the commit, the compiler, `what`
+/// else went into it, and the test binary's name.
+pub(crate) fn build_info(root: &Path, binary: &Path, what: &str) -> String {
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)
@@ -380,10 +382,8 @@ fn build_info(root: &Path, binary: &Path) -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
     format!(
-        "built from {} ({changed} files changed from it), {rustc}, CUDA 13.0 from PyPI, compute capability {}, \
-         binary {}\n",
+        "built from {} ({changed} files changed from it), {rustc}, {what}, binary {}\n",
         git(&["rev-parse", "--short", "HEAD"]),
-        compute_cap(),
         binary
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -391,8 +391,8 @@ fn build_info(root: &Path, binary: &Path) -> String {
     )
 }
 
-/// `/.gpu-check/` in `.git/info/exclude`, once: the bundle is a build output, never committed.
-fn exclude_from_git(root: &Path) -> Result<()> {
+/// `/BUNDLE/` in `.git/info/exclude`, once: a bundle is a build output, never committed.
+pub(crate) fn exclude_from_git(root: &Path, bundle: &str) -> Result<()> {
     let out = Command::new("git")
         .args(["rev-parse", "--git-path", "info/exclude"])
         .current_dir(root)
@@ -402,7 +402,7 @@ fn exclude_from_git(root: &Path) -> Result<()> {
         bail!("git rev-parse --git-path info/exclude failed");
     }
     let exclude = root.join(String::from_utf8_lossy(&out.stdout).trim());
-    let line = format!("/{BUNDLE}/");
+    let line = format!("/{bundle}/");
     let text = std::fs::read_to_string(&exclude).unwrap_or_default();
     if text.lines().any(|l| l.trim() == line) {
         return Ok(());
@@ -419,7 +419,7 @@ fn exclude_from_git(root: &Path) -> Result<()> {
         .with_context(|| format!("writing {}", exclude.display()))
 }
 
-fn folder_bytes(dir: &Path) -> Result<u64> {
+pub(crate) fn folder_bytes(dir: &Path) -> Result<u64> {
     let mut total = 0;
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;

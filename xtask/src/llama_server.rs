@@ -3,9 +3,10 @@
 //!
 //! The source comes from a registry package: the sdist of `llama-cpp-python` on PyPI carries
 //! the whole of llama.cpp in `vendor/llama.cpp`, server included. It is built with CMake
-//! (`llama-server` target only), for x86-64-v3 (AVX2, FMA, F16C) rather than the build machine's
-//! own CPU: a native build would use AMX where the CPU reports it, and AMX faults on the
-//! virtual machines this project runs on. No web UI, no HTTPS, no downloads at build time.
+//! (`llama-server` target only), for the tests for x86-64-v3 (AVX2, FMA, F16C) rather than the
+//! build machine's own CPU: a native build would use AMX where the CPU reports it, and AMX
+//! faults on the virtual machines this project runs on. `cargo xtask cpu-check` builds another,
+//! with this CPU's AVX-512 as the benchmark's peer has it (AMX still off). No web UI, no HTTPS, no downloads at build time.
 //! The first build takes a few minutes on 2 cores; later runs find the binary in
 //! `~/.cache/selfrag-desktop/llama-server/<version>/`.
 
@@ -19,9 +20,31 @@ use crate::{cache_dir, status};
 /// The llama-cpp-python release whose vendored llama.cpp is built.
 const LLAMA_CPP_PYTHON: &str = "0.3.36";
 
-/// The cached `llama-server`, built first if missing.
+/// The instruction sets of the tests' build: x86-64-v3, no AMX.
+const PORTABLE: [&str; 8] = [
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_AVX=ON",
+    "-DGGML_AVX2=ON",
+    "-DGGML_FMA=ON",
+    "-DGGML_F16C=ON",
+    "-DGGML_AMX_TILE=OFF",
+    "-DGGML_AMX_INT8=OFF",
+    "-DGGML_AMX_BF16=OFF",
+];
+
+/// The cached `llama-server` of the tests (x86-64-v3), built first if missing.
 pub fn binary() -> Result<PathBuf> {
-    let home = cache_dir().join("llama-server").join(LLAMA_CPP_PYTHON);
+    built_with(LLAMA_CPP_PYTHON, &PORTABLE.map(str::to_owned))
+}
+
+/// A `llama-server` built with the instruction sets `flags` name (CMake `-D` options, as the
+/// benchmark's peer is built for this CPU), cached under `tag` beside the tests' build.
+pub fn binary_with(tag: &str, flags: &[String]) -> Result<PathBuf> {
+    built_with(&format!("{LLAMA_CPP_PYTHON}-{tag}"), flags)
+}
+
+fn built_with(folder: &str, flags: &[String]) -> Result<PathBuf> {
+    let home = cache_dir().join("llama-server").join(folder);
     let binary = home.join("llama-server");
     if runs(&binary) {
         return Ok(binary);
@@ -41,17 +64,10 @@ pub fn binary() -> Result<PathBuf> {
             .arg(&source)
             .arg("-B")
             .arg(&build)
+            .args(flags)
             .args([
                 "-DCMAKE_BUILD_TYPE=Release",
                 "-DBUILD_SHARED_LIBS=OFF",
-                "-DGGML_NATIVE=OFF",
-                "-DGGML_AVX=ON",
-                "-DGGML_AVX2=ON",
-                "-DGGML_FMA=ON",
-                "-DGGML_F16C=ON",
-                "-DGGML_AMX_TILE=OFF",
-                "-DGGML_AMX_INT8=OFF",
-                "-DGGML_AMX_BF16=OFF",
                 "-DLLAMA_BUILD_TESTS=OFF",
                 "-DLLAMA_BUILD_EXAMPLES=OFF",
                 "-DLLAMA_BUILD_SERVER=ON",

@@ -1,5 +1,5 @@
-//! Developer entry points: `cargo xtask run | test | bundle | fixtures | fuzz | gpu-check | stress |
-//! setup`.
+//! Developer entry points: `cargo xtask run | test | bundle | fixtures | fuzz | gpu-check |
+//! cpu-check | stress | setup`.
 //!
 //! Everything a fresh Debian/Ubuntu machine needs is installed here, idempotently, so that the
 //! README's two commands are the whole set-up. Builds go to a persistent `CARGO_TARGET_DIR`
@@ -18,6 +18,7 @@ use anyhow::{Context, Result, bail};
 
 mod bench;
 mod bundle;
+mod cpu_check;
 mod fuzz;
 mod gpu_check;
 mod llama_server;
@@ -56,6 +57,7 @@ fn run() -> Result<()> {
         Some("bundle") => bundle::bundle(&root, &args[1..]),
         Some("fuzz") => fuzz::fuzz(&root, &args[1..]),
         Some("gpu-check") => gpu_check::gpu_check(&root, &args[1..]),
+        Some("cpu-check") => cpu_check::cpu_check(&root, &args[1..]),
         Some("stress") => stress::stress(&root, &args[1..]),
         Some("fixtures") => {
             let dir = args
@@ -66,7 +68,7 @@ fn run() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, server, index, search, shared, papers, rerank, answer or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  stress [--rounds N] [--app N]  index under load (busy cores, fsyncs, memory) in a loop: stalls, stale locks\n  gpu-check [build|run]  build the CUDA tests and timings into .gpu-check/ for a machine with a GPU (run: its run.sh here)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  llama-server  build llama.cpp's server (cached) and print its path\n  fixtures D write the tiny test models to folder D"
+                "usage: cargo xtask <command>\n\n  run        install what is missing, build the UI, launch the app\n  test       install what is missing, run every test (Rust, UI, end-to-end under Xvfb)\n  bundle     build the installers of this platform (--debug: from the debug build)\n  bench [S]  speed against llama.cpp and PyTorch: generator, embedder, server, index, search, shared, papers, rerank, answer or all\n  fuzz [T]   run the cargo-fuzz targets (--seconds N each, default 60; needs nightly and cargo-fuzz)\n  stress [--rounds N] [--app N]  index under load (busy cores, fsyncs, memory) in a loop: stalls, stale locks\n  gpu-check [build|run]  build the CUDA tests and timings into .gpu-check/ for a machine with a GPU (run: its run.sh here)\n  cpu-check [build|run]  build the generator's CPU timings and llama.cpp's server into .cpu-check/ for another machine's CPU (run: its run.sh here)\n  setup      only install what is missing\n  env        the variables a plain `cargo` needs here (eval \"$(cargo xtask env)\")\n  llama-server  build llama.cpp's server (cached) and print its path\n  fixtures D write the tiny test models to folder D"
             );
             bail!("unknown or missing command")
         }

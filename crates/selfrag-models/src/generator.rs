@@ -168,6 +168,14 @@ fn argmax(values: &[f32]) -> usize {
     best
 }
 
+/// The error of a prefetch calibration that failed on the model at `path`.
+fn prefetch_failed(path: &Path) -> impl FnOnce(candle_core::Error) -> ModelError + '_ {
+    move |e| ModelError::InvalidGguf {
+        path: path.to_owned(),
+        reason: format!("timing the decode kernel's prefetch distance failed: {e}"),
+    }
+}
+
 /// Length of the longest common prefix of `prompts` (0 for none).
 fn common_prefix_len(prompts: &[Vec<TokenId>]) -> usize {
     let Some((first, rest)) = prompts.split_first() else {
@@ -219,10 +227,7 @@ impl LlamaGenerator {
         generator
             .model
             .choose_prefetch(prefetch, memory.as_ref())
-            .map_err(|e| ModelError::InvalidGguf {
-                path: path.to_owned(),
-                reason: format!("timing the decode kernel's prefetch distance failed: {e}"),
-            })?;
+            .map_err(prefetch_failed(path))?;
         Ok(generator)
     }
 
@@ -338,6 +343,18 @@ impl LlamaGenerator {
     /// How far ahead the packed tiles' decode kernel reads, and why.
     pub fn prefetch_choice(&self) -> &PrefetchChoice {
         self.model.prefetch_choice()
+    }
+
+    /// Chooses the decode kernel's prefetch distance again, as `policy` says (a set distance,
+    /// or a calibration on this model's matrices, not remembered), for the whole process: the
+    /// benchmarks compare distances in one process with it.
+    pub fn choose_prefetch(
+        &mut self,
+        policy: PrefetchPolicy,
+    ) -> Result<&PrefetchChoice, ModelError> {
+        self.model
+            .choose_prefetch(policy, None)
+            .map_err(prefetch_failed(&self.path))
     }
 
     /// The tokenizer read from the GGUF metadata.

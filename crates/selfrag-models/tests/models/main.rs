@@ -10,6 +10,7 @@
 
 mod allocation;
 mod corrupt;
+mod cpu_timings;
 mod embedder;
 mod families;
 mod generator;

@@ -1,0 +1,132 @@
+//! `cargo xtask cpu-check [build|run]`: the generator's CPU timings, built here and run on
+//! another machine's CPU (issue 48, goals 1 and 2: a row per CPU family), such as the host of a
+//! machine lent for the GPU check, which has no Rust and no network.
+//!
+//! `build` (the default) builds selfrag-models' integration-test binary as CI builds it (its
+//! `cpu_timings` test is `#[ignore]`d, run only by the script) and llama.cpp's `llama-server`
+//! with the benchmark peer's instruction sets (this CPU's AVX-512, no AMX), and lays out
+//! `.cpu-check/` in the clone (ignored through `.git/info/exclude`): both binaries gzipped,
+//! `BUILD` (what was built from what) and `run.sh`. On the other machine, `bash
+//! .cpu-check/run.sh` writes the benchmark's 8-block model, times our prompt and decode with
+//! each prefetch distance and the one the load calibrated, and llama.cpp's on the same file, at
+//! 2 threads and at all of the machine's; `run` runs it here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::gpu_check::{build_info, exclude_from_git, folder_bytes, json_field};
+use crate::{cargo, done, exe, status, step};
+
+/// The bundle's folder in the clone.
+const BUNDLE: &str = ".cpu-check";
+/// What a device call carries with the tree, in MiB.
+const CARRY_LIMIT_MB: f64 = 64.0;
+
+pub(crate) fn cpu_check(root: &Path, args: &[String]) -> Result<()> {
+    match args.first().map(String::as_str) {
+        None | Some("build") => build(root),
+        Some("run") => {
+            let script = root.join(BUNDLE).join("run.sh");
+            if !script.exists() {
+                bail!(
+                    "{} is missing: run `cargo xtask cpu-check build` first",
+                    script.display()
+                );
+            }
+            status(Command::new("bash").arg(&script), "run.sh")
+        }
+        Some(other) => bail!("unknown `cargo xtask cpu-check {other}`: build or run"),
+    }
+}
+
+fn build(root: &Path) -> Result<()> {
+    let binary = build_tests()?;
+    let t = step("llama-server with the peer's instruction sets");
+    let server = crate::llama_server::binary_with("peer", &crate::bench::peer_cmake_flags())?;
+    done("llama-server for the peer", t);
+    lay_out(root, &binary, &server)
+}
+
+/// selfrag-models' test binary `models`, built with the workspace's features (as CI builds it,
+/// so the shared target folder keeps its build); its path.
+fn build_tests() -> Result<PathBuf> {
+    let t = step("build selfrag-models' tests");
+    let output = cargo()
+        .args([
+            "test",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--no-run",
+            "--test",
+            "models",
+            "--message-format",
+            "json-render-diagnostics",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("starting cargo")?
+        .wait_with_output()
+        .context("waiting for cargo")?;
+    if !output.status.success() {
+        bail!("building the tests failed ({})", output.status);
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let binary = stdout
+        .lines()
+        .filter(|line| line.contains("\"name\":\"models\""))
+        .find_map(|line| json_field(line, "executable"))
+        .context("cargo named no executable for the `models` tests")?;
+    done("build the tests", t);
+    Ok(PathBuf::from(binary))
+}
+
+fn lay_out(root: &Path, binary: &Path, server: &Path) -> Result<()> {
+    let t = step(&format!("lay out {BUNDLE}/"));
+    let bundle = root.join(BUNDLE);
+    let _ = std::fs::remove_dir_all(&bundle);
+    std::fs::create_dir_all(&bundle).with_context(|| format!("creating {}", bundle.display()))?;
+    for (from, name) in [(binary, exe("models")), (server, exe("llama-server"))] {
+        let to = bundle.join(name);
+        std::fs::copy(from, &to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        status(Command::new("strip").arg(&to), "strip")?;
+        status(
+            Command::new("gzip").args(["-9", "-n", "-f"]).arg(&to),
+            "gzip",
+        )?;
+    }
+    let script = bundle.join("run.sh");
+    std::fs::write(&script, include_str!("cpu_check.sh"))
+        .with_context(|| format!("writing {}", script.display()))?;
+    std::fs::write(
+        bundle.join("BUILD"),
+        build_info(
+            root,
+            binary,
+            &format!(
+                "llama.cpp of llama-cpp-python's sdist with {}",
+                crate::bench::peer_cmake_flags().join(" ")
+            ),
+        ),
+    )
+    .with_context(|| format!("writing {}/BUILD", bundle.display()))?;
+    exclude_from_git(root, BUNDLE)?;
+
+    let bytes = folder_bytes(&bundle)?;
+    #[allow(clippy::cast_precision_loss)]
+    let mb = bytes as f64 / 1_048_576.0;
+    done(&format!("lay out {BUNDLE}/ ({mb:.1} MiB)"), t);
+    if mb > CARRY_LIMIT_MB - 8.0 {
+        bail!(
+            "{BUNDLE}/ is {mb:.1} MiB: with the tree it would not fit the {CARRY_LIMIT_MB} MiB a device call carries"
+        );
+    }
+    eprintln!(
+        "\nOn the other machine, from the repository root (carry [\"{BUNDLE}\"]):\n  bash {BUNDLE}/run.sh\n\
+         It writes $OUT/cpu-check.txt and $OUT/cpu-check.md. Here, `cargo xtask cpu-check run` runs it on this CPU."
+    );
+    Ok(())
+}

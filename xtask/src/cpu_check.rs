@@ -16,29 +16,14 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::gpu_check::{build_info, exclude_from_git, folder_bytes, json_field};
+use crate::device_bundle::{self, build_info, exclude_from_git, json_field};
 use crate::{cargo, done, exe, status, step};
 
 /// The bundle's folder in the clone.
 const BUNDLE: &str = ".cpu-check";
-/// What a device call carries with the tree, in MiB.
-const CARRY_LIMIT_MB: f64 = 64.0;
 
 pub(crate) fn cpu_check(root: &Path, args: &[String]) -> Result<()> {
-    match args.first().map(String::as_str) {
-        None | Some("build") => build(root),
-        Some("run") => {
-            let script = root.join(BUNDLE).join("run.sh");
-            if !script.exists() {
-                bail!(
-                    "{} is missing: run `cargo xtask cpu-check build` first",
-                    script.display()
-                );
-            }
-            status(Command::new("bash").arg(&script), "run.sh")
-        }
-        Some(other) => bail!("unknown `cargo xtask cpu-check {other}`: build or run"),
-    }
+    device_bundle::command(root, BUNDLE, "cpu-check", args, build)
 }
 
 fn build(root: &Path) -> Result<()> {
@@ -115,15 +100,7 @@ fn lay_out(root: &Path, binary: &Path, server: &Path) -> Result<()> {
     .with_context(|| format!("writing {}/BUILD", bundle.display()))?;
     exclude_from_git(root, BUNDLE)?;
 
-    let bytes = folder_bytes(&bundle)?;
-    #[allow(clippy::cast_precision_loss)]
-    let mb = bytes as f64 / 1_048_576.0;
-    done(&format!("lay out {BUNDLE}/ ({mb:.1} MiB)"), t);
-    if mb > CARRY_LIMIT_MB - 8.0 {
-        bail!(
-            "{BUNDLE}/ is {mb:.1} MiB: with the tree it would not fit the {CARRY_LIMIT_MB} MiB a device call carries"
-        );
-    }
+    device_bundle::check_size(&bundle, BUNDLE, t)?;
     eprintln!(
         "\nOn the other machine, from the repository root (carry [\"{BUNDLE}\"]):\n  bash {BUNDLE}/run.sh\n\
          It writes $OUT/cpu-check.txt and $OUT/cpu-check.md. Here, `cargo xtask cpu-check run` runs it on this CPU."

@@ -27,6 +27,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use crate::device_bundle;
 use crate::{cache_dir, cargo, done, exe, python_venv, status, step};
 
 /// NVIDIA's CUDA 13.0 wheels on PyPI: compiler (nvcc, cicc, ptxas), headers, and the libraries
@@ -54,23 +55,9 @@ const LINKED: [(&str, &str); 5] = [
 ];
 /// The bundle's folder in the clone, and what the device may carry with the tree.
 const BUNDLE: &str = ".gpu-check";
-const CARRY_LIMIT_MB: f64 = 64.0;
 
 pub(crate) fn gpu_check(root: &Path, args: &[String]) -> Result<()> {
-    match args.first().map(String::as_str) {
-        None | Some("build") => build(root),
-        Some("run") => {
-            let script = root.join(BUNDLE).join("run.sh");
-            if !script.exists() {
-                bail!(
-                    "{} is missing: run `cargo xtask gpu-check build` first",
-                    script.display()
-                );
-            }
-            status(Command::new("bash").arg(&script), "run.sh")
-        }
-        Some(other) => bail!("unknown `cargo xtask gpu-check {other}`: build or run"),
-    }
+    device_bundle::command(root, BUNDLE, "gpu-check", args, build)
 }
 
 /// The CUDA toolkit's root in the wheels' layout (`bin/nvcc`, `include`, `lib`).
@@ -284,27 +271,10 @@ fn build_tests(cuda: &Path) -> Result<PathBuf> {
     let binary = stdout
         .lines()
         .filter(|line| line.contains("\"name\":\"models\""))
-        .find_map(|line| json_field(line, "executable"))
+        .find_map(|line| device_bundle::json_field(line, "executable"))
         .context("cargo named no executable for the `models` tests")?;
     done("build the cuda tests", t);
     Ok(PathBuf::from(binary))
-}
-
-/// The string value of `"key":"…"` in one line of cargo's JSON (paths on Linux need no
-/// unescaping but of `\\` and `\"`).
-pub(crate) fn json_field(line: &str, key: &str) -> Option<String> {
-    let needle = format!("\"{key}\":\"");
-    let start = line.find(&needle)? + needle.len();
-    let mut value = String::new();
-    let mut chars = line[start..].chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => return Some(value),
-            '\\' => value.push(chars.next()?),
-            c => value.push(c),
-        }
-    }
-    None
 }
 
 fn lay_out(root: &Path, cuda: &Path, stub: &Path, binary: &Path) -> Result<()> {
@@ -340,99 +310,19 @@ fn lay_out(root: &Path, cuda: &Path, stub: &Path, binary: &Path) -> Result<()> {
     std::fs::write(&peer, include_str!("gpu_peer.py"))
         .with_context(|| format!("writing {}", peer.display()))?;
     let cuda_info = format!("CUDA 13.0 from PyPI, compute capability {}", compute_cap());
-    std::fs::write(bundle.join("BUILD"), build_info(root, binary, &cuda_info))
-        .with_context(|| format!("writing {}/BUILD", bundle.display()))?;
-    exclude_from_git(root, BUNDLE)?;
+    std::fs::write(
+        bundle.join("BUILD"),
+        device_bundle::build_info(root, binary, &cuda_info),
+    )
+    .with_context(|| format!("writing {}/BUILD", bundle.display()))?;
+    device_bundle::exclude_from_git(root, BUNDLE)?;
 
-    let bytes = folder_bytes(&bundle)?;
-    #[allow(clippy::cast_precision_loss)]
-    let mb = bytes as f64 / 1_048_576.0;
-    done(&format!("lay out {BUNDLE}/ ({mb:.1} MiB)"), t);
-    if mb > CARRY_LIMIT_MB - 8.0 {
-        bail!(
-            "{BUNDLE}/ is {mb:.1} MiB: with the tree it would not fit the {CARRY_LIMIT_MB} MiB a device call carries"
-        );
-    }
+    device_bundle::check_size(&bundle, BUNDLE, t)?;
     eprintln!(
         "\nOn the machine with the GPU, from the repository root (carry [\"{BUNDLE}\"]):\n  bash {BUNDLE}/run.sh\n\
          It writes $OUT/gpu-check.txt and $OUT/gpu-check-timings.md. Here, `cargo xtask gpu-check run` is the dry run."
     );
     Ok(())
-}
-
-/// What a bundle was built from, for the report's header: the commit, the compiler, `what`
-/// else went into it, and the test binary's name.
-pub(crate) fn build_info(root: &Path, binary: &Path, what: &str) -> String {
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .current_dir(root)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_default()
-    };
-    let changed = git(&["status", "--porcelain", "--untracked-files=no"])
-        .lines()
-        .count();
-    let rustc = Command::new("rustc")
-        .arg("--version")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    format!(
-        "built from {} ({changed} files changed from it), {rustc}, {what}, binary {}\n",
-        git(&["rev-parse", "--short", "HEAD"]),
-        binary
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    )
-}
-
-/// `/BUNDLE/` in `.git/info/exclude`, once: a bundle is a build output, never committed.
-pub(crate) fn exclude_from_git(root: &Path, bundle: &str) -> Result<()> {
-    let out = Command::new("git")
-        .args(["rev-parse", "--git-path", "info/exclude"])
-        .current_dir(root)
-        .output()
-        .context("running git rev-parse")?;
-    if !out.status.success() {
-        bail!("git rev-parse --git-path info/exclude failed");
-    }
-    let exclude = root.join(String::from_utf8_lossy(&out.stdout).trim());
-    let line = format!("/{bundle}/");
-    let text = std::fs::read_to_string(&exclude).unwrap_or_default();
-    if text.lines().any(|l| l.trim() == line) {
-        return Ok(());
-    }
-    if let Some(dir) = exclude.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let separator = if text.is_empty() || text.ends_with('\n') {
-        ""
-    } else {
-        "\n"
-    };
-    std::fs::write(&exclude, format!("{text}{separator}{line}\n"))
-        .with_context(|| format!("writing {}", exclude.display()))
-}
-
-pub(crate) fn folder_bytes(dir: &Path) -> Result<u64> {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
-        let meta = entry
-            .metadata()
-            .with_context(|| format!("reading {}", entry.path().display()))?;
-        total += if meta.is_dir() {
-            folder_bytes(&entry.path())?
-        } else {
-            meta.len()
-        };
-    }
-    Ok(total)
 }
 
 #[cfg(test)]
@@ -447,20 +337,5 @@ mod tests {
             extern \"C\" {\n        fn cuInit(Flags: c_uint) -> CUresult;\n    }\n\
             fn custom_helper() {}\n        fn not_a_driver_function(x: u32) {}\n";
         assert_eq!(driver_functions(bindings), ["cuInit", "cuMemAlloc_v2"]);
-    }
-
-    #[test]
-    fn the_executable_is_read_from_cargos_json() {
-        let line = r#"{"reason":"compiler-artifact","target":{"name":"models","kind":["test"]},"executable":"/t/debug/deps/models-0a1b","fresh":true}"#;
-        assert_eq!(
-            json_field(line, "executable").as_deref(),
-            Some("/t/debug/deps/models-0a1b")
-        );
-        assert_eq!(
-            json_field(r#"{"executable":"/a \"b\"/c"}"#, "executable").as_deref(),
-            Some(r#"/a "b"/c"#)
-        );
-        assert_eq!(json_field(r#"{"executable":null}"#, "executable"), None);
-        assert_eq!(json_field(r#"{"executable":"/cut"#, "executable"), None);
     }
 }

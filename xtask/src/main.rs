@@ -19,6 +19,7 @@ use anyhow::{Context, Result, bail};
 mod bench;
 mod bundle;
 mod cpu_check;
+mod device_bundle;
 mod fuzz;
 mod gpu_check;
 mod llama_server;

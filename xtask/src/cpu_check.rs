@@ -14,9 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
-use crate::device_bundle::{self, build_info, exclude_from_git, json_field};
+use crate::device_bundle::{self, build_info, exclude_from_git};
 use crate::{cargo, done, exe, status, step};
 
 /// The bundle's folder in the clone.
@@ -38,34 +38,11 @@ fn build(root: &Path) -> Result<()> {
 /// so the shared target folder keeps its build); its path.
 fn build_tests() -> Result<PathBuf> {
     let t = step("build selfrag-models' tests");
-    let output = cargo()
-        .args([
-            "test",
-            "--workspace",
-            "--exclude",
-            "xtask",
-            "--no-run",
-            "--test",
-            "models",
-            "--message-format",
-            "json-render-diagnostics",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .context("starting cargo")?
-        .wait_with_output()
-        .context("waiting for cargo")?;
-    if !output.status.success() {
-        bail!("building the tests failed ({})", output.status);
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let binary = stdout
-        .lines()
-        .filter(|line| line.contains("\"name\":\"models\""))
-        .find_map(|line| json_field(line, "executable"))
-        .context("cargo named no executable for the `models` tests")?;
+    let mut build = cargo();
+    build.args(["test", "--workspace", "--exclude", "xtask", "--no-run"]);
+    let binary = device_bundle::models_test_binary(build, "the tests")?;
     done("build the tests", t);
-    Ok(PathBuf::from(binary))
+    Ok(binary)
 }
 
 fn lay_out(root: &Path, binary: &Path, server: &Path) -> Result<()> {

@@ -4,7 +4,7 @@
 //! checks that the bundle fits what a call carries, says what it was built from, and keeps it
 //! out of git.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
@@ -40,6 +40,34 @@ pub(crate) fn command(
         }
         Some(other) => bail!("unknown `cargo xtask {name} {other}`: build or run"),
     }
+}
+
+/// Runs `cargo` (a `cargo test --no-run …` with its package, features and environment) for
+/// the `models` integration-test binary, and returns that binary's path as cargo names it;
+/// `what` names the build in its error.
+pub(crate) fn models_test_binary(mut cargo: Command, what: &str) -> Result<PathBuf> {
+    let output = cargo
+        .args([
+            "--test",
+            "models",
+            "--message-format",
+            "json-render-diagnostics",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("starting cargo")?
+        .wait_with_output()
+        .context("waiting for cargo")?;
+    if !output.status.success() {
+        bail!("building {what} failed ({})", output.status);
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let binary = stdout
+        .lines()
+        .filter(|line| line.contains("\"name\":\"models\""))
+        .find_map(|line| json_field(line, "executable"))
+        .context("cargo named no executable for the `models` tests")?;
+    Ok(PathBuf::from(binary))
 }
 
 /// Ends the step `t` of laying out `dir` (the bundle `bundle`) with its size, and fails where

@@ -253,28 +253,10 @@ fn build_tests(cuda: &Path) -> Result<PathBuf> {
             "selfrag-models",
             "--features",
             "cuda",
-            "--test",
-            "models",
-            "--message-format",
-            "json-render-diagnostics",
-        ])
-        .stdout(std::process::Stdio::piped());
-    let output = build
-        .spawn()
-        .context("starting cargo")?
-        .wait_with_output()
-        .context("waiting for cargo")?;
-    if !output.status.success() {
-        bail!("building the cuda tests failed ({})", output.status);
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let binary = stdout
-        .lines()
-        .filter(|line| line.contains("\"name\":\"models\""))
-        .find_map(|line| device_bundle::json_field(line, "executable"))
-        .context("cargo named no executable for the `models` tests")?;
+        ]);
+    let binary = device_bundle::models_test_binary(build, "the cuda tests")?;
     done("build the cuda tests", t);
-    Ok(PathBuf::from(binary))
+    Ok(binary)
 }
 
 fn lay_out(root: &Path, cuda: &Path, stub: &Path, binary: &Path) -> Result<()> {

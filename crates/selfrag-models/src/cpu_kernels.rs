@@ -189,6 +189,14 @@ impl KernelPolicy {
         !matches!(self, Self::Use(_))
     }
 
+    /// Where the timing is remembered, if anywhere.
+    pub fn memory(&self) -> Option<&KernelMemory> {
+        match self {
+            Self::Remember(memory) => Some(memory),
+            Self::Measure | Self::Use(_) => None,
+        }
+    }
+
     /// This policy, with a timing remembered in `memory` where it times the kernels.
     pub fn remembering(self, memory: KernelMemory) -> Self {
         match self {

@@ -179,7 +179,9 @@ pub(crate) fn choose(
     memory: Option<&KernelMemory>,
 ) -> Result<PrefetchChoice> {
     let choice = match policy {
-        PrefetchPolicy::Use(tiles) => PrefetchChoice::Set(tiles),
+        // Within the setting's bounds, as `from_env` reads it: the kernel adds the distance
+        // to a tile's index.
+        PrefetchPolicy::Use(tiles) => PrefetchChoice::Set(tiles.clamp(1, MAX_TILES)),
         PrefetchPolicy::Measure => measure(matrices, memory, timed_bytes())?,
     };
     set_prefetch_tiles(choice.tiles());
@@ -494,6 +496,23 @@ mod tests {
                 remembered: true,
             }
         );
+        // A distance no setting makes (a damaged file) is not taken: timed over and rewritten.
+        for tiles in [0, MAX_TILES + 1, usize::MAX >> 1] {
+            let damaged = PrefetchTimings {
+                tiles,
+                timed: vec![(tiles, 0.5)],
+                bytes: timings.bytes,
+            };
+            memory.remember_prefetch(&key, &damaged);
+            let PrefetchChoice::Measured {
+                timings: retimed,
+                remembered: false,
+            } = measure(&matrices, Some(&memory), needed).unwrap()
+            else {
+                panic!("a distance of {tiles} tiles was recalled");
+            };
+            assert!(CANDIDATES.contains(&retimed.tiles));
+        }
         // Without a memory it times again; with too few weights, not at all.
         assert!(matches!(
             measure(&matrices, None, needed).unwrap(),
@@ -517,6 +536,10 @@ mod tests {
         let set = choose(PrefetchPolicy::Use(5), &matrices, Some(&memory)).unwrap();
         assert_eq!(set, PrefetchChoice::Set(5));
         assert_eq!(crate::packed::prefetch_tiles(), 5);
+        // A caller's distance past the setting's bounds is held to them.
+        let far = choose(PrefetchPolicy::Use(usize::MAX), &matrices, None).unwrap();
+        assert_eq!(far, PrefetchChoice::Set(MAX_TILES));
+        assert_eq!(crate::packed::prefetch_tiles(), MAX_TILES);
         set_prefetch_tiles(DEFAULT_PREFETCH_TILES);
     }
 

@@ -218,10 +218,7 @@ impl LlamaGenerator {
         let precision =
             crate::llama::cache_precision_from_env(device).map_err(ModelError::InvalidSetting)?;
         let prefetch = PrefetchPolicy::from_env().map_err(ModelError::InvalidSetting)?;
-        let memory = match &policy {
-            KernelPolicy::Remember(memory) => Some(memory.clone()),
-            KernelPolicy::Measure | KernelPolicy::Use(_) => None,
-        };
+        let memory = policy.memory().cloned();
         let mut generator = Self::load_with_kernels(path, device, policy)?;
         generator.model.set_cache_precision(precision);
         generator

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cpu_kernels::{CpuKernels, ProductTimes};
-use crate::decode_prefetch::PrefetchTimings;
+use crate::decode_prefetch::{MAX_TILES, PrefetchTimings};
 
 /// The file's name in the data folder.
 pub const KERNEL_MEMORY_FILE: &str = "cpu-kernels.json";
@@ -166,7 +166,11 @@ impl KernelMemory {
     pub(crate) fn recall_prefetch(&self, key: &str) -> Option<PrefetchTimings> {
         let choices = self.read()?;
         let entry = choices.get(key)?;
-        let tiles = usize::try_from(entry.get("prefetch_tiles")?.as_u64()?).ok()?;
+        // A distance no setting could make (a damaged or foreign file) is timed over: the
+        // kernel adds it to a tile's index.
+        let tiles = usize::try_from(entry.get("prefetch_tiles")?.as_u64()?)
+            .ok()
+            .filter(|tiles| (1..=MAX_TILES).contains(tiles))?;
         let timed = entry
             .get("step_seconds")?
             .as_object()?

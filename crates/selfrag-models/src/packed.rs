@@ -85,6 +85,7 @@ pub(crate) fn prefetch_tiles() -> usize {
 pub(crate) fn set_prefetch_tiles(tiles: usize) {
     PREFETCH_TILES.store(tiles, Ordering::Relaxed);
 }
+
 /// Activation rows from which a product runs on the prompt kernel (a prompt pass).
 const PROMPT_MIN_ROWS: usize = MAX_ACTIVATION_ROWS + 1;
 /// Strips the prompt kernel unpacks and multiplies together: 64 output rows.

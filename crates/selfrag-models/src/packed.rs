@@ -408,8 +408,8 @@ impl PackedMatrix {
         Tensor::from_vec(gated, dims, &candle_core::Device::Cpu)
     }
 
-    /// Adds output columns `64·quad .. 64·quad + 64` of every activation row to `rows` (one
-    /// slice per row, zeros from `matmul_all`), on the prompt kernel.
+    /// Output columns `64·quad .. 64·quad + 64` of every activation row into `rows` (one slice
+    /// per row, from `matmul_all`), on the prompt kernel.
     fn quad_product(
         &self,
         quad: usize,
@@ -1055,16 +1055,23 @@ mod avx512 {
         unsafe { _mm512_loadu_si512(values.as_ptr().cast()) }
     }
 
-    /// Adds the quad in `scratch` times the activation blocks `acts` (`R` rows, one superblock
-    /// each) to `out` (`R` rows of 64 outputs). `sums` gives a block's activation sums over the
-    /// correction's sub-blocks (`2 · PAIRS` of them).
+    /// The quad in `scratch` times the activation blocks `acts` (`R` rows, one superblock
+    /// each), added to `out` (`R` rows of 64 outputs) when `ADD`, else written over it without
+    /// reading it. `sums` gives a block's activation sums over the correction's sub-blocks
+    /// (`2 · PAIRS` of them).
     ///
     /// Per sub-block, each row's integer sums against the 4 strips are scaled in f32 (the block
     /// scale times the sub-block's); the correction is exact integers (`vpdpwssd`, two
     /// sub-blocks per instruction); the activation's scale is applied once per superblock.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
-    fn quad_rows<const R: usize, const SUBS: usize, const STEPS: usize, const PAIRS: usize>(
+    fn quad_rows<
+        const R: usize,
+        const SUBS: usize,
+        const STEPS: usize,
+        const PAIRS: usize,
+        const ADD: bool,
+    >(
         scratch: &QuadScratch<SUBS, STEPS, PAIRS>,
         acts: [&BlockQ8K; R],
         sums: impl Fn(&BlockQ8K) -> &[i16],
@@ -1105,7 +1112,12 @@ mod avx512 {
                 }
                 let factor = load16_f32(&scratch.correction_scale[strip]);
                 let value = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(correction), factor, scaled);
-                store16_f32(lanes, _mm512_fmadd_ps(value, act_d, load16_f32(lanes)));
+                let before = if ADD {
+                    load16_f32(lanes)
+                } else {
+                    _mm512_setzero_ps()
+                };
+                store16_f32(lanes, _mm512_fmadd_ps(value, act_d, before));
             }
         }
     }
@@ -1119,9 +1131,9 @@ mod avx512 {
         _mm512_set1_epi32((low | (high << 16)).cast_signed())
     }
 
-    /// Adds outputs `64·quad .. 64·quad + 64` of every activation row to `rows` (one slice per
-    /// row, zeros when it starts), on the prompt kernel: superblock by superblock, the quad's
-    /// four tiles are unpacked once and multiplied by every row.
+    /// Outputs `64·quad .. 64·quad + 64` of every activation row into `rows` (one slice per
+    /// row; what they held is overwritten), on the prompt kernel: superblock by superblock, the
+    /// quad's four tiles are unpacked once and multiplied by every row.
     ///
     /// # Safety
     /// The CPU must have AVX-512 F, BW and VNNI and F16C. `activations` holds `rows.len()` rows
@@ -1187,6 +1199,13 @@ mod avx512 {
     /// The body of [`quad_product`] for one tile type: rows in chunks of at most
     /// `PROMPT_CHUNK_ROWS`, superblock by superblock, `unpack` then every row of the chunk, 3 at
     /// a time.
+    ///
+    /// The first superblock writes the outputs and the others add to them, so the outputs'
+    /// memory is never read before it is written. Read first, a fresh allocation's pages are
+    /// the kernel's shared zero page, and the write that follows replaces each one, which
+    /// flushes it from the other cores' address caches: on the Xeon's 2-core VM those
+    /// interrupts took 29% of a prompt's samples, more than the whole rest of the model but
+    /// this kernel.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
     fn quad_rows_all<const SUBS: usize, const STEPS: usize, const PAIRS: usize>(
@@ -1206,29 +1225,59 @@ mod avx512 {
                 // Rows are `blocks_per_row` blocks apart; this chunk's first row's block `b`.
                 let chunk_acts = &activations[chunk * chunk_rows * blocks_per_row + b..];
                 let act = |row: usize| &chunk_acts[row * blocks_per_row];
-                let (groups, remainder) = rows.as_chunks_mut::<PROMPT_GROUP_ROWS>();
-                let mut first = 0;
-                for group in groups {
-                    let acts = [act(first), act(first + 1), act(first + 2)];
-                    quad_rows(scratch, acts, sums, group);
-                    first += PROMPT_GROUP_ROWS;
-                }
-                // A remainder of 2 rows as one pair: twice the independent sums of single rows.
-                let (pairs, single) = remainder.as_chunks_mut::<2>();
-                for pair in pairs {
-                    quad_rows(scratch, [act(first), act(first + 1)], sums, pair);
-                    first += 2;
-                }
-                for row in single {
-                    quad_rows::<1, SUBS, STEPS, PAIRS>(
-                        scratch,
-                        [act(first)],
-                        sums,
-                        std::array::from_mut(row),
-                    );
-                    first += 1;
+                if b == 0 {
+                    superblock_rows::<_, _, SUBS, STEPS, PAIRS, false>(scratch, act, sums, rows);
+                } else {
+                    superblock_rows::<_, _, SUBS, STEPS, PAIRS, true>(scratch, act, sums, rows);
                 }
             }
+        }
+    }
+
+    /// Every row of a chunk times the superblock unpacked in `scratch` (`act(row)` is the row's
+    /// activation block), 3 rows at a time, added to `rows` when `ADD`, else written over them.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    fn superblock_rows<
+        'a,
+        Act: Fn(usize) -> &'a BlockQ8K,
+        Sums: Fn(&BlockQ8K) -> &[i16] + Copy,
+        const SUBS: usize,
+        const STEPS: usize,
+        const PAIRS: usize,
+        const ADD: bool,
+    >(
+        scratch: &QuadScratch<SUBS, STEPS, PAIRS>,
+        act: Act,
+        sums: Sums,
+        rows: &mut [&mut [f32; QUAD_WIDTH]],
+    ) {
+        let (groups, remainder) = rows.as_chunks_mut::<PROMPT_GROUP_ROWS>();
+        let mut first = 0;
+        for group in groups {
+            let acts = [act(first), act(first + 1), act(first + 2)];
+            quad_rows::<_, SUBS, STEPS, PAIRS, ADD>(scratch, acts, sums, group);
+            first += PROMPT_GROUP_ROWS;
+        }
+        // A remainder of 2 rows as one pair: twice the independent sums of single rows.
+        let (pairs, single) = remainder.as_chunks_mut::<2>();
+        for pair in pairs {
+            quad_rows::<_, SUBS, STEPS, PAIRS, ADD>(
+                scratch,
+                [act(first), act(first + 1)],
+                sums,
+                pair,
+            );
+            first += 2;
+        }
+        for row in single {
+            quad_rows::<1, SUBS, STEPS, PAIRS, ADD>(
+                scratch,
+                [act(first)],
+                sums,
+                std::array::from_mut(row),
+            );
+            first += 1;
         }
     }
 
@@ -1386,6 +1435,36 @@ mod tests {
                     (a - b).abs() <= 1e-5 * scale,
                     "{dtype:?}, {m} rows: output {i} is {a}, candle says {b}"
                 );
+            }
+        }
+    }
+
+    /// The prompt kernel writes its outputs without reading what they held (see
+    /// `quad_rows_all`): started on NaN instead of `matmul_all`'s zeros, each quad gives the
+    /// same products, for both tile types, in one chunk and in several.
+    #[test]
+    fn the_prompt_kernel_writes_over_its_outputs_without_reading_them() {
+        if !packing_here() {
+            return;
+        }
+        let (n, k) = (128, 512);
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let w = packed_values(dtype, n, k, 5);
+            for m in [PROMPT_MIN_ROWS, 31, 124, 129] {
+                let activations = quantize_rows(&values(m * k, 13 + m as u64), m, k);
+                let expected = matmul_all(&[&w], &activations, m).remove(0);
+                let mut outputs = vec![f32::NAN; m * n];
+                let mut by_quad: Vec<Vec<&mut [f32; QUAD_WIDTH]>> =
+                    (0..n / QUAD_WIDTH).map(|_| Vec::new()).collect();
+                for row in outputs.chunks_exact_mut(n) {
+                    for (quad, columns) in by_quad.iter_mut().zip(row.as_chunks_mut().0) {
+                        quad.push(columns);
+                    }
+                }
+                for (quad, rows) in by_quad.iter_mut().enumerate() {
+                    w.quad_product(quad, &activations, rows);
+                }
+                assert_eq!(outputs, expected, "{dtype:?}, {m} rows");
             }
         }
     }

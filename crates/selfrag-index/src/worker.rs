@@ -329,37 +329,31 @@ impl Extractor {
         seen: &SeenFile,
         stop: &std::sync::atomic::AtomicBool,
     ) -> Result<ExtractedDocument, IndexError> {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, Ordering};
-        /// Tells the blocking thread to give up (and kill its worker) when the wait ends early.
-        struct AbandonOnDrop(Arc<AtomicBool>);
-        impl Drop for AbandonOnDrop {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
-        let lost = |e: tokio::task::JoinError| IndexError::ParserFailed {
-            path: seen.path.clone(),
-            what: format!("was lost ({e})"),
-        };
-        let abandon = AbandonOnDrop(Arc::new(AtomicBool::new(false)));
+        self.start_seen(seen).finish(stop).await
+    }
+
+    /// Whether each file is parsed in a worker process ([`Extractor::worker`]), so that a
+    /// parse can run beside other work and be killed when it is no longer wanted.
+    pub fn isolates(&self) -> bool {
+        self.worker.is_some()
+    }
+
+    /// [`Extractor::extract_seen`] started now, on a blocking thread, and waited for later
+    /// ([`Extraction::finish`]); dropped unfinished, it gives up and kills its worker.
+    #[cfg(feature = "store")]
+    pub fn start_seen(&self, seen: &SeenFile) -> Extraction {
+        let abandon = AbandonOnDrop(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(
+            false,
+        )));
         let (this, owned, flag) = (self.clone(), seen.clone(), abandon.0.clone());
-        let mut task = tokio::task::spawn_blocking(move || {
+        let task = tokio::task::spawn_blocking(move || {
             this.extract_from(&owned.path, Some(&owned), Some(&flag))
         });
-        if self.worker.is_none() {
-            return task.await.map_err(lost)?;
-        }
-        let mut poll = tokio::time::interval(std::time::Duration::from_millis(100));
-        loop {
-            tokio::select! {
-                extracted = &mut task => return extracted.map_err(lost)?,
-                _ = poll.tick() => {
-                    if stop.load(Ordering::SeqCst) {
-                        return Err(IndexError::Stopped { path: seen.path.clone() });
-                    }
-                }
-            }
+        Extraction {
+            path: seen.path.clone(),
+            task,
+            stoppable: self.isolates(),
+            _abandon: abandon,
         }
     }
 
@@ -393,6 +387,72 @@ impl Extractor {
                     what: "panicked".into(),
                 })
             }),
+        }
+    }
+}
+
+/// Tells an extraction's blocking thread to give up (and kill its worker) when whoever waits
+/// for it stops waiting.
+#[cfg(feature = "store")]
+struct AbandonOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+#[cfg(feature = "store")]
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An extraction running on a blocking thread ([`Extractor::start_seen`]); dropped before it
+/// is finished, its worker is killed.
+#[cfg(feature = "store")]
+#[must_use = "dropped, the extraction is given up"]
+pub struct Extraction {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<Result<ExtractedDocument, IndexError>>,
+    /// In a worker process: the wait ends at `stop` (in this process the parse cannot be cut
+    /// short, and is waited for).
+    stoppable: bool,
+    _abandon: AbandonOnDrop,
+}
+
+#[cfg(feature = "store")]
+impl std::fmt::Debug for Extraction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extraction")
+            .field("path", &self.path)
+            .field("finished", &self.task.is_finished())
+            .finish()
+    }
+}
+
+#[cfg(feature = "store")]
+impl Extraction {
+    /// The file's text, once its parse ends; with a worker process, [`IndexError::Stopped`]
+    /// within a tenth of a second of `stop` being set (and the worker killed).
+    pub async fn finish(
+        mut self,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<ExtractedDocument, IndexError> {
+        use std::sync::atomic::Ordering;
+        let path = self.path.clone();
+        let lost = |e: tokio::task::JoinError| IndexError::ParserFailed {
+            path: path.clone(),
+            what: format!("was lost ({e})"),
+        };
+        if !self.stoppable {
+            return (&mut self.task).await.map_err(lost)?;
+        }
+        let mut poll = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                extracted = &mut self.task => return extracted.map_err(lost)?,
+                _ = poll.tick() => {
+                    if stop.load(Ordering::SeqCst) {
+                        return Err(IndexError::Stopped { path });
+                    }
+                }
+            }
         }
     }
 }

@@ -672,6 +672,133 @@ async fn a_cancelled_job_stops_between_files_and_keeps_what_it_did() {
     assert_eq!(lib.documents().len(), 2);
 }
 
+/// The extraction worker built with this crate, as the app parses (in a child process).
+fn worker() -> selfrag_index::Extractor {
+    selfrag_index::Extractor::worker(env!("CARGO_BIN_EXE_selfrag-extract-worker"))
+}
+
+/// Embeds as `inner`, but its first call of passages takes `first_call` longer: a file being
+/// embedded while the job could do something else.
+struct SlowFirstCall {
+    inner: BagOfWords,
+    first_call: std::time::Duration,
+    called: AtomicBool,
+    /// Run once, at the start of the first call of passages.
+    during_first_call: Box<dyn Fn() + Send + Sync>,
+}
+
+impl selfrag_index::PassageEmbedder for SlowFirstCall {
+    fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, selfrag_index::IndexError> {
+        if texts != selfrag_index::FINGERPRINT_SENTENCES
+            && !self.called.swap(true, Ordering::SeqCst)
+        {
+            (self.during_first_call)();
+            std::thread::sleep(self.first_call);
+        }
+        self.inner.embed(texts)
+    }
+}
+
+/// Issue 48, goal 5: a job parses the next file in its worker process while this one is
+/// embedded. The second file's worker never answers and is given 2 s; the first file's
+/// embedding takes 4 s. Parsed ahead, the second file's time limit has run out by its turn,
+/// so its failure follows its start at once, where parsing at its turn would take the 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_parses_the_next_file_while_this_one_is_embedded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    write(&docs, "a-long.txt", &own_commit_text("heron").repeat(2));
+    let hangs = write(&docs, "worker-hangs.txt", "This worker never answers.");
+    let embedder = SlowFirstCall {
+        inner: BAG_OF_WORDS,
+        first_call: std::time::Duration::from_secs(4),
+        called: AtomicBool::new(false),
+        during_first_call: Box::new(|| {}),
+    };
+    let lib = Library::open(&tmp.path().join("lib"), &embedder)
+        .await
+        .unwrap()
+        .with_extractor(worker().with_timeout(std::time::Duration::from_secs(2)));
+    let never = AtomicBool::new(false);
+    let hangs_path = hangs.display().to_string();
+    let (mut started, mut failed) = (None, None);
+    let summary = lib
+        .run_job(
+            std::slice::from_ref(&docs),
+            &embedder,
+            &never,
+            |e| match e {
+                JobEvent::FileStarted { path } if path == hangs_path => {
+                    started = Some(std::time::Instant::now());
+                }
+                JobEvent::FileDone { path, result } if path == hangs_path => {
+                    let err = result.unwrap_err().to_string();
+                    assert!(err.contains("ran out of time"), "{err}");
+                    failed = Some(std::time::Instant::now());
+                }
+                _ => {}
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((summary.indexed, summary.failed), (1, 1), "{summary:?}");
+    let waited = failed.unwrap() - started.unwrap();
+    assert!(
+        waited < std::time::Duration::from_secs(1),
+        "the second file's parse began at its turn: {waited:?} from its start to its failure"
+    );
+}
+
+/// A file changed after its parse ahead began (while the file before it was embedded) is
+/// parsed again at its turn: the library holds what the file says now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_changed_after_it_was_parsed_ahead_is_parsed_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs = tmp.path().join("docs");
+    write(&docs, "a-long.txt", &own_commit_text("heron").repeat(2));
+    let changing = write(&docs, "b-note.txt", "The old note on kingfishers.");
+    let rewrite = changing.clone();
+    let embedder = SlowFirstCall {
+        inner: BAG_OF_WORDS,
+        first_call: std::time::Duration::from_millis(500),
+        called: AtomicBool::new(false),
+        during_first_call: Box::new(move || {
+            // A different size, so that even a clock too coarse to move tells them apart.
+            std::fs::write(&rewrite, "The new and longer note on cormorants diving.").unwrap();
+        }),
+    };
+    let lib = Library::open(&tmp.path().join("lib"), &embedder)
+        .await
+        .unwrap()
+        .with_extractor(worker());
+    let never = AtomicBool::new(false);
+    let summary = lib
+        .run_job(std::slice::from_ref(&docs), &embedder, &never, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(summary.indexed, 2, "{summary:?}");
+    let hit = lib
+        .search(&query(&embedder, "cormorants diving", 1))
+        .await
+        .unwrap()
+        .remove(0);
+    assert!(hit.text.contains("cormorants"), "{}", hit.text);
+    let old = lib
+        .search(&query(&embedder, "kingfishers", 5))
+        .await
+        .unwrap();
+    assert!(
+        old.iter().all(|h| !h.text.contains("kingfishers")),
+        "{old:?}"
+    );
+}
+
 /// Small new files are embedded and committed together: one embedding call for the passages of
 /// several files, every file reported once stored. A Stop while some are read but not stored
 /// keeps none of those (nothing of them is in the library, nothing is reported done), and the

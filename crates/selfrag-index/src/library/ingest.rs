@@ -27,6 +27,30 @@ use super::{Library, Uncommitted, embed_blocking, now_ms, one_batch, path_key};
 use crate::chunk::chunks;
 use crate::{IndexError, PassageEmbedder};
 
+/// A file's parse started ahead of its turn in an indexing job ([`Library::parse_ahead`]), and
+/// the file as it was then.
+#[derive(Debug)]
+pub(crate) struct ParsedAhead {
+    seen: crate::granted::SeenFile,
+    size: u64,
+    modified_ns: i64,
+    extraction: crate::worker::Extraction,
+}
+
+impl ParsedAhead {
+    /// Whether the file read at its turn (`seen`, `size`, `modified_ns`) is the one parsed:
+    /// the same path, file and place read from, size and modification time. Otherwise the
+    /// parse is dropped (its worker killed) and the file parsed again.
+    fn is_of(&self, seen: &crate::granted::SeenFile, size: u64, modified_ns: i64) -> bool {
+        self.seen.path == seen.path
+            && self.seen.read_from == seen.read_from
+            && self.seen.identity == seen.identity
+            && self.size == size
+            && self.modified_ns == modified_ns
+            && modified_ns != 0
+    }
+}
+
 /// What indexing one file did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum IndexOutcome {
@@ -166,7 +190,7 @@ impl Library {
         // (new, its content not stored) still holds when it is written.
         let _writer = self.writer(path).await;
         match self
-            .prepare_file_locked(root, path, embedder, stop, on_slice)
+            .prepare_file_locked(root, path, None, embedder, stop, on_slice)
             .await?
         {
             Prepared::Done(outcome) => Ok(outcome),
@@ -181,17 +205,56 @@ impl Library {
 
     /// [`Library::index_file_under`] that leaves a small new file ([`SmallFile`]) read but not
     /// stored, for the caller to commit with others by [`Library::commit_small_files`].
+    /// `ahead` is this file's parse started earlier ([`Library::parse_ahead`]), used when the
+    /// file is still as it was then.
     pub(crate) async fn prepare_file_under(
         &self,
         root: &Path,
         path: &Path,
+        ahead: Option<ParsedAhead>,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
         on_slice: impl FnMut(PartlySearchable),
     ) -> Result<Prepared, IndexError> {
         let _writer = self.writer(path).await;
-        self.prepare_file_locked(root, path, embedder, stop, on_slice)
+        self.prepare_file_locked(root, path, ahead, embedder, stop, on_slice)
             .await
+    }
+
+    /// Starts parsing `path` (of `root`, as [`Library::index_file_under`] would read it) in a
+    /// worker process now, for an indexing job to hand to [`Library::prepare_file_under`] when
+    /// the file's turn comes: the next file's parse runs while this one is embedded and
+    /// written, instead of the embedder waiting for it. `None` where nothing would be parsed
+    /// (the file is unchanged since it was indexed, or cannot be read: its turn says why) or
+    /// where parsing runs in this process, which a parse that is not wanted after all could not
+    /// be stopped in.
+    pub(crate) async fn parse_ahead(&self, root: &Path, path: &Path) -> Option<ParsedAhead> {
+        if !self.extractor.isolates() {
+            return None;
+        }
+        let (owned_root, owned_path) = (root.to_path_buf(), path.to_path_buf());
+        let (seen, _file, size, modified_ns) =
+            tokio::task::spawn_blocking(move || open_indexable(&owned_root, &owned_path))
+                .await
+                .ok()?
+                .ok()?;
+        let unchanged = self.document(&path_key(path)).is_some_and(|row| {
+            row.is_complete()
+                && row.size == size
+                && row.modified_ns == modified_ns
+                && modified_ns != 0
+                && row.works.is_some()
+        });
+        if unchanged {
+            return None;
+        }
+        let extraction = self.extractor.start_seen(&seen);
+        Some(ParsedAhead {
+            seen,
+            size,
+            modified_ns,
+            extraction,
+        })
     }
 
     /// [`Library::prepare_file_under`] with the writer lock held.
@@ -199,6 +262,7 @@ impl Library {
         &self,
         root: &Path,
         path: &Path,
+        ahead: Option<ParsedAhead>,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
         mut on_slice: impl FnMut(PartlySearchable),
@@ -209,7 +273,7 @@ impl Library {
         // this one saw last.
         self.reload_if_shared().await?;
         let prepared = self
-            .index_file_locked(root, path, embedder, stop, &mut on_slice)
+            .index_file_locked(root, path, ahead, embedder, stop, &mut on_slice)
             .await;
         self.set_stage(super::IndexStage::Idle);
         prepared
@@ -364,13 +428,14 @@ impl Library {
         &self,
         root: &Path,
         path: &Path,
+        ahead: Option<ParsedAhead>,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
         on_slice: &mut impl FnMut(PartlySearchable),
     ) -> Result<Prepared, IndexError> {
         // Durable whatever happened: a failure after a write leaves that write recorded too.
         let outcome = self
-            .index_file_unsynced(root, path, embedder, stop, on_slice)
+            .index_file_unsynced(root, path, ahead, embedder, stop, on_slice)
             .await;
         self.set_stage(super::IndexStage::Syncing);
         let durable = self.make_durable().await;
@@ -383,6 +448,7 @@ impl Library {
         &self,
         root: &Path,
         path: &Path,
+        ahead: Option<ParsedAhead>,
         embedder: &dyn PassageEmbedder,
         stop: &AtomicBool,
         on_slice: &mut impl FnMut(PartlySearchable),
@@ -447,7 +513,12 @@ impl Library {
         }
 
         self.set_stage(super::IndexStage::Parsing);
-        let extracted = self.extractor.extract_seen(&seen, stop).await?;
+        // Parsed ahead while the file before was handled, when it is still the file it was.
+        let extraction = match ahead.filter(|a| a.is_of(&seen, size, modified_ns)) {
+            Some(ahead) => ahead.extraction,
+            None => self.extractor.start_seen(&seen),
+        };
+        let extracted = extraction.finish(stop).await?;
         if let Some(prev) = previous
             .as_ref()
             .filter(|p| p.id == document_id && p.is_complete() && p.works.is_none())
@@ -1060,7 +1131,7 @@ mod tests {
             .unwrap();
         let never = AtomicBool::new(false);
         let Prepared::Small(read) = lib
-            .prepare_file_under(&copy, &copy, &embedder, &never, |_| {})
+            .prepare_file_under(&copy, &copy, None, &embedder, &never, |_| {})
             .await
             .unwrap()
         else {
@@ -1115,7 +1186,7 @@ mod tests {
             let mut small = Vec::new();
             for note in &notes {
                 let Prepared::Small(read) = lib
-                    .prepare_file_under(note, note, &embedder, &never, |_| {})
+                    .prepare_file_under(note, note, None, &embedder, &never, |_| {})
                     .await
                     .unwrap()
                 else {

@@ -36,7 +36,7 @@ use futures::TryStreamExt;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
 pub use ingest::{IndexOutcome, PartlySearchable};
-pub(crate) use ingest::{Prepared, SmallFile};
+pub(crate) use ingest::{ParsedAhead, Prepared, SmallFile};
 use location::SharedStore;
 pub use location::{
     LibraryLocation, StoreCheck, StoreUri, check_location, check_store, machine_state_dir,

@@ -397,6 +397,8 @@ impl Library {
                 break;
             }
         }
+        // A parse ahead left by a Stop or Pause: its worker is killed now.
+        drop(ahead);
         if !run.summary.cancelled {
             self.commit_batch(&mut batch, &mut run, embedder, cancel, &mut on_event)
                 .await?;

@@ -394,6 +394,7 @@ impl Extractor {
 /// Tells an extraction's blocking thread to give up (and kill its worker) when whoever waits
 /// for it stops waiting.
 #[cfg(feature = "store")]
+#[derive(Debug)]
 struct AbandonOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
 #[cfg(feature = "store")]
@@ -406,6 +407,7 @@ impl Drop for AbandonOnDrop {
 /// An extraction running on a blocking thread ([`Extractor::start_seen`]); dropped before it
 /// is finished, its worker is killed.
 #[cfg(feature = "store")]
+#[derive(Debug)]
 #[must_use = "dropped, the extraction is given up"]
 pub struct Extraction {
     path: PathBuf,
@@ -414,16 +416,6 @@ pub struct Extraction {
     /// short, and is waited for).
     stoppable: bool,
     _abandon: AbandonOnDrop,
-}
-
-#[cfg(feature = "store")]
-impl std::fmt::Debug for Extraction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Extraction")
-            .field("path", &self.path)
-            .field("finished", &self.task.is_finished())
-            .finish()
-    }
 }
 
 #[cfg(feature = "store")]

@@ -1201,11 +1201,10 @@ mod avx512 {
     /// a time.
     ///
     /// The first superblock writes the outputs and the others add to them, so the outputs'
-    /// memory is never read before it is written. Read first, a fresh allocation's pages are
-    /// the kernel's shared zero page, and the write that follows replaces each one, which
-    /// flushes it from the other cores' address caches: on the Xeon's 2-core VM those
-    /// interrupts took 29% of a prompt's samples, more than the whole rest of the model but
-    /// this kernel.
+    /// memory is never read before it is written. Read first, each page of a fresh allocation
+    /// is mapped to the operating system's shared zero page, and the write that follows
+    /// replaces it with a page of its own, which flushes the old mapping from the other cores'
+    /// TLBs by interrupt: on the Xeon's 2-core VM that took 29% of a prompt's samples.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
     fn quad_rows_all<const SUBS: usize, const STEPS: usize, const PAIRS: usize>(

@@ -238,14 +238,10 @@ impl Library {
                 .await
                 .ok()?
                 .ok()?;
-        let unchanged = self.document(&path_key(path)).is_some_and(|row| {
-            row.is_complete()
-                && row.size == size
-                && row.modified_ns == modified_ns
-                && modified_ns != 0
-                && row.works.is_some()
-        });
-        if unchanged {
+        if self
+            .document(&path_key(path))
+            .is_some_and(|row| row.is_unchanged(size, modified_ns))
+        {
             return None;
         }
         let extraction = self.extractor.start_seen(&seen);
@@ -466,12 +462,7 @@ impl Library {
         let key = path_key(path);
         let previous = self.document(&key);
         if let Some(prev) = &previous
-            && prev.is_complete()
-            && prev.size == size
-            && prev.modified_ns == modified_ns
-            && modified_ns != 0
-            // Indexed before works existed: read again for its work.
-            && prev.works.is_some()
+            && prev.is_unchanged(size, modified_ns)
         {
             return Ok(Prepared::Done(IndexOutcome::Unchanged {
                 document_id: prev.id.clone(),

@@ -53,6 +53,17 @@ impl DocumentRecord {
     pub fn is_complete(&self) -> bool {
         self.passages_expected.is_none()
     }
+
+    /// Whether the file, now `size` bytes modified at `modified_ns`, needs no reading: the
+    /// document is complete, the file's size and (known) time are those indexed, and its work
+    /// was read (a document indexed before works existed is read again for it).
+    pub(crate) fn is_unchanged(&self, size: u64, modified_ns: i64) -> bool {
+        self.is_complete()
+            && self.size == size
+            && self.modified_ns == modified_ns
+            && modified_ns != 0
+            && self.works.is_some()
+    }
 }
 
 /// The column of `documents` that holds [`DocumentRecord::passages_expected`]: added after the

@@ -39,6 +39,7 @@
 // Off x86-64 nothing is ever packed (`cpu_supported` is false), so the tiles go unread there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -408,13 +409,14 @@ impl PackedMatrix {
         Tensor::from_vec(gated, dims, &candle_core::Device::Cpu)
     }
 
-    /// Output columns `64·quad .. 64·quad + 64` of every activation row into `rows` (one slice
-    /// per row, from `matmul_all`), on the prompt kernel.
+    /// Output columns `64·quad .. 64·quad + 64` of every activation row written into `rows`
+    /// (one slice per row, from `matmul_all`), on the prompt kernel: every value of every row
+    /// is written, whatever `rows` held (nothing is read before it is written).
     fn quad_product(
         &self,
         quad: usize,
         activations: &[BlockQ8K],
-        rows: &mut [&mut [f32; QUAD_WIDTH]],
+        rows: &mut [&mut [MaybeUninit<f32>; QUAD_WIDTH]],
     ) {
         let blocks_per_row = self.k / QK_K;
         #[cfg(target_arch = "x86_64")]
@@ -465,6 +467,9 @@ fn quantize_rows(x: &[f32], m: usize, k: usize) -> Vec<BlockQ8K> {
     activations
 }
 
+/// One row's 64 outputs of a quad, for the prompt kernel to write.
+type QuadRow<'a> = &'a mut [MaybeUninit<f32>; QUAD_WIDTH];
+
 /// `x · Wᵀ` for each matrix, `x` being the `m` quantized rows `activations`; returns `m` rows
 /// of each matrix's `n` outputs, row-major, in the order of `matrices`. The pieces of work
 /// (a quad of 64 outputs on the prompt kernel, a strip of 16 on the decode kernel) of all the
@@ -484,13 +489,19 @@ fn matmul_all(matrices: &[&PackedMatrix], activations: &[BlockQ8K], m: usize) ->
     }
     if m >= PROMPT_MIN_ROWS && whole_quads {
         // Each quad writes its 64 columns of every row in place: a list of those slices per
-        // quad, so threads never share a destination.
-        let mut outs = zeros();
-        let mut quads: Vec<(&PackedMatrix, usize, Vec<&mut [f32; QUAD_WIDTH]>)> = Vec::new();
+        // quad, so threads never share a destination. The outputs are not zeroed first: the
+        // quads write every value. (Zeroed, they were a memset of 21 MB a block of the 7B
+        // shape per 124-row pass, on the calling thread while the pool's others waited: 4% of
+        // a prompt's samples on the Xeon, as the allocator hands back memory it had used.)
+        let mut outs: Vec<Vec<f32>> = matrices
+            .iter()
+            .map(|w| Vec::with_capacity(m * w.n))
+            .collect();
+        let mut quads: Vec<(&PackedMatrix, usize, Vec<QuadRow<'_>>)> = Vec::new();
         for (&w, out) in matrices.iter().zip(&mut outs) {
             let first = quads.len();
             quads.extend((0..w.n / QUAD_WIDTH).map(|quad| (w, quad, Vec::with_capacity(m))));
-            for row in out.chunks_exact_mut(w.n) {
+            for row in out.spare_capacity_mut()[..m * w.n].chunks_exact_mut(w.n) {
                 for ((_, _, rows), columns) in quads[first..].iter_mut().zip(row.as_chunks_mut().0)
                 {
                     rows.push(columns);
@@ -502,6 +513,12 @@ fn matmul_all(matrices: &[&PackedMatrix], activations: &[BlockQ8K], m: usize) ->
                 w.quad_product(*quad, activations, rows);
             }
         });
+        for (w, out) in matrices.iter().zip(&mut outs) {
+            // SAFETY: the capacity is `m · n`, and every one of those values was written above:
+            // the quads `0 .. n / 64` (`n` is a multiple of 64 here) each wrote its 64 columns
+            // of every one of the `m` rows (`quad_product` writes every value it is given).
+            unsafe { out.set_len(m * w.n) };
+        }
         return outs;
     }
     // Each strip writes `[m][16]` of its own: one slice per strip, so threads never share a
@@ -722,6 +739,7 @@ mod avx512 {
         QUAD_WIDTH, TILE_ROWS, TileQ4K, TileQ6K, Tiles,
     };
     use core::arch::x86_64::*;
+    use std::mem::MaybeUninit;
 
     /// Broadcasts 4 activation bytes starting at `at` to every 32-bit lane.
     #[inline]
@@ -1055,6 +1073,27 @@ mod avx512 {
         unsafe { _mm512_loadu_si512(values.as_ptr().cast()) }
     }
 
+    /// Writes 16 f32 lanes of output.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn store16_out(values: &mut [MaybeUninit<f32>; TILE_ROWS], lanes: __m512) {
+        // SAFETY: 16 writable f32s (`MaybeUninit<f32>` has f32's layout); writing needs no
+        // initialized value; no alignment requirement.
+        unsafe { _mm512_storeu_ps(values.as_mut_ptr().cast(), lanes) }
+    }
+
+    /// Loads 16 f32 lanes of output.
+    ///
+    /// # Safety
+    /// All 16 values have been written.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load16_written(values: &[MaybeUninit<f32>; TILE_ROWS]) -> __m512 {
+        // SAFETY: 16 readable f32s, initialized (the caller's contract); no alignment
+        // requirement.
+        unsafe { _mm512_loadu_ps(values.as_ptr().cast()) }
+    }
+
     /// The quad in `scratch` times the activation blocks `acts` (`R` rows, one superblock
     /// each), added to `out` (`R` rows of 64 outputs) when `ADD`, else written over it without
     /// reading it. `sums` gives a block's activation sums over the correction's sub-blocks
@@ -1063,9 +1102,12 @@ mod avx512 {
     /// Per sub-block, each row's integer sums against the 4 strips are scaled in f32 (the block
     /// scale times the sub-block's); the correction is exact integers (`vpdpwssd`, two
     /// sub-blocks per instruction); the activation's scale is applied once per superblock.
+    ///
+    /// # Safety
+    /// When `ADD`, every value of `out` has been written.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
-    fn quad_rows<
+    unsafe fn quad_rows<
         const R: usize,
         const SUBS: usize,
         const STEPS: usize,
@@ -1075,7 +1117,7 @@ mod avx512 {
         scratch: &QuadScratch<SUBS, STEPS, PAIRS>,
         acts: [&BlockQ8K; R],
         sums: impl Fn(&BlockQ8K) -> &[i16],
-        out: &mut [&mut [f32; QUAD_WIDTH]; R],
+        out: &mut [&mut [MaybeUninit<f32>; QUAD_WIDTH]; R],
     ) {
         let mut scaled = [[_mm512_setzero_ps(); QUAD_STRIPS]; R];
         for sub in 0..SUBS {
@@ -1113,11 +1155,12 @@ mod avx512 {
                 let factor = load16_f32(&scratch.correction_scale[strip]);
                 let value = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(correction), factor, scaled);
                 let before = if ADD {
-                    load16_f32(lanes)
+                    // SAFETY: the caller wrote every value of `out` (this function's contract).
+                    unsafe { load16_written(lanes) }
                 } else {
                     _mm512_setzero_ps()
                 };
-                store16_f32(lanes, _mm512_fmadd_ps(value, act_d, before));
+                store16_out(lanes, _mm512_fmadd_ps(value, act_d, before));
             }
         }
     }
@@ -1131,8 +1174,8 @@ mod avx512 {
         _mm512_set1_epi32((low | (high << 16)).cast_signed())
     }
 
-    /// Outputs `64·quad .. 64·quad + 64` of every activation row into `rows` (one slice per
-    /// row; what they held is overwritten), on the prompt kernel: superblock by superblock, the
+    /// Outputs `64·quad .. 64·quad + 64` of every activation row written into `rows` (one slice
+    /// per row; nothing they held is read), on the prompt kernel: superblock by superblock, the
     /// quad's four tiles are unpacked once and multiplied by every row.
     ///
     /// # Safety
@@ -1145,7 +1188,7 @@ mod avx512 {
         quad: usize,
         blocks_per_row: usize,
         activations: &[BlockQ8K],
-        rows: &mut [&mut [f32; QUAD_WIDTH]],
+        rows: &mut [&mut [MaybeUninit<f32>; QUAD_WIDTH]],
     ) {
         let shape = QuadShape {
             quad,
@@ -1213,7 +1256,7 @@ mod avx512 {
         sums: impl Fn(&BlockQ8K) -> &[i16] + Copy,
         shape: QuadShape,
         activations: &[BlockQ8K],
-        rows: &mut [&mut [f32; QUAD_WIDTH]],
+        rows: &mut [&mut [MaybeUninit<f32>; QUAD_WIDTH]],
     ) {
         let QuadShape { blocks_per_row, .. } = shape;
         let m = rows.len();
@@ -1225,9 +1268,18 @@ mod avx512 {
                 let chunk_acts = &activations[chunk * chunk_rows * blocks_per_row + b..];
                 let act = |row: usize| &chunk_acts[row * blocks_per_row];
                 if b == 0 {
-                    superblock_rows::<_, _, SUBS, STEPS, PAIRS, false>(scratch, act, sums, rows);
+                    // SAFETY: writing needs nothing written before.
+                    unsafe {
+                        superblock_rows::<_, _, SUBS, STEPS, PAIRS, false>(
+                            scratch, act, sums, rows,
+                        );
+                    }
                 } else {
-                    superblock_rows::<_, _, SUBS, STEPS, PAIRS, true>(scratch, act, sums, rows);
+                    // SAFETY: superblock 0 wrote every value of every row of this chunk
+                    // (`superblock_rows` takes every row it is given).
+                    unsafe {
+                        superblock_rows::<_, _, SUBS, STEPS, PAIRS, true>(scratch, act, sums, rows);
+                    }
                 }
             }
         }
@@ -1235,9 +1287,12 @@ mod avx512 {
 
     /// Every row of a chunk times the superblock unpacked in `scratch` (`act(row)` is the row's
     /// activation block), 3 rows at a time, added to `rows` when `ADD`, else written over them.
+    ///
+    /// # Safety
+    /// When `ADD`, every value of `rows` has been written.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
-    fn superblock_rows<
+    unsafe fn superblock_rows<
         'a,
         Act: Fn(usize) -> &'a BlockQ8K,
         Sums: Fn(&BlockQ8K) -> &[i16] + Copy,
@@ -1249,33 +1304,39 @@ mod avx512 {
         scratch: &QuadScratch<SUBS, STEPS, PAIRS>,
         act: Act,
         sums: Sums,
-        rows: &mut [&mut [f32; QUAD_WIDTH]],
+        rows: &mut [&mut [MaybeUninit<f32>; QUAD_WIDTH]],
     ) {
+        // SAFETY (each call below): its rows are some of `rows`, written when `ADD` (this
+        // function's contract).
         let (groups, remainder) = rows.as_chunks_mut::<PROMPT_GROUP_ROWS>();
         let mut first = 0;
         for group in groups {
             let acts = [act(first), act(first + 1), act(first + 2)];
-            quad_rows::<_, SUBS, STEPS, PAIRS, ADD>(scratch, acts, sums, group);
+            unsafe { quad_rows::<_, SUBS, STEPS, PAIRS, ADD>(scratch, acts, sums, group) };
             first += PROMPT_GROUP_ROWS;
         }
         // A remainder of 2 rows as one pair: twice the independent sums of single rows.
         let (pairs, single) = remainder.as_chunks_mut::<2>();
         for pair in pairs {
-            quad_rows::<_, SUBS, STEPS, PAIRS, ADD>(
-                scratch,
-                [act(first), act(first + 1)],
-                sums,
-                pair,
-            );
+            unsafe {
+                quad_rows::<_, SUBS, STEPS, PAIRS, ADD>(
+                    scratch,
+                    [act(first), act(first + 1)],
+                    sums,
+                    pair,
+                );
+            }
             first += 2;
         }
         for row in single {
-            quad_rows::<1, SUBS, STEPS, PAIRS, ADD>(
-                scratch,
-                [act(first)],
-                sums,
-                std::array::from_mut(row),
-            );
+            unsafe {
+                quad_rows::<1, SUBS, STEPS, PAIRS, ADD>(
+                    scratch,
+                    [act(first)],
+                    sums,
+                    std::array::from_mut(row),
+                );
+            }
             first += 1;
         }
     }
@@ -1452,8 +1513,8 @@ mod tests {
             for m in [PROMPT_MIN_ROWS, 31, 124, 129] {
                 let activations = quantize_rows(&values(m * k, 13 + m as u64), m, k);
                 let expected = matmul_all(&[&w], &activations, m).remove(0);
-                let mut outputs = vec![f32::NAN; m * n];
-                let mut by_quad: Vec<Vec<&mut [f32; QUAD_WIDTH]>> =
+                let mut outputs = vec![MaybeUninit::new(f32::NAN); m * n];
+                let mut by_quad: Vec<Vec<&mut [MaybeUninit<f32>; QUAD_WIDTH]>> =
                     (0..n / QUAD_WIDTH).map(|_| Vec::new()).collect();
                 for row in outputs.chunks_exact_mut(n) {
                     for (quad, columns) in by_quad.iter_mut().zip(row.as_chunks_mut().0) {
@@ -1463,6 +1524,11 @@ mod tests {
                 for (quad, rows) in by_quad.iter_mut().enumerate() {
                     w.quad_product(quad, &activations, rows);
                 }
+                // SAFETY: every value was initialized (to NaN) before the kernel wrote it.
+                let outputs: Vec<f32> = outputs
+                    .into_iter()
+                    .map(|v| unsafe { v.assume_init() })
+                    .collect();
                 assert_eq!(outputs, expected, "{dtype:?}, {m} rows");
             }
         }

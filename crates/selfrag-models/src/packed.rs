@@ -491,8 +491,8 @@ fn matmul_all(matrices: &[&PackedMatrix], activations: &[BlockQ8K], m: usize) ->
         // Each quad writes its 64 columns of every row in place: a list of those slices per
         // quad, so threads never share a destination. The outputs are not zeroed first: the
         // quads write every value. (Zeroed, they were a memset of 21 MB a block of the 7B
-        // shape per 124-row pass, on the calling thread while the pool's others waited: 4% of
-        // a prompt's samples on the Xeon, as the allocator hands back memory it had used.)
+        // shape per 124-row pass, on the calling thread while the pool's others waited: 3% of
+        // its samples in a prompt on the Xeon, as the allocator hands back memory it had used.)
         let mut outs: Vec<Vec<f32>> = matrices
             .iter()
             .map(|w| Vec::with_capacity(m * w.n))
@@ -516,7 +516,8 @@ fn matmul_all(matrices: &[&PackedMatrix], activations: &[BlockQ8K], m: usize) ->
         for (w, out) in matrices.iter().zip(&mut outs) {
             // SAFETY: the capacity is `m · n`, and every one of those values was written above:
             // the quads `0 .. n / 64` (`n` is a multiple of 64 here) each wrote its 64 columns
-            // of every one of the `m` rows (`quad_product` writes every value it is given).
+            // of every one of the `m` rows (`quad_product` writes every value it is given, in
+            // its first superblock: `pack` packs no matrix of fewer than 256 inputs).
             unsafe { out.set_len(m * w.n) };
         }
         return outs;

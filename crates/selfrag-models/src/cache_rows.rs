@@ -170,30 +170,27 @@ struct WriteColumns {
 }
 
 /// The (row, head) lines of a cache's storage that a pass writes: `count` regions of `each`
-/// elements from `first`, of which `written` is written in each.
+/// elements from `first`, of which `written` is written in each, from `values` new values.
 struct Lines {
     first: usize,
     count: usize,
     each: usize,
     written: Range<usize>,
+    values: usize,
 }
 
 impl Lines {
-    /// Values written from which a pass's new columns are written on the thread pool: a prompt
-    /// pass's keys of a 7B block (124 columns × 32 heads × 128 values), rounded to 8 bits on
-    /// the calling thread while the pool's others waited, were 3% of a prompt's samples on the
-    /// Xeon; a decode step's (one column) stay on the calling thread.
+    /// How many new values (all lines together) a pass writes at least for them to be written
+    /// on the thread pool: a prompt pass's keys of a 7B block (124 columns × 32 heads × 128
+    /// values), rounded to 8 bits on the calling thread while the pool's others waited, were
+    /// 3% of a prompt's samples on the Xeon; a decode step's (one column per row) stay on the
+    /// calling thread.
     const PARALLEL_VALUES: usize = 1 << 16;
 
-    /// Writes line `i`'s `values` new values of `src` (the lines one after the other) through
-    /// `store` into its written range of `dst`.
-    fn write<T: Send>(
-        &self,
-        dst: &mut [T],
-        src: &[f32],
-        values: usize,
-        store: impl Fn(&[f32], &mut [T]) + Sync,
-    ) {
+    /// Writes each line's new values, `src` holding the lines one after the other, through
+    /// `store` into the line's written range of `dst`.
+    fn write<T: Send>(&self, dst: &mut [T], src: &[f32], store: impl Fn(&[f32], &mut [T]) + Sync) {
+        let values = self.values;
         let regions = &mut dst[self.first..][..self.count * self.each];
         let write = |line: usize, region: &mut [T]| {
             store(
@@ -240,20 +237,18 @@ impl InplaceOp2 for WriteColumns {
                 self.start
             );
         }
-        let values = new * head_dim;
         let lines = Lines {
             first: cache.start,
             count: rows * heads,
             each: cache.capacity * cache.line,
             written: self.start * cache.line..(self.start + new) * cache.line,
+            values: new * head_dim,
         };
         let src = &src[src_start..];
         match &mut *s1 {
-            CpuStorage::F32(dst) => {
-                lines.write(dst, src, values, |from, to| to.copy_from_slice(from))
-            }
-            CpuStorage::F16(dst) => lines.write(dst, src, values, narrow),
-            CpuStorage::U8(dst) => lines.write(dst, src, values, quantize_q8),
+            CpuStorage::F32(dst) => lines.write(dst, src, |from, to| to.copy_from_slice(from)),
+            CpuStorage::F16(dst) => lines.write(dst, src, narrow),
+            CpuStorage::U8(dst) => lines.write(dst, src, quantize_q8),
             _ => candle_core::bail!("a KV cache is f32, f16 or 8-bit"),
         }
         Ok(())

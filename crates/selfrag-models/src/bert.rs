@@ -12,6 +12,10 @@
 //! - `BiasResidualNorm`: a projection's bias, the residual and the LayerNorm;
 //! - `BiasActivation`: the feed-forward bias and GELU (or ReLU).
 //!
+//! A pass carries no padding: its rows' real tokens lie end to end (`rows' lengths` summed
+//! rows of `hidden` values), so the projections, which are nearly all of the work, multiply
+//! only real tokens however unequal the rows, and only the attention looks at where a row ends.
+//!
 //! The passes run on rayon's pool, as the matmuls do, and their hot loops are compiled for the
 //! CPU's vector width through `pulp` (runtime dispatch, safe code); `exp` and `erf` are written
 //! out so that those loops vectorise.
@@ -184,15 +188,15 @@ impl FusedLayer {
         })
     }
 
-    /// One layer on `hidden` (`rows·width × hidden`, row-major tokens); row `r` has
-    /// `lengths[r]` real tokens, then padding.
-    fn forward(&self, hidden: &Tensor, lengths: &[usize], width: usize) -> Result<Tensor> {
+    /// One layer on `hidden` (`Σ lengths × hidden`): row `r`'s `lengths[r]` tokens follow
+    /// row `r - 1`'s.
+    fn forward(&self, hidden: &Tensor, lengths: &[usize]) -> Result<Tensor> {
         let qkv = self.qkv.forward(hidden)?;
         qkv.inplace_op1(&QkvBias {
             bias: &self.qkv_bias,
             heads: self.heads,
         })?;
-        let context = self.attend(&qkv, lengths, width)?;
+        let context = self.attend(&qkv, lengths)?;
         let attended = self.attention_output.forward(&context)?;
         attended.inplace_op2(hidden, &self.attention_norm)?;
         let intermediate = self.intermediate.forward(&attended)?;
@@ -204,14 +208,13 @@ impl FusedLayer {
 }
 
 impl FusedLayer {
-    /// Each row's self-attention over its real tokens, from `qkv` (`rows·width × 3·hidden`,
-    /// queries scaled): the `rows·width × hidden` context, zero at padding (no output reads it:
-    /// pooling skips padding, and a padded token is never a key).
+    /// Each row's self-attention over its own tokens, from `qkv` (`Σ lengths × 3·hidden`,
+    /// queries scaled, rows end to end): the `Σ lengths × hidden` context.
     ///
     /// Row by row, the rows in parallel: one row's attention is a few small products, too small
     /// to split between threads. Each head multiplies its queries, keys and values where they
-    /// lie in `qkv` (`strided`: no copies), and only the row's real tokens.
-    fn attend(&self, qkv: &Tensor, lengths: &[usize], width: usize) -> Result<Tensor> {
+    /// lie in `qkv` (`strided`: no copies).
+    fn attend(&self, qkv: &Tensor, lengths: &[usize]) -> Result<Tensor> {
         let (tokens, packed) = qkv.dims2()?;
         let size = packed / 3;
         let head_dim = size / self.heads;
@@ -220,61 +223,70 @@ impl FusedLayer {
             bail!("bert attention: the projections are not on the CPU");
         };
         let qkv = f32_slice(storage, layout, "bert attention")?;
-        if tokens != lengths.len() * width || lengths.iter().any(|&n| n > width) {
+        if tokens != lengths.iter().sum::<usize>() {
             bail!(
-                "bert attention: {tokens} tokens for {} rows of {width}",
-                lengths.len()
+                "bert attention: {tokens} tokens for rows of {} in all",
+                lengths.iter().sum::<usize>()
             );
         }
         let mut context = vec![0f32; tokens * size];
+        // Each row's slices of the context and of `qkv`, cut off the fronts in turn.
+        let mut rows = Vec::with_capacity(lengths.len());
+        let (mut context_rest, mut qkv_rest) = (context.as_mut_slice(), qkv);
+        for &n in lengths {
+            let (row_context, rest) = context_rest.split_at_mut(n * size);
+            context_rest = rest;
+            let (row_qkv, rest) = qkv_rest.split_at(n * packed);
+            qkv_rest = rest;
+            rows.push((row_context, row_qkv, n));
+        }
         let arch = pulp::Arch::new();
-        context
-            .par_chunks_mut(width * size)
-            .zip(qkv.par_chunks(width * packed))
-            .zip(lengths)
-            .try_for_each(|((context, qkv), &n)| {
-                let mut scores = vec![0f32; n * n];
-                // Head `h`'s queries, keys and values start at `h·head_dim` in the three
-                // thirds of each token's `3·hidden`.
-                let part = |third: usize, h: usize| &qkv[third * size + h * head_dim..];
-                for h in 0..self.heads {
-                    let queries = View {
-                        data: part(0, h),
-                        row_stride: packed,
-                        column_stride: 1,
-                    };
-                    // The keys transposed: `head_dim × n`.
-                    let keys = View {
-                        data: part(1, h),
-                        row_stride: 1,
-                        column_stride: packed,
-                    };
-                    strided_matmul((n, n, head_dim), queries, keys, &mut scores, n)
-                        .ok_or_else(|| candle_core::Error::msg("bert attention: scores"))?;
-                    scores
-                        .chunks_exact_mut(n.max(1))
-                        .for_each(|line| softmax(arch, line));
-                    let probabilities = View {
-                        data: &scores,
-                        row_stride: n,
-                        column_stride: 1,
-                    };
-                    let values = View {
-                        data: part(2, h),
-                        row_stride: packed,
-                        column_stride: 1,
-                    };
-                    strided_matmul(
-                        (n, head_dim, n),
-                        probabilities,
-                        values,
-                        &mut context[h * head_dim..],
-                        size,
-                    )
-                    .ok_or_else(|| candle_core::Error::msg("bert attention: context"))?;
-                }
-                Ok::<(), candle_core::Error>(())
-            })?;
+        rows.into_par_iter().try_for_each(|(context, qkv, n)| {
+            if n == 0 {
+                return Ok(());
+            }
+            let mut scores = vec![0f32; n * n];
+            // Head `h`'s queries, keys and values start at `h·head_dim` in the three
+            // thirds of each token's `3·hidden`.
+            let part = |third: usize, h: usize| &qkv[third * size + h * head_dim..];
+            for h in 0..self.heads {
+                let queries = View {
+                    data: part(0, h),
+                    row_stride: packed,
+                    column_stride: 1,
+                };
+                // The keys transposed: `head_dim × n`.
+                let keys = View {
+                    data: part(1, h),
+                    row_stride: 1,
+                    column_stride: packed,
+                };
+                strided_matmul((n, n, head_dim), queries, keys, &mut scores, n)
+                    .ok_or_else(|| candle_core::Error::msg("bert attention: scores"))?;
+                scores
+                    .chunks_exact_mut(n.max(1))
+                    .for_each(|line| softmax(arch, line));
+                let probabilities = View {
+                    data: &scores,
+                    row_stride: n,
+                    column_stride: 1,
+                };
+                let values = View {
+                    data: part(2, h),
+                    row_stride: packed,
+                    column_stride: 1,
+                };
+                strided_matmul(
+                    (n, head_dim, n),
+                    probabilities,
+                    values,
+                    &mut context[h * head_dim..],
+                    size,
+                )
+                .ok_or_else(|| candle_core::Error::msg("bert attention: context"))?;
+            }
+            Ok::<(), candle_core::Error>(())
+        })?;
         Tensor::from_vec(context, (tokens, size), &candle_core::Device::Cpu)
     }
 }
@@ -374,29 +386,38 @@ impl FusedBert {
         self.precision
     }
 
-    /// The last hidden states, `rows × width × hidden`, of the token ids `ids` (`rows × width`,
-    /// u32), row `r` holding `lengths[r]` real tokens and then padding.
-    pub(crate) fn forward(&self, ids: &Tensor, lengths: &[usize]) -> Result<Tensor> {
-        let (rows, width) = ids.dims2()?;
-        if rows != lengths.len() {
-            bail!("{rows} rows of ids but {} lengths", lengths.len());
+    /// The last hidden states of the texts whose token ids are `rows`, each encoded alone:
+    /// `Σ rows' lengths × hidden`, row `r`'s tokens after row `r - 1`'s (no padding).
+    pub(crate) fn forward(&self, rows: &[&[u32]]) -> Result<Tensor> {
+        let lengths: Vec<usize> = rows.iter().map(|row| row.len()).collect();
+        let tokens: usize = lengths.iter().sum();
+        let device = self.position_embeddings.device();
+        if tokens == 0 {
+            return Tensor::zeros((0, self.hidden), self.position_embeddings.dtype(), device);
         }
+        let limit = self.position_embeddings.dim(0)?;
+        if let Some(&longest) = lengths.iter().max()
+            && longest > limit
+        {
+            bail!("a text of {longest} tokens for BERT's {limit} positions");
+        }
+        // Each token's position within its own row.
+        let positions: Vec<u32> = lengths.iter().flat_map(|&n| 0..n as u32).collect();
         let positions = self
             .position_embeddings
-            .narrow(0, 0, width)?
+            .index_select(&Tensor::from_vec(positions, tokens, device)?, 0)?
             .broadcast_add(&self.token_type)?;
+        let ids = Tensor::from_vec(rows.concat(), (1, tokens), device)?;
         let embedded = self
             .word_embeddings
-            .forward(ids)?
-            .broadcast_add(&positions)?;
-        let mut hidden = self
-            .embedding_norm
-            .forward(&embedded)?
-            .reshape((rows * width, self.hidden))?;
+            .forward(&ids)?
+            .reshape((tokens, self.hidden))?
+            .add(&positions)?;
+        let mut hidden = self.embedding_norm.forward(&embedded)?;
         for layer in &self.layers {
-            hidden = layer.forward(&hidden, lengths, width)?;
+            hidden = layer.forward(&hidden, &lengths)?;
         }
-        hidden.reshape((rows, width, self.hidden))
+        Ok(hidden)
     }
 }
 
@@ -704,7 +725,7 @@ mod tests {
     }
 
     #[test]
-    fn fused_encoder_matches_candle_transformers_bert_on_a_padded_batch() {
+    fn fused_encoder_on_rows_end_to_end_matches_candle_transformers_bert_on_a_padded_batch() {
         for activation in [HiddenAct::Gelu, HiddenAct::GeluApproximate, HiddenAct::Relu] {
             let config = config(activation);
             let weights = random_weights(&config, 7);
@@ -729,44 +750,46 @@ mod tests {
             let int8 = FusedBert::load(&vb, &config, EmbedderPrecision::Int8, None).unwrap();
             let reference = BertModel::load(vb, &config).unwrap();
 
-            // Three rows of 9, 5 and 1 real tokens, padded to 9.
+            // Three rows of 9, 5 and 1 real tokens (and an empty one for the fused encoder),
+            // padded to 9 for candle-transformers'.
             let lengths = [9usize, 5, 1];
             let width = 9;
             let mut ids = Vec::new();
             let mut mask = Vec::new();
+            let mut rows: Vec<Vec<u32>> = vec![Vec::new(); lengths.len()];
             for (row, &n) in lengths.iter().enumerate() {
                 for t in 0..width {
                     let real = t < n;
-                    ids.push(if real {
-                        ((row * 13 + t * 7) % 49 + 1) as u32
-                    } else {
-                        0
-                    });
+                    let id = ((row * 13 + t * 7) % 49 + 1) as u32;
+                    ids.push(if real { id } else { 0 });
+                    if real {
+                        rows[row].push(id);
+                    }
                     mask.push(u32::from(real));
                 }
             }
+            let mut rows: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
+            rows.insert(1, &[]);
+            // Where each row's tokens start in the fused encoder's states.
+            let starts = [0usize, 9, 14];
             let ids = Tensor::from_vec(ids, (3, width), &Device::Cpu).unwrap();
             let mask = Tensor::from_vec(mask, (3, width), &Device::Cpu).unwrap();
             let want = reference
                 .forward(&ids, &ids.zeros_like().unwrap(), Some(&mask))
                 .unwrap();
-            let got = fused.forward(&ids, &lengths).unwrap();
-            assert_eq!(got.dims(), want.dims());
-            let from_map = mapped.forward(&ids, &lengths).unwrap();
+            let got = fused.forward(&rows).unwrap();
+            assert_eq!(got.dims(), [15, config.hidden_size]);
+            let from_map = mapped.forward(&rows).unwrap();
             assert_eq!(
                 from_map.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
                 got.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
                 "{activation:?}: the mapped word table gives the copied table's states"
             );
             let want = want.to_vec3::<f32>().unwrap();
-            let got = got.to_vec3::<f32>().unwrap();
+            let got = got.to_vec2::<f32>().unwrap();
             // The int8 projections, where this CPU runs them: every real token's state within
             // cosine 0.999 of f32's (two layers of this tiny model).
-            let int8_states = int8
-                .forward(&ids, &lengths)
-                .unwrap()
-                .to_vec3::<f32>()
-                .unwrap();
+            let int8_states = int8.forward(&rows).unwrap().to_vec2::<f32>().unwrap();
             if crate::int8::cpu_supported() {
                 assert_eq!(int8.precision(), EmbedderPrecision::Int8);
             } else {
@@ -774,7 +797,7 @@ mod tests {
             }
             for (row, &n) in lengths.iter().enumerate() {
                 for t in 0..n {
-                    let (a, b) = (&int8_states[row][t], &want[row][t]);
+                    let (a, b) = (&int8_states[starts[row] + t], &want[row][t]);
                     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
                     let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
                     let cosine = dot / (norm(a) * norm(b));
@@ -786,7 +809,7 @@ mod tests {
             }
             for (row, &n) in lengths.iter().enumerate() {
                 for t in 0..n {
-                    for (a, b) in got[row][t].iter().zip(&want[row][t]) {
+                    for (a, b) in got[starts[row] + t].iter().zip(&want[row][t]) {
                         assert!(
                             (a - b).abs() < 1e-4,
                             "{activation:?}: row {row} token {t}: {a} against {b}"

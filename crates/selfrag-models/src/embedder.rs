@@ -22,7 +22,9 @@ use tokenizers::{AddedToken, Tokenizer, TruncationParams};
 use crate::bert::FusedBert;
 use crate::error::ModelError;
 
-/// Padded tokens per forward pass. The largest tensor of a pass, the feed-forward activations
+/// Tokens per forward pass on the CPU, counted as the pass's rows × its longest row (the texts
+/// are sorted by length, so that is close to their real tokens, the only ones the fused encoder
+/// computes). The largest tensor of a pass, the feed-forward activations
 /// (`tokens × 3072` f32 in BERT-base), is then 25 MB: below the size at which glibc hands every
 /// allocation fresh pages from the kernel (32 MB), so the passes reuse memory instead of
 /// faulting in new pages. On the benchmark, 2048 beat 1024 by 4% and 4096 by 6%.
@@ -36,8 +38,8 @@ const GPU_TOKENS_PER_BATCH: usize = 16_384;
 const GPU_MAX_ROWS: usize = 256;
 
 /// How [`BertEmbedder::embed`] groups texts into forward passes: texts sorted by length, a pass
-/// closed at `rows` rows or where the next (longer) text would take it past `tokens` padded
-/// tokens.
+/// closed at `rows` rows or where the next (longer) text would take it past `tokens` tokens
+/// counted as rows × the longest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmbedBatching {
     pub rows: usize,
@@ -319,10 +321,10 @@ impl BertEmbedder {
     /// One embedding per text, in order: mean of the last hidden states over the real
     /// (unpadded) tokens, not normalised. Texts longer than 512 tokens are truncated.
     ///
-    /// Texts are batched by length (all tokenized first, then sorted), so a batch pads its rows
-    /// to about their own length rather than to the longest text of an arbitrary group, and a
-    /// batch holds as many rows as fit in [`BertEmbedder::batching`]'s padded tokens; a row's
-    /// vector does not depend on the other rows of its batch.
+    /// Texts are batched by length (all tokenized first, then sorted), and a batch holds as
+    /// many rows as fit in [`BertEmbedder::batching`]'s tokens. On the CPU a batch's rows lie
+    /// end to end with no padding; on a GPU each is padded to the batch's longest, which the
+    /// sorting keeps short. A row's vector does not depend on the other rows of its batch.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -357,13 +359,37 @@ impl BertEmbedder {
         Ok(out)
     }
 
+    /// The mean-pooled states of one forward pass's texts.
     fn embed_batch(
         &self,
         encodings: &[&tokenizers::Encoding],
     ) -> Result<Vec<Vec<f32>>, ModelError> {
+        let context = || format!("embedding with the BERT model in {}", self.dir.display());
+        match &self.encoder {
+            Encoder::Fused(model) => {
+                let rows: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+                let states = model
+                    .forward(&rows)
+                    .and_then(|states| states.flatten_all()?.to_vec1::<f32>())
+                    .map_err(ModelError::candle(context()))?;
+                let lengths = rows.iter().map(|row| row.len());
+                Ok(mean_of_rows(&states, lengths, self.dim))
+            }
+            Encoder::Candle(model) => self
+                .embed_padded(model, encodings)
+                .map_err(ModelError::candle(context())),
+        }
+    }
+
+    /// candle-transformers' encoder, which takes rows of equal width: each row padded to the
+    /// longest, the padding masked out of the attention and of the mean.
+    fn embed_padded(
+        &self,
+        model: &BertModel,
+        encodings: &[&tokenizers::Encoding],
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
         let width = encodings.iter().map(|e| e.len()).max().unwrap_or(0).max(1);
         let rows = encodings.len();
-        let lengths: Vec<usize> = encodings.iter().map(|e| e.len()).collect();
         let mut ids = Vec::with_capacity(rows * width);
         let mut mask = Vec::with_capacity(rows * width);
         for encoding in encodings {
@@ -374,21 +400,30 @@ impl BertEmbedder {
             mask.extend(std::iter::repeat_n(1f32, n));
             mask.extend(std::iter::repeat_n(0f32, width - n));
         }
-        let context = || format!("embedding with the BERT model in {}", self.dir.display());
-        let pooled = (|| {
-            let ids = Tensor::from_vec(ids, (rows, width), &self.device)?;
-            let mask = Tensor::from_vec(mask, (rows, width), &self.device)?;
-            let hidden = match &self.encoder {
-                Encoder::Fused(model) => model.forward(&ids, &lengths)?,
-                Encoder::Candle(model) => model.forward(&ids, &ids.zeros_like()?, Some(&mask))?,
-            };
-            let mask = mask.unsqueeze(2)?;
-            let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-            // An empty row (no tokens at all) would divide by zero; it stays all zeros.
-            let counts = mask.sum(1)?.clamp(1f32, f32::MAX)?;
-            summed.broadcast_div(&counts)?.to_vec2::<f32>()
-        })()
-        .map_err(ModelError::candle(context()))?;
-        Ok(pooled)
+        let ids = Tensor::from_vec(ids, (rows, width), &self.device)?;
+        let mask = Tensor::from_vec(mask, (rows, width), &self.device)?;
+        let hidden = model.forward(&ids, &ids.zeros_like()?, Some(&mask))?;
+        let mask = mask.unsqueeze(2)?;
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+        // An empty row (no tokens at all) would divide by zero; it stays all zeros.
+        let counts = mask.sum(1)?.clamp(1f32, f32::MAX)?;
+        summed.broadcast_div(&counts)?.to_vec2::<f32>()
     }
+}
+
+/// The mean of each row's states, where `states` holds rows of `lengths` tokens end to end,
+/// `dim` values a token; an empty row's mean is all zeros.
+fn mean_of_rows(states: &[f32], lengths: impl Iterator<Item = usize>, dim: usize) -> Vec<Vec<f32>> {
+    let mut tokens = states.chunks_exact(dim);
+    lengths
+        .map(|n| {
+            let mut sum = vec![0f32; dim];
+            for token in tokens.by_ref().take(n) {
+                sum.iter_mut().zip(token).for_each(|(s, x)| *s += x);
+            }
+            let count = n.max(1) as f32;
+            sum.iter_mut().for_each(|s| *s /= count);
+            sum
+        })
+        .collect()
 }

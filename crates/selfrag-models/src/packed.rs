@@ -714,6 +714,18 @@ pub(crate) fn for_each_chunk<T: Send>(
     });
 }
 
+/// The cache lines (64 bytes, counted from the start of a tile of `bytes` bytes) of share
+/// `share` of `shares`: consecutive runs of equal length but the last, which together hold
+/// every line once. The decode kernel asks for the tile it will multiply [`prefetch_tiles`]
+/// tiles later one share per sub-block (or pair of them) of this one, so that its requests
+/// leave while it computes instead of in one burst: 37 lines of a Q4_K tile at once filled
+/// the core's miss buffers and held up the multiplications behind them.
+fn share_lines(bytes: usize, share: usize, shares: usize) -> Range<usize> {
+    let lines = bytes.div_ceil(64);
+    let each = lines.div_ceil(shares.max(1));
+    (share * each).min(lines)..((share + 1) * each).min(lines)
+}
+
 /// The next run of the `items` that `cursor` has not handed out yet, for one of `threads`:
 /// half of a thread's fair share of what is left, at least one item (guided self-scheduling).
 fn claim_run(cursor: &AtomicUsize, items: usize, threads: usize) -> Option<Range<usize>> {
@@ -782,7 +794,12 @@ mod avx512 {
     /// block scales and the activation's scale are applied once per tile, not per sub-block.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
-    fn q4k_tile<const M: usize>(tile: &TileQ4K, acts: &[&BlockQ8K; M], acc: &mut [__m512; M]) {
+    fn q4k_tile<const M: usize>(
+        tile: &TileQ4K,
+        acts: &[&BlockQ8K; M],
+        acc: &mut [__m512; M],
+        ahead: Option<&TileQ4K>,
+    ) {
         let nibble = _mm512_set1_epi8(0x0F);
         let mut scaled = [_mm512_setzero_ps(); M];
         let mut minimums = [_mm512_setzero_si512(); M];
@@ -790,6 +807,7 @@ mod avx512 {
         // when there is a single activation row.
         for pair in 0..4 {
             let (sa, sb) = (2 * pair, 2 * pair + 1);
+            prefetch_share(ahead, pair, 4);
             let mut sum_a = [_mm512_setzero_si512(); M];
             let mut sum_b = [_mm512_setzero_si512(); M];
             for g in 0..4 {
@@ -867,10 +885,16 @@ mod avx512 {
     /// the block and activation scales once per tile.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
-    fn q6k_tile<const M: usize>(tile: &TileQ6K, acts: &[&BlockQ8K; M], acc: &mut [__m512; M]) {
+    fn q6k_tile<const M: usize>(
+        tile: &TileQ6K,
+        acts: &[&BlockQ8K; M],
+        acc: &mut [__m512; M],
+        ahead: Option<&TileQ6K>,
+    ) {
         let mut scaled = [_mm512_setzero_ps(); M];
         let mut offsets = [_mm512_setzero_si512(); M];
         for sub in 0..16 {
+            prefetch_share(ahead, sub, 16);
             let [lo0, hi0, lo1, hi1] = q6k_values(tile, sub);
             let scale32 = _mm512_cvtepi8_epi32(load16(&tile.scales[sub]));
             let scale = _mm512_cvtepi32_ps(scale32);
@@ -1342,6 +1366,22 @@ mod avx512 {
         }
     }
 
+    /// Asks for share `share` of `shares` of `tile`'s cache lines ([`super::share_lines`])
+    /// without waiting for them; nothing where there is no tile.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn prefetch_share<T>(tile: Option<&T>, share: usize, shares: usize) {
+        let Some(tile) = tile else {
+            return;
+        };
+        let start: *const i8 = (tile as *const T).cast();
+        for line in super::share_lines(std::mem::size_of::<T>(), share, shares) {
+            // SAFETY: `share_lines` gives only lines that start inside `tile`; a prefetch
+            // reads nothing into the program and cannot fault.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line * 64)) };
+        }
+    }
+
     /// Asks for every cache line of `tiles[index]` (when there is one) without waiting for it.
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -1409,14 +1449,14 @@ mod avx512 {
         match tiles {
             Tiles::Q4K(tiles) => {
                 for b in 0..blocks_per_row {
-                    prefetch(tiles, first + b + ahead);
-                    q4k_tile(&tiles[first + b], &blocks(b), &mut acc);
+                    let next = tiles.get(first + b + ahead);
+                    q4k_tile(&tiles[first + b], &blocks(b), &mut acc, next);
                 }
             }
             Tiles::Q6K(tiles) => {
                 for b in 0..blocks_per_row {
-                    prefetch(tiles, first + b + ahead);
-                    q6k_tile(&tiles[first + b], &blocks(b), &mut acc);
+                    let next = tiles.get(first + b + ahead);
+                    q6k_tile(&tiles[first + b], &blocks(b), &mut acc, next);
                 }
             }
         }
@@ -1532,6 +1572,24 @@ mod tests {
                     .collect();
                 assert_eq!(outputs, expected, "{dtype:?}, {m} rows");
             }
+        }
+    }
+
+    #[test]
+    fn the_shares_of_a_tile_ask_for_each_of_its_lines_once() {
+        let q4k = std::mem::size_of::<TileQ4K>();
+        let q6k = std::mem::size_of::<TileQ6K>();
+        for (bytes, shares) in [(q4k, 4), (q6k, 16), (q4k, 64), (64, 4), (65, 16), (1, 1)] {
+            let mut asked = vec![0; bytes.div_ceil(64)];
+            for share in 0..shares {
+                for line in share_lines(bytes, share, shares) {
+                    asked[line] += 1;
+                }
+            }
+            assert!(
+                asked.iter().all(|&times| times == 1),
+                "{bytes} bytes in {shares} shares: {asked:?}"
+            );
         }
     }
 

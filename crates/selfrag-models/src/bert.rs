@@ -12,9 +12,10 @@
 //! - `BiasResidualNorm`: a projection's bias, the residual and the LayerNorm;
 //! - `BiasActivation`: the feed-forward bias and GELU (or ReLU).
 //!
-//! A pass carries no padding: its rows' real tokens lie end to end (`rows' lengths` summed
-//! rows of `hidden` values), so the projections, which are nearly all of the work, multiply
-//! only real tokens however unequal the rows, and only the attention looks at where a row ends.
+//! A pass carries no padding: its rows' tokens lie end to end (as many `hidden`-wide lines as
+//! the rows have tokens in all), so the projections, which are nearly all of the work,
+//! multiply only real tokens however unequal the rows, and only the attention looks at where a
+//! row ends.
 //!
 //! The passes run on rayon's pool, as the matmuls do, and their hot loops are compiled for the
 //! CPU's vector width through `pulp` (runtime dispatch, safe code); `exp` and `erf` are written
@@ -264,7 +265,7 @@ impl FusedLayer {
                 strided_matmul((n, n, head_dim), queries, keys, &mut scores, n)
                     .ok_or_else(|| candle_core::Error::msg("bert attention: scores"))?;
                 scores
-                    .chunks_exact_mut(n.max(1))
+                    .chunks_exact_mut(n)
                     .for_each(|line| softmax(arch, line));
                 let probabilities = View {
                     data: &scores,

@@ -1260,7 +1260,7 @@ mod avx512 {
         fn prefetch_next<T>(self, tiles: &[T], b: usize) {
             if b + 1 < self.blocks_per_row {
                 for strip in 0..QUAD_STRIPS {
-                    prefetch(tiles, self.tile(strip, b + 1));
+                    prefetch_share(tiles.get(self.tile(strip, b + 1)), 0, 1);
                 }
             }
         }
@@ -1368,8 +1368,8 @@ mod avx512 {
         }
     }
 
-    /// Asks for share `share` of `shares` of `tile`'s cache lines ([`super::share_lines`])
-    /// without waiting for them; nothing where there is no tile.
+    /// Asks for share `share` of `shares` of `tile`'s cache lines ([`super::share_lines`];
+    /// share 0 of 1 is every line) without waiting for them; nothing where there is no tile.
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn prefetch_share<T>(tile: Option<&T>, share: usize, shares: usize) {
@@ -1381,21 +1381,6 @@ mod avx512 {
             // SAFETY: `share_lines` gives only lines that start inside `tile`; a prefetch
             // reads nothing into the program and cannot fault.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line * 64)) };
-        }
-    }
-
-    /// Asks for every cache line of `tiles[index]` (when there is one) without waiting for it.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn prefetch<T>(tiles: &[T], index: usize) {
-        let Some(tile) = tiles.get(index) else {
-            return;
-        };
-        let start: *const i8 = (tile as *const T).cast();
-        for line in (0..std::mem::size_of::<T>()).step_by(64) {
-            // SAFETY: `start + line` lies inside `tile`; a prefetch reads nothing into the
-            // program and cannot fault.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line)) };
         }
     }
 

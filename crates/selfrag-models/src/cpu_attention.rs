@@ -178,6 +178,7 @@ pub(crate) fn cpu_prompt_attention(
             mask,
         } = *inputs;
         let line = cache.line_len(head_dim);
+        let arch = pulp::Arch::new();
         // One chunk per (row, key/value head): its heads' `lines` lines of `head_dim` outputs.
         for_each_chunk(&mut out, lines * head_dim, |item, out| {
             let row = item / kv_heads;
@@ -234,17 +235,14 @@ pub(crate) fn cpu_prompt_attention(
                         scores,
                         columns,
                     )?;
-                    for (line, line_scores) in scores.chunks_exact_mut(columns).enumerate() {
-                        let query = (first + line) % queries;
-                        let mask = mask.map(|m| &m[query * columns..][..columns]);
-                        for (column, score) in line_scores.iter_mut().enumerate() {
-                            *score = match mask.map(|m| m[column]) {
-                                Some(hidden) if hidden == f32::NEG_INFINITY => f32::NEG_INFINITY,
-                                hidden => *score / scale + hidden.unwrap_or(0.0),
-                            };
-                        }
-                        softmax(line_scores);
-                    }
+                    arch.dispatch(Weigh {
+                        scores,
+                        columns,
+                        first,
+                        queries,
+                        mask,
+                        scale,
+                    });
                     strided_matmul(
                         (tile, head_dim, columns),
                         by_rows(scores, columns),
@@ -264,6 +262,53 @@ pub(crate) fn cpu_prompt_attention(
         candle_core::bail!("attention: a product's views did not fit its buffers");
     }
     Tensor::from_vec(out, (rows, heads, queries, head_dim), q.device())
+}
+
+/// A tile of [`cpu_prompt_attention`]'s scores (`columns` a line, its first line query line
+/// `first` of the (row, key/value head)) made weights: scaled, masked and softmaxed, as a
+/// `pulp` operation compiled for the CPU's vector width (on the crate's baseline, SSE2, the
+/// loops ran one value at a time: 3% of a 372-token prompt's samples).
+struct Weigh<'a> {
+    scores: &'a mut [f32],
+    columns: usize,
+    first: usize,
+    queries: usize,
+    /// The row's mask, `queries × columns`; the query heads that share a key/value head take
+    /// turns in the lines, so line `l` is query `l % queries`.
+    mask: Option<&'a [f32]>,
+    scale: f32,
+}
+
+impl pulp::WithSimd for Weigh<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self {
+            scores,
+            columns,
+            first,
+            queries,
+            mask,
+            scale,
+        } = self;
+        for (line, line_scores) in scores.chunks_exact_mut(columns).enumerate() {
+            let query = (first + line) % queries;
+            match mask.map(|m| &m[query * columns..][..columns]) {
+                Some(mask) => {
+                    for (score, &hidden) in line_scores.iter_mut().zip(mask) {
+                        *score = if hidden == f32::NEG_INFINITY {
+                            f32::NEG_INFINITY
+                        } else {
+                            *score / scale + hidden
+                        };
+                    }
+                }
+                None => line_scores.iter_mut().for_each(|score| *score /= scale),
+            }
+            softmax(line_scores);
+        }
+    }
 }
 
 /// Query lines whose scores [`cpu_prompt_attention`] holds at once: a pass's new columns of
@@ -594,18 +639,42 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// Softmax in place, as candle's `softmax_last_dim` (the maximum subtracted, exponentials
 /// divided by their sum), with the encoder's vectorizing `exp`; a -inf score's weight is 0.
+/// The maximum and the sum run in 16 lanes, so that they vectorize (the sum's order, not
+/// candle's one value after another, moves it by rounding only).
 #[inline(always)]
 pub(crate) fn softmax(scores: &mut [f32]) {
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0f32;
-    for score in scores.iter_mut() {
-        *score = if *score == f32::NEG_INFINITY {
+    let mut highest = [f32::NEG_INFINITY; 16];
+    let (chunks, rest) = scores.as_chunks::<16>();
+    for chunk in chunks {
+        for (high, &score) in highest.iter_mut().zip(chunk) {
+            *high = high.max(score);
+        }
+    }
+    let max = rest
+        .iter()
+        .chain(&highest)
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
+    let weight = |score: f32| {
+        if score == f32::NEG_INFINITY {
             0.0
         } else {
-            crate::bert::exp(*score - max)
-        };
-        sum += *score;
+            crate::bert::exp(score - max)
+        }
+    };
+    let mut lanes = [0f32; 16];
+    let (chunks, rest) = scores.as_chunks_mut::<16>();
+    for chunk in chunks {
+        for (lane, score) in lanes.iter_mut().zip(chunk) {
+            *score = weight(*score);
+            *lane += *score;
+        }
     }
+    for score in rest.iter_mut() {
+        *score = weight(*score);
+        lanes[0] += *score;
+    }
+    let sum: f32 = lanes.iter().sum();
     let inverse = 1.0 / sum;
     for score in scores.iter_mut() {
         *score *= inverse;

@@ -61,6 +61,7 @@ mod error;
 mod generator;
 mod gguf_header;
 mod gguf_tokenizer;
+mod head_layout;
 mod int8;
 mod kernel_memory;
 mod llama;

@@ -42,6 +42,7 @@ use crate::cpu_attention::{AttentionShape, candle_attention, cpu_attention, cpu_
 use crate::cpu_kernels::{CpuKernels, KernelChoice, KernelPolicy};
 use crate::decode_prefetch::{PrefetchChoice, PrefetchDefault, PrefetchPolicy};
 use crate::error::ModelError;
+use crate::head_layout::{HeadShape, merge_heads, split_heads};
 use crate::kernel_memory::KernelMemory;
 use crate::mapped::MappedGguf;
 use crate::packed::PackedMatrix;
@@ -697,6 +698,9 @@ struct Ragged {
     spread: Tensor,
     /// For every real token, in order: its slot in the layout.
     gather: Tensor,
+    /// `spread` and `gather` on the host, for the CPU's head layouts ([`crate::head_layout`]).
+    spread_slots: Vec<u32>,
+    gather_slots: Vec<u32>,
 }
 
 impl Ragged {
@@ -738,11 +742,33 @@ impl Attention {
                 .contiguous()
         };
         let [q, k, v] = QLinear::forward_all([&self.wq, &self.wk, &self.wv], x)?;
-        let q = heads(q, self.head_count)?;
-        let k = heads(k, self.head_count_kv)?;
-        let v = heads(v, self.head_count_kv)?;
-        let q = candle_nn::rotary_emb::rope_i(&q, &inputs.cos, &inputs.sin)?;
-        let k = candle_nn::rotary_emb::rope_i(&k, &inputs.cos, &inputs.sin)?;
+        // A prompt pass on the CPU moves its heads in one parallel pass each, rotating as it
+        // goes; a decode step's single column needs no transpose.
+        let prompt_on_cpu = columns > 1 && x.device().is_cpu();
+        let head_shape = |heads: usize| HeadShape {
+            rows,
+            columns,
+            heads,
+            head_dim: self.head_dim,
+        };
+        let (q, k, v) = if prompt_on_cpu {
+            let slots = inputs.ragged.as_ref().map(|r| r.spread_slots.as_slice());
+            let rope = Some((&inputs.cos, &inputs.sin));
+            (
+                split_heads(&q, slots, head_shape(self.head_count), rope)?,
+                split_heads(&k, slots, head_shape(self.head_count_kv), rope)?,
+                split_heads(&v, slots, head_shape(self.head_count_kv), None)?,
+            )
+        } else {
+            let q = heads(q, self.head_count)?;
+            let k = heads(k, self.head_count_kv)?;
+            let v = heads(v, self.head_count_kv)?;
+            (
+                candle_nn::rotary_emb::rope_i(&q, &inputs.cos, &inputs.sin)?,
+                candle_nn::rotary_emb::rope_i(&k, &inputs.cos, &inputs.sin)?,
+                v,
+            )
+        };
 
         // Written in place: the cache never moves while a batch decodes.
         if k.device().is_cpu() {
@@ -778,6 +804,12 @@ impl Attention {
         } else {
             candle_attention(&q, &cache.k, &cache.v, inputs.mask.as_ref(), shape)?
         };
+        if prompt_on_cpu {
+            let gather = inputs.ragged.as_ref().map(|r| r.gather_slots.as_slice());
+            return self
+                .wo
+                .forward(&merge_heads(&y, gather, head_shape(self.head_count))?);
+        }
         let y = y
             .transpose(1, 2)?
             .reshape((rows, columns, self.head_count * self.head_dim))?;
@@ -1460,6 +1492,8 @@ impl QuantizedLlama {
             Some(Ragged {
                 spread: Tensor::new(spread.as_slice(), &self.device)?,
                 gather: Tensor::new(gather.as_slice(), &self.device)?,
+                spread_slots: spread,
+                gather_slots: gather,
             })
         } else {
             None

@@ -371,8 +371,8 @@ pub(crate) fn candle_attention(
         .reshape((rows, heads, queries, head_dim))
 }
 
-/// The f32 values of a contiguous CPU tensor.
-fn f32_values<'a>(
+/// The f32 values of a contiguous CPU tensor (`what` names them in the error).
+pub(crate) fn f32_values<'a>(
     storage: &'a Storage,
     layout: &candle_core::Layout,
     what: &str,
@@ -381,7 +381,7 @@ fn f32_values<'a>(
         (Storage::Cpu(candle_core::CpuStorage::F32(values)), Some((start, end))) => {
             Ok(&values[start..end])
         }
-        _ => candle_core::bail!("attention: the {what} are not contiguous f32 on the CPU"),
+        _ => candle_core::bail!("the {what} are not contiguous f32 on the CPU"),
     }
 }
 
@@ -431,10 +431,10 @@ fn with_inputs<R>(
     let (v_storage, v_layout) = v.storage_and_layout();
     let mask_storage = mask.map(Tensor::storage_and_layout);
     let inputs = Inputs {
-        queries: f32_values(&q_storage, q_layout, "queries")?,
+        queries: f32_values(&q_storage, q_layout, "attention's queries")?,
         cache: cache_pair(&k_storage, k_layout, &v_storage, v_layout)?,
         mask: match &mask_storage {
-            Some((storage, layout)) => Some(f32_values(storage, layout, "mask")?),
+            Some((storage, layout)) => Some(f32_values(storage, layout, "attention's mask")?),
             None => None,
         },
     };

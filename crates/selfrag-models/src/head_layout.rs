@@ -12,8 +12,9 @@
 //! candle's `rope_i` to the bit (`x₀·cos − x₁·sin`, `x₀·sin + x₁·cos` per pair of values, a
 //! pad's zeros rotated too), so the results are the same values.
 
-use candle_core::{CpuStorage, Layout, Result, Storage, Tensor};
+use candle_core::{Result, Tensor};
 
+use crate::cpu_attention::f32_values;
 use crate::packed::for_each_chunk;
 
 /// The attention layout of one pass.
@@ -160,14 +161,6 @@ pub(crate) fn merge_heads(
     match gather {
         Some(_) => Tensor::from_vec(out, (1, tokens, width), layout.device()),
         None => Tensor::from_vec(out, (rows, columns, width), layout.device()),
-    }
-}
-
-/// The values of a contiguous f32 tensor on the CPU.
-fn f32_values<'a>(storage: &'a Storage, layout: &Layout, what: &str) -> Result<&'a [f32]> {
-    match (storage, layout.contiguous_offsets()) {
-        (Storage::Cpu(CpuStorage::F32(values)), Some((start, end))) => Ok(&values[start..end]),
-        _ => candle_core::bail!("moving heads: the {what} are not contiguous f32 on the CPU"),
     }
 }
 

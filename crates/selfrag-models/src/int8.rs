@@ -23,7 +23,9 @@
 //!
 //! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
 //! `cache_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
-//! after the CPU was checked for it. Each block says why it is sound.
+//! after the CPU was checked for it, and the rounding's float-to-integer conversion without a
+//! saturating check, of a value already clamped (`round_clamped`). Each block says why it is
+//! sound.
 #![allow(unsafe_code)]
 // Off x86-64 no matrix is ever quantized (`cpu_supported` is false), so the panels go unread.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]

@@ -1,6 +1,7 @@
 //! `selfrag debug index-while-answering`: how fast an indexing job embeds while a question is
-//! answered in the same engine, against the same job alone, and how long the answer takes with
-//! and without the job beside it (JSON, for `cargo xtask bench server`).
+//! answered in the same engine, against the same job alone, how long the answer takes with
+//! and without the job beside it, and how long a search takes with and without it (its query's
+//! embedding waits for the job's embedding in progress) (JSON, for `cargo xtask bench server`).
 //!
 //! It drives the engine only through its public API (`Engine::index_paths`, `Engine::cancel`,
 //! `Engine::ask`), with the models and generator of `EngineConfig::from_env`
@@ -14,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use selfrag_core::{RetrieveMode, Settings};
-use selfrag_engine::{Engine, EngineConfig, IndexEvent, JobKind};
+use selfrag_engine::{
+    Engine, EngineConfig, IndexEvent, JobKind, SearchFilter, SearchMode, SearchQuery,
+};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -31,7 +34,17 @@ struct Report {
     passages_per_second_while_answering: f64,
     /// Candidates generated for the measured answers (K when it retrieved).
     candidates: usize,
+    /// Seconds of [`SEARCHES`] vector searches, [`SEARCH_GAP`] apart, with no job running.
+    search_seconds_alone: Vec<f64>,
+    /// The same searches while the job runs (after the answer beside it).
+    search_seconds_while_indexing: Vec<f64>,
 }
+
+/// Searches timed each way: each waits for whatever the model thread is doing when it comes.
+const SEARCHES: usize = 7;
+/// The pause between two timed searches: not a multiple of anything the job does, so that the
+/// searches arrive at different points of its embedding.
+const SEARCH_GAP: Duration = Duration::from_millis(730);
 
 /// A job's `FileIndexed` events as (time, passages so far).
 #[derive(Default)]
@@ -141,6 +154,26 @@ fn settings(k: usize, max_tokens: usize) -> Settings {
     }
 }
 
+/// [`SEARCHES`] vector searches for `question`, [`SEARCH_GAP`] apart: the seconds of each.
+async fn timed_searches(engine: &Engine, question: &str) -> Result<Vec<f64>> {
+    let mut seconds = Vec::with_capacity(SEARCHES);
+    for _ in 0..SEARCHES {
+        tokio::time::sleep(SEARCH_GAP).await;
+        let started = Instant::now();
+        engine
+            .search(SearchQuery {
+                text: question.to_owned(),
+                mode: SearchMode::Vector,
+                k: 5,
+                filter: SearchFilter::default(),
+            })
+            .await
+            .context("searching for the benchmark question")?;
+        seconds.push(started.elapsed().as_secs_f64());
+    }
+    Ok(seconds)
+}
+
 /// Asks `question`, returning the seconds it took and the candidates it generated.
 async fn timed_ask(engine: &Engine, question: &str, settings: &Settings) -> Result<(f64, usize)> {
     let started = Instant::now();
@@ -206,6 +239,7 @@ pub async fn index_while_answering(
     let passages_alone = timeline.passages_at(Instant::now());
 
     let (answer_seconds_alone, candidates) = timed_ask(&engine, &question, &settings).await?;
+    let search_seconds_alone = timed_searches(&engine, &question).await?;
 
     let timeline = Arc::new(Timeline::default());
     let job = {
@@ -228,6 +262,12 @@ pub async fn index_while_answering(
     let asked = Instant::now();
     let (answer_seconds_while_indexing, _) = timed_ask(&engine, &question, &settings).await?;
     let answered = Instant::now();
+    let search_seconds_while_indexing = timed_searches(&engine, &question).await?;
+    if job.is_finished() {
+        bail!(
+            "the indexing job ended before the searches beside it did; measure with more --files"
+        );
+    }
     engine.cancel(&JobKind::Indexing);
     job.await.context("the indexing job")??;
     let passages_while_answering = timeline.passages_at(answered) - timeline.passages_at(asked);
@@ -243,6 +283,8 @@ pub async fn index_while_answering(
         passages_per_second_while_answering: passages_while_answering as f64
             / answer_seconds_while_indexing,
         candidates,
+        search_seconds_alone,
+        search_seconds_while_indexing,
     };
     crate::write_stdout(&format!("{}\n", serde_json::to_string(&report)?))
 }

@@ -11,7 +11,11 @@
 //! commands that have arrived, so an indexing job goes on while an answer is generated instead
 //! of waiting for it, but the answer comes first: a question's own queries are embedded at
 //! once, and an indexing job's batches get at most [`BACKGROUND_SHARE`] of the thread's time
-//! while a generation runs (all of it when none does). Generations queue in the order they
+//! while a generation runs (all of it when none does). An indexing batch is embedded in pieces
+//! of about [`BACKGROUND_PIECE`], with commands served between them, so that a question asked
+//! during a job waits at most one piece for its query's embedding, and so that the share can
+//! be given within an answer of a few seconds (a whole batch of a BERT-base on two cores takes
+//! about 7 s). Generations queue in the order they
 //! came, one at a time (the attention cache is the generator's), and a device or file change
 //! waits behind them. A cancelled generation stops at the next block of its pass.
 //!
@@ -47,6 +51,13 @@ use crate::config::GeneratorNumerics;
 /// run for `t × (1 − share) / share`. A quarter keeps an answer at least three quarters as fast
 /// (on the thread; the job's parsing and writing share the CPU too) and indexing moving.
 pub const BACKGROUND_SHARE: f64 = 0.25;
+
+/// About the longest one piece of an indexing batch holds the thread: what a question asked
+/// meanwhile waits for its query's embedding, and what a generation waits between two of its
+/// passes. A piece holds as many texts as the last piece's time per text says fit (at least
+/// one; at most the batch): on the CPU the embedder lays its rows end to end with no padding,
+/// so a row's cost does not depend on how many share its pass.
+pub const BACKGROUND_PIECE: Duration = Duration::from_millis(500);
 
 /// How long the thread waits idle before it frees the attention cache a probe left for the
 /// batch that follows ([`LlamaGenerator::release_kept_prompt`]): a run searches between the
@@ -148,19 +159,107 @@ enum Work {
 /// Indexing embeddings waiting for their share of the thread, and the account of that share.
 #[derive(Default)]
 struct Background {
-    waiting: VecDeque<(Vec<String>, EmbedReply)>,
-    /// Time the generations have run since the last indexing batch.
+    /// The batches in the order they came; the first may be partly embedded.
+    waiting: VecDeque<BackgroundBatch>,
+    /// Time the generations have run since the last indexing piece.
     generated: Duration,
-    /// What the last indexing batch took.
-    last_batch: Duration,
+    /// What the last indexing piece took.
+    last_piece: Duration,
+    /// Seconds per text of the last piece; `None` before the first.
+    seconds_per_text: Option<f64>,
+}
+
+/// One indexing job's call: its texts, the vectors of those embedded so far, and its reply,
+/// sent when the last piece is in (or at the first error).
+struct BackgroundBatch {
+    texts: Vec<String>,
+    /// The vectors of the first `embedded.vectors.len()` texts, all by one embedder.
+    embedded: Option<Embedded>,
+    reply: EmbedReply,
 }
 
 impl Background {
-    /// Whether an indexing batch may run now, with a generation in progress.
+    /// Whether an indexing piece may run now, with a generation in progress.
     fn due(&self) -> bool {
         self.generated.as_secs_f64()
-            >= self.last_batch.as_secs_f64() * (1.0 - BACKGROUND_SHARE) / BACKGROUND_SHARE
+            >= self.last_piece.as_secs_f64() * (1.0 - BACKGROUND_SHARE) / BACKGROUND_SHARE
     }
+
+    /// Embeds the next piece of the first waiting batch with `embed`, and replies to the batch
+    /// when it is complete or failed. Nothing happens when no batch waits.
+    fn run_piece(&mut self, embed: impl FnOnce(&[String]) -> Result<Embedded, EngineError>) {
+        // A batch whose job stopped waiting (its reply dropped) is not embedded further.
+        while self.waiting.front().is_some_and(|b| b.reply.is_closed()) {
+            self.waiting.pop_front();
+        }
+        let Some(batch) = self.waiting.front_mut() else {
+            return;
+        };
+        let done = batch.embedded.as_ref().map_or(0, |e| e.vectors.len());
+        let piece = &batch.texts[done..];
+        let piece = &piece[..piece_len(self.seconds_per_text, piece.len())];
+        let started = Instant::now();
+        let result = embed(piece).and_then(|more| {
+            if more.vectors.len() == piece.len() {
+                Ok(more)
+            } else {
+                Err(EngineError::Index(selfrag_index::IndexError::Embedder(
+                    format!(
+                        "the embedder returned {} vectors for {} texts",
+                        more.vectors.len(),
+                        piece.len()
+                    ),
+                )))
+            }
+        });
+        self.last_piece = started.elapsed();
+        self.generated = Duration::ZERO;
+        self.seconds_per_text = Some(self.last_piece.as_secs_f64() / piece.len().max(1) as f64);
+        match result {
+            Ok(more) => match batch.embedded.take() {
+                Some(mut so_far) if so_far.by == more.by => {
+                    so_far.vectors.extend(more.vectors);
+                    batch.embedded = Some(so_far);
+                }
+                // Another embedder since the batch began (the device, precision or file was
+                // changed between two pieces): its vectors must not be mixed with the earlier
+                // ones, so the batch begins again.
+                Some(_) => {}
+                None => batch.embedded = Some(more),
+            },
+            Err(e) => {
+                if let Some(failed) = self.waiting.pop_front() {
+                    let _ = failed.reply.send(Err(e));
+                }
+                return;
+            }
+        }
+        let complete = batch
+            .embedded
+            .as_ref()
+            .is_some_and(|e| e.vectors.len() == batch.texts.len());
+        if complete
+            && let Some(BackgroundBatch {
+                embedded: Some(embedded),
+                reply,
+                ..
+            }) = self.waiting.pop_front()
+        {
+            let _ = reply.send(Ok(embedded));
+        }
+    }
+}
+
+/// How many of `remaining` texts the next indexing piece takes: as many as the last piece's
+/// time per text says fit in [`BACKGROUND_PIECE`], at least one (none of none); one before any
+/// piece was timed.
+fn piece_len(seconds_per_text: Option<f64>, remaining: usize) -> usize {
+    let fit = match seconds_per_text {
+        // A float-to-integer `as` saturates: a time of 0 gives the most, NaN gives 0.
+        Some(seconds) => (BACKGROUND_PIECE.as_secs_f64() / seconds) as usize,
+        None => 1,
+    };
+    fit.max(1).min(remaining)
 }
 
 /// What waits for the generator, in order.
@@ -389,7 +488,11 @@ impl LoadedModels {
                 texts,
                 purpose: EmbedFor::Indexing,
                 reply,
-            } => background.waiting.push_back((texts, reply)),
+            } => background.waiting.push_back(BackgroundBatch {
+                texts,
+                embedded: None,
+                reply,
+            }),
             Command::EmbedderShape { reply } => {
                 let _ = reply.send(self.embedder().map(|embedder| EmbedderShape {
                     dim: embedder.dim(),
@@ -666,13 +769,8 @@ fn run(commands: mpsc::Receiver<Command>, mut models: LoadedModels) {
         if active.is_none() {
             active = models.begin_next(&mut queue);
         }
-        if (active.is_none() || background.due())
-            && let Some((texts, reply)) = background.waiting.pop_front()
-        {
-            let started = Instant::now();
-            let _ = reply.send(models.embed(&texts));
-            background.last_batch = started.elapsed();
-            background.generated = Duration::ZERO;
+        if active.is_none() || background.due() {
+            background.run_piece(|texts| models.embed(texts));
         }
         if let Some(running) = active.take() {
             let started = Instant::now();
@@ -1201,6 +1299,183 @@ mod tests {
             .try_recv()
             .expect("embedded before the batch ended");
         assert_eq!(vectors.unwrap().vectors.len(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_indexing_batch_is_embedded_in_pieces_during_a_generation_and_equals_one_call() {
+        let tmp = tempfile::tempdir().unwrap();
+        let texts: Vec<String> = ["a passage", "another, longer passage of the job", "a third"]
+            .map(String::from)
+            .into();
+        let (sender, sent) = std::sync::mpsc::channel::<ModelThread>();
+        let (embedded_tx, mut embedded) = oneshot::channel();
+        let job_texts = texts.clone();
+        let thread = ModelThread::spawn_with(tiny_paths(tmp.path()), move || {
+            let thread = sent.recv().unwrap();
+            let mut reply = Some((embedded_tx, job_texts));
+            AFTER_STEP.with(|hook| {
+                *hook.borrow_mut() = Some(Box::new(move || {
+                    if let Some((reply, texts)) = reply.take() {
+                        thread
+                            .send(Command::Embed {
+                                texts,
+                                purpose: EmbedFor::Indexing,
+                                reply,
+                            })
+                            .unwrap();
+                    }
+                }));
+            });
+        })
+        .unwrap();
+        sender.send(thread.clone()).unwrap();
+        let never = Arc::new(AtomicBool::new(false));
+        let mut generator = thread
+            .open_generator(never, GeneratorNumerics::default())
+            .await
+            .unwrap();
+        let prompt = vec![generator.tokenizer().bos_id(), 5, 6];
+        tokio::task::spawn_blocking(move || {
+            generator.generate_batch(
+                &[prompt],
+                &GenerateRequest {
+                    max_new_tokens: 8,
+                    stop_ids: vec![],
+                    markup_ids: Vec::new(),
+                    watch_ids: vec![],
+                },
+            )
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        // The first piece is one text (none was timed yet), the rest fit in the second: both
+        // ran between the generation's passes, and the batch's reply came before its end.
+        let pieces = embedded
+            .try_recv()
+            .expect("embedded before the generation ended")
+            .unwrap();
+        let whole = thread.embed(texts).await.unwrap();
+        assert_eq!(pieces.vectors, whole);
+    }
+
+    /// A batch of `texts` for [`Background`], and the receiver of its reply.
+    fn waiting(
+        texts: &[&str],
+    ) -> (
+        BackgroundBatch,
+        oneshot::Receiver<Result<Embedded, EngineError>>,
+    ) {
+        let (reply, replied) = oneshot::channel();
+        let batch = BackgroundBatch {
+            texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+            embedded: None,
+            reply,
+        };
+        (batch, replied)
+    }
+
+    /// What an embedder called `model` gives `texts`: each text's length as its vector.
+    fn lengths_by(model: &str, texts: &[String]) -> Result<Embedded, EngineError> {
+        Ok(Embedded {
+            vectors: texts.iter().map(|t| vec![t.len() as f32]).collect(),
+            by: EmbedderInfo {
+                model: model.to_owned(),
+                precision: EmbedderPrecision::default(),
+                device: DeviceKind::Cpu,
+                server: None,
+            },
+        })
+    }
+
+    #[test]
+    fn a_piece_holds_what_the_last_pieces_time_per_text_says_fits() {
+        assert_eq!(piece_len(None, 32), 1, "one text before any was timed");
+        assert_eq!(piece_len(Some(0.1), 32), 5);
+        assert_eq!(piece_len(Some(0.1), 3), 3, "never more than remain");
+        assert_eq!(piece_len(Some(2.0), 32), 1, "at least one, however slow");
+        assert_eq!(piece_len(Some(0.0), 32), 32);
+        assert_eq!(piece_len(Some(f64::NAN), 32), 1);
+        assert_eq!(piece_len(Some(0.1), 0), 0);
+    }
+
+    #[test]
+    fn pieces_reply_once_with_every_vector_in_order_and_an_empty_batch_replies_at_once() {
+        let mut background = Background::default();
+        let (batch, mut replied) = waiting(&["a", "bb", "ccc", "dddd"]);
+        let (empty, mut empty_replied) = waiting(&[]);
+        background.waiting.extend([batch, empty]);
+        let mut pieces = Vec::new();
+        for _ in 0..3 {
+            background.seconds_per_text = background.seconds_per_text.map(|_| 0.25);
+            background.run_piece(|texts| {
+                pieces.push(texts.len());
+                lengths_by("m", texts)
+            });
+        }
+        assert_eq!(
+            pieces,
+            [1, 2, 1],
+            "1 untimed, then 2 a piece at 0.25 s a text"
+        );
+        let reply = replied.try_recv().unwrap().unwrap();
+        assert_eq!(reply.vectors, [[1.0], [2.0], [3.0], [4.0]]);
+        assert_eq!(reply.by.model, "m");
+        assert!(empty_replied.try_recv().is_err(), "not yet run");
+        background.run_piece(|texts| lengths_by("m", texts));
+        assert!(
+            empty_replied
+                .try_recv()
+                .unwrap()
+                .unwrap()
+                .vectors
+                .is_empty()
+        );
+        assert!(background.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_batch_begins_again_when_the_embedder_changes_between_its_pieces() {
+        let mut background = Background::default();
+        let (batch, mut replied) = waiting(&["a", "bb", "ccc"]);
+        background.waiting.push_back(batch);
+        background.run_piece(|texts| lengths_by("before", texts));
+        background.seconds_per_text = Some(0.0);
+        background.run_piece(|texts| lengths_by("after", texts));
+        assert!(replied.try_recv().is_err(), "the mixed batch is not sent");
+        background.run_piece(|texts| lengths_by("after", texts));
+        let reply = replied.try_recv().unwrap().unwrap();
+        assert_eq!(reply.by.model, "after");
+        assert_eq!(reply.vectors, [[1.0], [2.0], [3.0]]);
+    }
+
+    #[test]
+    fn a_failed_or_miscounted_piece_fails_only_its_batch_and_a_dropped_one_is_skipped() {
+        let mut background = Background::default();
+        let (failing, mut failed) = waiting(&["a", "bb"]);
+        let (miscounted, mut wrong) = waiting(&["a"]);
+        let (abandoned, dropped) = waiting(&["never embedded"]);
+        let (last, mut done) = waiting(&["e"]);
+        drop(dropped);
+        background
+            .waiting
+            .extend([failing, miscounted, abandoned, last]);
+        background.run_piece(|_| Err(EngineError::ModelThreadGone));
+        assert!(failed.try_recv().unwrap().is_err());
+        background.run_piece(|texts| {
+            let mut more = lengths_by("m", texts)?;
+            more.vectors.push(vec![0.0]);
+            Ok(more)
+        });
+        let error = wrong.try_recv().unwrap().err().unwrap().to_string();
+        assert!(error.contains("2 vectors for 1 texts"), "{error}");
+        let mut seen = Vec::new();
+        background.run_piece(|texts| {
+            seen.extend_from_slice(texts);
+            lengths_by("m", texts)
+        });
+        assert_eq!(seen, ["e"], "the abandoned batch was skipped");
+        assert_eq!(done.try_recv().unwrap().unwrap().vectors, [[1.0]]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

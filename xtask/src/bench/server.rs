@@ -1,7 +1,7 @@
 //! The `server` section of `cargo xtask bench`: one full Self-RAG answer (short form, always
 //! retrieving, K = 5 candidates of at most 64 tokens) from the local generator and from
-//! llama.cpp's `llama-server` on the same GGUF on this machine, and an indexing job's
-//! passages/s alone and while each of them answers.
+//! llama.cpp's `llama-server` on the same GGUF on this machine, an indexing job's passages/s
+//! alone and while each of them answers, and how long a search waits beside the job.
 //!
 //! Both sides are `selfrag debug index-while-answering` (one engine: a library of 40 notes
 //! indexed alone, a timed answer, then a timed answer beside a job of 800 more notes), run
@@ -33,6 +33,9 @@ struct Runs {
     answer_beside_job: Vec<f64>,
     indexing_alone: Vec<f64>,
     indexing_beside_answer: Vec<f64>,
+    /// Every round's timed searches, pooled.
+    search: Vec<f64>,
+    search_beside_job: Vec<f64>,
 }
 
 impl Runs {
@@ -44,8 +47,30 @@ impl Runs {
             .push(json_number(json, "passages_per_second_alone")?);
         self.indexing_beside_answer
             .push(json_number(json, "passages_per_second_while_answering")?);
+        self.search
+            .extend(seconds_list(json, "search_seconds_alone")?);
+        self.search_beside_job
+            .extend(seconds_list(json, "search_seconds_while_indexing")?);
         Ok(())
     }
+}
+
+/// The list of seconds `key` of the command's JSON report.
+fn seconds_list(json: &str, key: &str) -> Result<Vec<f64>> {
+    let report: serde_json::Value = serde_json::from_str(json.trim())
+        .with_context(|| format!("the report of `selfrag debug index-while-answering`: {json}"))?;
+    report[key]
+        .as_array()
+        .with_context(|| format!("no list `{key}` in {json}"))?
+        .iter()
+        .map(|v| v.as_f64().with_context(|| format!("`{key}` holds {v}")))
+        .collect()
+}
+
+/// `median / worst` of `seconds`.
+fn median_worst(seconds: &[f64]) -> String {
+    let worst = seconds.iter().copied().fold(f64::NAN, f64::max);
+    format!("{:.2} / {worst:.2}", median(seconds))
 }
 
 pub(super) fn server(bench: &Bench) -> Result<String> {
@@ -128,25 +153,36 @@ pub(super) fn server(bench: &Bench) -> Result<String> {
          first answer that loads the models; the generator section's random 7B-shaped GGUF and \
          the embedder section's random BERT-base, on the CPU. \"Beside\" runs the answer while \
          an indexing job of 800 more notes runs in the same engine (`selfrag debug \
-         index-while-answering`).\n\n\
+         index-while-answering`); it also times {searches} vector searches, 0.73 s apart, \
+         with no job and after the answer beside the job (their query's embedding waits for \
+         what the model thread is doing).\n\n\
          | measure | local (candle) | llama-server | local / server |\n\
          | --- | ---: | ---: | ---: |\n\
          | answer, seconds | {answer:.2} | {answer_peer:.2} | {:.2}× the time |\n\
          | answer beside an indexing job, seconds | {beside:.2} | {beside_peer:.2} | {:.2}× the time |\n\
          | indexing alone, passages/s | {alone:.2} | {alone_peer:.2} | — |\n\
-         | indexing while answering, passages/s | {during:.2} | {during_peer:.2} | {:.2}× |\n\n",
+         | indexing while answering, passages/s | {during:.2} | {during_peer:.2} | {:.2}× |\n\
+         | a search, seconds (median / worst) | {} | {} | — |\n\
+         | a search beside the indexing job, seconds (median / worst) | {} | {} | — |\n\n",
         preamble(bench, load),
         bench.threads,
         ratio(answer, answer_peer),
         ratio(beside, beside_peer),
         ratio(during, during_peer),
+        median_worst(&local.search),
+        median_worst(&remote.search),
+        median_worst(&local.search_beside_job),
+        median_worst(&remote.search_beside_job),
+        searches = local.search.len() / bench.rounds.max(1),
     );
     md.push_str(&format!(
         "Per round: answer seconds local [{}], server [{}]; beside the job local [{}], server \
          [{}]; indexing passages/s while answering local [{}], server [{}] (alone: local [{}], \
          server [{}]). The engine's model thread gives an indexing job at most a quarter of \
-         its time while it generates (`BACKGROUND_SHARE`); with a server it only embeds, and \
-         the two compete for the same {} cores here, as they would not with a GPU server.\n",
+         its time while it generates (`BACKGROUND_SHARE`), and embeds a job's batch in pieces \
+         of about half a second (`BACKGROUND_PIECE`), so a search waits at most one piece; \
+         with a server it only embeds, and the two compete for the same {} cores here, as \
+         they would not with a GPU server.\n",
         list(&local.answer),
         list(&remote.answer),
         list(&local.answer_beside_job),
@@ -168,4 +204,20 @@ fn server_build(url: &str) -> String {
         .and_then(|port| llama_server::get(port, "/props"))
         .and_then(|reply| json_string(&reply, "build_info"))
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reports_search_seconds_are_read_and_summed_up_as_median_and_worst() {
+        let json = r#"{"answer_seconds_alone":1.5,"search_seconds_alone":[0.04,0.5,0.06]}"#;
+        let seconds = seconds_list(json, "search_seconds_alone").unwrap();
+        assert_eq!(seconds, [0.04, 0.5, 0.06]);
+        assert_eq!(median_worst(&seconds), "0.06 / 0.50");
+        let missing = seconds_list(json, "search_seconds_while_indexing").unwrap_err();
+        assert!(missing.to_string().contains("no list"), "{missing}");
+        assert!(seconds_list("not json", "x").is_err());
+    }
 }

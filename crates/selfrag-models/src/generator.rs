@@ -48,6 +48,15 @@ use crate::mapped::MappedGguf;
 /// tokens/s), against 0.6 s for 31 tokens.
 pub(crate) const PREFILL_TOKENS: usize = 124;
 
+/// The most prompt tokens left after a pass on the packed tiles that join it instead of
+/// making a pass of their own: a pass of fewer than [`crate::packed::PROMPT_MIN_ROWS`] tokens
+/// runs on the decode kernel, which reads every weight for them as a decode step does. A
+/// 128-token prompt had been read as 124 tokens and then 4: measured on the Xeon (release
+/// build, the 8-block model, 2 threads, 4 rounds), 124 tokens took 0.564 s and 128 took 0.623,
+/// so the pass of 4 cost 59 ms, 9% of the prompt; joined, 128 tokens read at 219.6 tokens/s
+/// against 205.4 (dev builds taking turns, medians of 4).
+pub(crate) const PACKED_TAIL_TOKENS: usize = crate::packed::PROMPT_MIN_ROWS - 1;
+
 /// Prompt tokens per forward pass where some block's matrix runs on candle's kernels: under 32
 /// on purpose. On CPUs with AMX, candle multiplies 32 rows or more with AMX tiles from a
 /// second packed copy of every Q4_K matrix, 2.2 times the size of the weights, kept next to the
@@ -84,6 +93,10 @@ pub struct LlamaGenerator {
     /// [`PREFILL_TOKENS`], or [`CANDLE_PREFILL_TOKENS`] where some block's matrix runs on
     /// candle's kernels.
     pass_tokens: usize,
+    /// Tokens left after a pass that join it rather than make a pass of their own:
+    /// [`PACKED_TAIL_TOKENS`] on the packed tiles, none elsewhere (candle's passes stay under
+    /// 32 tokens, and a GPU reads a pass of a few tokens quickly).
+    tail_tokens: usize,
     /// The tokens whose keys and values fill the model's cache (one row, from its first column)
     /// once a probe has ended; empty while the cache holds anything else.
     cached_prompt: Vec<TokenId>,
@@ -285,12 +298,12 @@ impl LlamaGenerator {
             kernels = %model.kernel_choice(),
             "loaded GGUF Llama generator"
         );
-        let pass_tokens = if !device.is_cpu() {
-            GPU_PREFILL_TOKENS
+        let (pass_tokens, tail_tokens) = if !device.is_cpu() {
+            (GPU_PREFILL_TOKENS, 0)
         } else if model.all_blocks_packed() {
-            PREFILL_TOKENS
+            (PREFILL_TOKENS, PACKED_TAIL_TOKENS)
         } else {
-            CANDLE_PREFILL_TOKENS
+            (CANDLE_PREFILL_TOKENS, 0)
         };
         Ok(Self {
             model,
@@ -299,6 +312,7 @@ impl LlamaGenerator {
             path: path.to_owned(),
             batch_serial: 0,
             pass_tokens,
+            tail_tokens,
             cached_prompt: Vec::new(),
         })
     }
@@ -410,7 +424,7 @@ impl LlamaGenerator {
         }
         let mut begin = 0;
         loop {
-            let end = pass_end(rows, begin, self.pass_tokens);
+            let end = pass_end(rows, begin, self.pass_tokens, self.tail_tokens);
             let columns = padded_columns(rows, begin, end);
             if end >= width {
                 // Only the last pass's logits are read.
@@ -649,7 +663,10 @@ impl LlamaGenerator {
         let phase = std::mem::replace(&mut batch.phase, Phase::Finished);
         batch.phase = match phase {
             Phase::SharedPrefix { begin } => {
-                let end = (begin + self.pass_tokens).min(batch.shared);
+                let mut end = (begin + self.pass_tokens).min(batch.shared);
+                if batch.shared - end <= self.tail_tokens {
+                    end = batch.shared;
+                }
                 if begin < end {
                     self.forward_unread(&[&batch.prompts[0][begin..end]])?;
                 }
@@ -668,7 +685,7 @@ impl LlamaGenerator {
                 let rests: Vec<&[TokenId]> =
                     batch.prompts.iter().map(|p| &p[batch.shared..]).collect();
                 let width = rests.iter().map(|r| r.len()).max().unwrap_or(0);
-                let end = pass_end(&rests, begin, self.pass_tokens);
+                let end = pass_end(&rests, begin, self.pass_tokens, self.tail_tokens);
                 let columns = padded_columns(&rests, begin, end);
                 if end < width {
                     // Only the last pass's logits are read.
@@ -763,8 +780,9 @@ impl LlamaGenerator {
 
 /// Where the prompt pass that starts at column `begin` of `rows`, left-padded to the longest,
 /// ends: after as many columns as hold `pass_tokens` real tokens, within `PREFILL_SLOTS` slots
-/// (or `pass_tokens`, where more), and at least one column (at most the padded width).
-fn pass_end(rows: &[&[TokenId]], begin: usize, pass_tokens: usize) -> usize {
+/// (or `pass_tokens`, where more), and at least one column (at most the padded width); or at
+/// the padded width, where at most `tail_tokens` real tokens would be left after it.
+fn pass_end(rows: &[&[TokenId]], begin: usize, pass_tokens: usize, tail_tokens: usize) -> usize {
     let width = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     let max_columns = (PREFILL_SLOTS.max(pass_tokens) / rows.len().max(1)).max(1);
     // Column `c` holds a real token of every row at least `width - c` long.
@@ -775,7 +793,8 @@ fn pass_end(rows: &[&[TokenId]], begin: usize, pass_tokens: usize) -> usize {
         tokens += tokens_at(end);
         end += 1;
     }
-    end
+    let left: usize = (end..width).map(tokens_at).sum();
+    if left <= tail_tokens { width } else { end }
 }
 
 /// Columns `begin..end` of `rows` left-padded to the longest: column c is token c - pad of a
@@ -989,27 +1008,33 @@ mod tests {
 
     #[test]
     fn prompt_passes_hold_a_bounded_count_of_real_tokens() {
-        let passes = |lengths: &[usize], pass_tokens: usize| {
+        let passes_with_tail = |lengths: &[usize], pass_tokens: usize, tail: usize| {
             let rows: Vec<Vec<TokenId>> = lengths.iter().map(|&n| vec![7; n]).collect();
             let rows: Vec<&[TokenId]> = rows.iter().map(Vec::as_slice).collect();
             let width = lengths.iter().copied().max().unwrap_or(0);
             let mut ends = Vec::new();
             let mut begin = 0;
             while begin < width {
-                let end = pass_end(&rows, begin, pass_tokens);
+                let end = pass_end(&rows, begin, pass_tokens, tail);
                 assert!(end > begin);
+                // A tail adds at most `tail` tokens, in at most `tail` columns.
                 let slots = (end - begin) * rows.len();
-                assert!(slots <= PREFILL_SLOTS.max(pass_tokens) || end == begin + 1);
+                assert!(
+                    slots <= (PREFILL_SLOTS.max(pass_tokens) + tail * rows.len())
+                        || end == begin + 1
+                );
                 let real: usize = padded_columns(&rows, begin, end)
                     .iter()
                     .map(|r| r.len())
                     .sum();
-                assert!(real <= pass_tokens || end == begin + 1);
+                assert!(real <= pass_tokens + tail || end == begin + 1);
                 ends.push(end);
                 begin = end;
             }
             ends
         };
+        let passes =
+            |lengths: &[usize], pass_tokens: usize| passes_with_tail(lengths, pass_tokens, 0);
         let (packed, candle) = (PREFILL_TOKENS, CANDLE_PREFILL_TOKENS);
         // One row: 124 or 31 tokens a pass.
         assert_eq!(passes(&[300], packed), [124, 248, 300]);
@@ -1031,5 +1056,18 @@ mod tests {
         assert_eq!(passes(&[1300], gpu), [512, 1024, 1300]);
         assert_eq!(passes(&five, gpu), [100]);
         assert_eq!(passes(&[300; 5], gpu), [102, 204, 300]);
+        // On the packed tiles, up to 8 tokens left join the pass before rather than run on the
+        // decode kernel alone; 9 make a pass of their own (the prompt kernel's least).
+        let tail = PACKED_TAIL_TOKENS;
+        assert_eq!(tail, 8);
+        assert_eq!(passes_with_tail(&[128], packed, tail), [128]);
+        assert_eq!(passes_with_tail(&[132], packed, tail), [132]);
+        assert_eq!(passes_with_tail(&[133], packed, tail), [124, 133]);
+        assert_eq!(passes_with_tail(&[252], packed, tail), [124, 252]);
+        // Its last 4 columns hold 20 tokens: a pass of its own.
+        assert_eq!(passes_with_tail(&five, packed, tail), [24, 48, 72, 96, 100]);
+        // Two rows with 3 columns left (6 tokens) join; three rows with 3 left (9) do not.
+        assert_eq!(passes_with_tail(&[65, 65], packed, tail), [65]);
+        assert_eq!(passes_with_tail(&[44, 44, 44], packed, tail), [41, 44]);
     }
 }

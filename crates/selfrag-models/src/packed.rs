@@ -88,7 +88,7 @@ pub(crate) fn set_prefetch_tiles(tiles: usize) {
 }
 
 /// Activation rows from which a product runs on the prompt kernel (a prompt pass).
-const PROMPT_MIN_ROWS: usize = MAX_ACTIVATION_ROWS + 1;
+pub(crate) const PROMPT_MIN_ROWS: usize = MAX_ACTIVATION_ROWS + 1;
 /// Strips the prompt kernel unpacks and multiplies together: 64 output rows.
 const QUAD_STRIPS: usize = 4;
 /// Output rows of a quad of strips (columns of the product).

@@ -1232,24 +1232,26 @@ mod tests {
 
     /// The point of the thread's design: an indexing job's embedding asked for while a batch is
     /// being decoded is served between two of its forward passes, not after the batch.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_embedding_is_served_between_two_passes_of_a_running_batch() {
-        let tmp = tempfile::tempdir().unwrap();
+    /// A model thread on `paths` that, after the first forward pass of a generation, is asked
+    /// (from itself) to embed `texts` for an indexing job, answering `reply`; `on_pass` runs
+    /// after every pass.
+    fn thread_indexing_after_first_pass(
+        paths: ModelPaths,
+        texts: Vec<String>,
+        reply: EmbedReply,
+        mut on_pass: impl FnMut() + Send + 'static,
+    ) -> ModelThread {
         let (sender, sent) = std::sync::mpsc::channel::<ModelThread>();
-        let (embedded_tx, mut embedded) = oneshot::channel();
-        let passes = Arc::new(Mutex::new(Vec::<&'static str>::new()));
-        let log = passes.clone();
-        // After the batch's first pass, the model thread itself asks for an embedding.
-        let thread = ModelThread::spawn_with(tiny_paths(tmp.path()), move || {
+        let thread = ModelThread::spawn_with(paths, move || {
             let thread = sent.recv().unwrap();
-            let mut reply = Some(embedded_tx);
+            let mut job = Some((texts, reply));
             AFTER_STEP.with(|hook| {
                 *hook.borrow_mut() = Some(Box::new(move || {
-                    lock(&log).push("pass");
-                    if let Some(reply) = reply.take() {
+                    on_pass();
+                    if let Some((texts, reply)) = job.take() {
                         thread
                             .send(Command::Embed {
-                                texts: vec!["a passage being indexed".into()],
+                                texts,
                                 purpose: EmbedFor::Indexing,
                                 reply,
                             })
@@ -1260,6 +1262,21 @@ mod tests {
         })
         .unwrap();
         sender.send(thread.clone()).unwrap();
+        thread
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_embedding_is_served_between_two_passes_of_a_running_batch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (embedded_tx, mut embedded) = oneshot::channel();
+        let passes = Arc::new(Mutex::new(Vec::<&'static str>::new()));
+        let log = passes.clone();
+        let thread = thread_indexing_after_first_pass(
+            tiny_paths(tmp.path()),
+            vec!["a passage being indexed".into()],
+            embedded_tx,
+            move || lock(&log).push("pass"),
+        );
 
         let never = Arc::new(AtomicBool::new(false));
         let mut generator = thread
@@ -1307,28 +1324,13 @@ mod tests {
         let texts: Vec<String> = ["a passage", "another, longer passage of the job", "a third"]
             .map(String::from)
             .into();
-        let (sender, sent) = std::sync::mpsc::channel::<ModelThread>();
         let (embedded_tx, mut embedded) = oneshot::channel();
-        let job_texts = texts.clone();
-        let thread = ModelThread::spawn_with(tiny_paths(tmp.path()), move || {
-            let thread = sent.recv().unwrap();
-            let mut reply = Some((embedded_tx, job_texts));
-            AFTER_STEP.with(|hook| {
-                *hook.borrow_mut() = Some(Box::new(move || {
-                    if let Some((reply, texts)) = reply.take() {
-                        thread
-                            .send(Command::Embed {
-                                texts,
-                                purpose: EmbedFor::Indexing,
-                                reply,
-                            })
-                            .unwrap();
-                    }
-                }));
-            });
-        })
-        .unwrap();
-        sender.send(thread.clone()).unwrap();
+        let thread = thread_indexing_after_first_pass(
+            tiny_paths(tmp.path()),
+            texts.clone(),
+            embedded_tx,
+            || {},
+        );
         let never = Arc::new(AtomicBool::new(false));
         let mut generator = thread
             .open_generator(never, GeneratorNumerics::default())

@@ -152,12 +152,13 @@ fn generate_decodes_k_copies_as_one_batch_and_reports_timings() {
 }
 
 /// The Q4_K_M model decodes to the same tokens on every CPU kernel path this machine can run,
-/// each chosen from outside as a user's CPU would choose it: the packed AVX-512 tiles, candle's
-/// AVX-512 tiles, and candle's AVX2 tier (`MISTRALRS_FORCE_AVX2=1`, what AMD Zen 3 and Intel
-/// client CPUs run, which have no AVX-512); and the choice is reported. A bad setting is
-/// refused, naming itself.
+/// each chosen from outside as a user's CPU would choose it: the packed tiles on AVX-512 VNNI,
+/// on AVX-VNNI and on AVX2 (`SELFRAG_CPU_SIMD`, what Intel's client CPUs and AMD Zen 2 and 3
+/// run, which have no AVX-512), candle's AVX-512 tiles, and candle's AVX2 tier
+/// (`MISTRALRS_FORCE_AVX2=1`); and the choice is reported. Bad settings are refused, naming
+/// themselves.
 #[test]
-fn generate_decodes_alike_on_the_packed_tiles_and_candles_avx512_and_avx2_kernels() {
+fn generate_decodes_alike_on_every_cpu_kernel_path() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("tiny.q4_k_m.gguf");
     selfrag_fixtures::write_tiny_q4_k_m_llama_gguf(&model).unwrap();
@@ -173,6 +174,7 @@ fn generate_decodes_alike_on_the_packed_tiles_and_candles_avx512_and_avx2_kernel
             .args(["debug", "generate", "--model", model, "--ids", &prompt])
             .args(["--max-tokens", "12", "--ignore-eos", "--batch", "2"])
             .env_remove("SELFRAG_CPU_KERNELS")
+            .env_remove("SELFRAG_CPU_SIMD")
             .envs(env.iter().copied())
             .output()
             .unwrap();
@@ -191,22 +193,46 @@ fn generate_decodes_alike_on_the_packed_tiles_and_candles_avx512_and_avx2_kernel
         stderr.contains("SELFRAG_CPU_KERNELS is `fastest`; set it to measure, packed or candle"),
         "{stderr}"
     );
+    let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
+        .args(["debug", "generate", "--model", model, "--ids", &prompt])
+        .args(["--max-tokens", "2"])
+        .env("SELFRAG_CPU_SIMD", "sse2")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(
+            "SELFRAG_CPU_SIMD is `sse2`; set it to one of avx512-vnni, avx-vnni, avx2, or unset it"
+        ),
+        "{stderr}"
+    );
 
     let measured = generate(&[]);
     let kernels = measured["kernels"].as_str().unwrap().to_owned();
     let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let has = |flag: &str| cpu.split_whitespace().any(|f| f == flag);
-    if !["avx512f", "avx512bw", "avx512_vnni", "avx2", "fma"]
-        .iter()
-        .all(|f| has(f))
+    if ![
+        "avx512f",
+        "avx512bw",
+        "avx512_vnni",
+        "avx_vnni",
+        "avx2",
+        "fma",
+        "f16c",
+    ]
+    .iter()
+    .all(|f| has(f))
     {
         selfrag_testkit::skip(
             selfrag_testkit::Lack::CpuFeatures(&[
                 "avx512f",
                 "avx512bw",
                 "avx512_vnni",
+                "avx_vnni",
                 "avx2",
                 "fma",
+                "f16c",
             ]),
             "this CPU cannot run every kernel path",
         );
@@ -219,7 +245,29 @@ fn generate_decodes_alike_on_the_packed_tiles_and_candles_avx512_and_avx2_kernel
     let packed = generate(&[("SELFRAG_CPU_KERNELS", "packed")]);
     assert_eq!(
         packed["kernels"],
-        "packed tiles, set by SELFRAG_CPU_KERNELS"
+        "packed tiles (AVX-512 VNNI), set by SELFRAG_CPU_KERNELS"
+    );
+    let lower = |simd: &str, name: &str| -> Value {
+        let run = generate(&[
+            ("SELFRAG_CPU_KERNELS", "packed"),
+            ("SELFRAG_CPU_SIMD", simd),
+        ]);
+        assert_eq!(
+            run["kernels"],
+            format!("packed tiles ({name}), set by SELFRAG_CPU_KERNELS")
+        );
+        run
+    };
+    let avx_vnni = lower("avx-vnni", "AVX-VNNI");
+    let packed_avx2 = lower("avx2", "AVX2");
+    // Measured with the tiles on AVX2: timed against candle's kernels, as on such a CPU.
+    let measured_avx2 = generate(&[("SELFRAG_CPU_SIMD", "avx2")]);
+    assert!(
+        measured_avx2["kernels"]
+            .as_str()
+            .is_some_and(|k| k.contains("timed on blk.0.ffn_up.weight")),
+        "{}",
+        measured_avx2["kernels"]
     );
     let candle = generate(&[("SELFRAG_CPU_KERNELS", "candle")]);
     assert_eq!(
@@ -234,6 +282,9 @@ fn generate_decodes_alike_on_the_packed_tiles_and_candles_avx512_and_avx2_kernel
     assert_eq!(ids(&tokens[0]).len(), 12);
     for (path, run) in [
         ("measured", &measured),
+        ("packed AVX-VNNI", &avx_vnni),
+        ("packed AVX2", &packed_avx2),
+        ("measured on AVX2", &measured_avx2),
         ("candle AVX-512", &candle),
         ("candle AVX2", &avx2),
     ] {
@@ -349,8 +400,8 @@ fn generate_reports_the_decode_prefetch_distance_and_obeys_its_setting() {
     let set = report(Some("6"));
     if !packed {
         selfrag_testkit::skip(
-            selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
-            "this CPU lacks AVX-512 F/BW/VNNI or F16C: nothing is packed, nothing prefetched",
+            selfrag_testkit::Lack::CpuFeatures(&["avx2", "fma", "f16c"]),
+            "this CPU lacks AVX2, FMA or F16C: nothing is packed, nothing prefetched",
         );
         assert_eq!(measured, "2 tiles ahead (no matrix on the packed tiles)");
         return;

@@ -65,7 +65,8 @@ const ROUNDS: usize = 3;
 /// The kernels that multiply a model's Q4_K and Q6_K matrices on the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CpuKernels {
-    /// This crate's packed tiles (`packed`), where the CPU has AVX-512 VNNI.
+    /// This crate's packed tiles (`packed`), where the CPU has AVX2, FMA and F16C (with
+    /// AVX-512 VNNI or AVX-VNNI where it has them: [`crate::packed::PackedSimd`]).
     Packed,
     /// Candle's quantized matmul (its own tiles, AVX-512, AVX-VNNI or AVX2, or NEON).
     Candle,
@@ -73,10 +74,11 @@ pub enum CpuKernels {
 
 impl std::fmt::Display for CpuKernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Packed => "packed tiles",
-            Self::Candle => "candle's kernels",
-        })
+        match (self, crate::packed::packed_simd()) {
+            (Self::Packed, Ok(Some(simd))) => write!(f, "packed tiles ({simd})"),
+            (Self::Packed, _) => f.write_str("packed tiles"),
+            (Self::Candle, _) => f.write_str("candle's kernels"),
+        }
     }
 }
 
@@ -104,8 +106,8 @@ impl ProductTimes {
 pub enum CandleOnly {
     /// The model is on a GPU.
     NotOnCpu,
-    /// The CPU lacks AVX-512 F, BW or VNNI, or F16C, which the packed tiles need.
-    CpuLacksVnni,
+    /// The CPU lacks AVX2, FMA or F16C, which the packed tiles need at the least.
+    CpuLacksAvx2,
     /// The model has no `blk.0.ffn_up` the packed tiles can hold to time: of another type (a
     /// Q8_0 model, for one) or shape.
     NothingToTime,
@@ -163,8 +165,8 @@ impl std::fmt::Display for KernelChoice {
             Self::CandleOnly(CandleOnly::NotOnCpu) => {
                 f.write_str("candle's kernels (not on the CPU)")
             }
-            Self::CandleOnly(CandleOnly::CpuLacksVnni) => {
-                f.write_str("candle's kernels (this CPU lacks AVX-512 VNNI)")
+            Self::CandleOnly(CandleOnly::CpuLacksAvx2) => {
+                f.write_str("candle's kernels (this CPU lacks AVX2, FMA or F16C)")
             }
             Self::CandleOnly(CandleOnly::NothingToTime) => {
                 f.write_str("candle's kernels (no Q4_K or Q6_K matrix the packed tiles hold)")
@@ -248,8 +250,11 @@ pub(crate) fn choose(
     if !device.is_cpu() {
         return Ok(KernelChoice::CandleOnly(CandleOnly::NotOnCpu));
     }
-    if !crate::packed::cpu_supported() {
-        return Ok(KernelChoice::CandleOnly(CandleOnly::CpuLacksVnni));
+    if crate::packed::packed_simd()
+        .map_err(candle_core::Error::Msg)?
+        .is_none()
+    {
+        return Ok(KernelChoice::CandleOnly(CandleOnly::CpuLacksAvx2));
     }
     if let KernelPolicy::Use(kernels) = policy {
         return Ok(KernelChoice::Set(*kernels));
@@ -435,10 +440,10 @@ mod tests {
         let choice = choose(&KernelPolicy::Measure, Some(("m", q4k.clone())), &device).unwrap();
         if !crate::packed::cpu_supported() {
             selfrag_testkit::skip(
-                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
-                "this CPU lacks AVX-512 F/BW/VNNI or F16C, so only candle's kernels run",
+                selfrag_testkit::Lack::CpuFeatures(&["avx2", "fma", "f16c"]),
+                "this CPU lacks AVX2, FMA or F16C, so only candle's kernels run",
             );
-            assert_eq!(choice, KernelChoice::CandleOnly(CandleOnly::CpuLacksVnni));
+            assert_eq!(choice, KernelChoice::CandleOnly(CandleOnly::CpuLacksAvx2));
             return;
         }
         let KernelChoice::Measured {
@@ -477,8 +482,8 @@ mod tests {
     fn a_choice_timed_once_is_taken_from_the_data_folder_after() {
         if !crate::packed::cpu_supported() {
             selfrag_testkit::skip(
-                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
-                "this CPU lacks AVX-512 F/BW/VNNI or F16C: nothing is timed or remembered",
+                selfrag_testkit::Lack::CpuFeatures(&["avx2", "fma", "f16c"]),
+                "this CPU lacks AVX2, FMA or F16C: nothing is timed or remembered",
             );
             return;
         }

@@ -54,7 +54,7 @@ struct Group([u8; PANEL_ROWS * GROUP_INPUTS]);
 /// Whether this CPU has the instructions the int8 products use (AVX-512 F, BW and VNNI);
 /// without them the embedder keeps its f32 matmuls.
 pub fn cpu_supported() -> bool {
-    crate::packed::cpu_supported()
+    crate::packed::PackedSimd::Avx512Vnni.runs_here()
 }
 
 /// An `n × k` weight matrix in int8 panels (see the module documentation).

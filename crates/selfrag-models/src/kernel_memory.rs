@@ -21,7 +21,7 @@ pub const KERNEL_MEMORY_FILE: &str = "cpu-kernels.json";
 
 /// Changes whenever either kernel's code changes (this crate's packed tiles, or a new candle):
 /// a choice remembered for older kernels is not taken.
-const KERNELS_REVISION: &str = concat!(env!("CARGO_PKG_VERSION"), "+packed-tiles-3");
+const KERNELS_REVISION: &str = concat!(env!("CARGO_PKG_VERSION"), "+packed-tiles-4");
 
 /// Layout of the file.
 const FORMAT: u64 = 1;
@@ -253,7 +253,8 @@ impl KernelMemory {
 }
 
 /// The key a choice is remembered under: the CPU model, the threads the products ran on, the
-/// matrix timed (name, type, shape) and the kernels' revision. Any of them changed, the
+/// matrix timed (name, type, shape), the packed tiles' instruction set and the kernels'
+/// revision. Any of them changed, the
 /// kernels are timed again.
 pub(crate) fn choice_key(
     cpu: &CpuModel,
@@ -264,16 +265,29 @@ pub(crate) fn choice_key(
 ) -> String {
     let shape: Vec<String> = shape.iter().map(usize::to_string).collect();
     format!(
-        "{cpu}; {threads} threads; {matrix} {dtype:?} {}; kernels {KERNELS_REVISION}",
-        shape.join("x")
+        "{cpu}; {threads} threads; {matrix} {dtype:?} {}; kernels {KERNELS_REVISION}{}",
+        shape.join("x"),
+        simd_suffix()
     )
 }
 
 /// The key a prefetch distance is remembered under: the CPU model, the threads that read the
-/// weights and the kernels' revision. It does not depend on the model: the distance is how
+/// weights, the packed tiles' instruction set and the kernels' revision. It does not depend on the model: the distance is how
 /// far ahead of the cores the memory must be asked, whatever it holds.
 pub(crate) fn prefetch_key(cpu: &CpuModel, threads: usize) -> String {
-    format!("{cpu}; {threads} threads; decode prefetch; kernels {KERNELS_REVISION}")
+    format!(
+        "{cpu}; {threads} threads; decode prefetch; kernels {KERNELS_REVISION}{}",
+        simd_suffix()
+    )
+}
+
+/// The packed tiles' instruction set in force, for the keys: a CPU told to use a lower one
+/// (`SELFRAG_CPU_SIMD`) times its kernels again.
+fn simd_suffix() -> String {
+    match crate::packed::packed_simd() {
+        Ok(Some(simd)) => format!(" on {}", simd.setting()),
+        Ok(None) | Err(_) => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ pub use llama::{
     KV_CACHE_ENV, LlamaConfig, QuantizedLlama, cache_precision_from_env, default_cache_precision,
 };
 pub use mapped::MappedGguf;
-pub use packed::cpu_supported as packed_kernels_available;
+pub use packed::{PackedSimd, SIMD_ENV, cpu_supported as packed_kernels_available, packed_simd};
 pub use read_rate::read_rate;
 /// The numerics choices, defined in selfrag-core (the trace records them) and re-exported here.
 pub use selfrag_core::{CachePrecision, DummyPrefix, EmbedderPrecision};

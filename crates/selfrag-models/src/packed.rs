@@ -1,5 +1,8 @@
-//! Q4_K and Q6_K weight matrices repacked for x86-64 CPUs with AVX-512 VNNI, in tiles about as
-//! compact as the file's own blocks, and their products with f32 activations.
+//! Q4_K and Q6_K weight matrices repacked for x86-64 CPUs, in tiles about as compact as the
+//! file's own blocks, and their products with f32 activations: the kernels here for AVX-512
+//! VNNI, and for CPUs without AVX-512 (AVX2, with or without AVX-VNNI) in [`avx2`], on the
+//! same tiles; which one runs is [`PackedSimd`], the CPU's best unless `SELFRAG_CPU_SIMD` says
+//! a lower one.
 //!
 //! Why not candle's tiles: candle 0.11 repacks these types for the same instructions, but
 //! unpacks every scale to an f32 and every Q6_K value to a whole byte, so its tiles are 6 bits
@@ -32,9 +35,10 @@
 //! thread, 128 rows times an 11008×4096 matrix): 205 GMAC/s in this crate; standalone copies
 //! of the two kernels: 241 against 165. The core's `vpdpbusd` peak is 388.
 //!
-//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
-//! `cache_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
-//! after the CPU was checked for it. Each block says why it is sound.
+//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed` with its `avx2`,
+//! `int8`, `strided`, `cache_lines`); here the SIMD loads and the calls into functions compiled
+//! for AVX-512 or AVX2, made only after the CPU was checked for them. Each block says why it is
+//! sound.
 #![allow(unsafe_code)]
 // Off x86-64 nothing is ever packed (`cpu_supported` is false), so the tiles go unread there.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -242,6 +246,8 @@ pub(crate) struct PackedMatrix {
     tiles: Tiles,
     n: usize,
     k: usize,
+    /// The kernels that multiply it.
+    simd: PackedSimd,
 }
 
 impl std::fmt::Debug for PackedMatrix {
@@ -254,24 +260,135 @@ impl std::fmt::Debug for PackedMatrix {
             .field("dtype", &dtype)
             .field("n", &self.n)
             .field("k", &self.k)
+            .field("simd", &self.simd)
             .finish()
     }
 }
 
-/// Whether this CPU has the instructions the packed tiles are multiplied with (AVX-512 F, BW
-/// and VNNI, and F16C); without them every matrix goes through candle's kernels.
+/// The instruction sets the packed tiles are multiplied with, best first. The tiles are the
+/// same bytes for all three; only the kernels differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackedSimd {
+    /// AVX-512 F, BW and VNNI with F16C: 16 output rows a vector, `vpdpbusd` on 512 bits
+    /// (Intel Xeons from Cascade Lake, AMD Zen 4 and 5).
+    Avx512Vnni,
+    /// AVX2, FMA and F16C with AVX-VNNI's 256-bit `vpdpbusd` (Intel client CPUs from Alder
+    /// Lake, without AVX-512).
+    AvxVnni,
+    /// AVX2, FMA and F16C: the byte products as `vpmaddubsw` and `vpmaddwd` (AMD Zen 2 and 3,
+    /// Intel client CPUs before Alder Lake).
+    Avx2,
+}
+
+/// The setting that makes the packed tiles use a lower instruction set than the CPU's best
+/// (to measure or test what such a CPU runs): `avx512-vnni`, `avx-vnni` or `avx2`.
+pub const SIMD_ENV: &str = "SELFRAG_CPU_SIMD";
+
+impl PackedSimd {
+    /// Best first.
+    pub const ALL: [Self; 3] = [Self::Avx512Vnni, Self::AvxVnni, Self::Avx2];
+
+    /// The name [`SIMD_ENV`] takes.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Self::Avx512Vnni => "avx512-vnni",
+            Self::AvxVnni => "avx-vnni",
+            Self::Avx2 => "avx2",
+        }
+    }
+
+    /// Whether this CPU has every instruction this set's kernels use.
+    pub fn runs_here(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+            match self {
+                Self::Avx512Vnni => {
+                    has!("avx512f") && has!("avx512bw") && has!("avx512vnni") && has!("f16c")
+                }
+                Self::AvxVnni => avx2 && has!("avxvnni"),
+                Self::Avx2 => avx2,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// The best set this CPU runs, if any.
+    pub fn best_here() -> Option<Self> {
+        Self::ALL.into_iter().find(|simd| simd.runs_here())
+    }
+
+    /// The set [`SIMD_ENV`] asks for (`value`), or this CPU's best where it is unset; an error
+    /// that names the setting for a value it does not take or a set this CPU lacks.
+    fn from_setting(value: Option<&str>) -> std::result::Result<Option<Self>, String> {
+        let Some(value) = value.map(|v| v.trim().to_ascii_lowercase()) else {
+            return Ok(Self::best_here());
+        };
+        if value.is_empty() {
+            return Ok(Self::best_here());
+        }
+        let names = Self::ALL.map(Self::setting).join(", ");
+        let Some(simd) = Self::ALL.into_iter().find(|s| s.setting() == value) else {
+            return Err(format!(
+                "{SIMD_ENV} is `{value}`; set it to one of {names}, or unset it"
+            ));
+        };
+        if !simd.runs_here() {
+            let here: Vec<&str> = Self::ALL
+                .into_iter()
+                .filter(|s| s.runs_here())
+                .map(Self::setting)
+                .collect();
+            return Err(format!(
+                "{SIMD_ENV} asks for {simd}, which this CPU lacks; it runs {}; set one of those, \
+                 or unset it",
+                if here.is_empty() {
+                    "none of them".to_owned()
+                } else {
+                    here.join(", ")
+                }
+            ));
+        }
+        Ok(Some(simd))
+    }
+}
+
+impl std::fmt::Display for PackedSimd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Avx512Vnni => "AVX-512 VNNI",
+            Self::AvxVnni => "AVX-VNNI",
+            Self::Avx2 => "AVX2",
+        })
+    }
+}
+
+/// The instruction set this process multiplies the packed tiles with: [`SIMD_ENV`]'s, else
+/// the CPU's best; `Ok(None)` where the CPU has none of them (the matrices then go through
+/// candle's kernels). Read once.
+pub fn packed_simd() -> std::result::Result<Option<PackedSimd>, String> {
+    static IN_FORCE: std::sync::OnceLock<std::result::Result<Option<PackedSimd>, String>> =
+        std::sync::OnceLock::new();
+    IN_FORCE
+        .get_or_init(|| match std::env::var(SIMD_ENV) {
+            Ok(value) => PackedSimd::from_setting(Some(&value)),
+            Err(std::env::VarError::NotPresent) => PackedSimd::from_setting(None),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+                "{SIMD_ENV} is not valid text; set it to one of avx512-vnni, avx-vnni, avx2, or \
+                 unset it"
+            )),
+        })
+        .clone()
+}
+
+/// Whether the packed tiles run in this process (some [`PackedSimd`] is in force); without
+/// them every matrix goes through candle's kernels.
 pub fn cpu_supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vnni")
-            && std::arch::is_x86_feature_detected!("f16c")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    matches!(packed_simd(), Ok(Some(_)))
 }
 
 fn f16_bits(bytes: &[u8], at: usize) -> u16 {
@@ -291,9 +408,17 @@ fn q4k_scale_min(j: usize, scales: &[u8]) -> (u8, u8) {
 }
 
 impl PackedMatrix {
-    /// Packs `weights` (`[n, k]`) when this CPU, its type and its shape allow it; `None` means
-    /// "multiply it with candle".
+    /// Packs `weights` (`[n, k]`) when this CPU, its type and its shape allow it, for the
+    /// process's instruction set ([`packed_simd`]); `None` means "multiply it with candle".
     pub(crate) fn pack(weights: &QTensor) -> Result<Option<Self>> {
+        match packed_simd().map_err(candle_core::Error::Msg)? {
+            Some(simd) => Self::pack_for(weights, simd),
+            None => Ok(None),
+        }
+    }
+
+    /// [`pack`](Self::pack) for the kernels of `simd`; `None` where this CPU lacks them.
+    pub(crate) fn pack_for(weights: &QTensor, simd: PackedSimd) -> Result<Option<Self>> {
         let Ok((n, k)) = weights.shape().dims2() else {
             return Ok(None);
         };
@@ -303,7 +428,7 @@ impl PackedMatrix {
             || k == 0
             || !n.is_multiple_of(TILE_ROWS)
             || !k.is_multiple_of(QK_K)
-            || !cpu_supported()
+            || !simd.runs_here()
         {
             return Ok(None);
         }
@@ -334,7 +459,7 @@ impl PackedMatrix {
                 pack_q6k_tile(|r| block(t * TILE_ROWS + r, b))
             })?)
         };
-        Ok(Some(Self { tiles, n, k }))
+        Ok(Some(Self { tiles, n, k, simd }))
     }
 
     /// The bytes of its tiles: what a decode step reads of this matrix.
@@ -389,7 +514,8 @@ impl PackedMatrix {
             .to_dtype(candle_core::DType::F32)?
             .flatten_all()?
             .to_vec1::<f32>()?;
-        let activations = quantize_rows(&x, m, k);
+        let simd = matrices.first().map(|w| w.simd);
+        let activations = quantize_rows(&x, m, k, simd);
         Ok((batch.to_vec(), matmul_all(matrices, &activations, m)))
     }
 
@@ -432,11 +558,20 @@ impl PackedMatrix {
     ) {
         let blocks_per_row = self.k / QK_K;
         #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: as in `strip_product`: this CPU has the features, and `matmul_all` sized the
-            // slices from the same `n`, `k` and `m`.
-            unsafe {
-                avx512::quad_product(&self.tiles, quad, blocks_per_row, activations, rows);
+        // SAFETY: a `PackedMatrix` exists only where its `simd.runs_here()` was true (see
+        // `pack_for`), i.e. this CPU has every feature the function called is compiled for; the
+        // slices it indexes are sized by `matmul_all` from the same `n`, `k` and `m`.
+        unsafe {
+            match self.simd {
+                PackedSimd::Avx512Vnni => {
+                    avx512::quad_product(&self.tiles, quad, blocks_per_row, activations, rows);
+                }
+                PackedSimd::AvxVnni => {
+                    avx2::quad_product_vnni(&self.tiles, quad, blocks_per_row, activations, rows);
+                }
+                PackedSimd::Avx2 => {
+                    avx2::quad_product(&self.tiles, quad, blocks_per_row, activations, rows);
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -450,12 +585,17 @@ impl PackedMatrix {
     fn strip_product(&self, strip: usize, activations: &[BlockQ8K], m: usize, out: &mut [f32]) {
         let blocks_per_row = self.k / QK_K;
         #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: a `PackedMatrix` exists only where `cpu_supported()` was true (see `pack`),
-            // i.e. this CPU has every feature `avx512::strip_product` is compiled for; the
-            // slices it indexes are sized by `matmul_all` from the same `n`, `k` and `m`.
-            unsafe {
-                avx512::strip_product(&self.tiles, strip, blocks_per_row, activations, m, out);
+        // SAFETY: as in `quad_product`.
+        unsafe {
+            let (tiles, acts) = (&self.tiles, activations);
+            match self.simd {
+                PackedSimd::Avx512Vnni => {
+                    avx512::strip_product(tiles, strip, blocks_per_row, acts, m, out);
+                }
+                PackedSimd::AvxVnni => {
+                    avx2::strip_product_vnni(tiles, strip, blocks_per_row, acts, m, out);
+                }
+                PackedSimd::Avx2 => avx2::strip_product(tiles, strip, blocks_per_row, acts, m, out),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -466,26 +606,32 @@ impl PackedMatrix {
     }
 }
 
-/// The `m` rows of `k` values in `x` (row-major) as Q8_K blocks, row after row.
-fn quantize_rows(x: &[f32], m: usize, k: usize) -> Vec<BlockQ8K> {
+/// The `m` rows of `k` values in `x` (row-major) as Q8_K blocks, row after row, in the
+/// instructions of `simd` where given.
+fn quantize_rows(x: &[f32], m: usize, k: usize, simd: Option<PackedSimd>) -> Vec<BlockQ8K> {
     let blocks_per_row = k / QK_K;
     let mut activations = vec![BlockQ8K::ZERO; m * blocks_per_row];
     for_each_chunk(&mut activations, blocks_per_row, |row, blocks| {
-        quantize_row(&x[row * k..(row + 1) * k], blocks);
+        quantize_row(&x[row * k..(row + 1) * k], blocks, simd);
     });
     activations
 }
 
-/// One row's values `x` as its Q8_K blocks, 16 values an instruction where the CPU has
-/// AVX-512 (the crate's baseline, SSE2, does 4: the quantization was 4.8% of a prompt's
-/// samples), the same bytes either way.
-fn quantize_row(x: &[f32], blocks: &mut [BlockQ8K]) {
+/// One row's values `x` as its Q8_K blocks, 16 values an instruction with AVX-512 and 8 with
+/// AVX2 (the crate's baseline, SSE2, does 4: the quantization was 4.8% of a prompt's samples),
+/// the same bytes every way.
+fn quantize_row(x: &[f32], blocks: &mut [BlockQ8K], simd: Option<PackedSimd>) {
     #[cfg(target_arch = "x86_64")]
-    if cpu_supported() {
-        // SAFETY: `cpu_supported` found every feature `avx512::quantize_row` is compiled for.
-        unsafe { avx512::quantize_row(x, blocks) };
-        return;
+    match simd.filter(|s| s.runs_here()) {
+        // SAFETY: this CPU has the features each function is compiled for (`runs_here`).
+        Some(PackedSimd::Avx512Vnni) => return unsafe { avx512::quantize_row(x, blocks) },
+        Some(PackedSimd::AvxVnni | PackedSimd::Avx2) => {
+            return unsafe { avx2::quantize_row(x, blocks) };
+        }
+        None => {}
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = simd;
     quantize_blocks(x, blocks);
 }
 
@@ -773,13 +919,116 @@ fn claim_run(cursor: &AtomicUsize, items: usize, threads: usize) -> Option<Range
     }
 }
 
+/// One superblock of a quad of strips, unpacked for the prompt kernel: `SUBS` sub-blocks of
+/// `STEPS` × 4 inputs, each with its own scale, and `PAIRS` pairs of sub-blocks for the
+/// correction (the Q4_K minimums, the Q6_K offset of 32).
+#[repr(C, align(64))]
+struct QuadScratch<const SUBS: usize, const STEPS: usize, const PAIRS: usize> {
+    /// `[sub-block][step][strip]`: the 16 rows' 4 bytes of inputs
+    /// `4·STEPS·sub + 4·step ..+ 4`, one unsigned value per byte.
+    weights: [[[[u8; 64]; QUAD_STRIPS]; STEPS]; SUBS],
+    /// `[sub-block][strip]`: each row's block scale times its sub-block scale.
+    scales: [[[f32; TILE_ROWS]; QUAD_STRIPS]; SUBS],
+    /// `[sub-block pair][strip]`: the pair's two correction factors (Q4_K: 6-bit minimums;
+    /// Q6_K: the sub-block scales) in the two 16-bit halves of each row's lane, for
+    /// `vpdpwssd` with the activations' sums over the same sub-blocks.
+    correction_pairs: [[[i32; TILE_ROWS]; QUAD_STRIPS]; PAIRS],
+    /// `[strip]`: what the correction is multiplied by (Q4_K: the minimum scale; Q6_K: 32
+    /// times the block scale) before it is subtracted.
+    correction_scale: [[f32; TILE_ROWS]; QUAD_STRIPS],
+}
+
+/// Q4_K: 8 sub-blocks of 32 inputs; minimums paired over the activations' 32-value sums.
+type Q4KScratch = QuadScratch<8, 8, 4>;
+/// Q6_K: 16 sub-blocks of 16 inputs; scales paired over the activations' 16-value sums.
+type Q6KScratch = QuadScratch<16, 4, 8>;
+
+thread_local! {
+    /// Each thread's scratches, made once: a prompt pass of the 8-block benchmark model
+    /// runs the prompt kernel on some 5,300 quads, and a scratch allocated and zeroed for
+    /// each would be a memset of 100 MB a pass. A kernel takes its thread's scratch out for one
+    /// quad and puts it back (not through `with`, whose closure would not be compiled for the
+    /// kernel's instruction set); one that is not put back, by a panic, is made again.
+    static Q4K_SCRATCH: std::cell::Cell<Option<Box<Q4KScratch>>> =
+        const { std::cell::Cell::new(None) };
+    static Q6K_SCRATCH: std::cell::Cell<Option<Box<Q6KScratch>>> =
+        const { std::cell::Cell::new(None) };
+}
+
+impl<const SUBS: usize, const STEPS: usize, const PAIRS: usize> QuadScratch<SUBS, STEPS, PAIRS> {
+    const ZERO: Self = Self {
+        weights: [[[[0; 64]; QUAD_STRIPS]; STEPS]; SUBS],
+        scales: [[[0.0; TILE_ROWS]; QUAD_STRIPS]; SUBS],
+        correction_pairs: [[[0; TILE_ROWS]; QUAD_STRIPS]; PAIRS],
+        correction_scale: [[0.0; TILE_ROWS]; QUAD_STRIPS],
+    };
+
+    /// A new scratch, for a thread whose slot is empty.
+    fn boxed() -> Box<Self> {
+        Box::new(Self::ZERO)
+    }
+}
+
+/// Which quad, of how many superblocks per row.
+#[derive(Clone, Copy)]
+struct QuadShape {
+    quad: usize,
+    blocks_per_row: usize,
+}
+
+impl QuadShape {
+    /// The index of superblock `b` of the quad's strip `strip` among the matrix's tiles.
+    fn tile(self, strip: usize, b: usize) -> usize {
+        (self.quad * QUAD_STRIPS + strip) * self.blocks_per_row + b
+    }
+
+    /// Asks for the quad's tiles of superblock `b + 1`, read from memory while the rows are
+    /// multiplied by superblock `b`: unpacked without it, each superblock waited on memory
+    /// (a fifth of the kernel's time in perf's samples). All at once: asked in shares before
+    /// each group of rows, as the decode kernel asks, the prompt read no faster (dev builds
+    /// taking turns, 248-token prompt, 7 rounds each: median 183 against 189 tokens/s).
+    #[inline]
+    fn prefetch_next<T>(self, tiles: &[T], b: usize) {
+        if b + 1 < self.blocks_per_row {
+            for strip in 0..QUAD_STRIPS {
+                prefetch_share(tiles.get(self.tile(strip, b + 1)), 0, 1);
+            }
+        }
+    }
+}
+
+/// Asks for share `share` of `shares` of `tile`'s cache lines ([`share_lines`];
+/// share 0 of 1 is every line) without waiting for them; nothing where there is no tile.
+#[inline]
+fn prefetch_share<T>(tile: Option<&T>, share: usize, shares: usize) {
+    let Some(tile) = tile else {
+        return;
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let start: *const i8 = (tile as *const T).cast();
+        for line in share_lines(std::mem::size_of::<T>(), share, shares) {
+            // SAFETY: `share_lines` gives only lines that start inside `tile`; a prefetch
+            // reads nothing into the program and cannot fault (SSE, every x86-64 CPU's).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line * 64)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (tile, share, shares);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     //! The kernels. Every function here is compiled for AVX-512 F/BW/VNNI and F16C and may be
     //! called only after `cpu_supported()` returned true.
     use super::{
-        BlockQ8K, MAX_ACTIVATION_ROWS, PROMPT_CHUNK_ROWS, PROMPT_GROUP_ROWS, QK_K, QUAD_STRIPS,
-        QUAD_WIDTH, TILE_ROWS, TileQ4K, TileQ6K, Tiles,
+        BlockQ8K, MAX_ACTIVATION_ROWS, PROMPT_CHUNK_ROWS, PROMPT_GROUP_ROWS, Q4K_SCRATCH,
+        Q4KScratch, Q6K_SCRATCH, Q6KScratch, QK_K, QUAD_STRIPS, QUAD_WIDTH, QuadScratch, QuadShape,
+        TILE_ROWS, TileQ4K, TileQ6K, Tiles, prefetch_share,
     };
     use core::arch::x86_64::*;
     use std::mem::MaybeUninit;
@@ -970,49 +1219,6 @@ mod avx512 {
             let value = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(offsets[m]), thirty_two, scaled[m]);
             acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(value, d), _mm512_set1_ps(act.d), acc[m]);
         }
-    }
-
-    /// One superblock of a quad of strips, unpacked for the prompt kernel: `SUBS` sub-blocks of
-    /// `STEPS` × 4 inputs, each with its own scale, and `PAIRS` pairs of sub-blocks for the
-    /// correction (the Q4_K minimums, the Q6_K offset of 32).
-    #[repr(C, align(64))]
-    struct QuadScratch<const SUBS: usize, const STEPS: usize, const PAIRS: usize> {
-        /// `[sub-block][step][strip]`: the 16 rows' 4 bytes of inputs
-        /// `4·STEPS·sub + 4·step ..+ 4`, one unsigned value per byte.
-        weights: [[[[u8; 64]; QUAD_STRIPS]; STEPS]; SUBS],
-        /// `[sub-block][strip]`: each row's block scale times its sub-block scale.
-        scales: [[[f32; TILE_ROWS]; QUAD_STRIPS]; SUBS],
-        /// `[sub-block pair][strip]`: the pair's two correction factors (Q4_K: 6-bit minimums;
-        /// Q6_K: the sub-block scales) in the two 16-bit halves of each row's lane, for
-        /// `vpdpwssd` with the activations' sums over the same sub-blocks.
-        correction_pairs: [[[i32; TILE_ROWS]; QUAD_STRIPS]; PAIRS],
-        /// `[strip]`: what the correction is multiplied by (Q4_K: the minimum scale; Q6_K: 32
-        /// times the block scale) before it is subtracted.
-        correction_scale: [[f32; TILE_ROWS]; QUAD_STRIPS],
-    }
-
-    /// Q4_K: 8 sub-blocks of 32 inputs; minimums paired over the activations' 32-value sums.
-    type Q4KScratch = QuadScratch<8, 8, 4>;
-    /// Q6_K: 16 sub-blocks of 16 inputs; scales paired over the activations' 16-value sums.
-    type Q6KScratch = QuadScratch<16, 4, 8>;
-
-    thread_local! {
-        /// Each thread's scratches, made once: a prompt pass of the 8-block benchmark model
-        /// runs the prompt kernel on some 5,300 quads, and a scratch allocated and zeroed for
-        /// each would be a memset of 100 MB a pass.
-        static Q4K_SCRATCH: std::cell::RefCell<Box<Q4KScratch>> =
-            std::cell::RefCell::new(Box::new(Q4KScratch::ZERO));
-        static Q6K_SCRATCH: std::cell::RefCell<Box<Q6KScratch>> =
-            std::cell::RefCell::new(Box::new(Q6KScratch::ZERO));
-    }
-
-    impl<const SUBS: usize, const STEPS: usize, const PAIRS: usize> QuadScratch<SUBS, STEPS, PAIRS> {
-        const ZERO: Self = Self {
-            weights: [[[[0; 64]; QUAD_STRIPS]; STEPS]; SUBS],
-            scales: [[[0.0; TILE_ROWS]; QUAD_STRIPS]; SUBS],
-            correction_pairs: [[[0; TILE_ROWS]; QUAD_STRIPS]; PAIRS],
-            correction_scale: [[0.0; TILE_ROWS]; QUAD_STRIPS],
-        };
     }
 
     /// The pairs `(a, b)` of 16-bit lanes, `a` in the low half of each 32-bit lane.
@@ -1259,48 +1465,37 @@ mod avx512 {
             blocks_per_row,
         };
         match tiles {
-            Tiles::Q4K(tiles) => Q4K_SCRATCH.with_borrow_mut(|scratch| {
+            Tiles::Q4K(tiles) => {
+                let mut scratch = Q4K_SCRATCH.take().unwrap_or_else(Q4KScratch::boxed);
                 let unpack = |scratch: &mut Q4KScratch, b: usize| {
                     scratch.unpack_q4k(std::array::from_fn(|strip| &tiles[shape.tile(strip, b)]));
                     shape.prefetch_next(tiles, b);
                 };
-                quad_rows_all(scratch, unpack, |a| &a.sums32[..], shape, activations, rows);
-            }),
-            Tiles::Q6K(tiles) => Q6K_SCRATCH.with_borrow_mut(|scratch| {
+                quad_rows_all(
+                    &mut scratch,
+                    unpack,
+                    |a| &a.sums32[..],
+                    shape,
+                    activations,
+                    rows,
+                );
+                Q4K_SCRATCH.set(Some(scratch));
+            }
+            Tiles::Q6K(tiles) => {
+                let mut scratch = Q6K_SCRATCH.take().unwrap_or_else(Q6KScratch::boxed);
                 let unpack = |scratch: &mut Q6KScratch, b: usize| {
                     scratch.unpack_q6k(std::array::from_fn(|strip| &tiles[shape.tile(strip, b)]));
                     shape.prefetch_next(tiles, b);
                 };
-                quad_rows_all(scratch, unpack, |a| &a.bsums[..], shape, activations, rows);
-            }),
-        }
-    }
-
-    /// Which quad, of how many superblocks per row.
-    #[derive(Clone, Copy)]
-    struct QuadShape {
-        quad: usize,
-        blocks_per_row: usize,
-    }
-
-    impl QuadShape {
-        /// The index of superblock `b` of the quad's strip `strip` among the matrix's tiles.
-        fn tile(self, strip: usize, b: usize) -> usize {
-            (self.quad * QUAD_STRIPS + strip) * self.blocks_per_row + b
-        }
-
-        /// Asks for the quad's tiles of superblock `b + 1`, read from memory while the rows are
-        /// multiplied by superblock `b`: unpacked without it, each superblock waited on memory
-        /// (a fifth of the kernel's time in perf's samples). All at once: asked in shares before
-        /// each group of rows, as the decode kernel asks, the prompt read no faster (dev builds
-        /// taking turns, 248-token prompt, 7 rounds each: median 183 against 189 tokens/s).
-        #[inline]
-        #[target_feature(enable = "avx512f")]
-        fn prefetch_next<T>(self, tiles: &[T], b: usize) {
-            if b + 1 < self.blocks_per_row {
-                for strip in 0..QUAD_STRIPS {
-                    prefetch_share(tiles.get(self.tile(strip, b + 1)), 0, 1);
-                }
+                quad_rows_all(
+                    &mut scratch,
+                    unpack,
+                    |a| &a.bsums[..],
+                    shape,
+                    activations,
+                    rows,
+                );
+                Q6K_SCRATCH.set(Some(scratch));
             }
         }
     }
@@ -1407,22 +1602,6 @@ mod avx512 {
         }
     }
 
-    /// Asks for share `share` of `shares` of `tile`'s cache lines ([`super::share_lines`];
-    /// share 0 of 1 is every line) without waiting for them; nothing where there is no tile.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn prefetch_share<T>(tile: Option<&T>, share: usize, shares: usize) {
-        let Some(tile) = tile else {
-            return;
-        };
-        let start: *const i8 = (tile as *const T).cast();
-        for line in super::share_lines(std::mem::size_of::<T>(), share, shares) {
-            // SAFETY: `share_lines` gives only lines that start inside `tile`; a prefetch
-            // reads nothing into the program and cannot fault.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(line * 64)) };
-        }
-    }
-
     /// Outputs `16·strip .. 16·strip + 16` of all `m` activation rows into `out` (`[m][16]`).
     ///
     /// # Safety
@@ -1510,19 +1689,29 @@ mod tests {
             .collect()
     }
 
-    /// Whether this CPU runs the packed tiles; where it does not, the test is recorded as
-    /// skipped (a failure under `CI=true` on a machine that should run it).
-    fn packing_here() -> bool {
-        if !cpu_supported() {
+    /// The instruction sets of the packed tiles this CPU runs, best first; where it runs none,
+    /// the test is recorded as skipped (a failure under `CI=true` on a machine that should run
+    /// it).
+    fn simds_here() -> Vec<PackedSimd> {
+        let here: Vec<PackedSimd> = PackedSimd::ALL
+            .into_iter()
+            .filter(|simd| simd.runs_here())
+            .collect();
+        if here.is_empty() {
             selfrag_testkit::skip(
-                selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni", "f16c"]),
-                "this CPU lacks AVX-512 F/BW/VNNI or F16C, so nothing is packed",
+                selfrag_testkit::Lack::CpuFeatures(&["avx2", "fma", "f16c"]),
+                "this CPU lacks AVX2, FMA or F16C, so nothing is packed",
             );
         }
-        cpu_supported()
+        here
     }
 
-    /// A matrix of `n × k` test values (from `seed`) in `dtype`, packed.
+    /// Whether the packed tiles run in this process (see [`simds_here`]).
+    fn packing_here() -> bool {
+        !simds_here().is_empty() && cpu_supported()
+    }
+
+    /// A matrix of `n × k` test values (from `seed`) in `dtype`, packed for the process.
     fn packed_values(dtype: GgmlDType, n: usize, k: usize, seed: u64) -> PackedMatrix {
         let w = Tensor::from_vec(values(n * k, seed), (n, k), &Device::Cpu).unwrap();
         PackedMatrix::pack(&QTensor::quantize(&w, dtype).unwrap())
@@ -1530,25 +1719,32 @@ mod tests {
             .unwrap()
     }
 
+    /// Every instruction set this CPU runs, against candle's products.
     fn product_against_candle(dtype: GgmlDType) {
-        if !packing_here() {
-            return;
-        }
         // 48 outputs: strips only, every row count of the decode kernel, and 12 as 8 then 4.
-        // 128: quads of strips too, for the prompt kernel from 9 rows (groups of 3, remainders
-        // of 1 and 2, one chunk up to 128 rows, and 129 and 200 rows in chunks of 65 and 100).
+        // 128: quads of strips too, for the prompt kernel from 9 rows (groups of 3 or 2,
+        // remainders of 1 and 2, one chunk up to 128 rows, and 129 and 200 rows in chunks of
+        // 65 and 100).
         let strips: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 12];
         let quads: &[usize] = &[5, 8, 9, 10, 11, 31, 124, 129, 200];
-        for (n, k, rows) in [(48, 768, strips), (128, 512, quads)] {
-            products_match_candle(dtype, n, k, rows);
+        for simd in simds_here() {
+            for (n, k, rows) in [(48, 768, strips), (128, 512, quads)] {
+                products_match_candle(simd, dtype, n, k, rows);
+            }
         }
     }
 
-    fn products_match_candle(dtype: GgmlDType, n: usize, k: usize, rows: &[usize]) {
+    fn products_match_candle(
+        simd: PackedSimd,
+        dtype: GgmlDType,
+        n: usize,
+        k: usize,
+        rows: &[usize],
+    ) {
         let device = Device::Cpu;
         let w = Tensor::from_vec(values(n * k, 1), (n, k), &device).unwrap();
         let q = QTensor::quantize(&w, dtype).unwrap();
-        let packed = PackedMatrix::pack(&q).unwrap().unwrap();
+        let packed = PackedMatrix::pack_for(&q, simd).unwrap().unwrap();
         let candle = QMatMul::from_qtensor(q).unwrap();
         for &m in rows {
             let x = Tensor::from_vec(values(m * k, 7 + m as u64), (m, 1, k), &device).unwrap();
@@ -1561,10 +1757,74 @@ mod tests {
             for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
                 assert!(
                     (a - b).abs() <= 1e-5 * scale,
-                    "{dtype:?}, {m} rows: output {i} is {a}, candle says {b}"
+                    "{simd}, {dtype:?}, {m} rows: output {i} is {a}, candle says {b}"
                 );
             }
         }
+    }
+
+    /// The byte products of the instruction sets are exact integers, so every set gives the
+    /// same products to the bit, on both kernels.
+    #[test]
+    fn every_instruction_set_gives_the_same_products() {
+        let here = simds_here();
+        let (n, k) = (128, 768);
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let w = Tensor::from_vec(values(n * k, 3), (n, k), &Device::Cpu).unwrap();
+            let q = QTensor::quantize(&w, dtype).unwrap();
+            for m in [1, 5, 8, 9, 20, 124] {
+                let x = values(m * k, 11 + m as u64);
+                let products: Vec<Vec<f32>> = here
+                    .iter()
+                    .map(|&simd| {
+                        let packed = PackedMatrix::pack_for(&q, simd).unwrap().unwrap();
+                        let activations = quantize_rows(&x, m, k, Some(simd));
+                        matmul_all(&[&packed], &activations, m).remove(0)
+                    })
+                    .collect();
+                for (simd, product) in here.iter().zip(&products).skip(1) {
+                    let differ = product
+                        .iter()
+                        .zip(&products[0])
+                        .filter(|(a, b)| a.to_bits() != b.to_bits())
+                        .count();
+                    // The same integers, scaled in another order of f32 operations where the
+                    // vectors are narrower: equal within rounding.
+                    let scale = products[0].iter().map(|v| v.abs()).fold(0f32, f32::max);
+                    for (a, b) in product.iter().zip(&products[0]) {
+                        assert!(
+                            (a - b).abs() <= 1e-6 * scale,
+                            "{simd} against {}, {dtype:?}, {m} rows: {a} and {b} ({differ} differ)",
+                            here[0]
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_instruction_set_setting_names_itself_and_what_this_cpu_runs() {
+        let best = PackedSimd::best_here();
+        assert_eq!(PackedSimd::from_setting(None), Ok(best));
+        assert_eq!(PackedSimd::from_setting(Some(" ")), Ok(best));
+        for simd in PackedSimd::ALL {
+            let chosen = PackedSimd::from_setting(Some(&simd.setting().to_uppercase()));
+            if simd.runs_here() {
+                assert_eq!(chosen, Ok(Some(simd)));
+            } else {
+                let error = chosen.unwrap_err();
+                assert!(
+                    error.contains(SIMD_ENV) && error.contains("lacks"),
+                    "{error}"
+                );
+            }
+        }
+        let error = PackedSimd::from_setting(Some("neon")).unwrap_err();
+        assert!(
+            error.contains(SIMD_ENV) && error.contains("`neon`") && error.contains("avx-vnni"),
+            "{error}"
+        );
     }
 
     /// The prompt kernel writes its outputs without reading what they held (see
@@ -1576,10 +1836,16 @@ mod tests {
             return;
         }
         let (n, k) = (128, 512);
-        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
-            let w = packed_values(dtype, n, k, 5);
+        for (simd, dtype) in simds_here()
+            .into_iter()
+            .flat_map(|simd| [(simd, GgmlDType::Q4K), (simd, GgmlDType::Q6K)])
+        {
+            let w = Tensor::from_vec(values(n * k, 5), (n, k), &Device::Cpu).unwrap();
+            let w = PackedMatrix::pack_for(&QTensor::quantize(&w, dtype).unwrap(), simd)
+                .unwrap()
+                .unwrap();
             for m in [PROMPT_MIN_ROWS, 31, 124, 129] {
-                let activations = quantize_rows(&values(m * k, 13 + m as u64), m, k);
+                let activations = quantize_rows(&values(m * k, 13 + m as u64), m, k, Some(simd));
                 let expected = matmul_all(&[&w], &activations, m).remove(0);
                 let mut outputs = vec![MaybeUninit::new(f32::NAN); m * n];
                 let mut by_quad: Vec<Vec<&mut [MaybeUninit<f32>; QUAD_WIDTH]>> =
@@ -1597,7 +1863,7 @@ mod tests {
                     .into_iter()
                     .map(|v| unsafe { v.assume_init() })
                     .collect();
-                assert_eq!(outputs, expected, "{dtype:?}, {m} rows");
+                assert_eq!(outputs, expected, "{simd}, {dtype:?}, {m} rows");
             }
         }
     }
@@ -1773,10 +2039,15 @@ mod tests {
         ];
         for xs in cases {
             let mut ours = BlockQ8K::ZERO;
-            quantize_row(&xs, std::slice::from_mut(&mut ours));
+            quantize_row(&xs, std::slice::from_mut(&mut ours), None);
             let mut portable = BlockQ8K::ZERO;
             BlockQ8K::quantize(&xs, &mut portable);
             assert_eq!(block_bytes(&ours), block_bytes(&portable));
+            for simd in PackedSimd::ALL {
+                let mut wide = BlockQ8K::ZERO;
+                quantize_row(&xs, std::slice::from_mut(&mut wide), Some(simd));
+                assert_eq!(block_bytes(&wide), block_bytes(&portable), "{simd}");
+            }
             // Candle's own algorithm: the first value of largest magnitude, `f32::round`, then
             // the clamp and the saturating cast.
             let (mut max, mut amax) = (0f32, 0f32);
@@ -1817,7 +2088,11 @@ mod tests {
         for xs in [vec![0.0; QK_K], vec![-0.0; QK_K], vec![f32::NAN; QK_K]] {
             let mut ours = BlockQ8K::ZERO;
             ours.d = 1.0;
-            quantize_row(&xs, std::slice::from_mut(&mut ours));
+            quantize_row(
+                &xs,
+                std::slice::from_mut(&mut ours),
+                PackedSimd::best_here(),
+            );
             assert_eq!(block_bytes(&ours), block_bytes(&BlockQ8K::ZERO));
         }
     }
@@ -1838,12 +2113,14 @@ mod tests {
         let x: Vec<f32> = (0..4 * QK_K)
             .map(|i| ((i * 7919) % 1000) as f32 / 37.0 - 13.0)
             .collect();
-        let mut wide = vec![BlockQ8K::ZERO; 4];
-        quantize_row(&x, &mut wide);
-        for (values, block) in x.chunks_exact(QK_K).zip(&wide) {
-            let mut one = BlockQ8K::ZERO;
-            BlockQ8K::quantize(values, &mut one);
-            assert_eq!(block_bytes(block), block_bytes(&one));
+        for simd in PackedSimd::ALL.map(Some).into_iter().chain([None]) {
+            let mut wide = vec![BlockQ8K::ZERO; 4];
+            quantize_row(&x, &mut wide, simd);
+            for (values, block) in x.chunks_exact(QK_K).zip(&wide) {
+                let mut one = BlockQ8K::ZERO;
+                BlockQ8K::quantize(values, &mut one);
+                assert_eq!(block_bytes(block), block_bytes(&one), "{simd:?}");
+            }
         }
     }
 

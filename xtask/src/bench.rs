@@ -1,4 +1,4 @@
-//! `cargo xtask bench [generator|embedder|server|index|search|papers|rerank|answer|all]`: the speed of the local models against
+//! `cargo xtask bench [generator|avx2|embedder|server|index|search|papers|rerank|answer|all]`: the speed of the local models against
 //! their reference implementations, measured in one run on this machine with the same thread
 //! count on both sides, printed as tables and written to `docs/BENCHMARKS.md`.
 //!
@@ -6,6 +6,8 @@
 //!   from the PyPI sdist for this CPU) on one random GGUF in the Llama-2-7B shape quantized as
 //!   Q4_K_M (written by `selfrag-bench-models`): prompt and decode tokens/s, K=5 batched decode
 //!   against single-stream, and peak RSS against the file size + 1 GB.
+//! - **avx2**: the same, as a CPU without AVX-512 runs it: the packed tiles' AVX2 and AVX-VNNI
+//!   kernels and candle's AVX2 tier against llama.cpp's x86-64-v3 server (see `bench/avx2.rs`).
 //! - **embedder**: `selfrag debug embed` against PyTorch `transformers` on the same passages and
 //!   the same random BERT-base weights: passages/s, and the two sides' vectors compared.
 //! - **server**: one Self-RAG answer (K=5) from the local generator against llama.cpp's
@@ -38,6 +40,7 @@
 //! readers; passages (real text, with escapes) with serde_json.
 
 mod answer;
+mod avx2;
 mod index;
 mod papers;
 mod rerank;
@@ -70,8 +73,9 @@ const PASSAGES: usize = 64;
 const EMBED_BATCH: usize = 32;
 
 /// The sections, in the order of `docs/BENCHMARKS.md`.
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "generator",
+    "avx2",
     "embedder",
     "server",
     "index",
@@ -169,6 +173,7 @@ pub fn bench(root: &Path, args: &[String]) -> Result<()> {
         let t = step(&format!("bench {section}"));
         let markdown = match section {
             "generator" => generator(&bench)?,
+            "avx2" => avx2::avx2(&bench)?,
             "embedder" => embedder(&bench)?,
             "server" => server::server(&bench)?,
             "rerank" => rerank::rerank(&bench)?,
@@ -252,6 +257,7 @@ fn existing_section<'a>(document: &'a str, title: &str) -> Option<&'a str> {
 fn title(section: &str) -> &'static str {
     match section {
         "generator" => "Generator",
+        "avx2" => "Generator without AVX-512",
         "embedder" => "Embedder",
         "server" => "Generator server",
         "rerank" => "Re-rank",

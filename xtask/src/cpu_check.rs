@@ -4,8 +4,9 @@
 //!
 //! `build` (the default) builds selfrag-models' integration-test binary as CI builds it (its
 //! `cpu_timings` test is `#[ignore]`d, run only by the script) and llama.cpp's `llama-server`
-//! with the benchmark peer's instruction sets (this CPU's AVX-512, no AMX), and lays out
-//! `.cpu-check/` in the clone (ignored through `.git/info/exclude`): both binaries gzipped,
+//! with the benchmark peer's instruction sets (this CPU's AVX-512, no AMX) and for x86-64-v3
+//! (the peer on a CPU without AVX-512, where the other would fault), and lays out
+//! `.cpu-check/` in the clone (ignored through `.git/info/exclude`): the binaries gzipped,
 //! `BUILD` (what was built from what) and `run.sh`. On the other machine, `bash
 //! .cpu-check/run.sh` writes the benchmark's 8-block model, times our prompt and decode with
 //! each prefetch distance and the one the load calibrated, and llama.cpp's on the same file, at
@@ -30,8 +31,10 @@ fn build(root: &Path) -> Result<()> {
     let binary = build_tests()?;
     let t = step("llama-server with the peer's instruction sets");
     let server = crate::llama_server::binary_with("peer", &crate::bench::peer_cmake_flags())?;
+    // For a machine without this one's AVX-512, where that build would fault.
+    let portable = crate::llama_server::binary()?;
     done("llama-server for the peer", t);
-    lay_out(root, &binary, &server)
+    lay_out(root, &binary, &server, &portable)
 }
 
 /// selfrag-models' test binary `models`, built with the workspace's features (as CI builds it,
@@ -45,12 +48,16 @@ fn build_tests() -> Result<PathBuf> {
     Ok(binary)
 }
 
-fn lay_out(root: &Path, binary: &Path, server: &Path) -> Result<()> {
+fn lay_out(root: &Path, binary: &Path, server: &Path, portable: &Path) -> Result<()> {
     let t = step(&format!("lay out {BUNDLE}/"));
     let bundle = root.join(BUNDLE);
     let _ = std::fs::remove_dir_all(&bundle);
     std::fs::create_dir_all(&bundle).with_context(|| format!("creating {}", bundle.display()))?;
-    for (from, name) in [(binary, exe("models")), (server, exe("llama-server"))] {
+    for (from, name) in [
+        (binary, exe("models")),
+        (server, exe("llama-server")),
+        (portable, exe("llama-server-x86-64-v3")),
+    ] {
         let to = bundle.join(name);
         std::fs::copy(from, &to)
             .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;

@@ -130,7 +130,14 @@ main() {
     local failed=0 threads
     describe_cpu
     bin="$(mktemp -d)"
-    gunzip -c "$here/models.gz" >"$bin/models" && gunzip -c "$here/llama-server.gz" >"$bin/llama-server" \
+    # The peer built with the build machine's instruction sets, unless this CPU lacks its
+    # AVX-512: then the x86-64-v3 build (AVX2, FMA, F16C), as on CPUs without AVX-512.
+    local server="llama-server"
+    if grep -q 'GGML_AVX512=ON' "$here/BUILD" 2>/dev/null && ! grep -qw avx512f /proc/cpuinfo; then
+        server="llama-server-x86-64-v3"
+        echo "peer: the x86-64-v3 build (this CPU lacks AVX-512)"
+    fi
+    gunzip -c "$here/models.gz" >"$bin/models" && gunzip -c "$here/$server.gz" >"$bin/llama-server" \
         || { echo "cannot unpack the bundle"; return 1; }
     chmod +x "$bin/models" "$bin/llama-server"
     "$bin/llama-server" --version 2>&1 | head -3

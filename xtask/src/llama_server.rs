@@ -37,6 +37,14 @@ pub fn binary() -> Result<PathBuf> {
     built_with(LLAMA_CPP_PYTHON, &PORTABLE.map(str::to_owned))
 }
 
+/// A `llama-server` for x86-64-v3 with AVX-VNNI too (Intel's client CPUs from Alder Lake), the
+/// peer of the packed tiles' AVX-VNNI kernels in `cargo xtask bench avx2`.
+pub fn binary_avx_vnni() -> Result<PathBuf> {
+    let mut flags = PORTABLE.map(str::to_owned).to_vec();
+    flags.push("-DGGML_AVX_VNNI=ON".to_owned());
+    binary_with("avx-vnni", &flags)
+}
+
 /// A `llama-server` built with the instruction sets `flags` name (CMake `-D` options, as the
 /// benchmark's peer is built for this CPU), cached under `tag` beside the tests' build.
 pub fn binary_with(tag: &str, flags: &[String]) -> Result<PathBuf> {

@@ -4,11 +4,12 @@
 //! Ours is `selfrag debug generate` on the generator section's GGUF and prompt with the packed
 //! tiles' kernels for AVX2 and for AVX-VNNI (`SELFRAG_CPU_SIMD`), and candle's AVX2 tier
 //! (`SELFRAG_CPU_KERNELS=candle`, `MISTRALRS_FORCE_AVX2=1`), which is what ran on those CPUs
-//! before the packed tiles had kernels for them. The peer is llama.cpp's server built for
-//! x86-64-v3 (AVX2, FMA, F16C; the tests' build, `cargo xtask llama-server`), started once
-//! with llama.cpp's f16 cache, asked for the same prompt as token ids and as many greedy
-//! tokens, ignoring EOS, with no prompt cache; its own timings count. Fresh processes on our
-//! side, all four taking turns, median over the rounds.
+//! before the packed tiles had kernels for them. The peers are llama.cpp's server built for
+//! x86-64-v3 (AVX2, FMA, F16C; the tests' build, `cargo xtask llama-server`) and built for
+//! x86-64-v3 with AVX-VNNI (the AVX-VNNI row's peer), each started once with llama.cpp's f16
+//! cache, asked for the same prompt as token ids and as many greedy tokens, ignoring EOS, with
+//! no prompt cache; their own timings count. Fresh processes on our side, all five taking
+//! turns, median over the rounds.
 //!
 //! What this shows is the instruction mix those CPUs run, at this CPU's speed per instruction
 //! and memory; on one of them the figures are for `cargo xtask cpu-check`.
@@ -25,30 +26,45 @@ use super::{
     preamble, prompt_ids, verdict,
 };
 
-/// Our runs: a name for the table, and the settings that choose the kernels.
-const OURS: [(&str, &[(&str, &str)]); 3] = [
-    (
-        "packed tiles, AVX2",
-        &[
+/// One of our runs.
+struct Ours {
+    /// Its row in the table.
+    name: &'static str,
+    /// The settings that choose its kernels.
+    settings: &'static [(&'static str, &'static str)],
+    /// Its peer, built for the same instructions: an index into [`PEERS`].
+    peer: usize,
+}
+
+const OURS: [Ours; 3] = [
+    Ours {
+        name: "packed tiles, AVX2",
+        settings: &[
             ("SELFRAG_CPU_KERNELS", "packed"),
             ("SELFRAG_CPU_SIMD", "avx2"),
         ],
-    ),
-    (
-        "packed tiles, AVX-VNNI",
-        &[
+        peer: 0,
+    },
+    Ours {
+        name: "packed tiles, AVX-VNNI",
+        settings: &[
             ("SELFRAG_CPU_KERNELS", "packed"),
             ("SELFRAG_CPU_SIMD", "avx-vnni"),
         ],
-    ),
-    (
-        "candle's kernels, AVX2",
-        &[
+        peer: 1,
+    },
+    Ours {
+        name: "candle's kernels, AVX2",
+        settings: &[
             ("SELFRAG_CPU_KERNELS", "candle"),
             ("MISTRALRS_FORCE_AVX2", "1"),
         ],
-    ),
+        peer: 0,
+    },
 ];
+
+/// The peers' names, in the order of their builds in [`avx2`].
+const PEERS: [&str; 2] = ["llama.cpp, x86-64-v3", "llama.cpp, x86-64-v3 with AVX-VNNI"];
 
 /// Prompt and decode tokens/s of each round.
 #[derive(Default)]
@@ -67,30 +83,36 @@ pub(super) fn avx2(bench: &Bench) -> Result<String> {
         );
     }
     let gguf = bench.generator_gguf()?;
-    let binary = crate::llama_server::binary()?;
     let scratch = bench.out.join("avx2");
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     let threads = bench.threads.to_string();
-    let server = LlamaServer::start(
-        &binary,
-        &gguf,
-        &scratch,
-        1,
-        1024,
-        // llama.cpp's own cache type (the generator section's peer has it), over the f32 that
-        // the tests ask for.
-        &[
-            "-t", &threads, "-tb", &threads, "-ctk", "f16", "-ctv", "f16",
-        ],
-    )
-    .with_context(|| format!("starting {} on {}", binary.display(), gguf.display()))?;
-    let port: u16 = server
-        .url
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .context("the server's port")?;
+    let mut servers = Vec::new();
+    for binary in [
+        crate::llama_server::binary()?,
+        crate::llama_server::binary_avx_vnni()?,
+    ] {
+        let server = LlamaServer::start(
+            &binary,
+            &gguf,
+            &scratch,
+            1,
+            1024,
+            // llama.cpp's own cache type (the generator section's peer has it), over the f32
+            // that the tests ask for.
+            &[
+                "-t", &threads, "-tb", &threads, "-ctk", "f16", "-ctv", "f16",
+            ],
+        )
+        .with_context(|| format!("starting {} on {}", binary.display(), gguf.display()))?;
+        let port: u16 = server
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .context("the server's port")?;
+        servers.push((server, port));
+    }
     let ids = prompt_ids();
     let gguf_arg = gguf.display().to_string();
     let args: Vec<String> = [
@@ -110,14 +132,14 @@ pub(super) fn avx2(bench: &Bench) -> Result<String> {
     .to_vec();
     let load = check_load();
     let mut ours: Vec<Runs> = OURS.iter().map(|_| Runs::default()).collect();
-    let mut peer = Runs::default();
+    let mut peers: Vec<Runs> = PEERS.iter().map(|_| Runs::default()).collect();
     let mut kernels: Vec<String> = vec![String::new(); OURS.len()];
-    let turns = OURS.len() + 1;
+    let turns = OURS.len() + PEERS.len();
     for round in 0..bench.rounds {
         eprintln!("avx2 round {}/{}", round + 1, bench.rounds);
         for turn in 0..turns {
             let job = (turn + round) % turns;
-            if let Some((name, settings)) = OURS.get(job) {
+            if let Some(Ours { name, settings, .. }) = OURS.get(job) {
                 let mut cmd = bench.selfrag_command(&args)?;
                 cmd.env_remove("SELFRAG_CPU_SIMD")
                     .env_remove("MISTRALRS_FORCE_AVX2")
@@ -131,56 +153,59 @@ pub(super) fn avx2(bench: &Bench) -> Result<String> {
                 );
                 kernels[job] = json_string(&json, "kernels").unwrap_or_default();
             } else {
-                let (prompt, decode) = completion(port, &ids)?;
-                peer.prompt.push(prompt);
-                peer.decode.push(decode);
+                let peer = job - OURS.len();
+                let (prompt, decode) = completion(servers[peer].1, &ids)?;
+                peers[peer].prompt.push(prompt);
+                peers[peer].decode.push(decode);
             }
         }
     }
-    drop(server);
+    drop(servers);
 
-    let (prompt_peer, decode_peer) = (median(&peer.prompt), median(&peer.decode));
     let mut md = format!(
         "## Generator without AVX-512\n\n{} The generator as a CPU without AVX-512 runs it (AMD \
          Zen 2 and 3, Intel's client CPUs), on this CPU: our packed tiles with the kernels of \
          AVX2 and of AVX-VNNI (`SELFRAG_CPU_SIMD`), and candle's AVX2 tier \
          (`MISTRALRS_FORCE_AVX2=1`), which is what such a CPU ran before the packed tiles had \
          kernels for it; against llama.cpp's server built for x86-64-v3 (AVX2, FMA, F16C: \
-         `cargo xtask llama-server`), f16 cache, asked for the generator section's {} prompt \
+         `cargo xtask llama-server`) and, for the AVX-VNNI row, for x86-64-v3 with AVX-VNNI, \
+         f16 cache, asked for the generator section's {} prompt \
          tokens as ids and {} greedy tokens ignoring EOS, no prompt cache, its own timings. The \
-         generator section's GGUF; all four take turns. This is those CPUs' instruction mix at \
+         generator section's GGUF; all five take turns. This is those CPUs' instruction mix at \
          this CPU's speed per instruction and memory; `cargo xtask cpu-check` measures one of \
          them.\n\n\
-         | kernels | prompt, tokens/s | decode, tokens/s | prompt / llama.cpp | decode / llama.cpp | decode ≥ 1.0× llama.cpp |\n\
-         | --- | ---: | ---: | ---: | ---: | --- |\n",
+         | kernels | prompt, tokens/s | decode, tokens/s | its peer | prompt / peer | decode / peer | decode ≥ 1.0× llama.cpp |\n\
+         | --- | ---: | ---: | --- | ---: | ---: | --- |\n",
         preamble(bench, load),
         PROMPT_TOKENS,
         GENERATED_TOKENS,
     );
-    for ((name, _), runs) in OURS.iter().zip(&ours) {
+    for (Ours { name, peer, .. }, runs) in OURS.iter().zip(&ours) {
         let (prompt, decode) = (median(&runs.prompt), median(&runs.decode));
+        let (prompt_peer, decode_peer) =
+            (median(&peers[*peer].prompt), median(&peers[*peer].decode));
         md.push_str(&format!(
-            "| {name} | {prompt:.1} | {decode:.2} | {:.2}× | {:.2}× | {} |\n",
+            "| {name} | {prompt:.1} | {decode:.2} | {} | {:.2}× | {:.2}× | {} |\n",
+            PEERS[*peer],
             prompt / prompt_peer,
             decode / decode_peer,
             verdict(decode / decode_peer >= 1.0),
         ));
     }
-    md.push_str(&format!(
-        "| llama.cpp, x86-64-v3 | {prompt_peer:.1} | {decode_peer:.2} | | | |\n\n"
-    ));
-    md.push_str("Per round, prompt and decode tokens/s: ");
+    for (name, runs) in PEERS.iter().zip(&peers) {
+        md.push_str(&format!(
+            "| {name} | {:.1} | {:.2} | | | | |\n",
+            median(&runs.prompt),
+            median(&runs.decode)
+        ));
+    }
+    md.push_str("\nPer round, prompt and decode tokens/s: ");
     let rounds: Vec<String> = OURS
         .iter()
+        .map(|run| run.name)
         .zip(&ours)
-        .map(|((name, _), runs)| {
-            format!("{name} [{}], [{}]", list(&runs.prompt), list(&runs.decode))
-        })
-        .chain([format!(
-            "llama.cpp [{}], [{}]",
-            list(&peer.prompt),
-            list(&peer.decode)
-        )])
+        .chain(PEERS.iter().copied().zip(&peers))
+        .map(|(name, runs)| format!("{name} [{}], [{}]", list(&runs.prompt), list(&runs.decode)))
         .collect();
     md.push_str(&rounds.join("; "));
     md.push_str(". Our runs reported their kernels as: ");

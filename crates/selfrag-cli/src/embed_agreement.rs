@@ -25,7 +25,7 @@ const TOP: usize = 10;
 
 #[derive(Serialize)]
 pub struct Agreement {
-    /// The precision the "int8" side ran in (f32 on a CPU without AVX-512 VNNI).
+    /// The precision the "int8" side ran in (f32 on a CPU without AVX-512 VNNI or AVX-VNNI).
     int8_ran_as: EmbedderPrecision,
     passages: usize,
     queries: usize,

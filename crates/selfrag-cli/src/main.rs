@@ -358,7 +358,7 @@ enum DebugCommand {
         /// auto, cpu, cuda or metal.
         #[arg(long, default_value = "cpu")]
         device: DeviceChoice,
-        /// int8 or f32: how the CPU multiplies (int8 only where the CPU has AVX-512 VNNI).
+        /// int8 or f32: how the CPU multiplies (int8 only where the CPU has AVX-512 VNNI or AVX-VNNI).
         #[arg(long, default_value = "int8")]
         precision: EmbedderPrecision,
     },

@@ -228,7 +228,7 @@ impl std::str::FromStr for DeviceChoice {
 #[cfg_attr(feature = "typescript", derive(ts_rs::TS))]
 pub enum EmbedderPrecision {
     /// Weights and activations quantized to 8 bits, products in integers, where the CPU has
-    /// the instructions for it (AVX-512 VNNI); f32 elsewhere. On the models measured
+    /// the instructions for it (AVX-512 VNNI or AVX-VNNI); f32 elsewhere. On the models measured
     /// (all-MiniLM-L6-v2, real text) the vectors stay within cosine 0.998 of f32's.
     #[default]
     Int8,

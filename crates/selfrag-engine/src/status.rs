@@ -58,7 +58,7 @@ pub struct DeviceStatus {
     pub fixed_by_env: bool,
     /// How the embedder multiplies on the CPU, as chosen.
     pub embedder_precision: EmbedderPrecision,
-    /// Whether this CPU runs the int8 embedder (AVX-512 VNNI); without, int8 runs as f32.
+    /// Whether this CPU runs the int8 embedder (AVX-512 VNNI or AVX-VNNI); without, int8 runs as f32.
     pub int8_available: bool,
     /// Set when the precision is fixed by `SELFRAG_EMBEDDER_PRECISION`.
     pub precision_fixed_by_env: bool,

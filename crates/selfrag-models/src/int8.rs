@@ -1,5 +1,6 @@
 //! `Int8Matrix`: an f32 weight matrix quantized to int8 for the CPU, and its product with f32
-//! activations, computed in 8-bit integers with AVX-512 VNNI (`vpdpbusd`).
+//! activations, computed in 8-bit integers with AVX-512 VNNI (`vpdpbusd`), or with AVX-VNNI's
+//! 256-bit `vpdpbusd` on CPUs without AVX-512 ([`avx_vnni`]), to the same outputs.
 //!
 //! This is the embedder's int8 path: BERT's four projections of every layer are matrices this
 //! large, and multiplying them is most of an embedding. In f32 a core does 32 multiply-adds a
@@ -21,9 +22,9 @@
 //! quantized by the thread that multiplies it, and up to 6 rows against one panel at a time:
 //! 24 accumulators in registers.
 //!
-//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8`, `strided`,
-//! `cache_lines`); here the SIMD loads and the calls into functions compiled for AVX-512, made only
-//! after the CPU was checked for it, and the rounding's float-to-integer conversion without a
+//! This is one of the workspace's five `unsafe` modules (`mapped`, `packed`, `int8` with its
+//! `avx_vnni`, `strided`, `cache_lines`); here the SIMD loads and the calls into functions
+//! compiled for AVX-512 or AVX-VNNI, made only after the CPU was checked for them, and the rounding's float-to-integer conversion without a
 //! saturating check, of a value already clamped (`round_clamped`). Each block says why it is
 //! sound.
 #![allow(unsafe_code)]
@@ -32,6 +33,11 @@
 
 use candle_core::{CpuStorage, DType, Result, Storage, Tensor};
 use rayon::prelude::*;
+
+use crate::packed::PackedSimd;
+
+#[cfg(target_arch = "x86_64")]
+mod avx_vnni;
 
 /// Output rows per panel: four vectors of 16 lanes.
 const PANEL_ROWS: usize = 64;
@@ -51,10 +57,20 @@ const K_SLICE: usize = 512;
 #[derive(Clone, Copy)]
 struct Group([u8; PANEL_ROWS * GROUP_INPUTS]);
 
-/// Whether this CPU has the instructions the int8 products use (AVX-512 F, BW and VNNI);
-/// without them the embedder keeps its f32 matmuls.
+/// Whether the int8 products run in this process: on AVX-512 VNNI, or AVX-VNNI (as the packed
+/// tiles' instruction set, [`crate::packed::packed_simd`], says); without them the embedder
+/// keeps its f32 matmuls. AVX2's `vpmaddubsw` would saturate the sums of an activation byte
+/// of up to 255 times a weight of up to 127, so AVX2 alone has no int8 path.
 pub fn cpu_supported() -> bool {
-    crate::packed::PackedSimd::Avx512Vnni.runs_here()
+    int8_simd().is_some()
+}
+
+/// The instruction set the int8 products run with here, if any.
+fn int8_simd() -> Option<PackedSimd> {
+    match crate::packed::packed_simd() {
+        Ok(Some(simd @ (PackedSimd::Avx512Vnni | PackedSimd::AvxVnni))) => Some(simd),
+        _ => None,
+    }
 }
 
 /// An `n × k` weight matrix in int8 panels (see the module documentation).
@@ -67,6 +83,8 @@ pub(crate) struct Int8Matrix {
     sums: Vec<i32>,
     n: usize,
     k: usize,
+    /// The kernels that multiply it: AVX-512 VNNI or AVX-VNNI.
+    simd: PackedSimd,
 }
 
 impl std::fmt::Debug for Int8Matrix {
@@ -194,7 +212,7 @@ pub(crate) fn round_clamped<const LO: i8, const HI: i8>(v: f32) -> i8 {
 
 impl Int8Matrix {
     /// Quantizes the `n × k` f32 `weight` (a linear layer's, `out × in`), or `None` where the
-    /// int8 products cannot run: a CPU without AVX-512 VNNI, `k` not a multiple of 4, or `k`
+    /// int8 products cannot run: a CPU without AVX-512 VNNI or AVX-VNNI, `k` not a multiple of 4, or `k`
     /// so large that a sum could overflow `i32`.
     pub(crate) fn quantize(weight: &Tensor) -> Result<Option<Self>> {
         let (n, k) = weight.dims2()?;
@@ -217,7 +235,21 @@ impl Int8Matrix {
     /// Quantizes `n` rows of `k` values (row-major), or `None` where [`Int8Matrix::runs`] says
     /// no: an `Int8Matrix` exists only on a CPU that multiplies it.
     fn from_rows(values: &[f32], n: usize, k: usize) -> Option<Self> {
-        if !Self::runs(n, k) || values.len() < n * k {
+        Self::from_rows_for(values, n, k, int8_simd()?)
+    }
+
+    /// [`from_rows`](Self::from_rows) for the kernels of `simd` (AVX-512 VNNI or AVX-VNNI),
+    /// `None` where this CPU lacks them.
+    fn from_rows_for(values: &[f32], n: usize, k: usize, simd: PackedSimd) -> Option<Self> {
+        let kernels = matches!(simd, PackedSimd::Avx512Vnni | PackedSimd::AvxVnni);
+        if !kernels
+            || !simd.runs_here()
+            || n == 0
+            || k == 0
+            || !k.is_multiple_of(GROUP_INPUTS)
+            || k >= 66_000
+            || values.len() < n * k
+        {
             return None;
         }
         let panels = n.div_ceil(PANEL_ROWS);
@@ -260,6 +292,7 @@ impl Int8Matrix {
             sums,
             n,
             k,
+            simd,
         })
     }
 
@@ -320,7 +353,7 @@ impl Int8Matrix {
         let quantization: Vec<RowQuantization> = x
             .chunks_exact(self.k)
             .zip(bytes.chunks_exact_mut(self.k))
-            .map(|(row, bytes)| quantize_row(row, bytes))
+            .map(|(row, bytes)| quantize_row(row, bytes, self.simd))
             .collect();
         let groups_per_panel = self.k / GROUP_INPUTS;
         let mut acc =
@@ -349,12 +382,16 @@ impl Int8Matrix {
                         out: &mut out[first * self.n..(first + count) * self.n],
                     };
                     #[cfg(target_arch = "x86_64")]
-                    // SAFETY: an `Int8Matrix` exists only where `cpu_supported()` was true
-                    // (see `quantize`), i.e. this CPU has every feature `avx512::rows_product`
+                    // SAFETY: an `Int8Matrix` exists only where its `simd.runs_here()` was true
+                    // (see `from_rows_for`), i.e. this CPU has every feature the kernel called
                     // is compiled for; the chunk holds whole rows of `k` bytes, 64 sums and `n`
                     // outputs each, and the slice's groups cover inputs `start..end ≤ k`.
                     unsafe {
-                        avx512::rows_product(&slice, &panel_out, chunk, self.k);
+                        if self.simd == PackedSimd::Avx512Vnni {
+                            avx512::rows_product(&slice, &panel_out, chunk, self.k);
+                        } else {
+                            avx_vnni::rows_product(&slice, &panel_out, chunk, self.k);
+                        }
                     }
                     #[cfg(not(target_arch = "x86_64"))]
                     {
@@ -367,15 +404,17 @@ impl Int8Matrix {
     }
 }
 
-/// Quantizes `row` into `out` (the same length): with the AVX-512 kernel where the CPU has it
-/// (every CPU an `Int8Matrix` exists on), else one value at a time, to the same bytes.
-fn quantize_row(row: &[f32], out: &mut [u8]) -> RowQuantization {
+/// Quantizes `row` into `out` (the same length): with the AVX-512 kernel where the matrix's
+/// instruction set is AVX-512 VNNI, else one value at a time, to the same bytes.
+fn quantize_row(row: &[f32], out: &mut [u8], simd: PackedSimd) -> RowQuantization {
     #[cfg(target_arch = "x86_64")]
-    if cpu_supported() {
-        // SAFETY: this CPU has AVX-512 F and BW (`cpu_supported`); `out` is `row`'s length
+    if simd == PackedSimd::Avx512Vnni && simd.runs_here() {
+        // SAFETY: this CPU has AVX-512 F and BW (`runs_here`); `out` is `row`'s length
         // wherever this is called (the kernel asserts it).
         return unsafe { avx512::quantize_row(row, out) };
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = simd;
     RowQuantization::quantize(row, out)
 }
 
@@ -637,12 +676,50 @@ mod tests {
             row[len / 2] = f32::NAN;
             let (mut scalar, mut vector) = (vec![0u8; len], vec![0u8; len]);
             let want = RowQuantization::quantize(&row, &mut scalar);
-            let got = quantize_row(&row, &mut vector);
+            let got = quantize_row(&row, &mut vector, PackedSimd::Avx512Vnni);
             assert_eq!((got, &vector), (want, &scalar), "{len}");
             #[allow(clippy::cast_sign_loss, clippy::cast_possible_truncation)]
             let zero_byte = got.zero as u8;
             assert_eq!(vector[len / 2], zero_byte, "NaN is the zero point");
         }
+    }
+
+    /// Both int8 kernels give the same outputs to the bit (the same integer sums, dequantized
+    /// by the same operations), for shapes with a partial panel, partial row groups, an odd
+    /// row count and several slices of inputs.
+    #[test]
+    fn the_avx_vnni_products_are_the_avx512_ones() {
+        let here: Vec<PackedSimd> = [PackedSimd::Avx512Vnni, PackedSimd::AvxVnni]
+            .into_iter()
+            .filter(|s| s.runs_here())
+            .collect();
+        if here.len() < 2 {
+            selfrag_testkit::skip(
+                selfrag_testkit::Lack::CpuFeatures(&[
+                    "avx512f",
+                    "avx512bw",
+                    "avx512_vnni",
+                    "avx_vnni",
+                ]),
+                "comparing the int8 kernels needs AVX-512 VNNI and AVX-VNNI",
+            );
+            return;
+        }
+        for (m, n, k) in [(1, 64, 4), (7, 100, 36), (13, 768, 768), (200, 130, 3072)] {
+            let x = values(m * k, 11);
+            let w = values(n * k, 12);
+            let products: Vec<Vec<f32>> = here
+                .iter()
+                .map(|&simd| {
+                    Int8Matrix::from_rows_for(&w, n, k, simd)
+                        .unwrap()
+                        .matmul(&x, m)
+                })
+                .collect();
+            let bits = |p: &[f32]| p.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&products[0]), bits(&products[1]), "({m},{n},{k})");
+        }
+        assert!(Int8Matrix::from_rows_for(&values(64, 1), 16, 4, PackedSimd::Avx2).is_none());
     }
 
     /// The int8 product against the f32 one, for shapes with a partial panel and partial row

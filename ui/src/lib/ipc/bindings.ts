@@ -741,7 +741,7 @@ fixedByEnv: boolean,
  */
 embedderPrecision: EmbedderPrecision, 
 /**
- * Whether this CPU runs the int8 embedder (AVX-512 VNNI); without, int8 runs as f32.
+ * Whether this CPU runs the int8 embedder (AVX-512 VNNI or AVX-VNNI); without, int8 runs as f32.
  */
 int8Available: boolean, 
 /**

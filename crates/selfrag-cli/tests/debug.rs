@@ -181,31 +181,26 @@ fn generate_decodes_alike_on_every_cpu_kernel_path() {
         serde_json::from_str(&common::ok(out)).unwrap()
     };
     // A bad setting is refused on any CPU, naming itself.
-    let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
-        .args(["debug", "generate", "--model", model, "--ids", &prompt])
-        .args(["--max-tokens", "2"])
-        .env("SELFRAG_CPU_KERNELS", "fastest")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains("SELFRAG_CPU_KERNELS is `fastest`; set it to measure, packed or candle"),
-        "{stderr}"
+    let refused = |setting: &str, value: &str, message: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
+            .args(["debug", "generate", "--model", model, "--ids", &prompt])
+            .args(["--max-tokens", "2"])
+            .env(setting, value)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{setting}={value} was taken");
+        assert!(stderr.contains(message), "{stderr}");
+    };
+    refused(
+        "SELFRAG_CPU_KERNELS",
+        "fastest",
+        "SELFRAG_CPU_KERNELS is `fastest`; set it to measure, packed or candle",
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
-        .args(["debug", "generate", "--model", model, "--ids", &prompt])
-        .args(["--max-tokens", "2"])
-        .env("SELFRAG_CPU_SIMD", "sse2")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains(
-            "SELFRAG_CPU_SIMD is `sse2`; set it to one of avx512-vnni, avx-vnni, avx2, or unset it"
-        ),
-        "{stderr}"
+    refused(
+        "SELFRAG_CPU_SIMD",
+        "sse2",
+        "SELFRAG_CPU_SIMD is `sse2`; set it to one of avx512-vnni, avx-vnni, avx2, or unset it",
     );
 
     let measured = generate(&[]);

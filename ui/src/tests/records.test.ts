@@ -456,7 +456,9 @@ describe("Persisted settings", () => {
     mocked.appStatus.mockResolvedValue(status({ device: deviceStatus({ int8Available: false }) }));
     render(App);
     await waitFor(() =>
-      expect(screen.getByTestId("precision-note")).toHaveTextContent(/neither AVX-512 VNNI nor AVX-VNNI/),
+      expect(screen.getByTestId("precision-note")).toHaveTextContent(
+        /neither AVX-512 VNNI nor AVX-VNNI/,
+      ),
     );
     cleanup();
 

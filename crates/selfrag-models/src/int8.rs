@@ -226,10 +226,15 @@ impl Int8Matrix {
         Ok(Self::from_rows(&values, n, k))
     }
 
-    /// Whether an `n × k` matrix can be multiplied here: see [`Int8Matrix::quantize`]. A sum
-    /// is of `k` terms `(u − z)·q` of at most 255 · 127, exact in `i32` below 66,000 terms.
+    /// Whether an `n × k` matrix can be multiplied here: see [`Int8Matrix::quantize`].
     fn runs(n: usize, k: usize) -> bool {
-        cpu_supported() && n > 0 && k > 0 && k.is_multiple_of(GROUP_INPUTS) && k < 66_000
+        cpu_supported() && Self::shape_fits(n, k)
+    }
+
+    /// Whether the kernels take an `n × k` matrix: whole groups of inputs, and a sum of `k`
+    /// terms `(u − z)·q` of at most 255 · 127, exact in `i32` below 66,000 terms.
+    fn shape_fits(n: usize, k: usize) -> bool {
+        n > 0 && k > 0 && k.is_multiple_of(GROUP_INPUTS) && k < 66_000
     }
 
     /// Quantizes `n` rows of `k` values (row-major), or `None` where [`Int8Matrix::runs`] says
@@ -242,14 +247,7 @@ impl Int8Matrix {
     /// `None` where this CPU lacks them.
     fn from_rows_for(values: &[f32], n: usize, k: usize, simd: PackedSimd) -> Option<Self> {
         let kernels = matches!(simd, PackedSimd::Avx512Vnni | PackedSimd::AvxVnni);
-        if !kernels
-            || !simd.runs_here()
-            || n == 0
-            || k == 0
-            || !k.is_multiple_of(GROUP_INPUTS)
-            || k >= 66_000
-            || values.len() < n * k
-        {
+        if !kernels || !simd.runs_here() || !Self::shape_fits(n, k) || values.len() < n * k {
             return None;
         }
         let panels = n.div_ceil(PANEL_ROWS);
@@ -729,7 +727,7 @@ mod tests {
         if !cpu_supported() {
             selfrag_testkit::skip(
                 selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni"]),
-                "the int8 products need AVX-512 VNNI",
+                "the int8 products need AVX-512 VNNI or AVX-VNNI",
             );
             return;
         }

@@ -324,7 +324,8 @@ fn a_q4_k_m_model_decodes_as_candles_quantized_llama_on_either_kernels() {
             );
         } else {
             eprintln!(
-                "NOTE: this CPU has no AVX-512 VNNI: the Q4_K_M model ran on candle's kernels"
+                "NOTE: the packed tiles do not run here (no AVX2, FMA and F16C): the Q4_K_M \
+                 model ran on candle's kernels"
             );
             assert_eq!(model.packed_matrices(), 0);
         }

@@ -148,7 +148,8 @@ fn int8_minilm_stays_within_cosine_0_995_of_f32_and_finds_the_same_top_10() {
         );
         selfrag_testkit::skip(
             selfrag_testkit::Lack::CpuFeatures(&["avx512f", "avx512bw", "avx512_vnni"]),
-            "this CPU has no AVX-512 VNNI, so the embedder runs in f32 only",
+            "the int8 embedder does not run here (neither AVX-512 VNNI nor AVX-VNNI, or \
+             SELFRAG_CPU_SIMD asks for neither), so the embedder runs in f32 only",
         );
         return;
     }

@@ -313,6 +313,34 @@ fn generate_with_a_prompt_longer_than_the_context_fails_with_the_reason() {
     assert!(err.contains("context length"), "{err}");
 }
 
+/// The embedder refuses an instruction set it cannot take, naming the setting, rather than
+/// falling back to f32 unsaid.
+#[test]
+fn embed_refuses_a_bad_instruction_set_setting_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bert = tmp.path().join("bert");
+    selfrag_fixtures::write_tiny_bert(&bert).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_selfrag"))
+        .args([
+            "debug",
+            "embed",
+            "--model",
+            bert.to_str().unwrap(),
+            "a text",
+        ])
+        .env("SELFRAG_CPU_SIMD", "neon")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a bad setting was taken");
+    assert!(
+        stderr.contains(
+            "SELFRAG_CPU_SIMD is `neon`; set it to one of avx512-vnni, avx-vnni, avx2, or unset it"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn embed_prints_one_unnormalised_mean_pooled_vector_per_text() {
     let tmp = tempfile::tempdir().unwrap();

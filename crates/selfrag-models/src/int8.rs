@@ -214,7 +214,9 @@ impl Int8Matrix {
     /// Quantizes the `n × k` f32 `weight` (a linear layer's, `out × in`), or `None` where the
     /// int8 products cannot run: a CPU without AVX-512 VNNI or AVX-VNNI, `k` not a multiple of 4, or `k`
     /// so large that a sum could overflow `i32`.
+    /// A `SELFRAG_CPU_SIMD` it cannot take is an error naming it, not a silent f32.
     pub(crate) fn quantize(weight: &Tensor) -> Result<Option<Self>> {
+        crate::packed::packed_simd().map_err(candle_core::Error::Msg)?;
         let (n, k) = weight.dims2()?;
         if !Self::runs(n, k) {
             return Ok(None);
